@@ -1,0 +1,272 @@
+package memory
+
+import (
+	"context"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+type lockRec struct {
+	token, owner, session string
+	fence                 uint64
+	acquired, deadline    time.Time
+	holdUntil             time.Time // zero: no max hold
+}
+
+func (l *lockRec) live(now time.Time) bool { return now.Before(l.deadline) }
+
+type sessionRec struct {
+	ttl      time.Duration
+	deadline time.Time
+	locks    map[string]sessionLock // by lock name
+}
+
+// sessionLock is what a session remembers of a lock, enough to tell whether
+// it still holds it and why not.
+type sessionLock struct {
+	token     string
+	fence     uint64
+	holdUntil time.Time
+}
+
+func (r *sessionRec) live(now time.Time) bool { return now.Before(r.deadline) }
+
+// capHold caps deadline at holdUntil, if set.
+func capHold(deadline, holdUntil time.Time) time.Time {
+	if !holdUntil.IsZero() && holdUntil.Before(deadline) {
+		return holdUntil
+	}
+	return deadline
+}
+
+// AcquireLock implements store.Locks.
+func (s *Store) AcquireLock(_ context.Context, req store.AcquireLock) (store.LockGrant, error) {
+	now := s.now()
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	if l := s.locks[req.Name]; l != nil && l.live(now) {
+		return store.LockGrant{Holder: l.owner, TTL: l.deadline.Sub(now), ExpireTime: l.deadline}, nil
+	}
+	var holdUntil time.Time
+	if req.MaxHold > 0 {
+		holdUntil = now.Add(us(req.MaxHold))
+	}
+	deadline := now.Add(us(req.TTL))
+	var sess *sessionRec
+	if req.SessionID != "" {
+		sess = s.sessions[req.SessionID]
+		if sess == nil || !sess.live(now) {
+			return store.LockGrant{}, store.ErrSessionNotFound
+		}
+		deadline = sess.deadline
+	}
+	deadline = capHold(deadline, holdUntil)
+	fence := max(s.lastFence+1, uint64(now.UnixMicro()))
+	s.lastFence = fence
+	s.locks[req.Name] = &lockRec{
+		token: req.Token, owner: req.Owner, session: req.SessionID, fence: fence,
+		acquired: now, deadline: deadline, holdUntil: holdUntil,
+	}
+	if sess != nil {
+		sess.locks[req.Name] = sessionLock{token: req.Token, fence: fence, holdUntil: holdUntil}
+	}
+	return store.LockGrant{Acquired: true, Fence: fence, TTL: deadline.Sub(now), ExpireTime: deadline}, nil
+}
+
+// RenewLock implements store.Locks.
+func (s *Store) RenewLock(_ context.Context, name, token string, ttl time.Duration) (store.Lease, error) {
+	now := s.now()
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	l := s.locks[name]
+	if l == nil || l.token != token || !l.live(now) {
+		return store.Lease{}, store.ErrLockNotHeld
+	}
+	if l.session != "" {
+		return store.Lease{}, store.ErrLockSessionBound
+	}
+	l.deadline = capHold(now.Add(us(ttl)), l.holdUntil)
+	return store.Lease{TTL: l.deadline.Sub(now), ExpireTime: l.deadline, Fence: l.fence}, nil
+}
+
+// ReleaseLock implements store.Locks.
+func (s *Store) ReleaseLock(_ context.Context, name, token string) (bool, error) {
+	now := s.now()
+	s.lk.Lock()
+	l := s.locks[name]
+	if l == nil || l.token != token || !l.live(now) {
+		s.lk.Unlock()
+		return false, nil
+	}
+	s.deleteLock(name, l)
+	s.lk.Unlock()
+	s.hub.Notify(store.LockTopic(name))
+	return true, nil
+}
+
+// deleteLock removes lock name, and its entry in its session's set. s.lk must
+// be held.
+func (s *Store) deleteLock(name string, l *lockRec) {
+	delete(s.locks, name)
+	if sess := s.sessions[l.session]; sess != nil {
+		if sl, ok := sess.locks[name]; ok && sl.token == l.token {
+			delete(sess.locks, name)
+		}
+	}
+}
+
+// GetLock implements store.Locks.
+func (s *Store) GetLock(_ context.Context, name string) (store.LockInfo, error) {
+	now := s.now()
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	l := s.locks[name]
+	if l == nil || !l.live(now) {
+		return store.LockInfo{}, nil
+	}
+	return store.LockInfo{
+		Held: true, Owner: l.owner, Fence: l.fence, SessionID: l.session,
+		TTL: l.deadline.Sub(now), ExpireTime: l.deadline, AcquireTime: l.acquired,
+	}, nil
+}
+
+// CreateSession implements store.Sessions.
+func (s *Store) CreateSession(_ context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+	now := s.now()
+	ttl = us(ttl)
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	r := &sessionRec{ttl: ttl, deadline: now.Add(ttl), locks: make(map[string]sessionLock)}
+	s.sessions[id] = r
+	return store.SessionState{ID: id, TTL: ttl, ExpireTime: r.deadline}, nil
+}
+
+// KeepAliveSession implements store.Sessions.
+func (s *Store) KeepAliveSession(_ context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+	return s.refreshSession(id, us(ttl), true)
+}
+
+// CheckSession implements store.Sessions.
+func (s *Store) CheckSession(_ context.Context, id string) (store.SessionState, error) {
+	return s.refreshSession(id, 0, false)
+}
+
+// refreshSession reports a session's lost locks and expiry and, if renew,
+// renews it and its locks.
+func (s *Store) refreshSession(id string, ttl time.Duration, renew bool) (store.SessionState, error) {
+	now := s.now()
+	s.lk.Lock()
+	defer s.lk.Unlock()
+	r := s.sessions[id]
+	if r == nil || !now.Before(r.deadline.Add(store.SessionGrace)) {
+		return store.SessionState{}, store.ErrSessionNotFound
+	}
+	if !r.live(now) {
+		st := store.SessionState{ID: id, ExpireTime: r.deadline, Expired: true}
+		for name, sl := range r.locks {
+			reason := store.LostSessionExpired
+			if !sl.holdUntil.IsZero() && !sl.holdUntil.After(r.deadline) {
+				reason = store.LostMaxHold
+			}
+			st.Lost = append(st.Lost, store.LostLock{Name: name, Fence: sl.fence, Reason: reason})
+			if l := s.locks[name]; l != nil && l.token == sl.token {
+				delete(s.locks, name)
+			}
+		}
+		delete(s.sessions, id)
+		return st, nil
+	}
+	if renew {
+		if ttl > 0 {
+			r.ttl = ttl
+		}
+		r.deadline = now.Add(r.ttl)
+	}
+	st := store.SessionState{ID: id, TTL: r.deadline.Sub(now), ExpireTime: r.deadline}
+	for name, sl := range r.locks {
+		l := s.locks[name]
+		switch {
+		case l != nil && l.token == sl.token && l.live(now):
+			if renew {
+				l.deadline = capHold(r.deadline, l.holdUntil)
+			}
+			continue
+		case !sl.holdUntil.IsZero() && !now.Before(sl.holdUntil):
+			st.Lost = append(st.Lost, store.LostLock{Name: name, Fence: sl.fence, Reason: store.LostMaxHold})
+		default:
+			st.Lost = append(st.Lost, store.LostLock{Name: name, Fence: sl.fence, Reason: store.LostGone})
+		}
+		delete(r.locks, name)
+		if l != nil && l.token == sl.token {
+			delete(s.locks, name)
+		}
+	}
+	return st, nil
+}
+
+// CloseSession implements store.Sessions.
+func (s *Store) CloseSession(_ context.Context, id string) ([]string, error) {
+	now := s.now()
+	s.lk.Lock()
+	r := s.sessions[id]
+	if r == nil || !now.Before(r.deadline.Add(store.SessionGrace)) {
+		s.lk.Unlock()
+		return nil, store.ErrSessionNotFound
+	}
+	var released []string
+	for name, sl := range r.locks {
+		if l := s.locks[name]; l != nil && l.token == sl.token {
+			if l.live(now) {
+				released = append(released, name)
+			}
+			delete(s.locks, name)
+		}
+	}
+	delete(s.sessions, id)
+	s.lk.Unlock()
+	for _, name := range released {
+		s.hub.Notify(store.LockTopic(name))
+	}
+	return released, nil
+}
+
+// sweepLocks deletes expired locks (waking their waiters) and sessions past
+// their grace, and reports how many of those it looked at had expired.
+func (s *Store) sweepLocks() int {
+	now := s.now()
+	var expired []string
+	n, seen := 0, 0
+	s.lk.Lock()
+	for name, l := range s.locks {
+		if seen++; seen > sweepBatch {
+			break
+		}
+		// A session's lock stays until its session reports it.
+		if !l.live(now) && s.sessions[l.session] == nil {
+			delete(s.locks, name)
+			expired = append(expired, name)
+			n++
+		}
+	}
+	seen = 0
+	for id, r := range s.sessions {
+		if seen++; seen > sweepBatch {
+			break
+		}
+		if !now.Before(r.deadline.Add(store.SessionGrace)) {
+			for name, sl := range r.locks {
+				if l := s.locks[name]; l != nil && l.token == sl.token {
+					delete(s.locks, name)
+				}
+			}
+			delete(s.sessions, id)
+			n++
+		}
+	}
+	s.lk.Unlock()
+	for _, name := range expired {
+		s.hub.Notify(store.LockTopic(name))
+	}
+	return n
+}

@@ -1,0 +1,177 @@
+// Package memory is coordd's embedded store: all state in this process, with
+// real mutual exclusion and the same semantics as the Redis store (both pass
+// store/storetest). It is the default backend, for a sidecar or a laptop; its
+// state ends with the process.
+//
+// Concurrency: each kind of state has its own mutex, and every store method
+// runs entirely under one of them, which makes it atomic:
+//   - lk guards locks, sessions and the fence counter together, because a
+//     session's keepalive or close touches its locks;
+//   - rate-limiter state is split over shards by key hash, since Allow is
+//     the hottest call;
+//   - idempotency keys share one mutex;
+//   - each queue has its own mutex, found under the queues map's mutex.
+//
+// No method holds two of these at once, except that queue methods hold the
+// queues map's mutex only to find the queue. Wake-ups go through a store.Hub
+// after the state's mutex is released.
+//
+// Expiry is by deadline: every read treats a record whose deadline has passed
+// as absent. A background sweep (every Options.SweepInterval) deletes
+// expired records in bounded batches, so that memory follows live state, and
+// wakes the waiters of locks that expired.
+package memory
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/store"
+)
+
+// Options configures a Store.
+type Options struct {
+	// Clock is the store's time; nil means the system clock.
+	Clock clock.Clock
+	// SweepInterval is how often expired records are deleted; 0 means 1s.
+	SweepInterval time.Duration
+}
+
+// Store is the embedded store. Its zero value is not usable; call New.
+type Store struct {
+	clock clock.Clock
+	hub   store.Hub
+
+	lk        sync.Mutex
+	locks     map[string]*lockRec
+	sessions  map[string]*sessionRec
+	lastFence uint64
+
+	limits [limitShards]limitShard
+
+	im   sync.Mutex
+	idem map[string]*idemRec
+
+	qm     sync.Mutex
+	queues map[string]*queueRec
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store and starts its sweep; Close stops it.
+func New(opts Options) *Store {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = time.Second
+	}
+	s := &Store{
+		clock:    opts.Clock,
+		locks:    make(map[string]*lockRec),
+		sessions: make(map[string]*sessionRec),
+		idem:     make(map[string]*idemRec),
+		queues:   make(map[string]*queueRec),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	for i := range s.limits {
+		s.limits[i].m = make(map[limitKey]*limitState)
+	}
+	go s.sweepLoop(opts.SweepInterval)
+	return s
+}
+
+// Close stops the sweep. The store must not be used after.
+func (s *Store) Close() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	return nil
+}
+
+// Subscribe implements store.Subscriber.
+func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sub, _ := s.hub.Subscribe(topic, nil)
+	return sub, nil
+}
+
+// Len reports how many records the store holds (locks, sessions, limiter
+// states, idempotency keys, messages and deduplication entries), expired or
+// not. Tests use it to check that a rejected request changed nothing.
+func (s *Store) Len() int {
+	s.lk.Lock()
+	n := len(s.locks) + len(s.sessions)
+	s.lk.Unlock()
+	for i := range s.limits {
+		sh := &s.limits[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	s.im.Lock()
+	n += len(s.idem)
+	s.im.Unlock()
+	for _, q := range s.queueList() {
+		q.mu.Lock()
+		n += len(q.msgs) + len(q.dedup)
+		q.mu.Unlock()
+	}
+	return n
+}
+
+// now is the store's time at microsecond resolution, as on Redis.
+func (s *Store) now() time.Time { return s.clock.Now().Truncate(time.Microsecond) }
+
+// us truncates d to microseconds.
+func us(d time.Duration) time.Duration { return d.Truncate(time.Microsecond) }
+
+// sweepBatch bounds the records one sweep round looks at per kind of state.
+const sweepBatch = 1000
+
+func (s *Store) sweepLoop(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sweep()
+		}
+	}
+}
+
+// sweep deletes expired records, looking at up to sweepBatch records of each
+// kind per round (Go's map iteration starts at a random place), and repeats a
+// kind while more than a quarter of what it looked at had expired, as Redis's
+// own active expiry does.
+func (s *Store) sweep() {
+	const rounds = 16
+	for i := 0; i < rounds && s.sweepLocks() > sweepBatch/4; i++ {
+	}
+	for i := range s.limits {
+		for j := 0; j < rounds && s.limits[i].sweep(s.now()) > sweepBatch/4; j++ {
+		}
+	}
+	for i := 0; i < rounds && s.sweepIdem() > sweepBatch/4; i++ {
+	}
+	for _, q := range s.queueList() {
+		q.mu.Lock()
+		q.sweepDedup(s.now())
+		q.mu.Unlock()
+	}
+	s.dropEmptyQueues()
+}

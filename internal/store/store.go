@@ -1,0 +1,423 @@
+// Package store defines the storage that coordd's domain packages run on: one
+// interface per kind of state, the types they exchange, and the errors they
+// return. Each method is one atomic step on one key group (a lock and its
+// fence, a session and its lock set, a limiter key, an idempotency key, a
+// queue), so that a Redis backend can make it one script on one hash slot.
+//
+// Time is the store's: the memory backend reads its injected clock, the Redis
+// backend the Redis server's TIME, so every coordd instance agrees. Times have
+// microsecond resolution; durations passed in are truncated to microseconds.
+//
+// Names passed to a store are already scoped to a namespace (see Scope).
+// Backends: store/memory (embedded) and store/redis. The conformance suite in
+// store/storetest defines the behaviour every backend must have.
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Errors returned by stores. State conflicts are sentinel errors; callers
+// test them with errors.Is.
+var (
+	// ErrLockNotHeld: the token does not hold the lock (expired, released, or
+	// never held it).
+	ErrLockNotHeld = errors.New("lock not held")
+	// ErrLockSessionBound: the lock is bound to a session and is renewed by it.
+	ErrLockSessionBound = errors.New("lock is bound to a session")
+	// ErrSessionNotFound: no live session has the ID.
+	ErrSessionNotFound = errors.New("session not found")
+	// ErrFingerprintMismatch: the idempotency key is in use with another
+	// fingerprint.
+	ErrFingerprintMismatch = errors.New("fingerprint mismatch")
+	// ErrNotOwner: the owner token does not own the idempotency key.
+	ErrNotOwner = errors.New("not the owner")
+	// ErrReceiptExpired: the receipt is not that of a live claim.
+	ErrReceiptExpired = errors.New("receipt expired")
+	// ErrUnavailable wraps every failure to reach the store or to get its
+	// answer. The outcome of the operation is unknown: it may have happened.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// Scope returns name inside namespace ns. Namespaces never contain ':', so the
+// result is unambiguous.
+func Scope(ns, name string) string { return ns + ":" + name }
+
+// Unscope returns the name that Scope(ns, name) put inside ns.
+func Unscope(ns, scoped string) string { return strings.TrimPrefix(scoped, ns+":") }
+
+// Store is every kind of state together; a backend implements all of it.
+type Store interface {
+	Locks
+	Sessions
+	Limits
+	Idempotency
+	Queues
+	Subscriber
+	// Close releases the backend's resources; the store is unusable after.
+	Close() error
+}
+
+// Subscriber delivers wake-ups for waiters: a lock's release, an
+// idempotency key's finish, a queue's new or returned message. Wake-ups are
+// hints, not guarantees: a waiter re-checks state after each one, and also at
+// the deadline the store told it (a holder's expiry, a message's due time), so
+// a lost wake-up only delays it.
+type Subscriber interface {
+	// Subscribe starts delivering wake-ups for topic (LockTopic, IdemTopic,
+	// QueueTopic) to the returned subscription. Events that happen after
+	// Subscribe returns are not missed. The caller must Close it.
+	Subscribe(ctx context.Context, topic string) (*Subscription, error)
+}
+
+// LockTopic is the wake-up topic of lock name: released or expired.
+func LockTopic(name string) string { return "lock:" + name }
+
+// IdemTopic is the wake-up topic of idempotency key: finished.
+func IdemTopic(key string) string { return "idem:" + key }
+
+// QueueTopic is the wake-up topic of queue: a message became ready or due.
+func QueueTopic(queue string) string { return "queue:" + queue }
+
+// Locks is lease storage with fencing.
+//
+// A lock is live while now < its deadline. Fences come from a per-name
+// counter that never expires, raised to a time floor (the store's time in
+// Unix microseconds) so that they stay monotonic even if the counter is lost:
+// fence = max(last fence + 1, floor).
+type Locks interface {
+	// AcquireLock grants the lock if it is not live. The caller supplies a
+	// fresh token. The lease is TTL from now, or, with SessionID, the session's
+	// remaining lease (the lock joins the session's lock set; an unknown or
+	// expired session is ErrSessionNotFound). A MaxHold > 0 caps the lease at
+	// grant time + MaxHold, now and on every renewal.
+	//
+	// Not acquired is not an error: the grant has Acquired false and describes
+	// the live holder.
+	AcquireLock(ctx context.Context, req AcquireLock) (LockGrant, error)
+	// RenewLock sets the deadline of a live lock held by token to now + ttl,
+	// capped by its MaxHold. ErrLockNotHeld if token does not hold a live lock;
+	// ErrLockSessionBound if the lock belongs to a session.
+	RenewLock(ctx context.Context, name, token string, ttl time.Duration) (Lease, error)
+	// ReleaseLock deletes the lock if token holds it live (and removes it from
+	// its session's set) and wakes LockTopic(name). It reports whether it did.
+	ReleaseLock(ctx context.Context, name, token string) (bool, error)
+	// GetLock describes the live holder of name; Held is false if none.
+	GetLock(ctx context.Context, name string) (LockInfo, error)
+}
+
+// AcquireLock is a request to grant a lock.
+type AcquireLock struct {
+	Name      string
+	Token     string        // fresh, random; proves ownership later
+	Owner     string        // a label shown to others
+	TTL       time.Duration // the lease; ignored with SessionID
+	MaxHold   time.Duration // 0: no cap
+	SessionID string        // "": a plain lease
+}
+
+// LockGrant is the outcome of AcquireLock.
+type LockGrant struct {
+	Acquired bool
+	// Fence of the new grant; 0 when not acquired.
+	Fence uint64
+	// The caller's lease when acquired; otherwise the live holder's remaining
+	// lease.
+	TTL        time.Duration
+	ExpireTime time.Time
+	// Holder is the live holder's Owner label when not acquired.
+	Holder string
+}
+
+// Lease is a renewed lock lease.
+type Lease struct {
+	TTL        time.Duration
+	ExpireTime time.Time
+	Fence      uint64
+}
+
+// LockInfo describes a lock's live holder.
+type LockInfo struct {
+	Held        bool
+	Owner       string
+	Fence       uint64
+	SessionID   string
+	TTL         time.Duration
+	ExpireTime  time.Time
+	AcquireTime time.Time
+}
+
+// Sessions is session storage. A session is a lease with a set of locks bound
+// to it; the locks' deadlines follow the session's, capped by their MaxHold.
+//
+// An expired session is kept for SessionGrace after its deadline so that the
+// next KeepAliveSession or CheckSession can report it, with the locks it lost,
+// exactly once; after that, or after being reported, it is unknown.
+type Sessions interface {
+	// CreateSession starts session id with a lease of ttl.
+	CreateSession(ctx context.Context, id string, ttl time.Duration) (SessionState, error)
+	// KeepAliveSession renews a live session to now + ttl (ttl 0: its current
+	// TTL) and every lock bound to it to the new deadline, capped by the lock's
+	// MaxHold. Locks of the session that are no longer held by it (max hold
+	// reached, or gone) leave its set and are reported in Lost.
+	// An expired session is not renewed: the state has Expired true and Lost
+	// lists its locks; the session is then forgotten. An unknown session is
+	// ErrSessionNotFound.
+	KeepAliveSession(ctx context.Context, id string, ttl time.Duration) (SessionState, error)
+	// CheckSession is KeepAliveSession without the renewal: it reports lost
+	// locks and expiry the same way and changes no deadline.
+	CheckSession(ctx context.Context, id string) (SessionState, error)
+	// CloseSession ends the session at once: it releases every lock the
+	// session holds (waking their waiters) and returns their names. An expired
+	// session is forgotten and releases nothing; an unknown one is
+	// ErrSessionNotFound.
+	CloseSession(ctx context.Context, id string) ([]string, error)
+}
+
+// SessionGrace is how long an expired session is remembered for reporting.
+const SessionGrace = time.Minute
+
+// SessionState describes a session after a store call.
+type SessionState struct {
+	ID         string
+	TTL        time.Duration // time left until ExpireTime
+	ExpireTime time.Time
+	Expired    bool
+	Lost       []LostLock
+}
+
+// LostLock is a lock a session held and holds no more.
+type LostLock struct {
+	Name   string
+	Fence  uint64
+	Reason LossReason
+}
+
+// LossReason says why a session lost a lock.
+type LossReason int
+
+// Loss reasons.
+const (
+	LostMaxHold LossReason = iota + 1
+	LostSessionExpired
+	LostGone
+)
+
+// Limits is rate-limiter storage: each call is one atomic decision.
+type Limits interface {
+	// Allow decides whether cost units may be taken from key's limiter under
+	// limit, and takes them if so and if not peek. A denial takes nothing. A
+	// key's state is separate for every distinct Limit. Limit must be valid:
+	// Limit >= 1, Period >= 1µs, 1 <= cost <= capacity (see Limit.Capacity).
+	Allow(ctx context.Context, key string, limit Limit, cost int64, peek bool) (Decision, error)
+}
+
+// Algorithm is a rate-limiting algorithm.
+type Algorithm int
+
+// Algorithms; the values match the API's enum.
+const (
+	FixedWindow Algorithm = iota + 1
+	SlidingWindow
+	SlidingLog
+	TokenBucket
+	LeakyBucket
+)
+
+// Limit is an algorithm with its parameters.
+type Limit struct {
+	Algorithm Algorithm
+	Limit     int64         // units per Period
+	Period    time.Duration // truncated to microseconds
+	Burst     int64         // bucket capacity for the buckets; 0: the default
+}
+
+// Capacity is the most a single call may take: the bucket capacity for the
+// token bucket (Burst, default Limit) and leaky bucket (Burst, default 1),
+// Limit otherwise.
+func (l Limit) Capacity() int64 {
+	switch {
+	case l.Algorithm != TokenBucket && l.Algorithm != LeakyBucket:
+		return l.Limit
+	case l.Burst > 0:
+		return l.Burst
+	case l.Algorithm == TokenBucket:
+		return l.Limit
+	default:
+		return 1
+	}
+}
+
+// Decision is a limiter's answer.
+type Decision struct {
+	Allowed    bool
+	Remaining  int64         // units left after the call (what a peek would leave)
+	RetryAfter time.Duration // denied: until the same call succeeds; else 0
+	ResetAfter time.Duration // until the limiter is back to its unused state
+}
+
+// Idempotency is idempotency-key storage.
+//
+// A key is absent, processing (one owner until its processing deadline),
+// completed or failed (until their result TTL). A processing key whose
+// deadline passed is abandoned: it no longer has an owner, the next Begin
+// with its fingerprint takes it over, and it is remembered, for fingerprint
+// checks only, until Retention after its deadline.
+type Idempotency interface {
+	// BeginIdempotent claims an absent or abandoned key for req.OwnerToken
+	// (Outcome Execute) or reports its state: InProgress, Completed with the
+	// result, Failed with the failure. A key held with another fingerprint, in
+	// any state, is ErrFingerprintMismatch.
+	BeginIdempotent(ctx context.Context, req BeginIdempotent) (IdemState, error)
+	// FinishIdempotent stores the outcome of the owner's work and wakes
+	// IdemTopic(key): a result (completed) or a terminal failure (failed) for
+	// ResultTTL, or, for a retryable failure, deletes the key. ErrNotOwner if
+	// the owner token does not own a processing key whose deadline has not
+	// passed.
+	FinishIdempotent(ctx context.Context, req FinishIdempotent) error
+	// ExtendIdempotent sets the owner's processing deadline to now + ttl.
+	// ErrNotOwner as for FinishIdempotent.
+	ExtendIdempotent(ctx context.Context, key, ownerToken string, ttl time.Duration) (time.Time, error)
+}
+
+// BeginIdempotent is a request to claim an idempotency key.
+type BeginIdempotent struct {
+	Key           string
+	Fingerprint   string
+	OwnerToken    string        // fresh, random; becomes the owner on Execute
+	ProcessingTTL time.Duration // the owner's lease
+	Retention     time.Duration // how long an abandoned key is remembered
+}
+
+// FinishIdempotent is a request to store an outcome.
+type FinishIdempotent struct {
+	Key        string
+	OwnerToken string
+	Result     []byte   // used when Failure is nil
+	Failure    *Failure // nil: success with Result
+	ResultTTL  time.Duration
+}
+
+// Failure is a failed operation's outcome.
+type Failure struct {
+	Message   string
+	Retryable bool
+}
+
+// Outcome is an idempotency key's state as seen by BeginIdempotent.
+type Outcome int
+
+// Outcomes; the values match the API's enum.
+const (
+	Execute Outcome = iota + 1
+	InProgress
+	Completed
+	Failed
+)
+
+// IdemState is the answer to BeginIdempotent.
+type IdemState struct {
+	Outcome    Outcome
+	OwnerToken string // Execute
+	Result     []byte // Completed
+	Failure    *Failure
+	// Execute, InProgress: the processing deadline; Completed, Failed: when
+	// the cached outcome expires.
+	ExpireTime time.Time
+	// Time left until ExpireTime.
+	TTL time.Duration
+}
+
+// Queues is work-queue storage.
+//
+// A message is delayed (until its deliver time), ready, in flight (claimed,
+// until its claim deadline) or dead. Each operation first does the queue's
+// upkeep, in bounded batches of at most UpkeepBatch: due delayed messages
+// become ready; in-flight messages whose claim expired become ready again,
+// or dead once they have had MaxAttempts deliveries. Ready messages are
+// claimed in the order they became ready.
+type Queues interface {
+	// Enqueue adds a message, or, if DedupID matches a message enqueued within
+	// its DedupWindow, returns that message's ID and deliver time with
+	// Duplicate true and adds nothing. It wakes QueueTopic(queue).
+	Enqueue(ctx context.Context, queue string, msg NewMessage) (Enqueued, error)
+	// Claim hands out up to len(req.Tokens) ready messages: each one's attempt
+	// goes up by one, its claim deadline becomes now + Visibility, and its
+	// receipt is MakeReceipt(id, attempt, token). NextDue tells how long until
+	// the next delayed message is due or the next claim expires (0: none),
+	// for a waiter's fallback timer.
+	Claim(ctx context.Context, queue string, req Claim) (Claimed, error)
+	// Ack deletes the message of a live claim. ErrReceiptExpired otherwise.
+	Ack(ctx context.Context, queue, receipt string) error
+	// Nack ends a live claim: the message is delayed by delay (ready at once
+	// for 0, waking QueueTopic(queue)), or is dead if it has had MaxAttempts
+	// deliveries. ErrReceiptExpired if the claim is not live.
+	Nack(ctx context.Context, queue, receipt string, delay time.Duration) (Nacked, error)
+	// ExtendClaim sets a live claim's deadline to now + visibility.
+	// ErrReceiptExpired otherwise.
+	ExtendClaim(ctx context.Context, queue, receipt string, visibility time.Duration) (time.Time, error)
+	// Stats counts the queue's messages by state, after its upkeep.
+	Stats(ctx context.Context, queue string) (QueueStats, error)
+	// Redrive moves up to max dead messages, oldest first, to ready with their
+	// attempts reset to 0, and wakes QueueTopic(queue) if it moved any.
+	Redrive(ctx context.Context, queue string, max int) (int, error)
+}
+
+// UpkeepBatch bounds the messages one queue operation moves in its upkeep.
+const UpkeepBatch = 1000
+
+// NewMessage is a message to enqueue.
+type NewMessage struct {
+	ID          string // fresh, random
+	Payload     []byte
+	Delay       time.Duration // used when DeliverTime is zero
+	DeliverTime time.Time     // absolute; a past time means now
+	MaxAttempts int           // >= 1
+	DedupID     string        // "": no deduplication
+	DedupWindow time.Duration // how long DedupID is remembered
+}
+
+// Enqueued is the outcome of Enqueue.
+type Enqueued struct {
+	ID          string
+	DeliverTime time.Time
+	Duplicate   bool
+}
+
+// Claim is a request for ready messages.
+type Claim struct {
+	Tokens     []string // one fresh token per message wanted
+	Visibility time.Duration
+}
+
+// Claimed is the outcome of Claim.
+type Claimed struct {
+	Messages []Message
+	NextDue  time.Duration
+}
+
+// Message is a claimed message.
+type Message struct {
+	ID          string
+	Payload     []byte
+	Receipt     string
+	Attempt     int
+	MaxAttempts int
+	EnqueueTime time.Time
+	DeliverTime time.Time
+	ExpireTime  time.Time // the claim's deadline
+}
+
+// Nacked is the outcome of Nack.
+type Nacked struct {
+	DeliverTime time.Time // zero if dead
+	Dead        bool
+}
+
+// QueueStats counts a queue's messages by state.
+type QueueStats struct {
+	Ready, Delayed, InFlight, Dead int64
+}
