@@ -1,0 +1,183 @@
+// Package limiter implements RateLimitService's rules on top of store.Limits:
+// named policies (reloadable), inline limits and their bounds, cost, shadow
+// mode, and failing open or closed when the store is unreachable. The
+// algorithms themselves are specified in store/ratelimit.go and made atomic
+// by each store.
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/validate"
+)
+
+// Config holds the bounds on limits.
+type Config struct {
+	MaxLimit     int64         `mapstructure:"max_limit"`     // the largest limit
+	MaxLogLimit  int64         `mapstructure:"max_log_limit"` // the largest limit of a sliding log
+	MaxPeriod    time.Duration `mapstructure:"max_period"`    // the longest period
+	MaxNameBytes int           `mapstructure:"-"`             // the longest key
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{MaxLimit: 1_000_000_000, MaxLogLimit: 1000, MaxPeriod: 168 * time.Hour, MaxNameBytes: 256}
+}
+
+// Policy is a named limit from config.
+type Policy struct {
+	Limit store.Limit
+	// Shadow computes and counts decisions but allows every call.
+	Shadow bool
+	// FailOpen allows calls (marked degraded) when the store is unreachable;
+	// otherwise they fail with the store's error.
+	FailOpen bool
+}
+
+// Algorithms by their config names.
+var algorithmNames = map[string]store.Algorithm{
+	"fixed_window":   store.FixedWindow,
+	"sliding_window": store.SlidingWindow,
+	"sliding_log":    store.SlidingLog,
+	"token_bucket":   store.TokenBucket,
+	"leaky_bucket":   store.LeakyBucket,
+}
+
+// ParseAlgorithm returns the algorithm of a config name such as
+// "token_bucket".
+func ParseAlgorithm(name string) (store.Algorithm, error) {
+	a, ok := algorithmNames[strings.ToLower(name)]
+	if !ok {
+		return 0, fmt.Errorf("unknown algorithm %q (want fixed_window, sliding_window, sliding_log, token_bucket or leaky_bucket)", name)
+	}
+	return a, nil
+}
+
+// Service decides.
+type Service struct {
+	st       store.Limits
+	cfg      Config
+	policies atomic.Pointer[map[string]Policy]
+}
+
+// New returns a Service with policies, which must be valid (see
+// SetPolicies).
+func New(st store.Limits, cfg Config, policies map[string]Policy) (*Service, error) {
+	s := &Service{st: st, cfg: cfg}
+	if err := s.SetPolicies(policies); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// SetPolicies replaces the named policies at once, after checking every one;
+// on error nothing changes. Calls in progress finish with the old ones.
+func (s *Service) SetPolicies(policies map[string]Policy) error {
+	m := make(map[string]Policy, len(policies))
+	for name, p := range policies {
+		if err := validate.Name("policy", name, s.cfg.MaxNameBytes); err != nil {
+			return fmt.Errorf("ratelimit.policies: %w", err)
+		}
+		if err := s.CheckLimit("ratelimit.policies."+name, p.Limit); err != nil {
+			return err
+		}
+		m[name] = p
+	}
+	s.policies.Store(&m)
+	return nil
+}
+
+// CheckLimit validates a limit; field prefixes the field names in the error.
+func (s *Service) CheckLimit(field string, l store.Limit) error {
+	switch l.Algorithm {
+	case store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.TokenBucket, store.LeakyBucket:
+	default:
+		return validate.Errorf(field+".algorithm", "is required: one of the Algorithm values")
+	}
+	max := s.cfg.MaxLimit
+	if l.Algorithm == store.SlidingLog {
+		max = s.cfg.MaxLogLimit
+	}
+	if l.Limit < 1 || l.Limit > max {
+		return validate.Errorf(field+".limit", "is %d; it must be between 1 and %d", l.Limit, max)
+	}
+	if err := validate.Duration(field+".period", l.Period, s.cfg.MaxPeriod); err != nil {
+		return err
+	}
+	bucket := l.Algorithm == store.TokenBucket || l.Algorithm == store.LeakyBucket
+	switch {
+	case l.Burst < 0:
+		return validate.Errorf(field+".burst", "is %d; it must not be negative", l.Burst)
+	case l.Burst > 0 && !bucket:
+		return validate.Errorf(field+".burst", "applies to the token and leaky buckets only; leave it 0")
+	case l.Burst > l.Limit:
+		return validate.Errorf(field+".burst", "is %d; it must be at most limit (%d)", l.Burst, l.Limit)
+	}
+	return nil
+}
+
+// Request asks for a decision. Exactly one of Policy and Limit is set.
+type Request struct {
+	NS, Key string
+	Policy  string
+	Limit   *store.Limit
+	Cost    int64 // 0 means 1
+	Peek    bool
+}
+
+// Result is a decision with what the API reports beside it.
+type Result struct {
+	store.Decision
+	Limit        int64
+	Degraded     bool // the store was unreachable and the policy fails open
+	ShadowDenied bool // shadow mode turned a denial into an allow
+}
+
+// Allow decides r.
+func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
+	if err := validate.Name("key", r.Key, s.cfg.MaxNameBytes); err != nil {
+		return Result{}, err
+	}
+	var p Policy
+	switch {
+	case r.Policy != "" && r.Limit != nil:
+		return Result{}, validate.Errorf("policy", "and limit are both set; set one")
+	case r.Policy != "":
+		var ok bool
+		if p, ok = (*s.policies.Load())[r.Policy]; !ok {
+			return Result{}, validate.Errorf("policy", "%q is not a configured policy", r.Policy)
+		}
+	case r.Limit != nil:
+		if err := s.CheckLimit("limit", *r.Limit); err != nil {
+			return Result{}, err
+		}
+		p.Limit = *r.Limit
+	default:
+		return Result{}, validate.Errorf("policy", "is required, or an inline limit")
+	}
+	cost := r.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	if cost < 0 || cost > p.Limit.Capacity() {
+		return Result{}, validate.Errorf("cost", "is %d; it must be between 1 and %d (the limit's capacity)", cost, p.Limit.Capacity())
+	}
+	d, err := s.st.Allow(ctx, store.Scope(r.NS, r.Key), p.Limit, cost, r.Peek)
+	if err != nil {
+		if p.FailOpen && errors.Is(err, store.ErrUnavailable) {
+			return Result{Decision: store.Decision{Allowed: true}, Limit: p.Limit.Limit, Degraded: true}, nil
+		}
+		return Result{}, err
+	}
+	res := Result{Decision: d, Limit: p.Limit.Limit}
+	if p.Shadow && !d.Allowed {
+		res.Allowed, res.ShadowDenied, res.RetryAfter = true, true, 0
+	}
+	return res, nil
+}

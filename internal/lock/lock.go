@@ -1,0 +1,172 @@
+// Package lock implements LockService's rules on top of store.Locks:
+// defaults and bounds, fresh tokens, waiting for a held lock without polling,
+// and the clean-up after an uncertain outcome.
+package lock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/token"
+	"github.com/coordd/coordd/internal/validate"
+	"github.com/coordd/coordd/internal/waiter"
+)
+
+// Config holds the lock rules. Its zero value is not valid; start from
+// DefaultConfig.
+type Config struct {
+	DefaultTTL   time.Duration `mapstructure:"default_ttl"` // ttl when unset
+	MaxTTL       time.Duration `mapstructure:"max_ttl"`     // the longest ttl
+	HoldLimit    time.Duration `mapstructure:"hold_limit"`  // the longest max_hold
+	MaxWait      time.Duration `mapstructure:"-"`           // the longest wait
+	MaxNameBytes int           `mapstructure:"-"`           // the longest name and owner
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		DefaultTTL:   30 * time.Second,
+		MaxTTL:       time.Hour,
+		HoldLimit:    24 * time.Hour,
+		MaxWait:      time.Minute,
+		MaxNameBytes: 256,
+	}
+}
+
+// Service hands out locks.
+type Service struct {
+	st    store.Locks
+	sub   store.Subscriber
+	cfg   Config
+	drain waiter.Drain
+}
+
+// New returns a Service. Waits end early when drain is closed.
+func New(st store.Locks, sub store.Subscriber, cfg Config, drain waiter.Drain) *Service {
+	return &Service{st: st, sub: sub, cfg: cfg, drain: drain}
+}
+
+// Request asks for a lock. Durations of 0 are unset.
+type Request struct {
+	NS, Name, Owner, SessionID string
+	TTL, Wait, MaxHold         time.Duration
+}
+
+// Grant is the outcome of Lock.
+type Grant struct {
+	store.LockGrant
+	Token string // set when acquired
+}
+
+func (s *Service) validate(r *Request) error {
+	if err := validate.Name("name", r.Name, s.cfg.MaxNameBytes); err != nil {
+		return err
+	}
+	if err := validate.Label("owner", r.Owner, s.cfg.MaxNameBytes); err != nil {
+		return err
+	}
+	if r.SessionID != "" {
+		if err := validate.Token("session_id", r.SessionID); err != nil {
+			return err
+		}
+		if r.TTL != 0 {
+			return validate.Errorf("ttl", "must be unset with session_id: the lock lives as long as its session")
+		}
+	} else if r.TTL == 0 {
+		r.TTL = s.cfg.DefaultTTL
+	}
+	if r.SessionID == "" {
+		if err := validate.Duration("ttl", r.TTL, s.cfg.MaxTTL); err != nil {
+			return err
+		}
+	}
+	if r.MaxHold != 0 {
+		if err := validate.Duration("max_hold", r.MaxHold, s.cfg.HoldLimit); err != nil {
+			return err
+		}
+	}
+	return validate.Wait("wait", r.Wait, s.cfg.MaxWait)
+}
+
+// Lock acquires a lock, waiting up to r.Wait for a held one. A store failure
+// or a cancellation is returned as is, after an attempt to release whatever
+// the failed call may have granted.
+func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
+	if err := s.validate(&r); err != nil {
+		return Grant{}, err
+	}
+	name := store.Scope(r.NS, r.Name)
+	req := store.AcquireLock{
+		Name: name, Token: token.New(), Owner: r.Owner,
+		TTL: r.TTL, MaxHold: r.MaxHold,
+	}
+	if r.SessionID != "" {
+		req.SessionID = store.Scope(r.NS, r.SessionID)
+	}
+	var g store.LockGrant
+	err := waiter.Wait(ctx, s.sub, store.LockTopic(name), r.Wait, s.drain, func(ctx context.Context) (bool, time.Duration, error) {
+		var err error
+		g, err = s.st.AcquireLock(ctx, req)
+		if err != nil {
+			return false, 0, err
+		}
+		return g.Acquired, g.TTL, nil
+	})
+	if err != nil {
+		if !errors.Is(err, store.ErrSessionNotFound) {
+			// The store may have granted the lock before failing to say so.
+			s.cleanUp(name, req.Token)
+		}
+		return Grant{}, err
+	}
+	out := Grant{LockGrant: g}
+	if g.Acquired {
+		out.Token = req.Token
+	}
+	return out, nil
+}
+
+// cleanUp releases, best effort, a lock that a failed AcquireLock may have
+// granted: its token is known only to this call, so nobody else can.
+func (s *Service) cleanUp(name, tok string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = s.st.ReleaseLock(ctx, name, tok)
+}
+
+// Renew extends a held lock's lease to ttl from now.
+func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Duration) (store.Lease, error) {
+	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
+		return store.Lease{}, err
+	}
+	if err := validate.Token("token", tok); err != nil {
+		return store.Lease{}, err
+	}
+	if err := validate.Duration("ttl", ttl, s.cfg.MaxTTL); err != nil {
+		return store.Lease{}, err
+	}
+	return s.st.RenewLock(ctx, store.Scope(ns, name), tok, ttl)
+}
+
+// Release gives a lock back if tok holds it.
+func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, error) {
+	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
+		return false, err
+	}
+	if err := validate.Token("token", tok); err != nil {
+		return false, err
+	}
+	return s.st.ReleaseLock(ctx, store.Scope(ns, name), tok)
+}
+
+// Get describes a lock's holder; its SessionID is unscoped.
+func (s *Service) Get(ctx context.Context, ns, name string) (store.LockInfo, error) {
+	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
+		return store.LockInfo{}, err
+	}
+	info, err := s.st.GetLock(ctx, store.Scope(ns, name))
+	info.SessionID = store.Unscope(ns, info.SessionID)
+	return info, err
+}

@@ -1,0 +1,240 @@
+// Package queue implements QueueService's rules on top of store.Queues:
+// defaults and bounds, message IDs and claim tokens, long-polling claims
+// without polling, and the Nack backoff.
+package queue
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/token"
+	"github.com/coordd/coordd/internal/validate"
+	"github.com/coordd/coordd/internal/waiter"
+)
+
+// Config holds the queue rules.
+type Config struct {
+	DefaultVisibility  time.Duration `mapstructure:"default_visibility_timeout"`
+	MaxVisibility      time.Duration `mapstructure:"max_visibility_timeout"`
+	MaxClaimMessages   int           `mapstructure:"max_claim_messages"`
+	DefaultMaxAttempts int           `mapstructure:"default_max_attempts"`
+	MaxAttemptsLimit   int           `mapstructure:"max_attempts_limit"`
+	MaxPayloadBytes    int           `mapstructure:"max_payload_bytes"`
+	MaxDelay           time.Duration `mapstructure:"max_delay"`
+	DedupWindow        time.Duration `mapstructure:"dedup_window"`
+	BackoffBase        time.Duration `mapstructure:"nack_backoff_base"` // the first Nack's delay (with jitter)
+	BackoffMax         time.Duration `mapstructure:"nack_backoff_max"`
+	MaxWait            time.Duration `mapstructure:"-"`
+	MaxNameBytes       int           `mapstructure:"-"` // the longest queue name and dedup_id
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		DefaultVisibility:  30 * time.Second,
+		MaxVisibility:      12 * time.Hour,
+		MaxClaimMessages:   100,
+		DefaultMaxAttempts: 5,
+		MaxAttemptsLimit:   100,
+		MaxPayloadBytes:    256 << 10,
+		MaxDelay:           168 * time.Hour,
+		DedupWindow:        5 * time.Minute,
+		BackoffBase:        time.Second,
+		BackoffMax:         5 * time.Minute,
+		MaxWait:            time.Minute,
+		MaxNameBytes:       256,
+	}
+}
+
+// Service runs queues.
+type Service struct {
+	st    store.Queues
+	sub   store.Subscriber
+	clock clock.Clock // checks deliver_time against queue.max_delay
+	cfg   Config
+	drain waiter.Drain
+}
+
+// New returns a Service. clk should tell the store's time (near enough: it
+// only bounds how far ahead deliver_time may be). Waits end early when drain
+// is closed.
+func New(st store.Queues, sub store.Subscriber, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
+	return &Service{st: st, sub: sub, clock: clk, cfg: cfg, drain: drain}
+}
+
+// EnqueueRequest adds a message. Zero values are unset.
+type EnqueueRequest struct {
+	NS, Queue   string
+	Payload     []byte
+	Delay       time.Duration
+	DeliverTime time.Time
+	DedupID     string
+	MaxAttempts int
+}
+
+// Enqueue adds a message.
+func (s *Service) Enqueue(ctx context.Context, r EnqueueRequest) (store.Enqueued, error) {
+	if err := s.checkQueue(r.Queue); err != nil {
+		return store.Enqueued{}, err
+	}
+	if err := validate.Bytes("payload", r.Payload, s.cfg.MaxPayloadBytes); err != nil {
+		return store.Enqueued{}, err
+	}
+	if r.Delay != 0 && !r.DeliverTime.IsZero() {
+		return store.Enqueued{}, validate.Errorf("delay", "and deliver_time are both set; set one")
+	}
+	if err := validate.Wait("delay", r.Delay, s.cfg.MaxDelay); err != nil {
+		return store.Enqueued{}, err
+	}
+	if !r.DeliverTime.IsZero() && r.DeliverTime.Sub(s.clock.Now()) > s.cfg.MaxDelay {
+		return store.Enqueued{}, validate.Errorf("deliver_time", "is more than %v ahead", s.cfg.MaxDelay)
+	}
+	if err := validate.Label("dedup_id", r.DedupID, s.cfg.MaxNameBytes); err != nil {
+		return store.Enqueued{}, err
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = s.cfg.DefaultMaxAttempts
+	}
+	if r.MaxAttempts < 1 || r.MaxAttempts > s.cfg.MaxAttemptsLimit {
+		return store.Enqueued{}, validate.Errorf("max_attempts", "is %d; it must be between 1 and %d", r.MaxAttempts, s.cfg.MaxAttemptsLimit)
+	}
+	return s.st.Enqueue(ctx, store.Scope(r.NS, r.Queue), store.NewMessage{
+		ID: token.New(), Payload: r.Payload, Delay: r.Delay, DeliverTime: r.DeliverTime,
+		MaxAttempts: r.MaxAttempts, DedupID: r.DedupID, DedupWindow: s.cfg.DedupWindow,
+	})
+}
+
+// ClaimRequest asks for messages. Zero values are unset.
+type ClaimRequest struct {
+	NS, Queue        string
+	Max              int
+	Visibility, Wait time.Duration
+}
+
+// Claim hands out up to r.Max ready messages, waiting up to r.Wait for one.
+func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, error) {
+	if err := s.checkQueue(r.Queue); err != nil {
+		return nil, err
+	}
+	if r.Max == 0 {
+		r.Max = 1
+	}
+	if r.Max < 1 || r.Max > s.cfg.MaxClaimMessages {
+		return nil, validate.Errorf("max_messages", "is %d; it must be between 1 and %d", r.Max, s.cfg.MaxClaimMessages)
+	}
+	if r.Visibility == 0 {
+		r.Visibility = s.cfg.DefaultVisibility
+	}
+	if err := validate.Duration("visibility_timeout", r.Visibility, s.cfg.MaxVisibility); err != nil {
+		return nil, err
+	}
+	if err := validate.Wait("wait", r.Wait, s.cfg.MaxWait); err != nil {
+		return nil, err
+	}
+	q := store.Scope(r.NS, r.Queue)
+	req := store.Claim{Tokens: make([]string, r.Max), Visibility: r.Visibility}
+	for i := range req.Tokens {
+		req.Tokens[i] = token.New()
+	}
+	var msgs []store.Message
+	err := waiter.Wait(ctx, s.sub, store.QueueTopic(q), r.Wait, s.drain, func(ctx context.Context) (bool, time.Duration, error) {
+		c, err := s.st.Claim(ctx, q, req)
+		msgs = c.Messages
+		return len(msgs) > 0, c.NextDue, err
+	})
+	return msgs, err
+}
+
+// Ack deletes a claimed message.
+func (s *Service) Ack(ctx context.Context, ns, queue, receipt string) error {
+	if err := s.checkReceipt(queue, receipt); err != nil {
+		return err
+	}
+	return s.st.Ack(ctx, store.Scope(ns, queue), receipt)
+}
+
+// Nack gives a claimed message back after delay, or, if delay is nil, after
+// a backoff by attempt: BackoffBase doubling per attempt up to BackoffMax,
+// then a uniformly random half of it kept ("equal jitter").
+func (s *Service) Nack(ctx context.Context, ns, queue, receipt string, delay *time.Duration) (store.Nacked, error) {
+	if err := s.checkReceipt(queue, receipt); err != nil {
+		return store.Nacked{}, err
+	}
+	var d time.Duration
+	if delay != nil {
+		d = *delay
+		if err := validate.Wait("delay", d, s.cfg.MaxDelay); err != nil {
+			return store.Nacked{}, err
+		}
+	} else {
+		_, attempt, _ := store.ParseReceipt(receipt)
+		d = Backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, attempt, rand.Float64())
+	}
+	return s.st.Nack(ctx, store.Scope(ns, queue), receipt, d)
+}
+
+// Backoff is the delay before attempt+1 after attempt failed: base doubled
+// for every attempt after the first, capped at max, of which the upper half
+// is scaled by jitter in [0, 1).
+func Backoff(base, max time.Duration, attempt int, jitter float64) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d/2 + time.Duration(jitter*float64(d/2))
+}
+
+// Extend sets a claim's visibility timeout to visibility from now.
+func (s *Service) Extend(ctx context.Context, ns, queue, receipt string, visibility time.Duration) (time.Time, error) {
+	if err := s.checkReceipt(queue, receipt); err != nil {
+		return time.Time{}, err
+	}
+	if err := validate.Duration("visibility_timeout", visibility, s.cfg.MaxVisibility); err != nil {
+		return time.Time{}, err
+	}
+	return s.st.ExtendClaim(ctx, store.Scope(ns, queue), receipt, visibility)
+}
+
+// Stats counts a queue's messages by state.
+func (s *Service) Stats(ctx context.Context, ns, queue string) (store.QueueStats, error) {
+	if err := s.checkQueue(queue); err != nil {
+		return store.QueueStats{}, err
+	}
+	return s.st.Stats(ctx, store.Scope(ns, queue))
+}
+
+// Redrive moves up to max dead letters back to ready; 0 means
+// MaxClaimMessages, and at most 10 times that.
+func (s *Service) Redrive(ctx context.Context, ns, queue string, max int) (int, error) {
+	if err := s.checkQueue(queue); err != nil {
+		return 0, err
+	}
+	if max == 0 {
+		max = s.cfg.MaxClaimMessages
+	}
+	if max < 1 || max > 10*s.cfg.MaxClaimMessages {
+		return 0, validate.Errorf("max_messages", "is %d; it must be between 1 and %d", max, 10*s.cfg.MaxClaimMessages)
+	}
+	return s.st.Redrive(ctx, store.Scope(ns, queue), max)
+}
+
+func (s *Service) checkQueue(queue string) error {
+	return validate.Name("queue", queue, s.cfg.MaxNameBytes)
+}
+
+func (s *Service) checkReceipt(queue, receipt string) error {
+	if err := s.checkQueue(queue); err != nil {
+		return err
+	}
+	if receipt == "" {
+		return validate.Errorf("receipt", "is required")
+	}
+	if _, _, ok := store.ParseReceipt(receipt); !ok {
+		return validate.Errorf("receipt", "is malformed: want the receipt Claim returned")
+	}
+	return nil
+}

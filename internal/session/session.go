@@ -1,0 +1,98 @@
+// Package session implements SessionService's rules on top of
+// store.Sessions: session IDs, TTL defaults and bounds, and names scoped to
+// the caller's namespace. The stream itself (heartbeats, half-close, expiry
+// push) is run by internal/server.
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/token"
+	"github.com/coordd/coordd/internal/validate"
+)
+
+// Config holds the session rules.
+type Config struct {
+	DefaultTTL time.Duration `mapstructure:"default_ttl"` // a new session's TTL when unset
+	MinTTL     time.Duration `mapstructure:"min_ttl"`
+	MaxTTL     time.Duration `mapstructure:"max_ttl"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{DefaultTTL: 10 * time.Second, MinTTL: time.Second, MaxTTL: 5 * time.Minute}
+}
+
+// Service manages sessions.
+type Service struct {
+	st  store.Sessions
+	cfg Config
+}
+
+// New returns a Service.
+func New(st store.Sessions, cfg Config) *Service { return &Service{st: st, cfg: cfg} }
+
+// CheckTTL validates a requested TTL; 0 (unset) is valid.
+func (s *Service) CheckTTL(ttl time.Duration) error {
+	if ttl == 0 {
+		return nil
+	}
+	if ttl < s.cfg.MinTTL || ttl > s.cfg.MaxTTL {
+		return validate.Errorf("ttl", "is %v; it must be between %v and %v", ttl, s.cfg.MinTTL, s.cfg.MaxTTL)
+	}
+	return nil
+}
+
+// Open creates a session (id "") or renews an existing one, which is how a
+// new stream resumes it.
+func (s *Service) Open(ctx context.Context, ns, id string, ttl time.Duration) (store.SessionState, error) {
+	if err := s.CheckTTL(ttl); err != nil {
+		return store.SessionState{}, err
+	}
+	if id != "" {
+		return s.KeepAlive(ctx, ns, id, ttl)
+	}
+	if ttl == 0 {
+		ttl = s.cfg.DefaultTTL
+	}
+	id = token.New()
+	st, err := s.st.CreateSession(ctx, store.Scope(ns, id), ttl)
+	return unscope(ns, st), err
+}
+
+// KeepAlive renews a session and its locks; ttl 0 keeps its TTL.
+func (s *Service) KeepAlive(ctx context.Context, ns, id string, ttl time.Duration) (store.SessionState, error) {
+	if err := validate.Token("session_id", id); err != nil {
+		return store.SessionState{}, err
+	}
+	if err := s.CheckTTL(ttl); err != nil {
+		return store.SessionState{}, err
+	}
+	st, err := s.st.KeepAliveSession(ctx, store.Scope(ns, id), ttl)
+	return unscope(ns, st), err
+}
+
+// Check reports a session's expiry and lost locks without renewing it.
+func (s *Service) Check(ctx context.Context, ns, id string) (store.SessionState, error) {
+	st, err := s.st.CheckSession(ctx, store.Scope(ns, id))
+	return unscope(ns, st), err
+}
+
+// Close ends a session and releases its locks, returning their names.
+func (s *Service) Close(ctx context.Context, ns, id string) ([]string, error) {
+	names, err := s.st.CloseSession(ctx, store.Scope(ns, id))
+	for i := range names {
+		names[i] = store.Unscope(ns, names[i])
+	}
+	return names, err
+}
+
+func unscope(ns string, st store.SessionState) store.SessionState {
+	st.ID = store.Unscope(ns, st.ID)
+	for i := range st.Lost {
+		st.Lost[i].Name = store.Unscope(ns, st.Lost[i].Name)
+	}
+	return st
+}
