@@ -1,0 +1,267 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/coordd/coordd/internal/idem"
+	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/store"
+)
+
+// Config is the daemon's whole configuration. Keys are the mapstructure
+// tags, nested with dots (queue.max_payload_bytes); README.md documents
+// every one with its default.
+type Config struct {
+	GRPCAddr        string        `mapstructure:"grpc_addr"`
+	HTTPAddr        string        `mapstructure:"http_addr"`
+	Store           string        `mapstructure:"store"`
+	LogLevel        string        `mapstructure:"log_level"`
+	LogFormat       string        `mapstructure:"log_format"`
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
+
+	Limits struct {
+		MaxNameBytes int           `mapstructure:"max_name_bytes"`
+		MaxWait      time.Duration `mapstructure:"max_wait"`
+	} `mapstructure:"limits"`
+	Memory struct {
+		SweepInterval time.Duration `mapstructure:"sweep_interval"`
+	} `mapstructure:"memory"`
+	Lock        lock.Config    `mapstructure:"lock"`
+	Session     session.Config `mapstructure:"session"`
+	RateLimit   RateLimit      `mapstructure:"ratelimit"`
+	Idempotency idem.Config    `mapstructure:"idempotency"`
+	Queue       queue.Config   `mapstructure:"queue"`
+}
+
+// RateLimit is the ratelimit section.
+type RateLimit struct {
+	limiter.Config `mapstructure:",squash"`
+	Policies       map[string]PolicyConfig `mapstructure:"policies"`
+}
+
+// PolicyConfig is one named rate-limit policy.
+type PolicyConfig struct {
+	Algorithm string        `mapstructure:"algorithm"`
+	Limit     int64         `mapstructure:"limit"`
+	Period    time.Duration `mapstructure:"period"`
+	Burst     int64         `mapstructure:"burst"`
+	Shadow    bool          `mapstructure:"shadow"`
+	FailOpen  bool          `mapstructure:"fail_open"`
+}
+
+// DefaultConfig returns the documented defaults, which run out of the box.
+func DefaultConfig() Config {
+	c := Config{
+		GRPCAddr:        "127.0.0.1:7070",
+		HTTPAddr:        "127.0.0.1:7071",
+		Store:           "memory",
+		LogLevel:        "info",
+		LogFormat:       "text",
+		ShutdownTimeout: 10 * time.Second,
+		Lock:            lock.DefaultConfig(),
+		Session:         session.DefaultConfig(),
+		RateLimit:       RateLimit{Config: limiter.DefaultConfig(), Policies: map[string]PolicyConfig{}},
+		Idempotency:     idem.DefaultConfig(),
+		Queue:           queue.DefaultConfig(),
+	}
+	c.Limits.MaxNameBytes = 256
+	c.Limits.MaxWait = time.Minute
+	c.Memory.SweepInterval = time.Second
+	return c
+}
+
+// loadConfig builds the configuration from defaults, then the YAML file named
+// by --config, then COORDD_* environment variables (COORDD_QUEUE_MAX_DELAY for
+// queue.max_delay), then flags, each overriding the one before. Unknown keys
+// in the file are errors.
+func loadConfig(args []string) (Config, error) {
+	cfg := DefaultConfig()
+	fs := pflag.NewFlagSet("coordd", pflag.ContinueOnError)
+	configFile := fs.String("config", "", "YAML configuration file")
+	fs.String("grpc-addr", cfg.GRPCAddr, "gRPC listen address (grpc_addr)")
+	fs.String("http-addr", cfg.HTTPAddr, "HTTP listen address for /metrics and /healthz (http_addr)")
+	fs.String("store", cfg.Store, "storage backend: memory (store)")
+	fs.String("log-level", cfg.LogLevel, "debug, info, warn or error (log_level)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+
+	v := viper.New()
+	setDefaults(v, "", reflect.ValueOf(cfg))
+	for key, flag := range map[string]string{"grpc_addr": "grpc-addr", "http_addr": "http-addr", "store": "store", "log_level": "log-level"} {
+		if err := v.BindPFlag(key, fs.Lookup(flag)); err != nil {
+			return Config{}, err
+		}
+	}
+	v.SetEnvPrefix("COORDD")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if *configFile != "" {
+		v.SetConfigFile(*configFile)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return Config{}, fmt.Errorf("reading %s: %w", *configFile, err)
+		}
+	}
+	err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		mapstructure.StringToTimeDurationHookFunc(),
+		mapstructure.StringToSliceHookFunc(","),
+	)))
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	cfg.applyLimits()
+	return cfg, cfg.Validate()
+}
+
+// setDefaults registers every key of the struct rv with its default value,
+// so that viper knows every key (environment variables only reach known
+// keys).
+func setDefaults(v *viper.Viper, prefix string, rv reflect.Value) {
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		key := prefix + name
+		if opts == "squash" {
+			key = strings.TrimSuffix(prefix, ".")
+		}
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+			p := key + "."
+			if key == "" {
+				p = ""
+			}
+			setDefaults(v, p, rv.Field(i))
+			continue
+		}
+		v.SetDefault(key, rv.Field(i).Interface())
+	}
+}
+
+// applyLimits copies the shared limits into the sections that use them.
+func (c *Config) applyLimits() {
+	c.Lock.MaxWait, c.Lock.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
+	c.Idempotency.MaxWait, c.Idempotency.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
+	c.Queue.MaxWait, c.Queue.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
+	c.RateLimit.MaxNameBytes = c.Limits.MaxNameBytes
+}
+
+// Validate checks every field, naming the first bad one.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			bad(key, "must be positive, got %v", d)
+		}
+	}
+	atLeast1 := func(key string, n int64) {
+		if n < 1 {
+			bad(key, "must be at least 1, got %d", n)
+		}
+	}
+	ordered := func(lowKey string, low time.Duration, highKey string, high time.Duration) {
+		if low > high {
+			bad(lowKey, "(%v) must not exceed %s (%v)", low, highKey, high)
+		}
+	}
+	if c.GRPCAddr == "" {
+		bad("grpc_addr", "is required")
+	}
+	if c.HTTPAddr == "" {
+		bad("http_addr", "is required")
+	}
+	if c.Store != "memory" {
+		bad("store", "%q is not a store this build has; use \"memory\"", c.Store)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("log_level", "%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log_format", "%q is not text or json", c.LogFormat)
+	}
+	positive("shutdown_timeout", c.ShutdownTimeout)
+	atLeast1("limits.max_name_bytes", int64(c.Limits.MaxNameBytes))
+	if c.Limits.MaxWait < 0 {
+		bad("limits.max_wait", "must not be negative, got %v", c.Limits.MaxWait)
+	}
+	positive("memory.sweep_interval", c.Memory.SweepInterval)
+
+	positive("lock.default_ttl", c.Lock.DefaultTTL)
+	positive("lock.max_ttl", c.Lock.MaxTTL)
+	positive("lock.hold_limit", c.Lock.HoldLimit)
+	ordered("lock.default_ttl", c.Lock.DefaultTTL, "lock.max_ttl", c.Lock.MaxTTL)
+
+	positive("session.min_ttl", c.Session.MinTTL)
+	ordered("session.min_ttl", c.Session.MinTTL, "session.default_ttl", c.Session.DefaultTTL)
+	ordered("session.default_ttl", c.Session.DefaultTTL, "session.max_ttl", c.Session.MaxTTL)
+
+	atLeast1("ratelimit.max_limit", c.RateLimit.MaxLimit)
+	atLeast1("ratelimit.max_log_limit", c.RateLimit.MaxLogLimit)
+	positive("ratelimit.max_period", c.RateLimit.MaxPeriod)
+
+	positive("idempotency.default_processing_ttl", c.Idempotency.DefaultProcessingTTL)
+	ordered("idempotency.default_processing_ttl", c.Idempotency.DefaultProcessingTTL, "idempotency.max_processing_ttl", c.Idempotency.MaxProcessingTTL)
+	positive("idempotency.default_result_ttl", c.Idempotency.DefaultResultTTL)
+	ordered("idempotency.default_result_ttl", c.Idempotency.DefaultResultTTL, "idempotency.max_result_ttl", c.Idempotency.MaxResultTTL)
+	atLeast1("idempotency.max_result_bytes", int64(c.Idempotency.MaxResultBytes))
+	atLeast1("idempotency.max_fingerprint_bytes", int64(c.Idempotency.MaxFingerprintBytes))
+	atLeast1("idempotency.max_failure_bytes", int64(c.Idempotency.MaxFailureBytes))
+
+	positive("queue.default_visibility_timeout", c.Queue.DefaultVisibility)
+	ordered("queue.default_visibility_timeout", c.Queue.DefaultVisibility, "queue.max_visibility_timeout", c.Queue.MaxVisibility)
+	atLeast1("queue.max_claim_messages", int64(c.Queue.MaxClaimMessages))
+	atLeast1("queue.default_max_attempts", int64(c.Queue.DefaultMaxAttempts))
+	if c.Queue.DefaultMaxAttempts > c.Queue.MaxAttemptsLimit {
+		bad("queue.default_max_attempts", "(%d) must not exceed queue.max_attempts_limit (%d)", c.Queue.DefaultMaxAttempts, c.Queue.MaxAttemptsLimit)
+	}
+	atLeast1("queue.max_payload_bytes", int64(c.Queue.MaxPayloadBytes))
+	positive("queue.max_delay", c.Queue.MaxDelay)
+	positive("queue.dedup_window", c.Queue.DedupWindow)
+	positive("queue.nack_backoff_base", c.Queue.BackoffBase)
+	ordered("queue.nack_backoff_base", c.Queue.BackoffBase, "queue.nack_backoff_max", c.Queue.BackoffMax)
+
+	if _, err := c.policies(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// policies converts the configured policies, checking each against the
+// limiter's bounds.
+func (c *Config) policies() (map[string]limiter.Policy, error) {
+	out := make(map[string]limiter.Policy, len(c.RateLimit.Policies))
+	for name, p := range c.RateLimit.Policies {
+		alg, err := limiter.ParseAlgorithm(p.Algorithm)
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit.policies.%s.algorithm: %w", name, err)
+		}
+		out[name] = limiter.Policy{
+			Limit:  store.Limit{Algorithm: alg, Limit: p.Limit, Period: p.Period, Burst: p.Burst},
+			Shadow: p.Shadow, FailOpen: p.FailOpen,
+		}
+	}
+	if _, err := limiter.New(nil, c.RateLimit.Config, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

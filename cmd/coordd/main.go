@@ -1,0 +1,242 @@
+// Command coordd is the coordination daemon: leases and locks with fencing,
+// sessions, rate limiting, idempotency keys and a delayed work queue, over
+// gRPC. With no configuration it serves on 127.0.0.1:7070 (gRPC) and
+// 127.0.0.1:7071 (/metrics, /healthz) from the embedded memory store.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+
+	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/idem"
+	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/server"
+	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/memory"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "coordd:", err)
+		os.Exit(1)
+	}
+}
+
+// run loads the configuration, serves until ctx ends, then shuts down
+// gracefully. SIGHUP reloads the rate-limit policies from the same sources.
+func run(ctx context.Context, args []string, logOut io.Writer) error {
+	cfg, err := loadConfig(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg, logOut)
+	if err != nil {
+		return err
+	}
+	d, err := newDaemon(cfg, log)
+	if err != nil {
+		return err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				d.reload(args)
+			}
+		}
+	}()
+	return d.serve(ctx)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+func newLogger(cfg Config, out io.Writer) (*slog.Logger, error) {
+	level, err := parseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(out, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(out, opts)), nil
+}
+
+// daemon is one running coordd: its store, services and listeners.
+type daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	store    store.Store
+	limiter  *limiter.Service
+	grpc     *grpc.Server
+	health   *health.Server
+	http     *http.Server
+	grpcLis  net.Listener
+	httpLis  net.Listener
+	drain    chan struct{}
+	draining atomic.Bool
+}
+
+// newDaemon builds the daemon and opens its listeners, so that their
+// addresses are known before serve.
+func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
+	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
+	d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
+	policies, err := cfg.policies()
+	if err != nil {
+		return nil, err
+	}
+	if d.limiter, err = limiter.New(d.store, cfg.RateLimit.Config, policies); err != nil {
+		return nil, err
+	}
+	svc := server.Services{
+		Locks:    lock.New(d.store, d.store, cfg.Lock, d.drain),
+		Sessions: session.New(d.store, cfg.Session),
+		Limiter:  d.limiter,
+		Idem:     idem.New(d.store, d.store, cfg.Idempotency, d.drain),
+		Queues:   queue.New(d.store, d.store, clock.Real{}, cfg.Queue, d.drain),
+		Drain:    d.drain,
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+	reg.MustRegister(metrics)
+	d.grpc, d.health = server.New(svc, server.Options{
+		Log:    log,
+		Unary:  []grpc.UnaryServerInterceptor{metrics.UnaryServerInterceptor()},
+		Stream: []grpc.StreamServerInterceptor{metrics.StreamServerInterceptor()},
+	})
+	metrics.InitializeMetrics(d.grpc)
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if d.draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	if d.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		_ = d.store.Close()
+		return nil, fmt.Errorf("grpc_addr: %w", err)
+	}
+	if d.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		_ = d.grpcLis.Close()
+		_ = d.store.Close()
+		return nil, fmt.Errorf("http_addr: %w", err)
+	}
+	if !isLoopback(d.grpcLis.Addr()) {
+		log.Warn("gRPC is listening on a non-loopback address with no authentication: anyone who can reach it can use it", "addr", d.grpcLis.Addr().String())
+	}
+	return d, nil
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// serve serves until ctx ends or a listener fails, then shuts down: it
+// reports NOT_SERVING, ends waits and session streams (sessions stay alive
+// for their TTL, resumable elsewhere), lets in-flight calls finish for up to
+// shutdown_timeout, and closes the store.
+func (d *daemon) serve(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- d.grpc.Serve(d.grpcLis) }()
+	go func() {
+		if err := d.http.Serve(d.httpLis); !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	d.log.Info("coordd serving", "grpc", d.grpcLis.Addr().String(), "http", d.httpLis.Addr().String(), "store", d.cfg.Store)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	d.log.Info("coordd shutting down")
+	d.draining.Store(true)
+	d.health.Shutdown()
+	close(d.drain)
+	stopped := make(chan struct{})
+	go func() {
+		d.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(d.cfg.ShutdownTimeout):
+		d.log.Warn("in-flight calls did not finish in time; closing them", "shutdown_timeout", d.cfg.ShutdownTimeout)
+		d.grpc.Stop()
+		<-stopped
+	}
+	hctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	defer cancel()
+	if herr := d.http.Shutdown(hctx); herr != nil && err == nil {
+		err = herr
+	}
+	if serr := d.store.Close(); serr != nil && err == nil {
+		err = serr
+	}
+	d.log.Info("coordd stopped")
+	return err
+}
+
+// reload re-reads the configuration and applies what can change while
+// running: the rate-limit policies. A configuration that does not load is
+// logged and ignored, keeping the running one.
+func (d *daemon) reload(args []string) {
+	cfg, err := loadConfig(args)
+	if err == nil {
+		var policies map[string]limiter.Policy
+		if policies, err = cfg.policies(); err == nil {
+			err = d.limiter.SetPolicies(policies)
+		}
+	}
+	if err != nil {
+		d.log.Error("reload failed; keeping the running configuration", "err", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return
+	}
+	d.log.Info("reloaded rate-limit policies", "policies", len(cfg.RateLimit.Policies))
+}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/validate"
+)
+
+// ErrorDomain is the domain of every google.rpc.ErrorInfo coordd sends.
+const ErrorDomain = "coordd"
+
+// errShuttingDown ends a stream when the daemon drains.
+var errShuttingDown = errors.New("coordd is shutting down; resume on another instance")
+
+// errorTable is the one place where domain errors become gRPC statuses.
+var errorTable = []struct {
+	err    error
+	code   codes.Code
+	reason string
+}{
+	{store.ErrLockNotHeld, codes.FailedPrecondition, "LOCK_NOT_HELD"},
+	{store.ErrLockSessionBound, codes.FailedPrecondition, "LOCK_SESSION_BOUND"},
+	{store.ErrSessionNotFound, codes.FailedPrecondition, "SESSION_NOT_FOUND"},
+	{store.ErrFingerprintMismatch, codes.FailedPrecondition, "FINGERPRINT_MISMATCH"},
+	{store.ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
+	{store.ErrReceiptExpired, codes.FailedPrecondition, "RECEIPT_EXPIRED"},
+	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
+	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
+}
+
+// Reasons of errors not in errorTable.
+const (
+	reasonInvalidArgument = "INVALID_ARGUMENT"
+	reasonInternal        = "INTERNAL"
+)
+
+type errorMapper struct{ log *slog.Logger }
+
+// toStatus turns a handler's error into a status error with an ErrorInfo.
+// Errors that already are statuses pass through; context errors become
+// Canceled or DeadlineExceeded; an error nobody expected becomes Internal
+// with a generic message (and is logged), never Unknown.
+func (e errorMapper) toStatus(ctx context.Context, method string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var fe *validate.FieldError
+	if errors.As(err, &fe) {
+		return withDetails(codes.InvalidArgument, fe.Error(), reasonInvalidArgument, map[string]string{"field": fe.Field},
+			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Reason}}})
+	}
+	for _, row := range errorTable {
+		if errors.Is(err, row.err) {
+			return withDetails(row.code, err.Error(), row.reason, nil)
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	e.log.ErrorContext(ctx, "unexpected error", "method", method, "err", err)
+	return withDetails(codes.Internal, "internal error", reasonInternal, nil)
+}
+
+// withDetails builds a status with an ErrorInfo and any further details.
+func withDetails(code codes.Code, msg, reason string, meta map[string]string, more ...protoadapt.MessageV1) error {
+	st := status.New(code, msg)
+	details := append([]protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}}, more...)
+	if withInfo, err := st.WithDetails(details...); err == nil {
+		st = withInfo
+	}
+	return st.Err()
+}
+
+func (e errorMapper) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	resp, err := h(ctx, req)
+	if err != nil {
+		return nil, e.toStatus(ctx, info.FullMethod, err)
+	}
+	return resp, nil
+}
+
+func (e errorMapper) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return e.toStatus(ss.Context(), info.FullMethod, h(srv, ss))
+}
+
+// recovered turns a handler's panic into Internal, logging it but telling the
+// client nothing of it.
+func (e errorMapper) recovered(ctx context.Context, p any) error {
+	e.log.ErrorContext(ctx, "handler panicked", "panic", p, "stack", string(debug.Stack()))
+	return withDetails(codes.Internal, "internal error", reasonInternal, nil)
+}

@@ -1,0 +1,152 @@
+package server_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/idem"
+	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/server"
+	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/store/memory"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// epoch is where fake clocks start: a whole number of hours, so that windows
+// of any period that divides an hour start on it.
+var epoch = time.Unix(1_800_000_000, 0)
+
+// config is what a test may change about its harness.
+type config struct {
+	fake     bool // drive the store with a fake clock
+	lock     lock.Config
+	session  session.Config
+	limiter  limiter.Config
+	policies map[string]limiter.Policy
+	idem     idem.Config
+	queue    queue.Config
+	unary    []grpc.UnaryServerInterceptor
+}
+
+// harness is a coordd server on the memory store, on a loopback listener,
+// with clients for every service.
+type harness struct {
+	clock    *clock.Fake // nil unless config.fake
+	store    *memory.Store
+	conn     *grpc.ClientConn
+	drain    chan struct{}
+	locks    coordv1.LockServiceClient
+	sessions coordv1.SessionServiceClient
+	limits   coordv1.RateLimitServiceClient
+	idem     coordv1.IdempotencyServiceClient
+	queues   coordv1.QueueServiceClient
+}
+
+func withFakeClock(c *config) { c.fake = true }
+
+func newHarness(t testing.TB, opts ...func(*config)) *harness {
+	t.Helper()
+	cfg := config{
+		lock: lock.DefaultConfig(), session: session.DefaultConfig(), limiter: limiter.DefaultConfig(),
+		idem: idem.DefaultConfig(), queue: queue.DefaultConfig(),
+	}
+	cfg.session.MinTTL = 10 * time.Millisecond
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h := &harness{drain: make(chan struct{})}
+	var c clock.Clock = clock.Real{}
+	if cfg.fake {
+		h.clock = clock.NewFake(epoch)
+		c = h.clock
+	}
+	h.store = memory.New(memory.Options{Clock: c})
+	lim, err := limiter.New(h.store, cfg.limiter, cfg.policies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, _ := server.New(server.Services{
+		Locks:    lock.New(h.store, h.store, cfg.lock, h.drain),
+		Sessions: session.New(h.store, cfg.session),
+		Limiter:  lim,
+		Idem:     idem.New(h.store, h.store, cfg.idem, h.drain),
+		Queues:   queue.New(h.store, h.store, c, cfg.queue, h.drain),
+		Drain:    h.drain,
+	}, server.Options{Log: slog.New(slog.DiscardHandler), Unary: cfg.unary})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = gs.Serve(lis)
+	}()
+	h.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.conn.Close()
+		gs.Stop()
+		<-served
+		_ = h.store.Close()
+	})
+	h.locks = coordv1.NewLockServiceClient(h.conn)
+	h.sessions = coordv1.NewSessionServiceClient(h.conn)
+	h.limits = coordv1.NewRateLimitServiceClient(h.conn)
+	h.idem = coordv1.NewIdempotencyServiceClient(h.conn)
+	h.queues = coordv1.NewQueueServiceClient(h.conn)
+	return h
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// wantStatus checks that err is a status with code and, unless reason is "",
+// an ErrorInfo of domain coordd with reason. It returns the status.
+func wantStatus(t testing.TB, err error, code codes.Code, reason string) *status.Status {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		t.Fatalf("got error %v, want status %v", err, code)
+	}
+	if st.Code() != code {
+		t.Fatalf("got %v (%s), want %v", st.Code(), st.Message(), code)
+	}
+	if reason == "" {
+		return st
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if info.GetDomain() != server.ErrorDomain || info.GetReason() != reason {
+				t.Fatalf("got ErrorInfo %s/%s, want %s/%s", info.GetDomain(), info.GetReason(), server.ErrorDomain, reason)
+			}
+			return st
+		}
+	}
+	t.Fatalf("status %v has no ErrorInfo", st)
+	return nil
+}
+
+
+func timestampAt(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/lock"
+)
+
+type lockServer struct {
+	coordv1.UnimplementedLockServiceServer
+	svc *lock.Service
+}
+
+func (s *lockServer) Lock(ctx context.Context, req *coordv1.LockRequest) (*coordv1.LockResponse, error) {
+	ttl, err := positive("ttl", req.GetTtl())
+	if err != nil {
+		return nil, err
+	}
+	maxHold, err := positive("max_hold", req.GetMaxHold())
+	if err != nil {
+		return nil, err
+	}
+	wait, err := nonNegative("wait", req.GetWait())
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.svc.Lock(ctx, lock.Request{
+		NS: namespace(ctx), Name: req.GetName(), Owner: req.GetOwner(), SessionID: req.GetSessionId(),
+		TTL: ttl, Wait: wait, MaxHold: maxHold,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.LockResponse{
+		Acquired: g.Acquired, Token: g.Token, Fence: g.Fence,
+		Ttl: durationpb.New(g.TTL), ExpireTime: timestamp(g.ExpireTime), Holder: g.Holder,
+	}, nil
+}
+
+func (s *lockServer) Renew(ctx context.Context, req *coordv1.RenewRequest) (*coordv1.RenewResponse, error) {
+	ttl, err := required("ttl", req.GetTtl())
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.svc.Renew(ctx, namespace(ctx), req.GetName(), req.GetToken(), ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.RenewResponse{Ttl: durationpb.New(l.TTL), ExpireTime: timestamp(l.ExpireTime), Fence: l.Fence}, nil
+}
+
+func (s *lockServer) Release(ctx context.Context, req *coordv1.ReleaseRequest) (*coordv1.ReleaseResponse, error) {
+	ok, err := s.svc.Release(ctx, namespace(ctx), req.GetName(), req.GetToken())
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.ReleaseResponse{Released: ok}, nil
+}
+
+func (s *lockServer) GetLock(ctx context.Context, req *coordv1.GetLockRequest) (*coordv1.GetLockResponse, error) {
+	info, err := s.svc.Get(ctx, namespace(ctx), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if !info.Held {
+		return &coordv1.GetLockResponse{}, nil
+	}
+	return &coordv1.GetLockResponse{
+		Held: true, Owner: info.Owner, Fence: info.Fence, Ttl: durationpb.New(info.TTL),
+		SessionId: info.SessionID, ExpireTime: timestamp(info.ExpireTime), AcquireTime: timestamp(info.AcquireTime),
+	}, nil
+}

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/validate"
+)
+
+type queueServer struct {
+	coordv1.UnimplementedQueueServiceServer
+	svc *queue.Service
+}
+
+func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) (*coordv1.EnqueueResponse, error) {
+	delay, err := nonNegative("delay", req.GetDelay())
+	if err != nil {
+		return nil, err
+	}
+	r := queue.EnqueueRequest{
+		NS: namespace(ctx), Queue: req.GetQueue(), Payload: req.GetPayload(), Delay: delay,
+		DedupID: req.GetDedupId(), MaxAttempts: int(req.GetMaxAttempts()),
+	}
+	if t := req.GetDeliverTime(); t != nil {
+		if req.GetDelay() != nil {
+			return nil, validate.Errorf("delay", "and deliver_time are both set; set one")
+		}
+		if err := t.CheckValid(); err != nil {
+			return nil, validate.Errorf("deliver_time", "is not a valid Timestamp: %v", err)
+		}
+		r.DeliverTime = t.AsTime()
+	}
+	e, err := s.svc.Enqueue(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.EnqueueResponse{MessageId: e.ID, DeliverTime: timestamp(e.DeliverTime), Duplicate: e.Duplicate}, nil
+}
+
+func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*coordv1.ClaimResponse, error) {
+	vis, err := positive("visibility_timeout", req.GetVisibilityTimeout())
+	if err != nil {
+		return nil, err
+	}
+	wait, err := nonNegative("wait", req.GetWait())
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.svc.Claim(ctx, queue.ClaimRequest{
+		NS: namespace(ctx), Queue: req.GetQueue(), Max: int(req.GetMaxMessages()), Visibility: vis, Wait: wait,
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &coordv1.ClaimResponse{Messages: make([]*coordv1.Message, len(msgs))}
+	for i, m := range msgs {
+		resp.Messages[i] = &coordv1.Message{
+			MessageId: m.ID, Payload: m.Payload, Receipt: m.Receipt, Attempt: int32(m.Attempt),
+			EnqueueTime: timestamp(m.EnqueueTime), DeliverTime: timestamp(m.DeliverTime),
+			ExpireTime: timestamp(m.ExpireTime), MaxAttempts: int32(m.MaxAttempts),
+		}
+	}
+	return resp, nil
+}
+
+func (s *queueServer) Ack(ctx context.Context, req *coordv1.AckRequest) (*coordv1.AckResponse, error) {
+	if err := s.svc.Ack(ctx, namespace(ctx), req.GetQueue(), req.GetReceipt()); err != nil {
+		return nil, err
+	}
+	return &coordv1.AckResponse{Acked: true}, nil
+}
+
+func (s *queueServer) Nack(ctx context.Context, req *coordv1.NackRequest) (*coordv1.NackResponse, error) {
+	var delay *time.Duration
+	if req.GetDelay() != nil {
+		d, err := nonNegative("delay", req.GetDelay())
+		if err != nil {
+			return nil, err
+		}
+		delay = &d
+	}
+	n, err := s.svc.Nack(ctx, namespace(ctx), req.GetQueue(), req.GetReceipt(), delay)
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.NackResponse{DeliverTime: timestamp(n.DeliverTime), DeadLettered: n.Dead}, nil
+}
+
+func (s *queueServer) Extend(ctx context.Context, req *coordv1.ExtendRequest) (*coordv1.ExtendResponse, error) {
+	vis, err := required("visibility_timeout", req.GetVisibilityTimeout())
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.svc.Extend(ctx, namespace(ctx), req.GetQueue(), req.GetReceipt(), vis)
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.ExtendResponse{ExpireTime: timestamp(t)}, nil
+}
+
+func (s *queueServer) Stats(ctx context.Context, req *coordv1.StatsRequest) (*coordv1.StatsResponse, error) {
+	st, err := s.svc.Stats(ctx, namespace(ctx), req.GetQueue())
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.StatsResponse{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, nil
+}
+
+func (s *queueServer) Redrive(ctx context.Context, req *coordv1.RedriveRequest) (*coordv1.RedriveResponse, error) {
+	n, err := s.svc.Redrive(ctx, namespace(ctx), req.GetQueue(), int(req.GetMaxMessages()))
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.RedriveResponse{Moved: int64(n)}, nil
+}

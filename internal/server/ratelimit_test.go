@@ -1,0 +1,207 @@
+package server_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/store"
+)
+
+func (h *harness) allow(t testing.TB, req *coordv1.AllowRequest) *coordv1.AllowResponse {
+	t.Helper()
+	resp, err := h.limits.Allow(ctx(t), req)
+	if err != nil {
+		t.Fatalf("Allow(%v): %v", req, err)
+	}
+	return resp
+}
+
+func inline(alg coordv1.Algorithm, limit int64, period time.Duration, burst int64) *coordv1.Limit {
+	return &coordv1.Limit{Algorithm: alg, Limit: limit, Period: dur(period), Burst: burst}
+}
+
+// admitted counts how many of n calls are allowed at the current instant.
+func (h *harness) admitted(t testing.TB, key string, l *coordv1.Limit, n int) int {
+	t.Helper()
+	got := 0
+	for i := 0; i < n; i++ {
+		if h.allow(t, &coordv1.AllowRequest{Key: key, Limit: l}).GetAllowed() {
+			got++
+		}
+	}
+	return got
+}
+
+func TestFixedWindowBoundaryBurst(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	l := inline(coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, 5, time.Second, 0)
+	h.clock.Advance(999 * time.Millisecond) // the last millisecond of a window
+	if n := h.admitted(t, "fw", l, 10); n != 5 {
+		t.Fatalf("admitted %d at the end of a window, want 5", n)
+	}
+	h.clock.Advance(time.Millisecond) // the next window
+	if n := h.admitted(t, "fw", l, 10); n != 5 {
+		t.Fatalf("admitted %d at the start of the next window, want 5", n)
+	}
+	// 10 admissions within 1ms: 2x the limit across the boundary, as documented.
+}
+
+// TestSlidingLogNeverExceedsLimit drives a dense random schedule and checks
+// every window of one period.
+func TestSlidingLogNeverExceedsLimit(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	const limit, period = 10, time.Second
+	l := inline(coordv1.Algorithm_ALGORITHM_SLIDING_LOG, limit, period, 0)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var admitted []time.Time
+	for i := 0; i < 2000; i++ {
+		h.clock.Advance(time.Duration(rng.IntN(30)) * time.Millisecond)
+		if h.allow(t, &coordv1.AllowRequest{Key: "log", Limit: l}).GetAllowed() {
+			admitted = append(admitted, h.clock.Now())
+		}
+	}
+	for i := range admitted {
+		n := 0
+		for j := i; j < len(admitted) && admitted[j].Sub(admitted[i]) < period; j++ {
+			n++
+		}
+		if n > limit {
+			t.Fatalf("%d admissions in the period from %v", n, admitted[i])
+		}
+	}
+	if len(admitted) < 2000*15/1000*limit/2 {
+		t.Fatalf("only %d admissions: the log is too strict", len(admitted))
+	}
+}
+
+func TestTokenBucketBurstThenRefill(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	l := inline(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 10, time.Second, 5) // 10/s, bucket of 5
+	if n := h.admitted(t, "tb", l, 20); n != 5 {
+		t.Fatalf("admitted %d from a full bucket, want its burst 5", n)
+	}
+	for i := 0; i < 10; i++ {
+		h.clock.Advance(100 * time.Millisecond) // one token per 100ms
+		if n := h.admitted(t, "tb", l, 3); n != 1 {
+			t.Fatalf("refill %d: admitted %d, want 1", i, n)
+		}
+	}
+	h.clock.Advance(time.Second) // refills to the burst, not beyond
+	if n := h.admitted(t, "tb", l, 20); n != 5 {
+		t.Fatalf("admitted %d after a long idle, want 5", n)
+	}
+}
+
+func TestLeakyBucketSpacesAdmissions(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	l := inline(coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET, 10, time.Second, 0) // one per 100ms
+	var at []time.Duration
+	for step := 0; step < 1000; step++ { // try every millisecond for a second
+		if h.allow(t, &coordv1.AllowRequest{Key: "lb", Limit: l}).GetAllowed() {
+			at = append(at, h.clock.Now().Sub(epoch))
+		}
+		h.clock.Advance(time.Millisecond)
+	}
+	if len(at) != 10 {
+		t.Fatalf("admitted at %v, want 10 admissions", at)
+	}
+	for i := range at {
+		if want := time.Duration(i) * 100 * time.Millisecond; at[i] != want {
+			t.Fatalf("admitted at %v, want every 100ms", at)
+		}
+	}
+}
+
+// TestRetryAfterIsExact: for every algorithm, a denied call retried exactly
+// retry_after later succeeds, and one microsecond earlier fails.
+func TestRetryAfterIsExact(t *testing.T) {
+	algs := []coordv1.Algorithm{
+		coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, coordv1.Algorithm_ALGORITHM_SLIDING_WINDOW,
+		coordv1.Algorithm_ALGORITHM_SLIDING_LOG, coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET,
+		coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET,
+	}
+	for _, alg := range algs {
+		for _, cost := range []int64{1, 2} {
+			t.Run(fmt.Sprintf("%v/cost%d", alg, cost), func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t, withFakeClock)
+				burst := int64(0)
+				if alg == coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET {
+					burst = 2
+				}
+				l := inline(alg, 3, time.Second, burst)
+				rng := rand.New(rand.NewPCG(uint64(alg), uint64(cost)))
+				for round := 0; round < 30; round++ {
+					h.clock.Advance(time.Duration(rng.IntN(700_000)) * time.Microsecond)
+					req := &coordv1.AllowRequest{Key: "k", Limit: l, Cost: cost}
+					var d *coordv1.AllowResponse
+					for d = h.allow(t, req); d.GetAllowed(); d = h.allow(t, req) {
+					}
+					retry := d.GetRetryAfter().AsDuration()
+					if retry <= 0 {
+						t.Fatalf("round %d: denied with retry_after %v", round, retry)
+					}
+					h.clock.Advance(retry - time.Microsecond)
+					if again := h.allow(t, req); again.GetAllowed() {
+						t.Fatalf("round %d: allowed 1µs before retry_after %v", round, retry)
+					}
+					h.clock.Advance(time.Microsecond)
+					if again := h.allow(t, req); !again.GetAllowed() {
+						t.Fatalf("round %d: denied at retry_after %v: %v", round, retry, again)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestDenialAndPeekConsumeNothing(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	l := inline(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 3, time.Second, 0)
+	peek := h.allow(t, &coordv1.AllowRequest{Key: "p", Limit: l, Peek: true})
+	if !peek.GetAllowed() || peek.GetRemaining() != 2 || peek.GetLimit() != 3 {
+		t.Fatalf("peek = %v, want allowed with 2 remaining", peek)
+	}
+	if n := h.admitted(t, "p", l, 3); n != 3 {
+		t.Fatalf("admitted %d after a peek, want all 3", n)
+	}
+	denied := h.allow(t, &coordv1.AllowRequest{Key: "p", Limit: l, Cost: 1})
+	if denied.GetAllowed() || denied.GetRemaining() != 0 {
+		t.Fatalf("Allow on an empty bucket = %v", denied)
+	}
+	h.clock.Advance(denied.GetRetryAfter().AsDuration())
+	for i := 0; i < 5; i++ { // denials and peeks in between take nothing
+		h.allow(t, &coordv1.AllowRequest{Key: "p", Limit: l, Cost: 2})
+		h.allow(t, &coordv1.AllowRequest{Key: "p", Limit: l, Peek: true})
+	}
+	if !h.allow(t, &coordv1.AllowRequest{Key: "p", Limit: l}).GetAllowed() {
+		t.Fatal("the token refilled by retry_after was taken by a denial or a peek")
+	}
+}
+
+func withPolicies(p map[string]limiter.Policy) func(*config) {
+	return func(c *config) { c.policies = p }
+}
+
+func TestPolicyShadowAndNamedLimit(t *testing.T) {
+	h := newHarness(t, withFakeClock, withPolicies(map[string]limiter.Policy{
+		"api":    {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 2, Period: time.Minute}},
+		"shadow": {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 1, Period: time.Minute}, Shadow: true},
+	}))
+	var got []bool
+	for i := 0; i < 3; i++ {
+		got = append(got, h.allow(t, &coordv1.AllowRequest{Key: "u", Policy: "api"}).GetAllowed())
+	}
+	if fmt.Sprint(got) != "[true true false]" {
+		t.Fatalf("policy api admitted %v, want [true true false]", got)
+	}
+	first := h.allow(t, &coordv1.AllowRequest{Key: "u", Policy: "shadow"})
+	second := h.allow(t, &coordv1.AllowRequest{Key: "u", Policy: "shadow"})
+	if !first.GetAllowed() || first.GetShadowDenied() || !second.GetAllowed() || !second.GetShadowDenied() {
+		t.Fatalf("shadow policy answered %v then %v, want allowed twice, the second a shadow denial", first, second)
+	}
+}

@@ -1,0 +1,233 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+)
+
+// keepAlive is one KeepAlive stream.
+type keepAlive struct {
+	t      testing.TB
+	stream coordv1.SessionService_KeepAliveClient
+	cancel context.CancelFunc
+}
+
+func (h *harness) openSession(t testing.TB, id string, ttl time.Duration) (*keepAlive, *coordv1.KeepAliveResponse) {
+	t.Helper()
+	c, cancel := context.WithCancel(ctx(t))
+	stream, err := h.sessions.KeepAlive(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &keepAlive{t: t, stream: stream, cancel: cancel}
+	t.Cleanup(cancel)
+	return k, k.beat(id, ttl)
+}
+
+// beat sends a heartbeat and returns the answer.
+func (k *keepAlive) beat(id string, ttl time.Duration) *coordv1.KeepAliveResponse {
+	k.t.Helper()
+	req := &coordv1.KeepAliveRequest{SessionId: id}
+	if ttl > 0 {
+		req.Ttl = dur(ttl)
+	}
+	if err := k.stream.Send(req); err != nil {
+		k.t.Fatal(err)
+	}
+	resp, err := k.stream.Recv()
+	if err != nil {
+		k.t.Fatalf("KeepAlive Recv: %v", err)
+	}
+	return resp
+}
+
+func (h *harness) held(t testing.TB, name string) *coordv1.GetLockResponse {
+	t.Helper()
+	info, err := h.locks.GetLock(ctx(t), &coordv1.GetLockRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func TestSessionHalfCloseReleasesLocksAtOnce(t *testing.T) {
+	h := newHarness(t)
+	k, first := h.openSession(t, "", 30*time.Second)
+	id := first.GetSessionId()
+	if len(id) != 32 || first.GetTtl().AsDuration() != 30*time.Second {
+		t.Fatalf("first response = %v, want a new session with a 30s ttl", first)
+	}
+	for _, name := range []string{"a", "b"} {
+		if g := h.lock(t, &coordv1.LockRequest{Name: name, SessionId: id, Owner: "s"}); !g.GetAcquired() {
+			t.Fatalf("Lock(%s) = %v", name, g)
+		}
+		if info := h.held(t, name); !info.GetHeld() || info.GetSessionId() != id {
+			t.Fatalf("GetLock(%s) = %v, want held by session %s", name, info, id)
+		}
+	}
+	// A waiter on "a" is granted it as soon as the session ends.
+	waiter := make(chan *coordv1.LockResponse, 1)
+	go func() {
+		resp, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Wait: dur(20 * time.Second)})
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- resp
+	}()
+	if err := k.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after half-close Recv = %v, want the stream to end with OK", err)
+	}
+	if info := h.held(t, "b"); info.GetHeld() {
+		t.Fatalf("GetLock(b) after half-close = %v, want released", info)
+	}
+	if resp := <-waiter; !resp.GetAcquired() {
+		t.Fatalf("waiter got %v, want the lock the session released", resp)
+	}
+	_, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "c", SessionId: id})
+	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
+}
+
+func TestSessionSurvivesBrokenStreamAndResumes(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	k, first := h.openSession(t, "", 10*time.Second)
+	id := first.GetSessionId()
+	h.lock(t, &coordv1.LockRequest{Name: "job", SessionId: id})
+	k.cancel() // the stream breaks without a half-close
+
+	h.clock.Advance(9 * time.Second)
+	if info := h.held(t, "job"); !info.GetHeld() {
+		t.Fatal("lock lost 9s into a 10s session after a broken stream")
+	}
+	// Resume on a new stream, and keep the session alive past its first TTL.
+	k2, resumed := h.openSession(t, id, 0)
+	if resumed.GetSessionId() != id || resumed.GetTtl().AsDuration() != 10*time.Second || resumed.GetExpired() {
+		t.Fatalf("resume = %v, want session %s renewed for 10s", resumed, id)
+	}
+	for i := 0; i < 3; i++ {
+		h.clock.Advance(8 * time.Second)
+		if r := k2.beat("", 0); r.GetExpired() || len(r.GetLostLocks()) != 0 {
+			t.Fatalf("heartbeat %d = %v", i, r)
+		}
+	}
+	if info := h.held(t, "job"); !info.GetHeld() || info.GetSessionId() != id {
+		t.Fatalf("GetLock = %v, want still held by the resumed session", info)
+	}
+	// Break it again and let the TTL run out: the lock goes with it.
+	k2.cancel()
+	h.clock.Advance(10 * time.Second)
+	if info := h.held(t, "job"); info.GetHeld() {
+		t.Fatalf("GetLock after the session's TTL = %v, want free", info)
+	}
+	// Resuming now reports the expiry, and the lock lost with it, once.
+	k3, err := h.sessions.KeepAlive(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k3.Send(&coordv1.KeepAliveRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := k3.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.GetExpired() || len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "job" ||
+		r.GetLostLocks()[0].GetReason() != coordv1.LockLossReason_LOCK_LOSS_REASON_SESSION_EXPIRED {
+		t.Fatalf("resume after expiry = %v, want expired with job lost", r)
+	}
+	_, err = k3.Recv()
+	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
+	// The session is gone for good: a keepalive never revives it.
+	k4, err := h.sessions.KeepAlive(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k4.Send(&coordv1.KeepAliveRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = k4.Recv()
+	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
+}
+
+func TestSessionReportsLostLocks(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	k, first := h.openSession(t, "", 10*time.Second)
+	id := first.GetSessionId()
+	capped := h.lock(t, &coordv1.LockRequest{Name: "capped", SessionId: id, MaxHold: dur(5 * time.Second)})
+	h.lock(t, &coordv1.LockRequest{Name: "kept", SessionId: id})
+	released := h.lock(t, &coordv1.LockRequest{Name: "released", SessionId: id})
+	if _, err := h.locks.Release(ctx(t), &coordv1.ReleaseRequest{Name: "released", Token: released.GetToken()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.locks.Renew(ctx(t), &coordv1.RenewRequest{Name: "kept", Token: capped.GetToken(), Ttl: dur(time.Second)})
+	wantStatus(t, err, codes.FailedPrecondition, "LOCK_NOT_HELD")
+
+	h.clock.Advance(4 * time.Second)
+	if r := k.beat("", 0); len(r.GetLostLocks()) != 0 {
+		t.Fatalf("heartbeat at 4s lost %v", r.GetLostLocks())
+	}
+	if info := h.held(t, "capped"); info.GetTtl().AsDuration() != time.Second {
+		t.Fatalf("capped lock ttl = %v, want 1s left before max_hold", info.GetTtl().AsDuration())
+	}
+	h.clock.Advance(2 * time.Second)
+	r := k.beat("", 0)
+	if len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "capped" ||
+		r.GetLostLocks()[0].GetReason() != coordv1.LockLossReason_LOCK_LOSS_REASON_MAX_HOLD ||
+		r.GetLostLocks()[0].GetFence() != capped.GetFence() {
+		t.Fatalf("heartbeat at 6s lost %v, want capped (max_hold) only; the released lock is not a loss", r.GetLostLocks())
+	}
+	if r := k.beat("", 0); len(r.GetLostLocks()) != 0 {
+		t.Fatalf("a loss was reported twice: %v", r.GetLostLocks())
+	}
+	if info := h.held(t, "kept"); !info.GetHeld() {
+		t.Fatal("kept lock lost")
+	}
+}
+
+// TestSessionExpiryIsPushed: a client that stops sending heartbeats is told
+// on the open stream that its session expired, without asking.
+func TestSessionExpiryIsPushed(t *testing.T) {
+	h := newHarness(t)
+	k, first := h.openSession(t, "", 100*time.Millisecond)
+	h.lock(t, &coordv1.LockRequest{Name: "pushed", SessionId: first.GetSessionId()})
+	r, err := k.stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.GetExpired() || len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "pushed" {
+		t.Fatalf("pushed response = %v, want expired with the lock lost", r)
+	}
+	_, err = k.stream.Recv()
+	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
+	if info := h.held(t, "pushed"); info.GetHeld() {
+		t.Fatal("lock outlived its session")
+	}
+}
+
+func TestSessionBoundLockRejectsRenew(t *testing.T) {
+	h := newHarness(t)
+	_, first := h.openSession(t, "", 10*time.Second)
+	g := h.lock(t, &coordv1.LockRequest{Name: "bound", SessionId: first.GetSessionId()})
+	_, err := h.locks.Renew(ctx(t), &coordv1.RenewRequest{Name: "bound", Token: g.GetToken(), Ttl: dur(time.Second)})
+	wantStatus(t, err, codes.FailedPrecondition, "LOCK_SESSION_BOUND")
+}
+
+func TestSessionStreamRejectsAnotherSessionID(t *testing.T) {
+	h := newHarness(t)
+	k, _ := h.openSession(t, "", 10*time.Second)
+	_, other := h.openSession(t, "", 10*time.Second)
+	if err := k.stream.Send(&coordv1.KeepAliveRequest{SessionId: other.GetSessionId()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := k.stream.Recv()
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
+}
