@@ -115,7 +115,7 @@ func (s *Service) Finish(ctx context.Context, r FinishRequest) error {
 		if len(r.Result) > 0 {
 			return validate.Errorf("failure", "and result are both set; set one")
 		}
-		if err := validate.Label("failure.message", r.Failure.Message, s.cfg.MaxFailureBytes); err != nil {
+		if err := validate.Text("failure.message", r.Failure.Message, s.cfg.MaxFailureBytes); err != nil {
 			return err
 		}
 	}

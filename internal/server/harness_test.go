@@ -42,6 +42,7 @@ type config struct {
 	idem     idem.Config
 	queue    queue.Config
 	unary    []grpc.UnaryServerInterceptor
+	register func(*grpc.Server) // registers more services before serving
 }
 
 // harness is a coordd server on the memory store, on a loopback listener,
@@ -89,6 +90,9 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 		Queues:   queue.New(h.store, h.store, c, cfg.queue, h.drain),
 		Drain:    h.drain,
 	}, server.Options{Log: slog.New(slog.DiscardHandler), Unary: cfg.unary})
+	if cfg.register != nil {
+		cfg.register(gs)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +151,5 @@ func wantStatus(t testing.TB, err error, code codes.Code, reason string) *status
 	t.Fatalf("status %v has no ErrorInfo", st)
 	return nil
 }
-
 
 func timestampAt(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }

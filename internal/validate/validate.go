@@ -58,6 +58,18 @@ func Label(field, s string, max int) error {
 	return nil
 }
 
+// Text checks free text for humans: at most max bytes of UTF-8 (line breaks
+// and other control characters allowed).
+func Text(field, s string, max int) error {
+	if len(s) > max {
+		return Errorf(field, "is %d bytes long; the limit is %d", len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return Errorf(field, "is not valid UTF-8")
+	}
+	return nil
+}
+
 // Token checks a token coordd handed out (32 lowercase hex digits).
 func Token(field, s string) error {
 	if s == "" {

@@ -1,0 +1,1000 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/store"
+)
+
+// This file sends every RPC malformed requests through the real gRPC client
+// and checks that each is refused with INVALID_ARGUMENT naming the field,
+// and that nothing changed: neither the number of records in the store nor
+// the pre-existing state as seen through the API (a held lock, a
+// session-bound lock, an in-progress idempotency key, a rate-limit key with
+// consumption, a queue with ready, delayed, in-flight and dead messages).
+//
+// Every bad request is a valid base request (TestBadInputControl shows that
+// each base succeeds) with one field broken, so a case can only pass because
+// that one field was refused.
+
+// biPolicies configures the named rate-limit policies the cases use.
+func biPolicies(c *config) {
+	c.policies = map[string]limiter.Policy{
+		"log":    {Limit: store.Limit{Algorithm: store.SlidingLog, Limit: 10, Period: time.Hour}},
+		"fixed":  {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 10, Period: time.Hour}},
+		"bucket": {Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 10, Period: time.Minute, Burst: 5}},
+	}
+}
+
+// biFixture is the state every case starts from.
+type biFixture struct {
+	lockName, lockToken string // a plain lock, held
+	sessLock            string // a lock bound to session
+	session             string // a live session, kept alive by ka
+	ka                  coordv1.SessionService_KeepAliveClient
+	idemKey, idemFP     string // an idempotency key in progress
+	idemOwner           string
+	rlKey               string // a key with one unit consumed under policy "log"
+	queue               string // 1 ready, 1 delayed, 1 in flight (receipt), 1 dead
+	receipt             string
+}
+
+func biSetup(t *testing.T, h *harness) *biFixture {
+	t.Helper()
+	c := ctx(t)
+	fx := &biFixture{
+		lockName: "held-lock", sessLock: "session-lock", idemKey: "idem-key", idemFP: "fp-1",
+		rlKey: "rl-key", queue: "q",
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("setup: %s: %v", what, err)
+		}
+	}
+
+	ka, err := h.sessions.KeepAlive(c)
+	must("KeepAlive", err)
+	must("KeepAlive.Send", ka.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(time.Minute)}))
+	kr, err := ka.Recv()
+	must("KeepAlive.Recv", err)
+	fx.ka, fx.session = ka, kr.GetSessionId()
+
+	l, err := h.locks.Lock(c, &coordv1.LockRequest{Name: fx.lockName, Ttl: durationpb.New(10 * time.Minute), Owner: "holder", MaxHold: durationpb.New(time.Hour)})
+	must("Lock", err)
+	if !l.GetAcquired() {
+		t.Fatalf("setup: Lock = %v, want acquired", l)
+	}
+	fx.lockToken = l.GetToken()
+	sl, err := h.locks.Lock(c, &coordv1.LockRequest{Name: fx.sessLock, SessionId: fx.session, Owner: "session-holder"})
+	must("Lock(session)", err)
+	if !sl.GetAcquired() {
+		t.Fatalf("setup: session Lock = %v, want acquired", sl)
+	}
+
+	b, err := h.idem.BeginIdempotent(c, &coordv1.BeginIdempotentRequest{Key: fx.idemKey, Fingerprint: fx.idemFP, ProcessingTtl: durationpb.New(10 * time.Minute)})
+	must("BeginIdempotent", err)
+	if b.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE {
+		t.Fatalf("setup: BeginIdempotent = %v, want EXECUTE", b)
+	}
+	fx.idemOwner = b.GetOwnerToken()
+
+	a, err := h.limits.Allow(c, &coordv1.AllowRequest{Key: fx.rlKey, Policy: "log"})
+	must("Allow", err)
+	if !a.GetAllowed() {
+		t.Fatalf("setup: Allow = %v, want allowed", a)
+	}
+
+	q := h.queues
+	_, err = q.Enqueue(c, &coordv1.EnqueueRequest{Queue: fx.queue, Payload: []byte("dead"), MaxAttempts: 1})
+	must("Enqueue(dead)", err)
+	cl, err := q.Claim(c, &coordv1.ClaimRequest{Queue: fx.queue, VisibilityTimeout: durationpb.New(10 * time.Minute)})
+	must("Claim(dead)", err)
+	if len(cl.GetMessages()) != 1 {
+		t.Fatalf("setup: Claim = %v, want 1 message", cl)
+	}
+	n, err := q.Nack(c, &coordv1.NackRequest{Queue: fx.queue, Receipt: cl.GetMessages()[0].GetReceipt(), Delay: durationpb.New(0)})
+	must("Nack(dead)", err)
+	if !n.GetDeadLettered() {
+		t.Fatalf("setup: Nack = %v, want dead-lettered", n)
+	}
+	_, err = q.Enqueue(c, &coordv1.EnqueueRequest{Queue: fx.queue, Payload: []byte("in flight")})
+	must("Enqueue(in flight)", err)
+	cl, err = q.Claim(c, &coordv1.ClaimRequest{Queue: fx.queue, VisibilityTimeout: durationpb.New(10 * time.Minute)})
+	must("Claim(in flight)", err)
+	if len(cl.GetMessages()) != 1 {
+		t.Fatalf("setup: Claim = %v, want 1 message", cl)
+	}
+	fx.receipt = cl.GetMessages()[0].GetReceipt()
+	_, err = q.Enqueue(c, &coordv1.EnqueueRequest{Queue: fx.queue, Payload: []byte("ready")})
+	must("Enqueue(ready)", err)
+	_, err = q.Enqueue(c, &coordv1.EnqueueRequest{Queue: fx.queue, Payload: []byte("delayed"), Delay: durationpb.New(time.Hour)})
+	must("Enqueue(delayed)", err)
+	st, err := q.Stats(c, &coordv1.StatsRequest{Queue: fx.queue})
+	must("Stats", err)
+	if st.GetReady() != 1 || st.GetDelayed() != 1 || st.GetInFlight() != 1 || st.GetDead() != 1 {
+		t.Fatalf("setup: Stats = %v, want 1 of each", st)
+	}
+	return fx
+}
+
+// biSnap is the fixture's state as the store and the API see it.
+type biSnap struct {
+	Len                 int
+	Lock, SessLock      string
+	Idem, Queue, Limits string
+}
+
+func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
+	t.Helper()
+	c := ctx(t)
+	s := biSnap{Len: h.store.Len()}
+	getLock := func(name string) string {
+		g, err := h.locks.GetLock(c, &coordv1.GetLockRequest{Name: name})
+		if err != nil {
+			return "GetLock: " + err.Error()
+		}
+		return fmt.Sprintf("held=%v owner=%q fence=%d session=%q expire=%v acquired=%v",
+			g.GetHeld(), g.GetOwner(), g.GetFence(), g.GetSessionId(), g.GetExpireTime().AsTime(), g.GetAcquireTime().AsTime())
+	}
+	s.Lock, s.SessLock = getLock(fx.lockName), getLock(fx.sessLock)
+	if b, err := h.idem.BeginIdempotent(c, &coordv1.BeginIdempotentRequest{Key: fx.idemKey, Fingerprint: fx.idemFP}); err != nil {
+		s.Idem = "BeginIdempotent: " + err.Error()
+	} else {
+		s.Idem = fmt.Sprintf("outcome=%v expire=%v result=%q failure=%v", b.GetOutcome(), b.GetExpireTime().AsTime(), b.GetResult(), b.GetFailure())
+	}
+	if st, err := h.queues.Stats(c, &coordv1.StatsRequest{Queue: fx.queue}); err != nil {
+		s.Queue = "Stats: " + err.Error()
+	} else {
+		s.Queue = fmt.Sprintf("ready=%d delayed=%d in_flight=%d dead=%d", st.GetReady(), st.GetDelayed(), st.GetInFlight(), st.GetDead())
+	}
+	if a, err := h.limits.Allow(c, &coordv1.AllowRequest{Key: fx.rlKey, Policy: "log", Peek: true}); err != nil {
+		s.Limits = "Allow: " + err.Error()
+	} else {
+		s.Limits = fmt.Sprintf("allowed=%v remaining=%d", a.GetAllowed(), a.GetRemaining())
+	}
+	return s
+}
+
+// biCase is one malformed request.
+type biCase struct {
+	rpc, name string
+	field     string // the field INVALID_ARGUMENT must name
+	call      func(c context.Context, h *harness, fx *biFixture) (any, error)
+}
+
+// biRPC describes one RPC: a valid base request built on the fixture, and
+// how to send it.
+type biRPC[R proto.Message] struct {
+	name string
+	base func(fx *biFixture) R
+	send func(c context.Context, h *harness, fx *biFixture, r R, o ...grpc.CallOption) (any, error)
+	ok   func(resp any) error // optional: what a successful control response must satisfy
+}
+
+// bad is the base request with mut applied, sent with opts.
+func (r biRPC[R]) bad(name, field string, mut func(fx *biFixture, req R), opts ...grpc.CallOption) biCase {
+	return biCase{rpc: r.name, name: name, field: field, call: func(c context.Context, h *harness, fx *biFixture) (any, error) {
+		req := r.base(fx)
+		if mut != nil {
+			mut(fx, req)
+		}
+		return r.send(c, h, fx, req, opts...)
+	}}
+}
+
+// control is the base request with mut applied, which must succeed.
+func (r biRPC[R]) control(name string, mut func(fx *biFixture, req R), opts ...grpc.CallOption) biCase {
+	c := r.bad(name, "", mut, opts...)
+	call := c.call
+	c.call = func(ctx context.Context, h *harness, fx *biFixture) (any, error) {
+		resp, err := call(ctx, h, fx)
+		if err == nil && r.ok != nil {
+			err = r.ok(resp)
+		}
+		return resp, err
+	}
+	return c
+}
+
+// biAppendCodec is the proto codec with extra wire bytes appended to every
+// request. Protobuf's last-one-wins rule for singular fields lets a test
+// override a string field with bytes the Go marshaller refuses to produce
+// (invalid UTF-8), as a client in another language could send.
+type biAppendCodec struct{ extra []byte }
+
+func (c biAppendCodec) Marshal(v any) ([]byte, error) {
+	b, err := proto.Marshal(v.(proto.Message))
+	return append(b, c.extra...), err
+}
+func (biAppendCodec) Unmarshal(b []byte, v any) error { return proto.Unmarshal(b, v.(proto.Message)) }
+func (biAppendCodec) Name() string                    { return "proto" }
+
+// biRawString sends string field num as s, whatever bytes s holds.
+func biRawString(num protowire.Number, s string) grpc.CallOption {
+	b := protowire.AppendTag(nil, num, protowire.BytesType)
+	return grpc.ForceCodec(biAppendCodec{extra: protowire.AppendString(b, s)})
+}
+
+type biVal[T any] struct {
+	name string
+	v    T
+}
+
+var (
+	biD       = durationpb.New
+	biBadDurs = []biVal[*durationpb.Duration]{
+		{"0s", biD(0)},
+		{"-1s", biD(-time.Second)},
+		{"-1ns", biD(-1)},
+		{"500us", biD(500 * time.Microsecond)},
+		{"invalid Duration (nanos sign)", &durationpb.Duration{Seconds: 1, Nanos: -1}},
+		{"invalid Duration (seconds out of range)", &durationpb.Duration{Seconds: 315_576_000_001}},
+	}
+	biBadWaits = []biVal[*durationpb.Duration]{
+		{"-1ms", biD(-time.Millisecond)},
+		{"-1ns", biD(-1)},
+		{"invalid Duration", &durationpb.Duration{Seconds: -1, Nanos: 1}},
+	}
+	// Bad names, keys and queue names (valid UTF-8, so the Go client sends
+	// them as they are).
+	biBadNames = []biVal[string]{
+		{"empty", ""},
+		{"257 bytes", strings.Repeat("n", 257)},
+		{"NUL", "a\x00b"},
+		{"newline", "a\nb"},
+		{"U+0085", "\u0085"},
+		{"DEL", "a\x7fb"},
+		{"ESC", "\x1b[31m"},
+	}
+	// Invalid UTF-8, sent raw.
+	biBadUTF8 = []biVal[string]{
+		{"invalid UTF-8", "a\xffb"},
+		{"truncated UTF-8", "ab\xc3"},
+	}
+	// Malformed tokens, from a valid one.
+	biBadTokens = []biVal[func(string) string]{
+		{"empty", func(string) string { return "" }},
+		{"31 digits", func(s string) string { return s[:31] }},
+		{"33 digits", func(s string) string { return s + "0" }},
+		{"64 digits", func(s string) string { return s + s }},
+		{"non-hex", func(s string) string { return "g" + s[1:] }},
+		{"uppercase", biUpper},
+		{"space", func(s string) string { return " " + s[1:] }},
+	}
+	// Malformed receipts, from a valid one (32 hex ID, 8 hex attempt, 32 hex
+	// token).
+	biBadReceipts = []biVal[func(string) string]{
+		{"empty", func(string) string { return "" }},
+		{"71 digits", func(s string) string { return s[:71] }},
+		{"73 digits", func(s string) string { return s + "0" }},
+		{"a token", func(s string) string { return s[40:] }},
+		{"non-hex", func(s string) string { return s[:71] + "g" }},
+		{"uppercase", biUpper},
+		{"attempt 0", func(s string) string { return s[:32] + "00000000" + s[40:] }},
+		{"attempt 2^31", func(s string) string { return s[:32] + "80000000" + s[40:] }},
+	}
+)
+
+// biUpper upper-cases a hex string, making sure it changes.
+func biUpper(s string) string {
+	if u := strings.ToUpper(s); u != s {
+		return u
+	}
+	return "A" + s[1:]
+}
+
+// biNameCases are the cases of a required name field (number num).
+func biNameCases[R proto.Message](r biRPC[R], field string, num protowire.Number, set func(R, string)) []biCase {
+	var cs []biCase
+	for _, v := range biBadNames {
+		cs = append(cs, r.bad(field+"="+v.name, field, func(_ *biFixture, req R) { set(req, v.v) }))
+	}
+	for _, v := range biBadUTF8 {
+		cs = append(cs, r.bad(field+"="+v.name, field, nil, biRawString(num, v.v)))
+	}
+	return cs
+}
+
+// biLabelCases are the cases of an optional label field (empty is valid).
+func biLabelCases[R proto.Message](r biRPC[R], field string, num protowire.Number, set func(R, string)) []biCase {
+	var cs []biCase
+	for _, v := range biBadNames {
+		if v.v == "" {
+			continue
+		}
+		cs = append(cs, r.bad(field+"="+v.name, field, func(_ *biFixture, req R) { set(req, v.v) }))
+	}
+	for _, v := range biBadUTF8 {
+		cs = append(cs, r.bad(field+"="+v.name, field, nil, biRawString(num, v.v)))
+	}
+	return cs
+}
+
+// biTokenCases are the cases of a token field; valid picks the fixture's
+// valid token to break.
+func biTokenCases[R proto.Message](r biRPC[R], field string, num protowire.Number, valid func(*biFixture) string, set func(R, string)) []biCase {
+	var cs []biCase
+	for _, v := range biBadTokens {
+		cs = append(cs, r.bad(field+"="+v.name, field, func(fx *biFixture, req R) { set(req, v.v(valid(fx))) }))
+	}
+	cs = append(cs, r.bad(field+"=invalid UTF-8", field, nil, biRawString(num, strings.Repeat("\xff", 32))))
+	return cs
+}
+
+// biDurCases are the cases of a TTL-like field: the bad durations, one just
+// above max, and, if required, unset.
+func biDurCases[R proto.Message](r biRPC[R], field string, max time.Duration, required bool, set func(R, *durationpb.Duration)) []biCase {
+	vals := append([]biVal[*durationpb.Duration]{{fmt.Sprintf("max %v+1ms", max), biD(max + time.Millisecond)}}, biBadDurs...)
+	if required {
+		vals = append(vals, biVal[*durationpb.Duration]{"unset", nil})
+	}
+	var cs []biCase
+	for _, v := range vals {
+		cs = append(cs, r.bad(field+"="+v.name, field, func(_ *biFixture, req R) { set(req, v.v) }))
+	}
+	return cs
+}
+
+// biWaitCases are the cases of a wait or delay (0 is valid).
+func biWaitCases[R proto.Message](r biRPC[R], field string, max time.Duration, set func(R, *durationpb.Duration)) []biCase {
+	vals := append([]biVal[*durationpb.Duration]{{fmt.Sprintf("max %v+1ms", max), biD(max + time.Millisecond)}}, biBadWaits...)
+	var cs []biCase
+	for _, v := range vals {
+		cs = append(cs, r.bad(field+"="+v.name, field, func(_ *biFixture, req R) { set(req, v.v) }))
+	}
+	return cs
+}
+
+// The RPCs, each with a valid base request on the fixture.
+var (
+	biLock = biRPC[*coordv1.LockRequest]{
+		name: "Lock",
+		base: func(*biFixture) *coordv1.LockRequest {
+			return &coordv1.LockRequest{Name: "new-lock", Ttl: biD(10 * time.Second), Wait: biD(time.Second), Owner: "me", MaxHold: biD(time.Minute)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.LockRequest, o ...grpc.CallOption) (any, error) {
+			return h.locks.Lock(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.LockResponse); !r.GetAcquired() {
+				return fmt.Errorf("Lock = %v, want acquired", r)
+			}
+			return nil
+		},
+	}
+	biRenew = biRPC[*coordv1.RenewRequest]{
+		name: "Renew",
+		base: func(fx *biFixture) *coordv1.RenewRequest {
+			return &coordv1.RenewRequest{Name: fx.lockName, Token: fx.lockToken, Ttl: biD(20 * time.Minute)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.RenewRequest, o ...grpc.CallOption) (any, error) {
+			return h.locks.Renew(c, r, o...)
+		},
+	}
+	biRelease = biRPC[*coordv1.ReleaseRequest]{
+		name: "Release",
+		base: func(fx *biFixture) *coordv1.ReleaseRequest {
+			return &coordv1.ReleaseRequest{Name: fx.lockName, Token: fx.lockToken}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ReleaseRequest, o ...grpc.CallOption) (any, error) {
+			return h.locks.Release(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.ReleaseResponse); !r.GetReleased() {
+				return fmt.Errorf("Release = %v, want released", r)
+			}
+			return nil
+		},
+	}
+	biGetLock = biRPC[*coordv1.GetLockRequest]{
+		name: "GetLock",
+		base: func(fx *biFixture) *coordv1.GetLockRequest { return &coordv1.GetLockRequest{Name: fx.lockName} },
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.GetLockRequest, o ...grpc.CallOption) (any, error) {
+			return h.locks.GetLock(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.GetLockResponse); !r.GetHeld() {
+				return fmt.Errorf("GetLock = %v, want held", r)
+			}
+			return nil
+		},
+	}
+	// The first request of a new KeepAlive stream. Accepted, the session is
+	// ended by a half-close so that it does not outlive the call.
+	biKeepAlive = biRPC[*coordv1.KeepAliveRequest]{
+		name: "KeepAlive/first",
+		base: func(*biFixture) *coordv1.KeepAliveRequest {
+			return &coordv1.KeepAliveRequest{Ttl: biD(time.Minute)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.KeepAliveRequest, o ...grpc.CallOption) (any, error) {
+			s, err := h.sessions.KeepAlive(c, o...)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.Send(r); err != nil && !errors.Is(err, io.EOF) { // io.EOF: the status comes from Recv
+				return nil, err
+			}
+			resp, err := s.Recv()
+			if err != nil {
+				return nil, err
+			}
+			if err := s.CloseSend(); err != nil {
+				return resp, fmt.Errorf("CloseSend: %w", err)
+			}
+			for {
+				if _, err := s.Recv(); err != nil {
+					if errors.Is(err, io.EOF) {
+						return resp, nil
+					}
+					return resp, fmt.Errorf("after half-close: %w", err)
+				}
+			}
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.KeepAliveResponse); len(r.GetSessionId()) != 32 || r.GetTtl().AsDuration() != time.Minute {
+				return fmt.Errorf("KeepAlive = %v, want a new session with ttl 1m", r)
+			}
+			return nil
+		},
+	}
+	// A later request on the fixture's live stream.
+	biKeepAliveLater = biRPC[*coordv1.KeepAliveRequest]{
+		name: "KeepAlive/later",
+		base: func(fx *biFixture) *coordv1.KeepAliveRequest {
+			return &coordv1.KeepAliveRequest{SessionId: fx.session, Ttl: biD(2 * time.Minute)}
+		},
+		send: func(_ context.Context, _ *harness, fx *biFixture, r *coordv1.KeepAliveRequest, o ...grpc.CallOption) (any, error) {
+			if len(o) > 0 {
+				panic("call options do not apply to an open stream")
+			}
+			if err := fx.ka.Send(r); err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return fx.ka.Recv()
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.KeepAliveResponse); r.GetTtl().AsDuration() < 2*time.Minute || r.GetExpired() {
+				return fmt.Errorf("KeepAlive = %v, want ttl of at least 2m", r)
+			}
+			return nil
+		},
+	}
+	biAllow = biRPC[*coordv1.AllowRequest]{
+		name: "Allow",
+		base: func(fx *biFixture) *coordv1.AllowRequest {
+			return &coordv1.AllowRequest{Key: fx.rlKey, Policy: "log", Cost: 1}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.AllowRequest, o ...grpc.CallOption) (any, error) {
+			return h.limits.Allow(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.AllowResponse); !r.GetAllowed() {
+				return fmt.Errorf("Allow = %v, want allowed", r)
+			}
+			return nil
+		},
+	}
+	biBegin = biRPC[*coordv1.BeginIdempotentRequest]{
+		name: "BeginIdempotent",
+		base: func(*biFixture) *coordv1.BeginIdempotentRequest {
+			return &coordv1.BeginIdempotentRequest{Key: "new-idem-key", Fingerprint: "fp-new", ProcessingTtl: biD(10 * time.Second), Wait: biD(time.Second)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.BeginIdempotentRequest, o ...grpc.CallOption) (any, error) {
+			return h.idem.BeginIdempotent(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.BeginIdempotentResponse); r.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE {
+				return fmt.Errorf("BeginIdempotent = %v, want EXECUTE", r)
+			}
+			return nil
+		},
+	}
+	biFinish = biRPC[*coordv1.FinishRequest]{
+		name: "Finish",
+		base: func(fx *biFixture) *coordv1.FinishRequest {
+			return &coordv1.FinishRequest{Key: fx.idemKey, OwnerToken: fx.idemOwner, Result: []byte("done"), ResultTtl: biD(time.Hour)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.FinishRequest, o ...grpc.CallOption) (any, error) {
+			return h.idem.Finish(c, r, o...)
+		},
+	}
+	biExtendIdem = biRPC[*coordv1.ExtendIdempotentRequest]{
+		name: "ExtendIdempotent",
+		base: func(fx *biFixture) *coordv1.ExtendIdempotentRequest {
+			return &coordv1.ExtendIdempotentRequest{Key: fx.idemKey, OwnerToken: fx.idemOwner, ProcessingTtl: biD(20 * time.Minute)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ExtendIdempotentRequest, o ...grpc.CallOption) (any, error) {
+			return h.idem.ExtendIdempotent(c, r, o...)
+		},
+	}
+	biEnqueue = biRPC[*coordv1.EnqueueRequest]{
+		name: "Enqueue",
+		base: func(fx *biFixture) *coordv1.EnqueueRequest {
+			return &coordv1.EnqueueRequest{Queue: fx.queue, Payload: []byte("x"), Delay: biD(time.Second), DedupId: "new-dedup", MaxAttempts: 3}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.EnqueueRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.Enqueue(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.EnqueueResponse); r.GetDuplicate() || len(r.GetMessageId()) != 32 {
+				return fmt.Errorf("Enqueue = %v, want a new message", r)
+			}
+			return nil
+		},
+	}
+	biClaim = biRPC[*coordv1.ClaimRequest]{
+		name: "Claim",
+		base: func(fx *biFixture) *coordv1.ClaimRequest {
+			return &coordv1.ClaimRequest{Queue: fx.queue, MaxMessages: 2, VisibilityTimeout: biD(10 * time.Second), Wait: biD(time.Second)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ClaimRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.Claim(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.ClaimResponse); len(r.GetMessages()) != 1 {
+				return fmt.Errorf("Claim = %v, want the ready message", r)
+			}
+			return nil
+		},
+	}
+	biAck = biRPC[*coordv1.AckRequest]{
+		name: "Ack",
+		base: func(fx *biFixture) *coordv1.AckRequest {
+			return &coordv1.AckRequest{Queue: fx.queue, Receipt: fx.receipt}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.AckRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.Ack(c, r, o...)
+		},
+	}
+	biNack = biRPC[*coordv1.NackRequest]{
+		name: "Nack",
+		base: func(fx *biFixture) *coordv1.NackRequest {
+			return &coordv1.NackRequest{Queue: fx.queue, Receipt: fx.receipt, Delay: biD(time.Second)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.NackRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.Nack(c, r, o...)
+		},
+	}
+	biExtend = biRPC[*coordv1.ExtendRequest]{
+		name: "Extend",
+		base: func(fx *biFixture) *coordv1.ExtendRequest {
+			return &coordv1.ExtendRequest{Queue: fx.queue, Receipt: fx.receipt, VisibilityTimeout: biD(time.Minute)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ExtendRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.Extend(c, r, o...)
+		},
+	}
+	biStats = biRPC[*coordv1.StatsRequest]{
+		name: "Stats",
+		base: func(fx *biFixture) *coordv1.StatsRequest { return &coordv1.StatsRequest{Queue: fx.queue} },
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.StatsRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.Stats(c, r, o...)
+		},
+	}
+	biRedrive = biRPC[*coordv1.RedriveRequest]{
+		name: "Redrive",
+		base: func(fx *biFixture) *coordv1.RedriveRequest {
+			return &coordv1.RedriveRequest{Queue: fx.queue, MaxMessages: 5}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.RedriveRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.Redrive(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.RedriveResponse); r.GetMoved() != 1 {
+				return fmt.Errorf("Redrive = %v, want 1 moved", r)
+			}
+			return nil
+		},
+	}
+)
+
+// biInline replaces the policy with an inline limit.
+func biInline(l *coordv1.Limit) func(*biFixture, *coordv1.AllowRequest) {
+	return func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy, r.Limit = "", l }
+}
+
+func biLimit(a coordv1.Algorithm, limit int64, period time.Duration, burst int64) *coordv1.Limit {
+	return &coordv1.Limit{Algorithm: a, Limit: limit, Period: biD(period), Burst: burst}
+}
+
+const (
+	biFixed   = coordv1.Algorithm_ALGORITHM_FIXED_WINDOW
+	biSliding = coordv1.Algorithm_ALGORITHM_SLIDING_WINDOW
+	biLog     = coordv1.Algorithm_ALGORITHM_SLIDING_LOG
+	biToken   = coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET
+	biLeaky   = coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET
+)
+
+func biCases() []biCase {
+	var cs []biCase
+	add := func(more ...biCase) { cs = append(cs, more...) }
+	addAll := func(more []biCase) { cs = append(cs, more...) }
+
+	// Lock.
+	addAll(biNameCases(biLock, "name", 1, func(r *coordv1.LockRequest, s string) { r.Name = s }))
+	addAll(biLabelCases(biLock, "owner", 5, func(r *coordv1.LockRequest, s string) { r.Owner = s }))
+	addAll(biDurCases(biLock, "ttl", time.Hour, false, func(r *coordv1.LockRequest, d *durationpb.Duration) { r.Ttl = d }))
+	addAll(biDurCases(biLock, "max_hold", 24*time.Hour, false, func(r *coordv1.LockRequest, d *durationpb.Duration) { r.MaxHold = d }))
+	addAll(biWaitCases(biLock, "wait", time.Minute, func(r *coordv1.LockRequest, d *durationpb.Duration) { r.Wait = d }))
+	for _, v := range biBadTokens {
+		if v.name == "empty" {
+			continue // empty is a plain lease
+		}
+		add(biLock.bad("session_id="+v.name, "session_id", func(fx *biFixture, r *coordv1.LockRequest) { r.SessionId, r.Ttl = v.v(fx.session), nil }))
+	}
+	add(biLock.bad("session_id=invalid UTF-8", "session_id", func(_ *biFixture, r *coordv1.LockRequest) { r.Ttl = nil }, biRawString(4, strings.Repeat("\xff", 32))))
+	add(biLock.bad("session-bound with ttl=10s", "ttl", func(fx *biFixture, r *coordv1.LockRequest) { r.SessionId = fx.session }))
+	add(biLock.bad("session-bound with ttl=0s", "ttl", func(fx *biFixture, r *coordv1.LockRequest) { r.SessionId, r.Ttl = fx.session, biD(0) }))
+
+	// Renew, on the held lock.
+	addAll(biNameCases(biRenew, "name", 1, func(r *coordv1.RenewRequest, s string) { r.Name = s }))
+	addAll(biTokenCases(biRenew, "token", 2, func(fx *biFixture) string { return fx.lockToken }, func(r *coordv1.RenewRequest, s string) { r.Token = s }))
+	addAll(biDurCases(biRenew, "ttl", time.Hour, true, func(r *coordv1.RenewRequest, d *durationpb.Duration) { r.Ttl = d }))
+
+	// Release, of the held lock.
+	addAll(biNameCases(biRelease, "name", 1, func(r *coordv1.ReleaseRequest, s string) { r.Name = s }))
+	addAll(biTokenCases(biRelease, "token", 2, func(fx *biFixture) string { return fx.lockToken }, func(r *coordv1.ReleaseRequest, s string) { r.Token = s }))
+
+	// GetLock.
+	addAll(biNameCases(biGetLock, "name", 1, func(r *coordv1.GetLockRequest, s string) { r.Name = s }))
+
+	// KeepAlive, first request: the session must not be created.
+	ttlSet := func(r *coordv1.KeepAliveRequest, d *durationpb.Duration) { r.Ttl = d }
+	for _, rpc := range []biRPC[*coordv1.KeepAliveRequest]{biKeepAlive, biKeepAliveLater} {
+		add(rpc.bad("ttl=5ms (below min_ttl 10ms)", "ttl", func(_ *biFixture, r *coordv1.KeepAliveRequest) { r.Ttl = biD(5 * time.Millisecond) }))
+		addAll(biDurCases(rpc, "ttl", 5*time.Minute, false, ttlSet))
+	}
+	for _, v := range biBadTokens {
+		if v.name == "empty" {
+			continue // empty creates a session
+		}
+		add(biKeepAlive.bad("session_id="+v.name, "session_id", func(fx *biFixture, r *coordv1.KeepAliveRequest) { r.SessionId = v.v(fx.session) }))
+		add(biKeepAliveLater.bad("session_id="+v.name, "session_id", func(fx *biFixture, r *coordv1.KeepAliveRequest) { r.SessionId = v.v(fx.session) }))
+	}
+	add(biKeepAlive.bad("session_id=invalid UTF-8", "session_id", nil, biRawString(1, strings.Repeat("\xff", 32))))
+	add(biKeepAliveLater.bad("session_id=another session's", "session_id", func(_ *biFixture, r *coordv1.KeepAliveRequest) {
+		r.SessionId = strings.Repeat("0", 32)
+	}))
+
+	// Allow, on the key with consumption.
+	addAll(biNameCases(biAllow, "key", 1, func(r *coordv1.AllowRequest, s string) { r.Key = s }))
+	add(
+		biAllow.bad("policy=unknown", "policy", func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy = "no-such-policy" }),
+		biAllow.bad("policy=257 bytes", "policy", func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy = strings.Repeat("p", 257) }),
+		biAllow.bad("policy=invalid UTF-8", "policy", nil, biRawString(2, "lo\xffg")),
+		biAllow.bad("policy and limit", "policy", func(_ *biFixture, r *coordv1.AllowRequest) { r.Limit = biLimit(biLog, 10, time.Hour, 0) }),
+		biAllow.bad("neither policy nor limit", "policy", func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy = "" }),
+		biAllow.bad("cost=-1", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Cost = -1 }),
+		biAllow.bad("cost=MinInt64", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Cost = math.MinInt64 }),
+		biAllow.bad("cost=11 above policy limit 10", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy, r.Cost = "fixed", 11 }),
+		biAllow.bad("cost=11 above sliding-log policy limit 10", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Cost = 11 }),
+		biAllow.bad("cost=6 above policy bucket capacity 5", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy, r.Cost = "bucket", 6 }),
+		biAllow.bad("cost=MaxInt64", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Cost = math.MaxInt64 }),
+	)
+	costOver := func(l *coordv1.Limit, cost int64) func(*biFixture, *coordv1.AllowRequest) {
+		return func(fx *biFixture, r *coordv1.AllowRequest) { biInline(l)(fx, r); r.Cost = cost }
+	}
+	add(
+		biAllow.bad("inline fixed window cost=11 above limit 10", "cost", costOver(biLimit(biFixed, 10, time.Hour, 0), 11)),
+		biAllow.bad("inline sliding window cost=11 above limit 10", "cost", costOver(biLimit(biSliding, 10, time.Hour, 0), 11)),
+		biAllow.bad("inline token bucket cost=11 above limit 10", "cost", costOver(biLimit(biToken, 10, time.Hour, 0), 11)),
+		biAllow.bad("inline token bucket cost=4 above burst 3", "cost", costOver(biLimit(biToken, 10, time.Hour, 3), 4)),
+		biAllow.bad("inline leaky bucket cost=2 above default capacity 1", "cost", costOver(biLimit(biLeaky, 10, time.Hour, 0), 2)),
+		biAllow.bad("inline leaky bucket cost=6 above burst 5", "cost", costOver(biLimit(biLeaky, 10, time.Hour, 5), 6)),
+		biAllow.bad("inline cost=-1", "cost", costOver(biLimit(biToken, 10, time.Hour, 0), -1)),
+		biAllow.bad("limit.limit=0", "limit.limit", biInline(biLimit(biFixed, 0, time.Hour, 0))),
+		biAllow.bad("limit.limit=-1", "limit.limit", biInline(biLimit(biToken, -1, time.Hour, 0))),
+		biAllow.bad("limit.limit=1e9+1", "limit.limit", biInline(biLimit(biFixed, 1_000_000_001, time.Hour, 0))),
+		biAllow.bad("limit.limit=1001 on a sliding log", "limit.limit", biInline(biLimit(biLog, 1001, time.Hour, 0))),
+		biAllow.bad("limit.algorithm=UNSPECIFIED", "limit.algorithm", biInline(biLimit(coordv1.Algorithm_ALGORITHM_UNSPECIFIED, 10, time.Hour, 0))),
+		biAllow.bad("limit.algorithm=99", "limit.algorithm", biInline(biLimit(coordv1.Algorithm(99), 10, time.Hour, 0))),
+		biAllow.bad("limit.algorithm=-1", "limit.algorithm", biInline(biLimit(coordv1.Algorithm(-1), 10, time.Hour, 0))),
+		biAllow.bad("limit.burst on a fixed window", "limit.burst", biInline(biLimit(biFixed, 10, time.Hour, 1))),
+		biAllow.bad("limit.burst on a sliding window", "limit.burst", biInline(biLimit(biSliding, 10, time.Hour, 5))),
+		biAllow.bad("limit.burst on a sliding log", "limit.burst", biInline(biLimit(biLog, 10, time.Hour, 10))),
+		biAllow.bad("limit.burst=-1 on a token bucket", "limit.burst", biInline(biLimit(biToken, 10, time.Hour, -1))),
+		biAllow.bad("limit.burst=11 above limit 10 on a token bucket", "limit.burst", biInline(biLimit(biToken, 10, time.Hour, 11))),
+		biAllow.bad("limit.burst=11 above limit 10 on a leaky bucket", "limit.burst", biInline(biLimit(biLeaky, 10, time.Hour, 11))),
+		biAllow.bad("limit empty", "limit.period", biInline(&coordv1.Limit{})),
+	)
+	addAll(biDurCases(biAllow, "limit.period", 168*time.Hour, true, func(r *coordv1.AllowRequest, d *durationpb.Duration) {
+		r.Policy, r.Limit = "", &coordv1.Limit{Algorithm: biToken, Limit: 10, Period: d}
+	}))
+
+	// BeginIdempotent, of a fresh key.
+	addAll(biNameCases(biBegin, "key", 1, func(r *coordv1.BeginIdempotentRequest, s string) { r.Key = s }))
+	add(
+		biBegin.bad("fingerprint=empty", "fingerprint", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) { r.Fingerprint = "" }),
+		biBegin.bad("fingerprint=257 bytes", "fingerprint", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) { r.Fingerprint = strings.Repeat("f", 257) }),
+		biBegin.bad("fingerprint=invalid UTF-8", "fingerprint", nil, biRawString(2, "fp\xff")),
+	)
+	addAll(biDurCases(biBegin, "processing_ttl", time.Hour, false, func(r *coordv1.BeginIdempotentRequest, d *durationpb.Duration) { r.ProcessingTtl = d }))
+	addAll(biWaitCases(biBegin, "wait", time.Minute, func(r *coordv1.BeginIdempotentRequest, d *durationpb.Duration) { r.Wait = d }))
+
+	// Finish, of the key in progress, by its owner.
+	addAll(biNameCases(biFinish, "key", 1, func(r *coordv1.FinishRequest, s string) { r.Key = s }))
+	addAll(biTokenCases(biFinish, "owner_token", 2, func(fx *biFixture) string { return fx.idemOwner }, func(r *coordv1.FinishRequest, s string) { r.OwnerToken = s }))
+	add(
+		biFinish.bad("result=1MiB+1", "result", func(_ *biFixture, r *coordv1.FinishRequest) { r.Result = make([]byte, 1<<20+1) }),
+		biFinish.bad("failure.message=4097 bytes", "failure.message", func(_ *biFixture, r *coordv1.FinishRequest) {
+			r.Result, r.Failure = nil, &coordv1.Failure{Message: strings.Repeat("m", 4097)}
+		}),
+		biFinish.bad("failure.message=4097 bytes retryable", "failure.message", func(_ *biFixture, r *coordv1.FinishRequest) {
+			r.Result, r.Failure = nil, &coordv1.Failure{Message: strings.Repeat("m", 4097), Retryable: true}
+		}),
+		biFinish.bad("result and failure", "failure", func(_ *biFixture, r *coordv1.FinishRequest) { r.Failure = &coordv1.Failure{Message: "boom"} }),
+		biFinish.bad("result and retryable failure", "failure", func(_ *biFixture, r *coordv1.FinishRequest) {
+			r.Failure = &coordv1.Failure{Message: "boom", Retryable: true}
+		}),
+	)
+	addAll(biDurCases(biFinish, "result_ttl", 168*time.Hour, false, func(r *coordv1.FinishRequest, d *durationpb.Duration) { r.ResultTtl = d }))
+
+	// ExtendIdempotent, of the key in progress, by its owner.
+	addAll(biNameCases(biExtendIdem, "key", 1, func(r *coordv1.ExtendIdempotentRequest, s string) { r.Key = s }))
+	addAll(biTokenCases(biExtendIdem, "owner_token", 2, func(fx *biFixture) string { return fx.idemOwner }, func(r *coordv1.ExtendIdempotentRequest, s string) { r.OwnerToken = s }))
+	addAll(biDurCases(biExtendIdem, "processing_ttl", time.Hour, true, func(r *coordv1.ExtendIdempotentRequest, d *durationpb.Duration) { r.ProcessingTtl = d }))
+
+	// Enqueue.
+	addAll(biNameCases(biEnqueue, "queue", 1, func(r *coordv1.EnqueueRequest, s string) { r.Queue = s }))
+	addAll(biLabelCases(biEnqueue, "dedup_id", 5, func(r *coordv1.EnqueueRequest, s string) { r.DedupId = s }))
+	addAll(biWaitCases(biEnqueue, "delay", 168*time.Hour, func(r *coordv1.EnqueueRequest, d *durationpb.Duration) { r.Delay = d }))
+	add(
+		biEnqueue.bad("payload=256KiB+1", "payload", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Payload = make([]byte, 256<<10+1) }),
+		biEnqueue.bad("max_attempts=-1", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = -1 }),
+		biEnqueue.bad("max_attempts=MinInt32", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = math.MinInt32 }),
+		biEnqueue.bad("max_attempts=101", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = 101 }),
+		biEnqueue.bad("delay and deliver_time", "delay", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.DeliverTime = timestamppb.New(time.Now().Add(time.Minute))
+		}),
+		biEnqueue.bad("delay=0s and deliver_time", "delay", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Delay, r.DeliverTime = biD(0), timestamppb.New(time.Now().Add(time.Minute))
+		}),
+		biEnqueue.bad("deliver_time beyond max_delay", "deliver_time", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Delay, r.DeliverTime = nil, timestamppb.New(time.Now().Add(168*time.Hour+time.Minute))
+		}),
+		biEnqueue.bad("deliver_time far beyond max_delay", "deliver_time", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Delay, r.DeliverTime = nil, timestamppb.New(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC))
+		}),
+		biEnqueue.bad("deliver_time invalid (nanos)", "deliver_time", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Delay, r.DeliverTime = nil, &timestamppb.Timestamp{Seconds: time.Now().Unix(), Nanos: -1}
+		}),
+		biEnqueue.bad("deliver_time invalid (year 10000)", "deliver_time", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Delay, r.DeliverTime = nil, &timestamppb.Timestamp{Seconds: 253402300800}
+		}),
+	)
+
+	// Claim, from the queue with a ready message.
+	addAll(biNameCases(biClaim, "queue", 1, func(r *coordv1.ClaimRequest, s string) { r.Queue = s }))
+	add(
+		biClaim.bad("max_messages=-1", "max_messages", func(_ *biFixture, r *coordv1.ClaimRequest) { r.MaxMessages = -1 }),
+		biClaim.bad("max_messages=MinInt32", "max_messages", func(_ *biFixture, r *coordv1.ClaimRequest) { r.MaxMessages = math.MinInt32 }),
+		biClaim.bad("max_messages=101", "max_messages", func(_ *biFixture, r *coordv1.ClaimRequest) { r.MaxMessages = 101 }),
+	)
+	addAll(biDurCases(biClaim, "visibility_timeout", 12*time.Hour, false, func(r *coordv1.ClaimRequest, d *durationpb.Duration) { r.VisibilityTimeout = d }))
+	addAll(biWaitCases(biClaim, "wait", time.Minute, func(r *coordv1.ClaimRequest, d *durationpb.Duration) { r.Wait = d }))
+
+	// Ack, Nack, Extend, of the live claim.
+	addAll(biNameCases(biAck, "queue", 1, func(r *coordv1.AckRequest, s string) { r.Queue = s }))
+	addAll(biNameCases(biNack, "queue", 1, func(r *coordv1.NackRequest, s string) { r.Queue = s }))
+	addAll(biNameCases(biExtend, "queue", 1, func(r *coordv1.ExtendRequest, s string) { r.Queue = s }))
+	for _, v := range biBadReceipts {
+		add(
+			biAck.bad("receipt="+v.name, "receipt", func(fx *biFixture, r *coordv1.AckRequest) { r.Receipt = v.v(fx.receipt) }),
+			biNack.bad("receipt="+v.name, "receipt", func(fx *biFixture, r *coordv1.NackRequest) { r.Receipt = v.v(fx.receipt) }),
+			biExtend.bad("receipt="+v.name, "receipt", func(fx *biFixture, r *coordv1.ExtendRequest) { r.Receipt = v.v(fx.receipt) }),
+		)
+	}
+	rawReceipt := biRawString(2, strings.Repeat("\xff", 72))
+	add(
+		biAck.bad("receipt=invalid UTF-8", "receipt", nil, rawReceipt),
+		biNack.bad("receipt=invalid UTF-8", "receipt", nil, rawReceipt),
+		biExtend.bad("receipt=invalid UTF-8", "receipt", nil, rawReceipt),
+	)
+	addAll(biWaitCases(biNack, "delay", 168*time.Hour, func(r *coordv1.NackRequest, d *durationpb.Duration) { r.Delay = d }))
+	addAll(biDurCases(biExtend, "visibility_timeout", 12*time.Hour, true, func(r *coordv1.ExtendRequest, d *durationpb.Duration) { r.VisibilityTimeout = d }))
+
+	// Stats.
+	addAll(biNameCases(biStats, "queue", 1, func(r *coordv1.StatsRequest, s string) { r.Queue = s }))
+
+	// Redrive, of the queue with a dead letter.
+	addAll(biNameCases(biRedrive, "queue", 1, func(r *coordv1.RedriveRequest, s string) { r.Queue = s }))
+	add(
+		biRedrive.bad("max_messages=-1", "max_messages", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = -1 }),
+		biRedrive.bad("max_messages=MinInt32", "max_messages", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = math.MinInt32 }),
+		biRedrive.bad("max_messages=1001", "max_messages", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = 1001 }),
+	)
+	return cs
+}
+
+var biAllRPCs = []string{"Lock", "Renew", "Release", "GetLock", "KeepAlive", "Allow", "BeginIdempotent", "Finish",
+	"ExtendIdempotent", "Enqueue", "Claim", "Ack", "Nack", "Extend", "Stats", "Redrive"}
+
+// TestBadInput sends each malformed request and checks that it is refused
+// with INVALID_ARGUMENT naming the field, and that nothing changed.
+func TestBadInput(t *testing.T) {
+	cases := biCases()
+	seen, covered := map[string]bool{}, map[string]bool{}
+	for _, tc := range cases {
+		name := tc.rpc + "/" + tc.name
+		if seen[name] {
+			t.Fatalf("duplicate case %s", name)
+		}
+		seen[name] = true
+		covered[strings.SplitN(tc.rpc, "/", 2)[0]] = true
+	}
+	for _, rpc := range biAllRPCs {
+		if !covered[rpc] {
+			t.Errorf("no case for %s", rpc)
+		}
+	}
+	t.Logf("%d cases", len(cases))
+	for _, tc := range cases {
+		t.Run(tc.rpc+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, biPolicies)
+			fx := biSetup(t, h)
+			before := biSnapshot(t, h, fx)
+			resp, err := tc.call(ctx(t), h, fx)
+			after := biSnapshot(t, h, fx)
+			if after != before {
+				t.Errorf("state changed:\nbefore %+v\nafter  %+v", before, after)
+			}
+			if err == nil {
+				t.Fatalf("accepted: got response %v, want INVALID_ARGUMENT naming %q", resp, tc.field)
+			}
+			if st := status.Convert(err); st.Code() != codes.InvalidArgument {
+				t.Logf("details of the %v status: %v", st.Code(), st.Details())
+			}
+			st := wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
+			var info *errdetails.ErrorInfo
+			for _, d := range st.Details() {
+				if i, ok := d.(*errdetails.ErrorInfo); ok {
+					info = i
+				}
+			}
+			if got := info.GetMetadata()["field"]; got != tc.field {
+				t.Errorf("ErrorInfo metadata field = %q, want %q (message %q)", got, tc.field, st.Message())
+			}
+			if !strings.Contains(st.Message(), tc.field) {
+				t.Errorf("status message %q does not name the field %q", st.Message(), tc.field)
+			}
+		})
+	}
+}
+
+// biVisible are the RPCs whose base request changes what biSnapshot sees.
+var biVisible = map[string]bool{
+	"Lock": true, "Renew": true, "Release": true, "KeepAlive/later": true, "Allow": true, "BeginIdempotent": true,
+	"Finish": true, "ExtendIdempotent": true, "Enqueue": true, "Claim": true, "Ack": true, "Nack": true, "Redrive": true,
+}
+
+// TestBadInputControl sends each RPC's base request, and some at the bounds,
+// all fields valid: each must succeed, so that TestBadInput's cases fail only
+// for the field they break.
+func TestBadInputControl(t *testing.T) {
+	long := strings.Repeat("n", 256)
+	biGetLockFree := biGetLock
+	biGetLockFree.ok = nil // a free lock is not held
+	cases := []biCase{
+		biLock.control("base", nil),
+		biLock.control("at the bounds", func(_ *biFixture, r *coordv1.LockRequest) {
+			r.Name, r.Owner, r.Ttl, r.MaxHold, r.Wait = long, long, biD(time.Hour), biD(24*time.Hour), biD(time.Minute)
+		}),
+		biLock.control("at the lower bounds", func(_ *biFixture, r *coordv1.LockRequest) {
+			r.Name, r.Owner, r.Ttl, r.MaxHold, r.Wait = "x", "", biD(time.Millisecond), biD(time.Millisecond), biD(0)
+		}),
+		biLock.control("unicode name", func(_ *biFixture, r *coordv1.LockRequest) { r.Name = "verrou-é-ロック" }),
+		biLock.control("defaults", func(_ *biFixture, r *coordv1.LockRequest) { r.Ttl, r.MaxHold, r.Wait, r.Owner = nil, nil, nil, "" }),
+		biLock.control("session-bound", func(fx *biFixture, r *coordv1.LockRequest) { r.SessionId, r.Ttl = fx.session, nil }),
+		biLock.control("raw codec", nil, biRawString(1, "raw-name")),
+		biRenew.control("base", nil),
+		biRenew.control("ttl=max", func(_ *biFixture, r *coordv1.RenewRequest) { r.Ttl = biD(time.Hour) }),
+		biRelease.control("base", nil),
+		biGetLock.control("base", nil),
+		biGetLockFree.control("256-byte name", func(_ *biFixture, r *coordv1.GetLockRequest) { r.Name = long }),
+		biKeepAlive.control("base", nil),
+		biKeepAlive.control("resume", func(fx *biFixture, r *coordv1.KeepAliveRequest) { r.SessionId = fx.session }),
+		biKeepAliveLater.control("base", nil),
+		biKeepAliveLater.control("ttl=5m", func(_ *biFixture, r *coordv1.KeepAliveRequest) { r.Ttl = biD(5 * time.Minute) }),
+		biAllow.control("base", nil),
+		biAllow.control("cost=0 means 1", func(_ *biFixture, r *coordv1.AllowRequest) { r.Cost = 0 }),
+		biAllow.control("256-byte key", func(_ *biFixture, r *coordv1.AllowRequest) { r.Key = long }),
+		biAllow.control("policy cost=limit", func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy, r.Cost = "fixed", 10 }),
+		biAllow.control("policy cost=bucket capacity", func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy, r.Cost = "bucket", 5 }),
+		biAllow.control("inline token bucket cost=burst", func(fx *biFixture, r *coordv1.AllowRequest) {
+			biInline(biLimit(biToken, 10, time.Hour, 3))(fx, r)
+			r.Cost = 3
+		}),
+		biAllow.control("inline leaky bucket", biInline(biLimit(biLeaky, 10, time.Hour, 0))),
+		biAllow.control("inline fixed window", biInline(biLimit(biFixed, 1_000_000_000, 168*time.Hour, 0))),
+		biAllow.control("inline sliding window", biInline(biLimit(biSliding, 10, time.Millisecond, 0))),
+		biAllow.control("inline sliding log", biInline(biLimit(biLog, 1000, time.Hour, 0))),
+		biBegin.control("base", nil),
+		biBegin.control("at the bounds", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) {
+			r.Key, r.Fingerprint, r.ProcessingTtl, r.Wait = long, long, biD(time.Hour), biD(time.Minute)
+		}),
+		biFinish.control("base", nil),
+		biFinish.control("result=1MiB", func(_ *biFixture, r *coordv1.FinishRequest) { r.Result = make([]byte, 1<<20) }),
+		biFinish.control("failure.message=4096 bytes", func(_ *biFixture, r *coordv1.FinishRequest) {
+			r.Result, r.Failure, r.ResultTtl = nil, &coordv1.Failure{Message: strings.Repeat("m", 4096)}, biD(168*time.Hour)
+		}),
+		biFinish.control("failure.message with line breaks", func(_ *biFixture, r *coordv1.FinishRequest) {
+			r.Result, r.Failure = nil, &coordv1.Failure{Message: "declined\n\tby the bank"}
+		}),
+		biFinish.control("empty result", func(_ *biFixture, r *coordv1.FinishRequest) { r.Result, r.ResultTtl = nil, nil }),
+		biExtendIdem.control("base", nil),
+		biExtendIdem.control("processing_ttl=max", func(_ *biFixture, r *coordv1.ExtendIdempotentRequest) { r.ProcessingTtl = biD(time.Hour) }),
+		biEnqueue.control("base", nil),
+		biEnqueue.control("at the bounds", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Queue, r.Payload, r.Delay, r.DedupId, r.MaxAttempts = long, make([]byte, 256<<10), biD(168*time.Hour), long, 100
+		}),
+		biEnqueue.control("deliver_time", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Delay, r.DeliverTime = nil, timestamppb.New(time.Now().Add(time.Hour))
+		}),
+		biEnqueue.control("past deliver_time", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Delay, r.DeliverTime = nil, timestamppb.New(time.Now().Add(-time.Hour))
+		}),
+		biEnqueue.control("defaults", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.Delay, r.DedupId, r.MaxAttempts, r.Payload = nil, "", 0, nil
+		}),
+		biClaim.control("base", nil),
+		biClaim.control("at the bounds", func(_ *biFixture, r *coordv1.ClaimRequest) {
+			r.MaxMessages, r.VisibilityTimeout, r.Wait = 100, biD(12*time.Hour), biD(time.Minute)
+		}),
+		biClaim.control("defaults", func(_ *biFixture, r *coordv1.ClaimRequest) { r.MaxMessages, r.VisibilityTimeout, r.Wait = 0, nil, nil }),
+		biAck.control("base", nil),
+		biNack.control("base", nil),
+		biNack.control("delay=0s", func(_ *biFixture, r *coordv1.NackRequest) { r.Delay = biD(0) }),
+		biNack.control("delay=max", func(_ *biFixture, r *coordv1.NackRequest) { r.Delay = biD(168 * time.Hour) }),
+		biNack.control("delay unset", func(_ *biFixture, r *coordv1.NackRequest) { r.Delay = nil }),
+		biExtend.control("base", nil),
+		biExtend.control("visibility_timeout=max", func(_ *biFixture, r *coordv1.ExtendRequest) { r.VisibilityTimeout = biD(12 * time.Hour) }),
+		biStats.control("base", nil),
+		biStats.control("256-byte queue", func(_ *biFixture, r *coordv1.StatsRequest) { r.Queue = long }),
+		biRedrive.control("base", nil),
+		biRedrive.control("max_messages=1000", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = 1000 }),
+		biRedrive.control("max_messages=0 means default", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = 0 }),
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[strings.SplitN(tc.rpc, "/", 2)[0]] = true
+		t.Run(tc.rpc+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, biPolicies)
+			fx := biSetup(t, h)
+			before := biSnapshot(t, h, fx)
+			if resp, err := tc.call(ctx(t), h, fx); err != nil {
+				t.Fatalf("valid request failed: %v (response %v)", err, resp)
+			}
+			// The snapshot sees what a base request that was wrongly
+			// accepted would have changed.
+			if after := biSnapshot(t, h, fx); tc.name == "base" && biVisible[tc.rpc] && after == before {
+				t.Errorf("state unchanged by a valid %s: the snapshot would not see it accepted (%+v)", tc.rpc, after)
+			}
+		})
+	}
+	for _, rpc := range biAllRPCs {
+		if !covered[rpc] {
+			t.Errorf("no control case for %s", rpc)
+		}
+	}
+}
