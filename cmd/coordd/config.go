@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,11 +49,14 @@ type Config struct {
 // RateLimit is the ratelimit section.
 type RateLimit struct {
 	limiter.Config `mapstructure:",squash"`
-	Policies       map[string]PolicyConfig `mapstructure:"policies"`
+	// Policies is a list, not a map, because viper lowercases map keys and
+	// a policy's name must reach clients as written.
+	Policies []PolicyConfig `mapstructure:"policies"`
 }
 
 // PolicyConfig is one named rate-limit policy.
 type PolicyConfig struct {
+	Name      string        `mapstructure:"name"`
 	Algorithm string        `mapstructure:"algorithm"`
 	Limit     int64         `mapstructure:"limit"`
 	Period    time.Duration `mapstructure:"period"`
@@ -71,7 +76,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		Lock:            lock.DefaultConfig(),
 		Session:         session.DefaultConfig(),
-		RateLimit:       RateLimit{Config: limiter.DefaultConfig(), Policies: map[string]PolicyConfig{}},
+		RateLimit:       RateLimit{Config: limiter.DefaultConfig(), Policies: []PolicyConfig{}},
 		Idempotency:     idem.DefaultConfig(),
 		Queue:           queue.DefaultConfig(),
 	}
@@ -117,10 +122,10 @@ func loadConfig(args []string) (Config, error) {
 			return Config{}, fmt.Errorf("reading %s: %w", *configFile, err)
 		}
 	}
-	err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		mapstructure.StringToTimeDurationHookFunc(),
-		mapstructure.StringToSliceHookFunc(","),
-	)))
+	err := v.UnmarshalExact(&cfg, func(dc *mapstructure.DecoderConfig) {
+		dc.WeaklyTypedInput = false
+		dc.DecodeHook = strictDecode
+	})
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
@@ -250,12 +255,18 @@ func (c *Config) Validate() error {
 // limiter's bounds.
 func (c *Config) policies() (map[string]limiter.Policy, error) {
 	out := make(map[string]limiter.Policy, len(c.RateLimit.Policies))
-	for name, p := range c.RateLimit.Policies {
+	for i, p := range c.RateLimit.Policies {
+		if p.Name == "" {
+			return nil, fmt.Errorf("ratelimit.policies[%d].name: is required", i)
+		}
+		if _, dup := out[p.Name]; dup {
+			return nil, fmt.Errorf("ratelimit.policies[%d].name: %q is already the name of another policy", i, p.Name)
+		}
 		alg, err := limiter.ParseAlgorithm(p.Algorithm)
 		if err != nil {
-			return nil, fmt.Errorf("ratelimit.policies.%s.algorithm: %w", name, err)
+			return nil, fmt.Errorf("ratelimit.policies.%s.algorithm: %w", p.Name, err)
 		}
-		out[name] = limiter.Policy{
+		out[p.Name] = limiter.Policy{
 			Limit:  store.Limit{Algorithm: alg, Limit: p.Limit, Period: p.Period, Burst: p.Burst},
 			Shadow: p.Shadow, FailOpen: p.FailOpen,
 		}
@@ -264,4 +275,38 @@ func (c *Config) policies() (map[string]limiter.Policy, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// strictDecode converts configuration values without guessing: strings (from
+// the environment or flags) are parsed as the field's type, a duration must
+// carry its unit ("10s", not 10, which would be nanoseconds), and a number is
+// never truncated to fit an integer.
+func strictDecode(from, to reflect.Type, data any) (any, error) {
+	if to == reflect.TypeOf(time.Duration(0)) {
+		switch v := data.(type) {
+		case string:
+			return time.ParseDuration(v)
+		case time.Duration:
+			return v, nil
+		default:
+			return nil, fmt.Errorf("%v is not a duration: write it with a unit, such as 10s or 5m", data)
+		}
+	}
+	switch to.Kind() {
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		switch v := data.(type) {
+		case string:
+			return strconv.ParseInt(v, 10, 64)
+		case float64:
+			if v != math.Trunc(v) {
+				return nil, fmt.Errorf("%v is not a whole number", v)
+			}
+			return int64(v), nil
+		}
+	case reflect.Bool:
+		if v, ok := data.(string); ok {
+			return strconv.ParseBool(v)
+		}
+	}
+	return data, nil
 }

@@ -117,13 +117,14 @@ type daemon struct {
 // newDaemon builds the daemon and opens its listeners, so that their
 // addresses are known before serve.
 func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
-	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
-	d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
 	policies, err := cfg.policies()
 	if err != nil {
 		return nil, err
 	}
+	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
+	d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
 	if d.limiter, err = limiter.New(d.store, cfg.RateLimit.Config, policies); err != nil {
+		_ = d.store.Close()
 		return nil, err
 	}
 	svc := server.Services{

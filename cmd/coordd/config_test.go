@@ -1,0 +1,398 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// writeConfig writes a YAML configuration file and returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "coordd.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDefaultConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("DefaultConfig().Validate() = %v, want nil", err)
+	}
+	for _, c := range []struct{ key, got, want string }{
+		{"grpc_addr", cfg.GRPCAddr, "127.0.0.1:7070"},
+		{"http_addr", cfg.HTTPAddr, "127.0.0.1:7071"},
+		{"store", cfg.Store, "memory"},
+		{"log_level", cfg.LogLevel, "info"},
+		{"log_format", cfg.LogFormat, "text"},
+	} {
+		if c.got != c.want {
+			t.Errorf("default %s = %q, want %q", c.key, c.got, c.want)
+		}
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		t.Errorf("default shutdown_timeout = %v, want > 0", cfg.ShutdownTimeout)
+	}
+}
+
+// With no file, no environment and no flags, loadConfig gives the defaults.
+func TestLoadConfigNoSources(t *testing.T) {
+	cfg, err := loadConfig(nil)
+	if err != nil {
+		t.Fatalf("loadConfig(nil) = %v", err)
+	}
+	want := DefaultConfig()
+	want.applyLimits()
+	if cfg.GRPCAddr != want.GRPCAddr || cfg.HTTPAddr != want.HTTPAddr || cfg.Store != want.Store {
+		t.Errorf("loadConfig(nil) addrs/store = %q %q %q, want %q %q %q",
+			cfg.GRPCAddr, cfg.HTTPAddr, cfg.Store, want.GRPCAddr, want.HTTPAddr, want.Store)
+	}
+	if cfg.Lock != want.Lock || cfg.Session != want.Session || cfg.Queue != want.Queue ||
+		cfg.Idempotency != want.Idempotency || cfg.RateLimit.Config != want.RateLimit.Config ||
+		cfg.Limits != want.Limits || cfg.Memory != want.Memory || cfg.ShutdownTimeout != want.ShutdownTimeout {
+		t.Errorf("loadConfig(nil) = %+v\nwant %+v", cfg, want)
+	}
+	if len(cfg.RateLimit.Policies) != 0 {
+		t.Errorf("loadConfig(nil) policies = %v, want none", cfg.RateLimit.Policies)
+	}
+}
+
+// A YAML file sets nested keys, including a policy map with durations; keys
+// it does not name keep their defaults.
+func TestLoadConfigFileNestedKeys(t *testing.T) {
+	path := writeConfig(t, `
+grpc_addr: 127.0.0.1:9001
+log_format: json
+limits:
+  max_wait: 45s
+queue:
+  max_payload_bytes: 1024
+  max_delay: 1h
+lock:
+  max_ttl: 2h
+ratelimit:
+  max_period: 48h
+  policies:
+    - name: api
+      algorithm: token_bucket
+      limit: 10
+      period: 1s
+      burst: 5
+      shadow: true
+      fail_open: true
+    - name: login
+      algorithm: sliding_log
+      limit: 5
+      period: 1m
+`)
+	cfg, err := loadConfig([]string{"--config", path})
+	if err != nil {
+		t.Fatalf("loadConfig: %v", err)
+	}
+	def := DefaultConfig()
+	if cfg.GRPCAddr != "127.0.0.1:9001" {
+		t.Errorf("grpc_addr = %q, want 127.0.0.1:9001", cfg.GRPCAddr)
+	}
+	if cfg.HTTPAddr != def.HTTPAddr {
+		t.Errorf("http_addr = %q, want the default %q", cfg.HTTPAddr, def.HTTPAddr)
+	}
+	if cfg.LogFormat != "json" {
+		t.Errorf("log_format = %q, want json", cfg.LogFormat)
+	}
+	if cfg.Queue.MaxPayloadBytes != 1024 {
+		t.Errorf("queue.max_payload_bytes = %d, want 1024", cfg.Queue.MaxPayloadBytes)
+	}
+	if cfg.Queue.MaxDelay != time.Hour {
+		t.Errorf("queue.max_delay = %v, want 1h", cfg.Queue.MaxDelay)
+	}
+	if cfg.Queue.DefaultVisibility != def.Queue.DefaultVisibility {
+		t.Errorf("queue.default_visibility_timeout = %v, want the default %v", cfg.Queue.DefaultVisibility, def.Queue.DefaultVisibility)
+	}
+	if cfg.Lock.MaxTTL != 2*time.Hour {
+		t.Errorf("lock.max_ttl = %v, want 2h", cfg.Lock.MaxTTL)
+	}
+	if cfg.Lock.DefaultTTL != def.Lock.DefaultTTL {
+		t.Errorf("lock.default_ttl = %v, want the default %v", cfg.Lock.DefaultTTL, def.Lock.DefaultTTL)
+	}
+	if cfg.RateLimit.MaxPeriod != 48*time.Hour {
+		t.Errorf("ratelimit.max_period = %v, want 48h", cfg.RateLimit.MaxPeriod)
+	}
+	// limits.max_wait is copied into every section that waits.
+	for name, got := range map[string]time.Duration{
+		"lock": cfg.Lock.MaxWait, "idempotency": cfg.Idempotency.MaxWait, "queue": cfg.Queue.MaxWait,
+	} {
+		if got != 45*time.Second {
+			t.Errorf("%s max wait = %v, want limits.max_wait 45s", name, got)
+		}
+	}
+
+	wantPolicies := []PolicyConfig{
+		{Name: "api", Algorithm: "token_bucket", Limit: 10, Period: time.Second, Burst: 5, Shadow: true, FailOpen: true},
+		{Name: "login", Algorithm: "sliding_log", Limit: 5, Period: time.Minute},
+	}
+	if !slices.Equal(cfg.RateLimit.Policies, wantPolicies) {
+		t.Errorf("policies = %+v, want %+v", cfg.RateLimit.Policies, wantPolicies)
+	}
+	ps, err := cfg.policies()
+	if err != nil {
+		t.Fatalf("policies(): %v", err)
+	}
+	if p := ps["api"]; p.Limit.Algorithm != store.TokenBucket || p.Limit.Limit != 10 || p.Limit.Period != time.Second ||
+		p.Limit.Burst != 5 || !p.Shadow || !p.FailOpen {
+		t.Errorf("limiter policy api = %+v", p)
+	}
+	if p := ps["login"]; p.Limit.Algorithm != store.SlidingLog || p.Shadow || p.FailOpen {
+		t.Errorf("limiter policy login = %+v", p)
+	}
+}
+
+// Each source overrides the one before: defaults → file → COORDD_* → flags.
+func TestLoadConfigPrecedence(t *testing.T) {
+	file := writeConfig(t, `
+grpc_addr: 127.0.0.1:9001
+http_addr: 127.0.0.1:9101
+log_level: warn
+queue:
+  max_delay: 1h
+`)
+	type want struct {
+		grpcAddr, httpAddr, logLevel string
+		maxDelay                     time.Duration
+	}
+	def := DefaultConfig()
+	tests := []struct {
+		name  string
+		file  bool
+		env   map[string]string
+		flags []string
+		want  want
+	}{
+		{
+			name: "defaults",
+			want: want{def.GRPCAddr, def.HTTPAddr, def.LogLevel, def.Queue.MaxDelay},
+		},
+		{
+			name: "file",
+			file: true,
+			want: want{"127.0.0.1:9001", "127.0.0.1:9101", "warn", time.Hour},
+		},
+		{
+			name: "env without file",
+			env:  map[string]string{"COORDD_GRPC_ADDR": "127.0.0.1:9002", "COORDD_QUEUE_MAX_DELAY": "30m"},
+			want: want{"127.0.0.1:9002", def.HTTPAddr, def.LogLevel, 30 * time.Minute},
+		},
+		{
+			name: "env over file",
+			file: true,
+			env:  map[string]string{"COORDD_GRPC_ADDR": "127.0.0.1:9002", "COORDD_QUEUE_MAX_DELAY": "30m"},
+			want: want{"127.0.0.1:9002", "127.0.0.1:9101", "warn", 30 * time.Minute},
+		},
+		{
+			name:  "flags over env over file",
+			file:  true,
+			env:   map[string]string{"COORDD_GRPC_ADDR": "127.0.0.1:9002", "COORDD_QUEUE_MAX_DELAY": "30m", "COORDD_LOG_LEVEL": "error"},
+			flags: []string{"--grpc-addr", "127.0.0.1:9003", "--log-level=debug"},
+			want:  want{"127.0.0.1:9003", "127.0.0.1:9101", "debug", 30 * time.Minute},
+		},
+		{
+			name:  "flags over file",
+			file:  true,
+			flags: []string{"--http-addr", "127.0.0.1:9103"},
+			want:  want{"127.0.0.1:9001", "127.0.0.1:9103", "warn", time.Hour},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var args []string
+			if tt.file {
+				args = append(args, "--config", file)
+			}
+			args = append(args, tt.flags...)
+			cfg, err := loadConfig(args)
+			if err != nil {
+				t.Fatalf("loadConfig(%q) = %v", args, err)
+			}
+			got := want{cfg.GRPCAddr, cfg.HTTPAddr, cfg.LogLevel, cfg.Queue.MaxDelay}
+			if got != tt.want {
+				t.Errorf("loadConfig(%q) = %+v, want %+v", args, got, tt.want)
+			}
+		})
+	}
+}
+
+// Keys the configuration does not have are errors, wherever they are.
+func TestLoadConfigUnknownKey(t *testing.T) {
+	tests := []struct {
+		name, yaml, key string
+	}{
+		{"top level", "grpc_adress: 127.0.0.1:1\n", "grpc_adress"},
+		{"nested", "queue:\n  max_payload: 10\n", "max_payload"},
+		{"in a policy", "ratelimit:\n  policies:\n    - name: p\n      algorithm: fixed_window\n      limit: 1\n      period: 1s\n      limt: 3\n", "limt"},
+		{"unknown section", "redis:\n  addr: 127.0.0.1:6379\n", "redis"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.yaml)
+			_, err := loadConfig([]string{"--config", path})
+			if err == nil {
+				t.Fatalf("loadConfig with unknown key %q = nil error", tt.key)
+			}
+			if !strings.Contains(err.Error(), tt.key) {
+				t.Errorf("loadConfig with unknown key %q = %v; the error does not name the key", tt.key, err)
+			}
+		})
+	}
+}
+
+// Every bad value is an error that names its key, whichever source it came
+// from.
+func TestLoadConfigBadValues(t *testing.T) {
+	policy := func(body string) string {
+		return "ratelimit:\n  policies:\n    - name: p\n" + body
+	}
+	tests := []struct {
+		name  string
+		yaml  string
+		env   map[string]string
+		flags []string
+		key   string
+	}{
+		{name: "negative duration", yaml: "lock:\n  max_ttl: -1s\n", key: "lock.max_ttl"},
+		{name: "default_ttl > max_ttl", yaml: "lock:\n  default_ttl: 2h\n  max_ttl: 1h\n", key: "lock.default_ttl"},
+		{name: "store bogus", yaml: "store: bogus\n", key: "store"},
+		{name: "bad log_level", yaml: "log_level: loud\n", key: "log_level"},
+		{name: "bad log_format", yaml: "log_format: xml\n", key: "log_format"},
+		{name: "zero shutdown_timeout", yaml: "shutdown_timeout: 0s\n", key: "shutdown_timeout"},
+		{name: "negative limits.max_wait", yaml: "limits:\n  max_wait: -1s\n", key: "limits.max_wait"},
+		{name: "session min > default", yaml: "session:\n  min_ttl: 1m\n  default_ttl: 10s\n", key: "session.min_ttl"},
+		{name: "queue default_max_attempts > limit", yaml: "queue:\n  default_max_attempts: 10\n  max_attempts_limit: 5\n", key: "queue.default_max_attempts"},
+		{name: "zero queue.max_payload_bytes", yaml: "queue:\n  max_payload_bytes: 0\n", key: "queue.max_payload_bytes"},
+		{name: "unparseable duration", yaml: "lock:\n  max_ttl: soon\n", key: "max_ttl"},
+		{name: "not a number", yaml: "queue:\n  max_payload_bytes: lots\n", key: "max_payload_bytes"},
+		{name: "policy unknown algorithm", yaml: policy("      algorithm: quadratic\n      limit: 1\n      period: 1s\n"), key: "ratelimit.policies.p.algorithm"},
+		{name: "policy limit 0", yaml: policy("      algorithm: fixed_window\n      limit: 0\n      period: 1s\n"), key: "ratelimit.policies.p.limit"},
+		{name: "policy without period", yaml: policy("      algorithm: fixed_window\n      limit: 5\n"), key: "ratelimit.policies.p.period"},
+		{name: "policy burst on fixed window", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1s\n      burst: 2\n"), key: "ratelimit.policies.p.burst"},
+		{name: "policy without a name", yaml: "ratelimit:\n  policies:\n    - algorithm: fixed_window\n      limit: 1\n      period: 1s\n", key: "ratelimit.policies[0].name"},
+		{name: "two policies with one name", yaml: policy("      algorithm: fixed_window\n      limit: 1\n      period: 1s\n    - name: p\n      algorithm: fixed_window\n      limit: 2\n      period: 1s\n"), key: "ratelimit.policies[1].name"},
+		{name: "fractional limit", yaml: policy("      algorithm: fixed_window\n      limit: 2.5\n      period: 1s\n"), key: "limit"},
+		{name: "policy period over max_period", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1000h\n"), key: "ratelimit.policies.p.period"},
+		{name: "env negative duration", env: map[string]string{"COORDD_QUEUE_MAX_DELAY": "-5m"}, key: "queue.max_delay"},
+		{name: "env store bogus", env: map[string]string{"COORDD_STORE": "bogus"}, key: "store"},
+		{name: "flag store bogus", flags: []string{"--store", "bogus"}, key: "store"},
+		{name: "flag bad log level", flags: []string{"--log-level", "loud"}, key: "log_level"},
+		{name: "flag empty grpc addr", flags: []string{"--grpc-addr", ""}, key: "grpc_addr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var args []string
+			if tt.yaml != "" {
+				args = append(args, "--config", writeConfig(t, tt.yaml))
+			}
+			args = append(args, tt.flags...)
+			_, err := loadConfig(args)
+			if err == nil {
+				t.Fatalf("loadConfig = nil error, want one naming %q", tt.key)
+			}
+			if !strings.Contains(err.Error(), tt.key) {
+				t.Errorf("loadConfig = %q; want an error naming %q", err, tt.key)
+			}
+		})
+	}
+}
+
+func TestLoadConfigFileErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing file", []string{"--config", missing}, "nope.yaml"},
+		{"invalid yaml", []string{"--config", writeConfig(t, "queue: [unclosed\n")}, "coordd.yaml"},
+		{"unknown flag", []string{"--bogus"}, "bogus"},
+		{"stray argument", []string{"serve"}, "serve"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadConfig(tt.args)
+			if err == nil {
+				t.Fatalf("loadConfig(%q) = nil error", tt.args)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("loadConfig(%q) = %q; want it to mention %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+// Policy names are what clients send in AllowRequest.policy, which is
+// case-sensitive, so the configuration must either keep a name's case or
+// reject it; viper lowercases map keys, turning "Premium" into "premium"
+// without a word, and Allow(policy "Premium") then fails.
+func TestLoadConfigPolicyNameCase(t *testing.T) {
+	path := writeConfig(t, "ratelimit:\n  policies:\n    - name: Premium\n      algorithm: fixed_window\n      limit: 10\n      period: 1s\n")
+	cfg, err := loadConfig([]string{"--config", path})
+	if err != nil {
+		if !strings.Contains(err.Error(), "Premium") {
+			t.Errorf("loadConfig = %v; an error for the policy name should name it", err)
+		}
+		return // rejecting the name is fine
+	}
+	ps, err := cfg.policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ps["Premium"]; !ok {
+		t.Errorf("policy %q was loaded as %v: clients asking for policy %q will be told it is not configured", "Premium", ps, "Premium")
+	}
+}
+
+// Values that YAML types differently from the field must not be coerced
+// into something else without a word: a duration written as a bare number
+// is nanoseconds (shutdown_timeout: 10 is 10ns, so shutdown kills every
+// in-flight call at once), and a fractional count is truncated. Rejecting
+// them passes; so does reading a bare number as seconds.
+func TestLoadConfigRejectsSilentCoercion(t *testing.T) {
+	tests := []struct {
+		name, yaml, key string
+		get             func(Config) any
+		fine            any // an acceptable value when there is no error
+	}{
+		{"bare number shutdown_timeout", "shutdown_timeout: 10\n", "shutdown_timeout",
+			func(c Config) any { return c.ShutdownTimeout }, 10 * time.Second},
+		{"bare number queue.max_delay", "queue:\n  max_delay: 3600\n", "queue.max_delay",
+			func(c Config) any { return c.Queue.MaxDelay }, time.Hour},
+		{"bare number ratelimit.max_period", "ratelimit:\n  max_period: 60\n", "ratelimit.max_period",
+			func(c Config) any { return c.RateLimit.MaxPeriod }, time.Minute},
+		{"fractional queue.max_payload_bytes", "queue:\n  max_payload_bytes: 1.5\n", "max_payload_bytes",
+			func(c Config) any { return c.Queue.MaxPayloadBytes }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := loadConfig([]string{"--config", writeConfig(t, tt.yaml)})
+			if err != nil {
+				if !strings.Contains(err.Error(), tt.key) {
+					t.Errorf("loadConfig(%q) = %q; want an error naming %s", tt.yaml, err, tt.key)
+				}
+				return
+			}
+			if got := tt.get(cfg); tt.fine == nil || got != tt.fine {
+				t.Errorf("loadConfig(%q) set %s = %v without an error", tt.yaml, tt.key, got)
+			}
+		})
+	}
+}
