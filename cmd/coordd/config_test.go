@@ -3,10 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/viper"
 
 	"github.com/coordd/coordd/internal/store"
 )
@@ -394,5 +397,21 @@ func TestLoadConfigRejectsSilentCoercion(t *testing.T) {
 				t.Errorf("loadConfig(%q) set %s = %v without an error", tt.yaml, tt.key, got)
 			}
 		})
+	}
+}
+
+// TestReadmeDocumentsEveryKey keeps the README's configuration table whole:
+// every key the daemon reads appears there with its default.
+func TestReadmeDocumentsEveryKey(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := viper.New()
+	setDefaults(v, "", reflect.ValueOf(DefaultConfig()))
+	for _, key := range v.AllKeys() {
+		if !strings.Contains(string(readme), "| `"+key+"` |") {
+			t.Errorf("README.md's configuration table has no row for %s", key)
+		}
 	}
 }

@@ -84,10 +84,13 @@ func QueueTopic(queue string) string { return "queue:" + queue }
 
 // Locks is lease storage with fencing.
 //
-// A lock is live while now < its deadline. Fences come from a per-name
-// counter that never expires, raised to a time floor (the store's time in
-// Unix microseconds) so that they stay monotonic even if the counter is lost:
-// fence = max(last fence + 1, floor).
+// A lock is live while now < its deadline. Fences come from a counter that
+// never expires, raised to a time floor (the store's time in Unix
+// microseconds) so that they stay monotonic even if the counter is lost:
+// fence = max(counter + 1, floor), and the counter becomes the fence. The
+// Redis store keeps one counter per name, in the name's hash slot; the memory
+// store one for all names, which only makes fences larger. Either way a fence
+// is greater than every fence issued for its name before.
 type Locks interface {
 	// AcquireLock grants the lock if it is not live. The caller supplies a
 	// fresh token. The lease is TTL from now, or, with SessionID, the session's

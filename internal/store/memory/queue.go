@@ -137,6 +137,7 @@ func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (s
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
+	q.upkeep(now)
 	if nm.DedupID != "" {
 		if d, ok := q.dedup[nm.DedupID]; ok && now.Before(d.expire) {
 			q.mu.Unlock()
