@@ -28,12 +28,8 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 )
@@ -123,18 +119,15 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	}
 	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
 	d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
-	if d.limiter, err = limiter.New(d.store, cfg.RateLimit.Config, policies); err != nil {
+	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{
+		Lock: cfg.Lock, Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies,
+		Idem: cfg.Idempotency, Queue: cfg.Queue,
+	}, d.drain)
+	if err != nil {
 		_ = d.store.Close()
 		return nil, err
 	}
-	svc := server.Services{
-		Locks:    lock.New(d.store, d.store, cfg.Lock, d.drain),
-		Sessions: session.New(d.store, cfg.Session),
-		Limiter:  d.limiter,
-		Idem:     idem.New(d.store, d.store, cfg.Idempotency, d.drain),
-		Queues:   queue.New(d.store, d.store, clock.Real{}, cfg.Queue, d.drain),
-		Drain:    d.drain,
-	}
+	d.limiter = svc.Limiter
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

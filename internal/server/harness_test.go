@@ -78,18 +78,14 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 		c = h.clock
 	}
 	h.store = memory.New(memory.Options{Clock: c})
-	lim, err := limiter.New(h.store, cfg.limiter, cfg.policies)
+	svc, err := server.NewServices(h.store, c, server.Config{
+		Lock: cfg.lock, Session: cfg.session, Limiter: cfg.limiter, Policies: cfg.policies,
+		Idem: cfg.idem, Queue: cfg.queue,
+	}, h.drain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, _ := server.New(server.Services{
-		Locks:    lock.New(h.store, h.store, cfg.lock, h.drain),
-		Sessions: session.New(h.store, cfg.session),
-		Limiter:  lim,
-		Idem:     idem.New(h.store, h.store, cfg.idem, h.drain),
-		Queues:   queue.New(h.store, h.store, c, cfg.queue, h.drain),
-		Drain:    h.drain,
-	}, server.Options{Log: slog.New(slog.DiscardHandler), Unary: cfg.unary})
+	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler), Unary: cfg.unary})
 	if cfg.register != nil {
 		cfg.register(gs)
 	}

@@ -15,11 +15,13 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/waiter"
 )
 
@@ -33,6 +35,33 @@ type Services struct {
 	// Drain, when closed, ends waits and KeepAlive streams so that the
 	// server can stop gracefully.
 	Drain waiter.Drain
+}
+
+// Config holds every domain package's rules.
+type Config struct {
+	Lock     lock.Config
+	Session  session.Config
+	Limiter  limiter.Config
+	Policies map[string]limiter.Policy
+	Idem     idem.Config
+	Queue    queue.Config
+}
+
+// NewServices builds the domain services over st. clk should tell the
+// store's time; waits end when drain is closed.
+func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain) (Services, error) {
+	lim, err := limiter.New(st, cfg.Limiter, cfg.Policies)
+	if err != nil {
+		return Services{}, err
+	}
+	return Services{
+		Locks:    lock.New(st, st, cfg.Lock, drain),
+		Sessions: session.New(st, cfg.Session),
+		Limiter:  lim,
+		Idem:     idem.New(st, st, cfg.Idem, drain),
+		Queues:   queue.New(st, st, clk, cfg.Queue, drain),
+		Drain:    drain,
+	}, nil
 }
 
 // Options are the server's optional parts.
