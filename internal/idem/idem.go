@@ -5,6 +5,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -95,7 +96,23 @@ func (s *Service) Begin(ctx context.Context, r BeginRequest) (store.IdemState, e
 		// An in-progress key changes by itself when its owner's lease ends.
 		return st.Outcome != store.InProgress, st.TTL, nil
 	})
+	if err != nil && !errors.Is(err, store.ErrFingerprintMismatch) {
+		// The store may have made this caller the owner before failing to
+		// say so; nobody else knows the token, so release the key now rather
+		// than leave it in progress for processing_ttl.
+		s.cleanUp(key, req.OwnerToken)
+	}
 	return st, err
+}
+
+// cleanUp clears, best effort, a key that a failed BeginIdempotent may have
+// claimed for owner, as a retryable failure would.
+func (s *Service) cleanUp(key, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = s.st.FinishIdempotent(ctx, store.FinishIdempotent{
+		Key: key, OwnerToken: owner, Failure: &store.Failure{Retryable: true},
+	})
 }
 
 // FinishRequest stores an outcome: Result, or Failure if not nil.

@@ -182,6 +182,10 @@ func (s *Service) Nack(ctx context.Context, ns, queue, receipt string, delay *ti
 func Backoff(base, max time.Duration, attempt int, jitter float64) time.Duration {
 	d := base
 	for i := 1; i < attempt && d < max; i++ {
+		if d > max/2 {
+			d = max // doubling would pass max (or overflow)
+			break
+		}
 		d *= 2
 	}
 	d = min(d, max)

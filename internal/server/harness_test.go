@@ -23,6 +23,7 @@ import (
 	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 )
 
@@ -43,6 +44,9 @@ type config struct {
 	queue    queue.Config
 	unary    []grpc.UnaryServerInterceptor
 	register func(*grpc.Server) // registers more services before serving
+	// wrap, if not nil, wraps the store the services use (h.store stays the
+	// bare memory store), e.g. in a storetest.Faulty.
+	wrap func(store.Store) store.Store
 }
 
 // harness is a coordd server on the memory store, on a loopback listener,
@@ -78,7 +82,11 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 		c = h.clock
 	}
 	h.store = memory.New(memory.Options{Clock: c})
-	svc, err := server.NewServices(h.store, c, server.Config{
+	var st store.Store = h.store
+	if cfg.wrap != nil {
+		st = cfg.wrap(st)
+	}
+	svc, err := server.NewServices(st, c, server.Config{
 		Lock: cfg.lock, Session: cfg.session, Limiter: cfg.limiter, Policies: cfg.policies,
 		Idem: cfg.idem, Queue: cfg.queue,
 	}, h.drain)

@@ -56,8 +56,9 @@ type IdempotencyServiceClient interface {
 	// FAILED_PRECONDITION reason FINGERPRINT_MISMATCH: the key is in use with a
 	// different fingerprint; nothing is returned from it.
 	// Uncertain outcome: after UNAVAILABLE the key may have been claimed for
-	// this caller; a retry with the same fingerprint answers IN_PROGRESS until
-	// processing_ttl passes, then EXECUTE.
+	// this caller; the server has tried to clear that claim (its token is known
+	// only to the server), and if that failed too, a retry answers IN_PROGRESS
+	// until processing_ttl passes, then EXECUTE.
 	BeginIdempotent(ctx context.Context, in *BeginIdempotentRequest, opts ...grpc.CallOption) (*BeginIdempotentResponse, error)
 	// Finish stores the outcome of the work begun with owner_token.
 	//
@@ -141,8 +142,9 @@ type IdempotencyServiceServer interface {
 	// FAILED_PRECONDITION reason FINGERPRINT_MISMATCH: the key is in use with a
 	// different fingerprint; nothing is returned from it.
 	// Uncertain outcome: after UNAVAILABLE the key may have been claimed for
-	// this caller; a retry with the same fingerprint answers IN_PROGRESS until
-	// processing_ttl passes, then EXECUTE.
+	// this caller; the server has tried to clear that claim (its token is known
+	// only to the server), and if that failed too, a retry answers IN_PROGRESS
+	// until processing_ttl passes, then EXECUTE.
 	BeginIdempotent(context.Context, *BeginIdempotentRequest) (*BeginIdempotentResponse, error)
 	// Finish stores the outcome of the work begun with owner_token.
 	//

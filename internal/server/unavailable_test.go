@@ -1,0 +1,324 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/storetest"
+	"github.com/coordd/coordd/internal/token"
+)
+
+// withFaulty makes the services use a storetest.Faulty around the harness's
+// memory store, and puts it in *f.
+func withFaulty(f **storetest.Faulty) func(*config) {
+	return func(c *config) {
+		c.wrap = func(s store.Store) store.Store {
+			*f = storetest.NewFaulty(s)
+			return *f
+		}
+	}
+}
+
+var unPolicies = withPolicies(map[string]limiter.Policy{
+	"open":   {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 5, Period: time.Minute}, FailOpen: true},
+	"closed": {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 5, Period: time.Minute}},
+})
+
+func unReceipt() string { return store.MakeReceipt(token.New(), 1, token.New()) }
+
+// TestStoreUnavailable: every unary RPC whose store call fails (before or
+// after applying) answers UNAVAILABLE with reason STORE_UNAVAILABLE.
+func TestStoreUnavailable(t *testing.T) {
+	type call func(ctx context.Context, h *harness) error
+	fixedWindow := inline(coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, 5, time.Minute, 0)
+	for _, tc := range []struct {
+		name   string
+		method string // the store method that fails
+		call   call
+	}{
+		{"Lock", "AcquireLock", func(ctx context.Context, h *harness) error {
+			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute)})
+			return err
+		}},
+		{"Lock/wait", "AcquireLock", func(ctx context.Context, h *harness) error {
+			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Wait: dur(time.Second)})
+			return err
+		}},
+		{"Lock/wait/subscribe", "Subscribe", func(ctx context.Context, h *harness) error {
+			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Wait: dur(time.Second)})
+			return err
+		}},
+		{"Renew", "RenewLock", func(ctx context.Context, h *harness) error {
+			_, err := h.locks.Renew(ctx, &coordv1.RenewRequest{Name: "a", Token: token.New(), Ttl: dur(time.Minute)})
+			return err
+		}},
+		{"Release", "ReleaseLock", func(ctx context.Context, h *harness) error {
+			_, err := h.locks.Release(ctx, &coordv1.ReleaseRequest{Name: "a", Token: token.New()})
+			return err
+		}},
+		{"GetLock", "GetLock", func(ctx context.Context, h *harness) error {
+			_, err := h.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "a"})
+			return err
+		}},
+		{"Allow/inline", "Allow", func(ctx context.Context, h *harness) error {
+			_, err := h.limits.Allow(ctx, &coordv1.AllowRequest{Key: "k", Limit: fixedWindow})
+			return err
+		}},
+		{"Allow/inline/peek", "Allow", func(ctx context.Context, h *harness) error {
+			_, err := h.limits.Allow(ctx, &coordv1.AllowRequest{Key: "k", Limit: fixedWindow, Peek: true})
+			return err
+		}},
+		{"Allow/fail-closed policy", "Allow", func(ctx context.Context, h *harness) error {
+			_, err := h.limits.Allow(ctx, &coordv1.AllowRequest{Key: "k", Policy: "closed"})
+			return err
+		}},
+		{"BeginIdempotent", "BeginIdempotent", func(ctx context.Context, h *harness) error {
+			_, err := h.idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "k", Fingerprint: "f"})
+			return err
+		}},
+		{"BeginIdempotent/wait", "BeginIdempotent", func(ctx context.Context, h *harness) error {
+			_, err := h.idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "k", Fingerprint: "f", Wait: dur(time.Second)})
+			return err
+		}},
+		{"BeginIdempotent/wait/subscribe", "Subscribe", func(ctx context.Context, h *harness) error {
+			_, err := h.idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "k", Fingerprint: "f", Wait: dur(time.Second)})
+			return err
+		}},
+		{"Finish", "FinishIdempotent", func(ctx context.Context, h *harness) error {
+			_, err := h.idem.Finish(ctx, &coordv1.FinishRequest{Key: "k", OwnerToken: token.New(), Result: []byte("r")})
+			return err
+		}},
+		{"ExtendIdempotent", "ExtendIdempotent", func(ctx context.Context, h *harness) error {
+			_, err := h.idem.ExtendIdempotent(ctx, &coordv1.ExtendIdempotentRequest{Key: "k", OwnerToken: token.New(), ProcessingTtl: dur(time.Minute)})
+			return err
+		}},
+		{"Enqueue", "Enqueue", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "q", Payload: []byte("p")})
+			return err
+		}},
+		{"Enqueue/dedup", "Enqueue", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "q", Payload: []byte("p"), DedupId: "d"})
+			return err
+		}},
+		{"Claim", "Claim", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "q"})
+			return err
+		}},
+		{"Claim/wait", "Claim", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "q", Wait: dur(100 * time.Millisecond)})
+			return err
+		}},
+		{"Claim/wait/subscribe", "Subscribe", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "q", Wait: dur(100 * time.Millisecond)})
+			return err
+		}},
+		{"Ack", "Ack", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Ack(ctx, &coordv1.AckRequest{Queue: "q", Receipt: unReceipt()})
+			return err
+		}},
+		{"Nack", "Nack", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Nack(ctx, &coordv1.NackRequest{Queue: "q", Receipt: unReceipt()})
+			return err
+		}},
+		{"Extend", "ExtendClaim", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Extend(ctx, &coordv1.ExtendRequest{Queue: "q", Receipt: unReceipt(), VisibilityTimeout: dur(time.Minute)})
+			return err
+		}},
+		{"Stats", "Stats", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Stats(ctx, &coordv1.StatsRequest{Queue: "q"})
+			return err
+		}},
+		{"Redrive", "Redrive", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Redrive(ctx, &coordv1.RedriveRequest{Queue: "q"})
+			return err
+		}},
+	} {
+		for _, mode := range []struct {
+			name  string
+			fault storetest.Fault
+		}{
+			{"fail", storetest.Fault{Fail: true}},
+			{"fail after applying", storetest.Fault{FailAfter: true}},
+		} {
+			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
+				t.Parallel()
+				var f *storetest.Faulty
+				h := newHarness(t, withFaulty(&f), unPolicies)
+				f.Set(tc.method, mode.fault)
+				wantStatus(t, tc.call(ctx(t), h), codes.Unavailable, "STORE_UNAVAILABLE")
+				if f.Calls(tc.method) == 0 {
+					t.Errorf("the store's %s was never called", tc.method)
+				}
+				// The server answers again once the store does.
+				f.Clear()
+				// (A state conflict is fine: the request names nothing that exists.)
+				if err := tc.call(ctx(t), h); err != nil {
+					wantStatus(t, err, codes.FailedPrecondition, "")
+				}
+			})
+		}
+	}
+}
+
+// TestLockUncertainGrantIsReleased: a Lock whose grant was applied but whose
+// answer was lost answers UNAVAILABLE and leaves the lock free.
+func TestLockUncertainGrantIsReleased(t *testing.T) {
+	var f *storetest.Faulty
+	h := newHarness(t, withFaulty(&f))
+	f.FailAfter("AcquireLock")
+	_, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "a", Owner: "me", Ttl: dur(time.Minute)})
+	wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+	f.Clear()
+	if info := h.held(t, "a"); info.GetHeld() {
+		t.Fatalf("GetLock after the uncertain Lock = %v, want not held", info)
+	}
+	if g := h.lock(t, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute)}); !g.GetAcquired() {
+		t.Fatalf("Lock after the fault = %v, want acquired", g)
+	}
+}
+
+// TestBeginUncertainClaimIsCleared: a BeginIdempotent whose claim was
+// applied but whose answer was lost answers UNAVAILABLE and leaves the key
+// free, so the caller's retry executes at once.
+func TestBeginUncertainClaimIsCleared(t *testing.T) {
+	var f *storetest.Faulty
+	h := newHarness(t, withFaulty(&f))
+	f.FailAfter("BeginIdempotent")
+	_, err := h.idem.BeginIdempotent(ctx(t), &coordv1.BeginIdempotentRequest{Key: "k", Fingerprint: "fp"})
+	wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+	f.Clear()
+	if r := h.begin(t, &coordv1.BeginIdempotentRequest{Key: "k", Fingerprint: "fp"}); r.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE {
+		t.Fatalf("retry after the uncertain Begin = %v, want EXECUTE", r)
+	}
+}
+
+func TestAllowFailOpen(t *testing.T) {
+	for _, mode := range []struct {
+		name     string
+		fault    storetest.Fault
+		consumed bool // the store applied the calls it failed to answer
+	}{
+		{"fail", storetest.Fault{Fail: true}, false},
+		{"fail after applying", storetest.Fault{FailAfter: true}, true},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			var f *storetest.Faulty
+			h := newHarness(t, withFaulty(&f), unPolicies)
+			f.Set("Allow", mode.fault)
+			for i := 0; i < 10; i++ { // more than the limit of 5
+				resp := h.allow(t, &coordv1.AllowRequest{Key: "k", Policy: "open"})
+				if !resp.GetAllowed() || !resp.GetDegraded() || resp.GetLimit() != 5 {
+					t.Fatalf("call %d: %v; want allowed, degraded, limit 5", i+1, resp)
+				}
+			}
+			f.Clear()
+			resp := h.allow(t, &coordv1.AllowRequest{Key: "k", Policy: "open"})
+			if resp.GetDegraded() || resp.GetAllowed() == mode.consumed {
+				t.Fatalf("after the fault cleared: %v; want allowed %v, not degraded", resp, !mode.consumed)
+			}
+		})
+	}
+}
+
+// unStream opens a KeepAlive stream.
+func unStream(t *testing.T, h *harness) coordv1.SessionService_KeepAliveClient {
+	t.Helper()
+	stream, err := h.sessions.KeepAlive(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+func unSend(t *testing.T, stream coordv1.SessionService_KeepAliveClient, id string, ttl time.Duration) {
+	t.Helper()
+	req := &coordv1.KeepAliveRequest{SessionId: id}
+	if ttl > 0 {
+		req.Ttl = dur(ttl)
+	}
+	if err := stream.Send(req); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+}
+
+func TestKeepAliveStoreUnavailable(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		fault storetest.Fault
+	}{
+		{"fail", storetest.Fault{Fail: true}},
+		{"fail after applying", storetest.Fault{FailAfter: true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Run("create", func(t *testing.T) {
+				var f *storetest.Faulty
+				h := newHarness(t, withFaulty(&f))
+				f.Set("CreateSession", mode.fault)
+				stream := unStream(t, h)
+				unSend(t, stream, "", time.Minute)
+				_, err := stream.Recv()
+				wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+			})
+			t.Run("heartbeat", func(t *testing.T) {
+				var f *storetest.Faulty
+				h := newHarness(t, withFaulty(&f))
+				stream := unStream(t, h)
+				unSend(t, stream, "", time.Minute)
+				first, err := stream.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Set("KeepAliveSession", mode.fault)
+				unSend(t, stream, first.GetSessionId(), 0)
+				_, err = stream.Recv()
+				wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+			})
+			t.Run("resume", func(t *testing.T) {
+				var f *storetest.Faulty
+				h := newHarness(t, withFaulty(&f))
+				s, err := h.store.CreateSession(ctx(t), store.Scope("default", token.New()), time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Set("KeepAliveSession", mode.fault)
+				stream := unStream(t, h)
+				unSend(t, stream, store.Unscope("default", s.ID), 0)
+				_, err = stream.Recv()
+				wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+			})
+			t.Run("expiry check", func(t *testing.T) {
+				var f *storetest.Faulty
+				h := newHarness(t, withFaulty(&f))
+				f.Set("CheckSession", mode.fault)
+				stream := unStream(t, h)
+				unSend(t, stream, "", 50*time.Millisecond)
+				if _, err := stream.Recv(); err != nil {
+					t.Fatal(err)
+				}
+				_, err := stream.Recv() // the expiry timer's check fails
+				wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+			})
+			t.Run("half-close", func(t *testing.T) {
+				var f *storetest.Faulty
+				h := newHarness(t, withFaulty(&f))
+				stream := unStream(t, h)
+				unSend(t, stream, "", time.Minute)
+				if _, err := stream.Recv(); err != nil {
+					t.Fatal(err)
+				}
+				f.Set("CloseSession", mode.fault)
+				if err := stream.CloseSend(); err != nil {
+					t.Fatal(err)
+				}
+				_, err := stream.Recv()
+				wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+			})
+		})
+	}
+}

@@ -1,0 +1,324 @@
+package storetest
+
+// Faulty is a fault-injecting store for tests of the layers above the store
+// (the domain packages and the server): it passes every call through to an
+// inner store.Store except the calls of methods a test has given a Fault.
+//
+// Concurrency: the faults and call counts are guarded by one mutex, held only
+// to look up (and count down) a method's fault, never across a call of the
+// inner store or a delay, so that a slow method does not slow the others.
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// ErrInjected is the error a Fault without an Err of its own returns when it
+// fails a call. It wraps store.ErrUnavailable: to the layers above it is an
+// unreachable store, and the outcome of the call is unknown.
+var ErrInjected = fmt.Errorf("storetest: injected fault: %w", store.ErrUnavailable)
+
+// Fault says what a faulty method does instead of simply calling the inner
+// store. The steps, in order:
+//
+//  1. Delay > 0: block for Delay; Delay < 0: block until ctx is done. If ctx
+//     ends first, the call returns ctx.Err() without reaching the inner
+//     store, as a store that honours cancellation would.
+//  2. Fail: return Err without calling the inner store (the request was
+//     lost on its way).
+//  3. Otherwise call the inner store; then, if FailAfter, discard its answer
+//     and return Err (the request was applied but the answer was lost: the
+//     uncertain outcome).
+//
+// A zero Fault passes calls through unchanged. Fail and FailAfter together
+// are FailAfter.
+type Fault struct {
+	Delay     time.Duration
+	Fail      bool
+	FailAfter bool
+	// Err is what a failing call returns; nil means ErrInjected.
+	Err error
+	// Times > 0 limits the fault to the method's next Times calls, after
+	// which the method passes calls through again; 0 means until cleared.
+	Times int
+}
+
+// Faulty wraps a store.Store and injects the faults a test sets per method.
+// Methods are named as in store.Store ("AcquireLock", "Allow", "Subscribe",
+// ...). Close reaches the inner store's Close (subject to its fault, with a
+// background context), so a test that hands a Faulty to code that closes its
+// store closes the inner one too.
+//
+// The zero value is not usable; call NewFaulty.
+type Faulty struct {
+	inner store.Store
+
+	mu     sync.Mutex
+	faults map[string]Fault
+	calls  map[string]int
+}
+
+var _ store.Store = (*Faulty)(nil)
+
+// storeMethods is the set of store.Store's method names, which Set checks
+// against so that a misspelt method does not silently inject nothing.
+var storeMethods = func() map[string]bool {
+	t := reflect.TypeFor[store.Store]()
+	m := make(map[string]bool, t.NumMethod())
+	for i := range t.NumMethod() {
+		m[t.Method(i).Name] = true
+	}
+	return m
+}()
+
+// NewFaulty returns a Faulty around inner with no faults set.
+func NewFaulty(inner store.Store) *Faulty {
+	return &Faulty{inner: inner, faults: make(map[string]Fault), calls: make(map[string]int)}
+}
+
+// Inner returns the wrapped store, so that a test can look at the state
+// behind the faults.
+func (f *Faulty) Inner() store.Store { return f.inner }
+
+// Set gives method the fault, replacing any it had. It panics if method is
+// not a method of store.Store: that is a mistake in the test.
+func (f *Faulty) Set(method string, fault Fault) {
+	if !storeMethods[method] {
+		panic(fmt.Sprintf("storetest.Faulty: %q is not a method of store.Store", method))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults[method] = fault
+}
+
+// Fail makes every call of the methods fail with ErrInjected, without
+// reaching the inner store.
+func (f *Faulty) Fail(methods ...string) {
+	for _, m := range methods {
+		f.Set(m, Fault{Fail: true})
+	}
+}
+
+// FailWith makes every call of method fail with err, without reaching the
+// inner store.
+func (f *Faulty) FailWith(method string, err error) { f.Set(method, Fault{Fail: true, Err: err}) }
+
+// FailAfter makes every call of the methods reach the inner store and then
+// fail with ErrInjected: the write happened, the answer was lost.
+func (f *Faulty) FailAfter(methods ...string) {
+	for _, m := range methods {
+		f.Set(m, Fault{FailAfter: true})
+	}
+}
+
+// Slow makes every call of method block for d (d < 0: until its ctx is done)
+// before it reaches the inner store.
+func (f *Faulty) Slow(method string, d time.Duration) { f.Set(method, Fault{Delay: d}) }
+
+// Clear removes the faults of the methods, or of every method if none is
+// named.
+func (f *Faulty) Clear(methods ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(methods) == 0 {
+		clear(f.faults)
+		return
+	}
+	for _, m := range methods {
+		delete(f.faults, m)
+	}
+}
+
+// Calls reports how many times method has been called on f, faulted or not.
+func (f *Faulty) Calls(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method]
+}
+
+// take counts a call of method and returns its fault, counting down Times.
+func (f *Faulty) take(method string) (Fault, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[method]++
+	fault, ok := f.faults[method]
+	if !ok {
+		return Fault{}, false
+	}
+	if fault.Times > 0 {
+		if fault.Times == 1 {
+			delete(f.faults, method)
+		} else {
+			g := fault
+			g.Times--
+			f.faults[method] = g
+		}
+	}
+	return fault, true
+}
+
+// do runs one call of method through its fault. discard, if not nil, is
+// given a result that a FailAfter fault throws away (to close it).
+func do[T any](ctx context.Context, f *Faulty, method string, call func() (T, error), discard func(T)) (T, error) {
+	var zero T
+	fault, ok := f.take(method)
+	if !ok {
+		return call()
+	}
+	if fault.Delay != 0 {
+		if err := delay(ctx, fault.Delay); err != nil {
+			return zero, err
+		}
+	}
+	err := fault.Err
+	if err == nil {
+		err = ErrInjected
+	}
+	switch {
+	case fault.FailAfter:
+		v, callErr := call()
+		if callErr == nil && discard != nil {
+			discard(v)
+		}
+		return zero, err
+	case fault.Fail:
+		return zero, err
+	}
+	return call()
+}
+
+// delay blocks for d (d < 0: until ctx is done) and returns ctx.Err() if ctx
+// ends first.
+func delay(ctx context.Context, d time.Duration) error {
+	if d < 0 {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// do0 is do for methods that return only an error.
+func do0(ctx context.Context, f *Faulty, method string, call func() error) error {
+	_, err := do(ctx, f, method, func() (struct{}, error) { return struct{}{}, call() }, nil)
+	return err
+}
+
+// AcquireLock implements store.Locks.
+func (f *Faulty) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+	return do(ctx, f, "AcquireLock", func() (store.LockGrant, error) { return f.inner.AcquireLock(ctx, req) }, nil)
+}
+
+// RenewLock implements store.Locks.
+func (f *Faulty) RenewLock(ctx context.Context, name, token string, ttl time.Duration) (store.Lease, error) {
+	return do(ctx, f, "RenewLock", func() (store.Lease, error) { return f.inner.RenewLock(ctx, name, token, ttl) }, nil)
+}
+
+// ReleaseLock implements store.Locks.
+func (f *Faulty) ReleaseLock(ctx context.Context, name, token string) (bool, error) {
+	return do(ctx, f, "ReleaseLock", func() (bool, error) { return f.inner.ReleaseLock(ctx, name, token) }, nil)
+}
+
+// GetLock implements store.Locks.
+func (f *Faulty) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
+	return do(ctx, f, "GetLock", func() (store.LockInfo, error) { return f.inner.GetLock(ctx, name) }, nil)
+}
+
+// CreateSession implements store.Sessions.
+func (f *Faulty) CreateSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+	return do(ctx, f, "CreateSession", func() (store.SessionState, error) { return f.inner.CreateSession(ctx, id, ttl) }, nil)
+}
+
+// KeepAliveSession implements store.Sessions.
+func (f *Faulty) KeepAliveSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+	return do(ctx, f, "KeepAliveSession", func() (store.SessionState, error) { return f.inner.KeepAliveSession(ctx, id, ttl) }, nil)
+}
+
+// CheckSession implements store.Sessions.
+func (f *Faulty) CheckSession(ctx context.Context, id string) (store.SessionState, error) {
+	return do(ctx, f, "CheckSession", func() (store.SessionState, error) { return f.inner.CheckSession(ctx, id) }, nil)
+}
+
+// CloseSession implements store.Sessions.
+func (f *Faulty) CloseSession(ctx context.Context, id string) ([]string, error) {
+	return do(ctx, f, "CloseSession", func() ([]string, error) { return f.inner.CloseSession(ctx, id) }, nil)
+}
+
+// Allow implements store.Limits.
+func (f *Faulty) Allow(ctx context.Context, key string, limit store.Limit, cost int64, peek bool) (store.Decision, error) {
+	return do(ctx, f, "Allow", func() (store.Decision, error) { return f.inner.Allow(ctx, key, limit, cost, peek) }, nil)
+}
+
+// BeginIdempotent implements store.Idempotency.
+func (f *Faulty) BeginIdempotent(ctx context.Context, req store.BeginIdempotent) (store.IdemState, error) {
+	return do(ctx, f, "BeginIdempotent", func() (store.IdemState, error) { return f.inner.BeginIdempotent(ctx, req) }, nil)
+}
+
+// FinishIdempotent implements store.Idempotency.
+func (f *Faulty) FinishIdempotent(ctx context.Context, req store.FinishIdempotent) error {
+	return do0(ctx, f, "FinishIdempotent", func() error { return f.inner.FinishIdempotent(ctx, req) })
+}
+
+// ExtendIdempotent implements store.Idempotency.
+func (f *Faulty) ExtendIdempotent(ctx context.Context, key, ownerToken string, ttl time.Duration) (time.Time, error) {
+	return do(ctx, f, "ExtendIdempotent", func() (time.Time, error) { return f.inner.ExtendIdempotent(ctx, key, ownerToken, ttl) }, nil)
+}
+
+// Enqueue implements store.Queues.
+func (f *Faulty) Enqueue(ctx context.Context, queue string, msg store.NewMessage) (store.Enqueued, error) {
+	return do(ctx, f, "Enqueue", func() (store.Enqueued, error) { return f.inner.Enqueue(ctx, queue, msg) }, nil)
+}
+
+// Claim implements store.Queues.
+func (f *Faulty) Claim(ctx context.Context, queue string, req store.Claim) (store.Claimed, error) {
+	return do(ctx, f, "Claim", func() (store.Claimed, error) { return f.inner.Claim(ctx, queue, req) }, nil)
+}
+
+// Ack implements store.Queues.
+func (f *Faulty) Ack(ctx context.Context, queue, receipt string) error {
+	return do0(ctx, f, "Ack", func() error { return f.inner.Ack(ctx, queue, receipt) })
+}
+
+// Nack implements store.Queues.
+func (f *Faulty) Nack(ctx context.Context, queue, receipt string, delay time.Duration) (store.Nacked, error) {
+	return do(ctx, f, "Nack", func() (store.Nacked, error) { return f.inner.Nack(ctx, queue, receipt, delay) }, nil)
+}
+
+// ExtendClaim implements store.Queues.
+func (f *Faulty) ExtendClaim(ctx context.Context, queue, receipt string, visibility time.Duration) (time.Time, error) {
+	return do(ctx, f, "ExtendClaim", func() (time.Time, error) { return f.inner.ExtendClaim(ctx, queue, receipt, visibility) }, nil)
+}
+
+// Stats implements store.Queues.
+func (f *Faulty) Stats(ctx context.Context, queue string) (store.QueueStats, error) {
+	return do(ctx, f, "Stats", func() (store.QueueStats, error) { return f.inner.Stats(ctx, queue) }, nil)
+}
+
+// Redrive implements store.Queues.
+func (f *Faulty) Redrive(ctx context.Context, queue string, max int) (int, error) {
+	return do(ctx, f, "Redrive", func() (int, error) { return f.inner.Redrive(ctx, queue, max) }, nil)
+}
+
+// Subscribe implements store.Subscriber. A FailAfter fault closes the
+// subscription it throws away.
+func (f *Faulty) Subscribe(ctx context.Context, topic string) (*store.Subscription, error) {
+	return do(ctx, f, "Subscribe", func() (*store.Subscription, error) { return f.inner.Subscribe(ctx, topic) },
+		func(s *store.Subscription) { s.Close() })
+}
+
+// Close closes the inner store, subject to Close's fault (with a background
+// context: a Delay < 0 would block forever).
+func (f *Faulty) Close() error {
+	return do0(context.Background(), f, "Close", f.inner.Close)
+}
