@@ -39,6 +39,7 @@ type Config struct {
 	Memory struct {
 		SweepInterval time.Duration `mapstructure:"sweep_interval"`
 	} `mapstructure:"memory"`
+	Redis       RedisConfig    `mapstructure:"redis"`
 	Lock        lock.Config    `mapstructure:"lock"`
 	Session     session.Config `mapstructure:"session"`
 	RateLimit   RateLimit      `mapstructure:"ratelimit"`
@@ -79,6 +80,7 @@ func DefaultConfig() Config {
 		RateLimit:       RateLimit{Config: limiter.DefaultConfig(), Policies: []PolicyConfig{}},
 		Idempotency:     idem.DefaultConfig(),
 		Queue:           queue.DefaultConfig(),
+		Redis:           defaultRedisConfig(),
 	}
 	c.Limits.MaxNameBytes = 256
 	c.Limits.MaxWait = time.Minute
@@ -96,7 +98,7 @@ func loadConfig(args []string) (Config, error) {
 	configFile := fs.String("config", "", "YAML configuration file")
 	fs.String("grpc-addr", cfg.GRPCAddr, "gRPC listen address (grpc_addr)")
 	fs.String("http-addr", cfg.HTTPAddr, "HTTP listen address for /metrics and /healthz (http_addr)")
-	fs.String("store", cfg.Store, "storage backend: memory (store)")
+	fs.String("store", cfg.Store, "storage backend: memory or redis (store)")
 	fs.String("log-level", cfg.LogLevel, "debug, info, warn or error (log_level)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -195,8 +197,12 @@ func (c *Config) Validate() error {
 	if c.HTTPAddr == "" {
 		bad("http_addr", "is required")
 	}
-	if c.Store != "memory" {
-		bad("store", "%q is not a store this build has; use \"memory\"", c.Store)
+	switch c.Store {
+	case "memory":
+	case "redis":
+		c.Redis.validate(bad)
+	default:
+		bad("store", "%q is not memory or redis", c.Store)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("log_level", "%v", err)
@@ -293,6 +299,10 @@ func strictDecode(from, to reflect.Type, data any) (any, error) {
 		}
 	}
 	switch to.Kind() {
+	case reflect.Slice:
+		if v, ok := data.(string); ok && to.Elem().Kind() == reflect.String {
+			return strings.Split(v, ","), nil // a list from the environment: a,b,c
+		}
 	case reflect.Int, reflect.Int32, reflect.Int64:
 		switch v := data.(type) {
 		case string:

@@ -292,6 +292,13 @@ func TestLoadConfigBadValues(t *testing.T) {
 		{name: "policy period over max_period", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1000h\n"), key: "ratelimit.policies.p.period"},
 		{name: "env negative duration", env: map[string]string{"COORDD_QUEUE_MAX_DELAY": "-5m"}, key: "queue.max_delay"},
 		{name: "env store bogus", env: map[string]string{"COORDD_STORE": "bogus"}, key: "store"},
+		{name: "redis mode bogus", yaml: "store: redis\nredis:\n  mode: ring\n", key: "redis.mode"},
+		{name: "redis sentinel without master", yaml: "store: redis\nredis:\n  mode: sentinel\n", key: "redis.master_name"},
+		{name: "redis db on a cluster", yaml: "store: redis\nredis:\n  mode: cluster\n  db: 2\n", key: "redis.db"},
+		{name: "redis prefix with a brace", yaml: "store: redis\nredis:\n  key_prefix: a{b\n", key: "redis.key_prefix"},
+		{name: "redis timeout zero", yaml: "store: redis\nredis:\n  timeout: 0s\n", key: "redis.timeout"},
+		{name: "redis no addrs", yaml: "store: redis\nredis:\n  addrs: []\n", key: "redis.addrs"},
+		{name: "redis negative wait_replicas", env: map[string]string{"COORDD_STORE": "redis", "COORDD_REDIS_WAIT_REPLICAS": "-1"}, key: "redis.wait_replicas"},
 		{name: "flag store bogus", flags: []string{"--store", "bogus"}, key: "store"},
 		{name: "flag bad log level", flags: []string{"--log-level", "loud"}, key: "log_level"},
 		{name: "flag empty grpc addr", flags: []string{"--grpc-addr", ""}, key: "grpc_addr"},
@@ -413,5 +420,30 @@ func TestReadmeDocumentsEveryKey(t *testing.T) {
 		if !strings.Contains(string(readme), "| `"+key+"` |") {
 			t.Errorf("README.md's configuration table has no row for %s", key)
 		}
+	}
+}
+
+// TestExampleConfigsLoad loads the example configuration files the README
+// points to.
+func TestExampleConfigsLoad(t *testing.T) {
+	cfg, err := loadConfig([]string{"--config", "../../deploy/coordd-redis-cluster.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Store != "redis" || cfg.Redis.Mode != "cluster" || len(cfg.Redis.Addrs) != 3 || cfg.Redis.WaitReplicas != 1 {
+		t.Fatalf("loaded %+v", cfg.Redis)
+	}
+}
+
+// TestRedisAddrsFromEnv: a list in the environment is comma-separated.
+func TestRedisAddrsFromEnv(t *testing.T) {
+	t.Setenv("COORDD_STORE", "redis")
+	t.Setenv("COORDD_REDIS_ADDRS", "10.0.0.1:6379,10.0.0.2:6379")
+	cfg, err := loadConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cfg.Redis.Addrs, []string{"10.0.0.1:6379", "10.0.0.2:6379"}) {
+		t.Fatalf("redis.addrs = %q", cfg.Redis.Addrs)
 	}
 }

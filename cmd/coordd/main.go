@@ -108,6 +108,8 @@ type daemon struct {
 	httpLis  net.Listener
 	drain    chan struct{}
 	draining atomic.Bool
+	// closeClient closes the Redis client, if any, after the store.
+	closeClient func() error
 }
 
 // newDaemon builds the daemon and opens its listeners, so that their
@@ -118,13 +120,21 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
-	d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
+	if cfg.Store == "redis" {
+		st, client, err := newRedisStore(context.Background(), cfg.Redis, log)
+		if err != nil {
+			return nil, err
+		}
+		d.store, d.closeClient = st, client.Close
+	} else {
+		d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
+	}
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{
 		Lock: cfg.Lock, Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies,
 		Idem: cfg.Idempotency, Queue: cfg.Queue,
 	}, d.drain)
 	if err != nil {
-		_ = d.store.Close()
+		_ = d.closeStore()
 		return nil, err
 	}
 	d.limiter = svc.Limiter
@@ -152,18 +162,27 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	if d.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
-		_ = d.store.Close()
+		_ = d.closeStore()
 		return nil, fmt.Errorf("grpc_addr: %w", err)
 	}
 	if d.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		_ = d.grpcLis.Close()
-		_ = d.store.Close()
+		_ = d.closeStore()
 		return nil, fmt.Errorf("http_addr: %w", err)
 	}
 	if !isLoopback(d.grpcLis.Addr()) {
 		log.Warn("gRPC is listening on a non-loopback address with no authentication: anyone who can reach it can use it", "addr", d.grpcLis.Addr().String())
 	}
 	return d, nil
+}
+
+// closeStore closes the store, then its Redis client if it has one.
+func (d *daemon) closeStore() error {
+	err := d.store.Close()
+	if d.closeClient != nil {
+		err = errors.Join(err, d.closeClient())
+	}
+	return err
 }
 
 func isLoopback(a net.Addr) bool {
@@ -210,7 +229,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if herr := d.http.Shutdown(hctx); herr != nil && err == nil {
 		err = herr
 	}
-	if serr := d.store.Close(); serr != nil && err == nil {
+	if serr := d.closeStore(); serr != nil && err == nil {
 		err = serr
 	}
 	d.log.Info("coordd stopped")

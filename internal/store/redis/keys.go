@@ -1,0 +1,70 @@
+package redis
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// Every key and wake-up channel is built here. The keys of one lock, one
+// session, one limiter, one idempotency key or one queue share a hash tag —
+// {l:NAME}, {s:ID}, {r:KEY}, {i:KEY}, {q:NAME} — so that each script touches
+// a single Cluster slot, and its channel (a shard channel, for SPUBLISH from
+// inside the script) hashes to the same slot.
+//
+// A name may contain '{' or '}': the tag then ends at the name's first '}',
+// which is the same for every key of the object, since they all share the
+// prefix up to the end of the name and add suffixes without braces. Two
+// objects' keys never collide: a key's suffix has no '}', so the object is
+// the part up to the key's last '}'.
+
+type keys struct{ prefix string }
+
+func (k keys) tag(kind, name string) string { return k.prefix + ":{" + kind + ":" + name + "}" }
+
+// lock returns a lock's hash and fence counter.
+func (k keys) lock(name string) []string {
+	t := k.tag("l", name)
+	return []string{t, t + ":fence"}
+}
+
+// session returns a session's hash and lock set.
+func (k keys) session(id string) []string {
+	t := k.tag("s", id)
+	return []string{t, t + ":locks"}
+}
+
+// limit returns the keys of key's limiter under l, apart for every distinct
+// limit.
+func (k keys) limit(key string, l store.Limit) []string {
+	t := k.tag("r", key) + ":" + strconv.Itoa(int(l.Algorithm)) + ":" + strconv.FormatInt(l.Limit, 10) +
+		":" + strconv.FormatInt(l.Period.Microseconds(), 10) + ":" + strconv.FormatInt(l.Burst, 10)
+	if l.Algorithm == store.SlidingLog {
+		return []string{t, t + ":sum"}
+	}
+	return []string{t}
+}
+
+func (k keys) idem(key string) string { return k.tag("i", key) }
+
+// queue returns a queue's keys in the order queue_prelude.lua documents.
+func (k keys) queue(name string) []string {
+	t := k.tag("q", name)
+	return []string{t + ":ready", t + ":delayed", t + ":inflight", t + ":dead", t + ":msg", t + ":meta",
+		t + ":dedup", t + ":dedupexp", t + ":seq"}
+}
+
+// channel returns the shard channel of a store topic (store.LockTopic,
+// IdemTopic, QueueTopic).
+func (k keys) channel(topic string) string {
+	kind, name, _ := strings.Cut(topic, ":")
+	switch kind {
+	case "lock":
+		return k.tag("l", name) + ":ev"
+	case "idem":
+		return k.tag("i", name) + ":ev"
+	default:
+		return k.tag("q", name) + ":ev"
+	}
+}

@@ -1,0 +1,147 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// AcquireLock implements store.Locks. A session-bound grant takes up to four
+// steps over two slots: read the session's deadline; grant the lock until
+// then; add it to the session's set, which fails if the session ended
+// meanwhile (the lock is then released and the call is ErrSessionNotFound);
+// and, if a keepalive moved the session's deadline in between, renew the lock
+// to it.
+func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+	var g store.LockGrant
+	err := s.do(ctx, "AcquireLock", func(ctx context.Context) error {
+		var sessDeadline int64
+		if req.SessionID != "" {
+			dl, err := s.eval(ctx, sessionDeadline, s.keys.session(req.SessionID)[:1]).Int64()
+			if err != nil {
+				return err
+			}
+			if dl == 0 {
+				return store.ErrSessionNotFound
+			}
+			sessDeadline = dl
+		}
+		lk := s.keys.lock(req.Name)
+		r, err := s.evalReplicated(ctx, lockAcquire, lk, req.Token, req.Owner,
+			req.TTL.Microseconds(), req.MaxHold.Microseconds(), req.SessionID, sessDeadline).Slice()
+		if err != nil {
+			return err
+		}
+		switch toInt(r[0]) {
+		case -1:
+			return store.ErrSessionNotFound
+		case 0:
+			dl, now := toInt(r[2]), toInt(r[3])
+			g = store.LockGrant{Holder: toStr(r[1]), TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
+			return nil
+		}
+		fence, dl, now := toInt(r[1]), toInt(r[2]), toInt(r[3])
+		g = store.LockGrant{Acquired: true, Fence: uint64(fence), TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
+		if req.SessionID == "" {
+			return nil
+		}
+		var hold int64
+		if req.MaxHold > 0 {
+			hold = now + req.MaxHold.Microseconds()
+		}
+		entry := encodeEntry(sessionEntry{token: req.Token, fence: uint64(fence), holdUntil: hold})
+		sk := s.keys.session(req.SessionID)
+		newDeadline, err := s.eval(ctx, sessionAddLock, sk, req.Name, entry, store.SessionGrace.Microseconds()).Int64()
+		if err != nil {
+			return err
+		}
+		if newDeadline == 0 {
+			if _, err := s.eval(ctx, lockRelease, lk[:1], req.Token, s.keys.channel(store.LockTopic(req.Name)), "1").Result(); err != nil {
+				return err
+			}
+			return store.ErrSessionNotFound
+		}
+		if newDeadline > dl && (hold == 0 || hold > dl) {
+			if err := s.eval(ctx, lockSession, lk[:1], req.Token, newDeadline, "renew", "").Err(); err != nil {
+				return err
+			}
+			dl = newDeadline
+			if hold > 0 && hold < dl {
+				dl = hold
+			}
+			g.TTL, g.ExpireTime = micros(dl-now), unixMicro(dl)
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrSessionNotFound) {
+		return store.LockGrant{}, store.ErrSessionNotFound
+	}
+	return g, err
+}
+
+// RenewLock implements store.Locks.
+func (s *Store) RenewLock(ctx context.Context, name, token string, ttl time.Duration) (store.Lease, error) {
+	var l store.Lease
+	err := s.do(ctx, "RenewLock", func(ctx context.Context) error {
+		r, err := s.eval(ctx, lockRenew, s.keys.lock(name)[:1], token, ttl.Microseconds()).Slice()
+		if err != nil {
+			return err
+		}
+		switch toInt(r[0]) {
+		case 0:
+			return store.ErrLockNotHeld
+		case -1:
+			return store.ErrLockSessionBound
+		}
+		dl, now := toInt(r[1]), toInt(r[3])
+		l = store.Lease{TTL: micros(dl - now), ExpireTime: unixMicro(dl), Fence: uint64(toInt(r[2]))}
+		return nil
+	})
+	return l, err
+}
+
+// ReleaseLock implements store.Locks. A session-bound lock leaves its
+// session's set first and is deleted second, so that a keepalive in between
+// never reports it lost.
+func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, error) {
+	var released bool
+	err := s.do(ctx, "ReleaseLock", func(ctx context.Context) error {
+		lk := s.keys.lock(name)[:1]
+		ch := s.keys.channel(store.LockTopic(name))
+		r, err := s.eval(ctx, lockRelease, lk, token, ch, "0").Slice()
+		if err != nil {
+			return err
+		}
+		if toInt(r[0]) == 2 {
+			if err := s.eval(ctx, sessionRemoveLocks, s.keys.session(toStr(r[1]))[1:], name, token).Err(); err != nil {
+				return err
+			}
+			if r, err = s.eval(ctx, lockRelease, lk, token, ch, "1").Slice(); err != nil {
+				return err
+			}
+		}
+		released = toInt(r[0]) == 1
+		return nil
+	})
+	return released, err
+}
+
+// GetLock implements store.Locks.
+func (s *Store) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
+	var info store.LockInfo
+	err := s.do(ctx, "GetLock", func(ctx context.Context) error {
+		r, err := s.eval(ctx, lockGet, s.keys.lock(name)[:1]).Slice()
+		if err != nil || toInt(r[0]) == 0 {
+			return err
+		}
+		dl, now := toInt(r[4]), toInt(r[6])
+		info = store.LockInfo{
+			Held: true, Owner: toStr(r[1]), Fence: uint64(toInt(r[2])), SessionID: toStr(r[3]),
+			TTL: micros(dl - now), ExpireTime: unixMicro(dl), AcquireTime: unixMicro(toInt(r[5])),
+		}
+		return nil
+	})
+	return info, err
+}

@@ -1,0 +1,27 @@
+-- Grants a lock if it is not live.
+-- KEYS[1]: the lock (hash: tok own ses fen acq dl hold)
+-- KEYS[2]: its fence counter (string; never expires)
+-- ARGV[3]: token  ARGV[4]: owner  ARGV[5]: ttl µs  ARGV[6]: max hold µs (0: none)
+-- ARGV[7]: session ID ("" for a plain lease)
+-- ARGV[8]: the session's deadline µs (with a session)
+-- Returns {1, fence, deadline, now} granted; {0, holder owner, holder deadline, now}
+-- held; {-1} the session's deadline has passed.
+local cur = redis.call('HMGET', KEYS[1], 'own', 'dl')
+if cur[2] and tonumber(cur[2]) > now then
+  return {0, cur[1], tonumber(cur[2]), now}
+end
+local hold = 0
+if tonumber(ARGV[6]) > 0 then hold = now + tonumber(ARGV[6]) end
+local deadline = now + tonumber(ARGV[5])
+if ARGV[7] ~= '' then
+  deadline = tonumber(ARGV[8])
+  if deadline <= now then return {-1} end
+end
+if hold > 0 and hold < deadline then deadline = hold end
+local fence = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now)
+redis.call('SET', KEYS[2], s(fence))
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'tok', ARGV[3], 'own', ARGV[4], 'ses', ARGV[7],
+  'fen', s(fence), 'acq', s(now), 'dl', s(deadline), 'hold', s(hold))
+expireAt(KEYS[1], deadline)
+return {1, fence, deadline, now}

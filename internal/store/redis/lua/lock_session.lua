@@ -1,0 +1,26 @@
+-- Renews, checks or drops a session's lock, from the session's keepalive,
+-- check or expiry.
+-- KEYS[1]: the lock
+-- ARGV[3]: the session's token for it  ARGV[4]: the session's deadline µs
+-- ARGV[5]: "renew" (deadline = min(session deadline, max hold)), "check",
+--          or "drop" (delete it if it is still the session's)
+-- ARGV[6]: the lock's wake-up channel
+-- Returns 1 if the session holds the lock live (for "drop": held it), else 0.
+local cur = redis.call('HMGET', KEYS[1], 'tok', 'dl', 'hold')
+if cur[1] ~= ARGV[3] then return 0 end
+local live = tonumber(cur[2]) > now
+if ARGV[5] == 'drop' then
+  redis.call('DEL', KEYS[1])
+  if live then redis.call('SPUBLISH', ARGV[6], '') end
+  if live then return 1 end
+  return 0
+end
+if not live then return 0 end
+if ARGV[5] == 'renew' then
+  local deadline = tonumber(ARGV[4])
+  local hold = tonumber(cur[3])
+  if hold > 0 and hold < deadline then deadline = hold end
+  redis.call('HSET', KEYS[1], 'dl', s(deadline))
+  expireAt(KEYS[1], deadline)
+end
+return 1

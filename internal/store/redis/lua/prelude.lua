@@ -1,0 +1,25 @@
+-- The prelude of every script.
+-- ARGV[1]: the time to use, in Unix microseconds, or -1 for the Redis
+--          server's TIME (production). Tests with a simulated clock pass it.
+-- ARGV[2]: milliseconds added to every physical expiry: 0 in production;
+--          with a simulated clock, keys must outlive their logical lifetime,
+--          since Redis expires keys by its own clock.
+-- Scripts decide expiry by the deadlines they store, never by a key's
+-- existence alone, and set PEXPIRE so that Redis frees what is dead.
+-- Numbers pass to redis.call through s(), since Lua's own conversion keeps
+-- only 14 digits.
+local now = tonumber(ARGV[1])
+if now < 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local slack = tonumber(ARGV[2])
+local function s(n) return string.format('%d', n) end
+local function expireAt(key, deadline)
+  local ms = math.ceil((deadline - now) / 1000) + slack
+  if ms > 0 then
+    redis.call('PEXPIRE', key, ms)
+  else
+    redis.call('DEL', key)
+  end
+end

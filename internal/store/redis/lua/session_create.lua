@@ -1,0 +1,9 @@
+-- Starts a session.
+-- KEYS[1]: the session (hash: ttl dl)  KEYS[2]: its lock set (hash: lock name -> entry)
+-- ARGV[3]: ttl µs  ARGV[4]: grace µs (how long an expired session is remembered)
+-- Returns {deadline, now}.
+local deadline = now + tonumber(ARGV[3])
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'ttl', ARGV[3], 'dl', s(deadline))
+expireAt(KEYS[1], deadline + tonumber(ARGV[4]))
+return {deadline, now}

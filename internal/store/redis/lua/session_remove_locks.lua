@@ -1,0 +1,14 @@
+-- Takes locks out of a session's set, each only if its entry still has the
+-- given token (a lock the session lost, or is releasing).
+-- KEYS[1]: the lock set
+-- ARGV[3], ARGV[4], ...: pairs of lock name and token
+-- Returns how many entries it removed.
+local n = 0
+for i = 3, #ARGV, 2 do
+  local entry = redis.call('HGET', KEYS[1], ARGV[i])
+  if entry and string.sub(entry, 1, #ARGV[i + 1]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    n = n + 1
+  end
+end
+return n

@@ -1,0 +1,146 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// CreateSession implements store.Sessions.
+func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+	var st store.SessionState
+	err := s.do(ctx, "CreateSession", func(ctx context.Context) error {
+		r, err := s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds()).Slice()
+		if err != nil {
+			return err
+		}
+		dl, now := toInt(r[0]), toInt(r[1])
+		st = store.SessionState{ID: id, TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
+		return nil
+	})
+	return st, err
+}
+
+// KeepAliveSession implements store.Sessions: one script renews the session
+// and lists its locks, then one pipeline (a round trip per node) renews
+// every lock, and, if any was lost, one more script takes the lost ones out
+// of the session's set.
+func (s *Store) KeepAliveSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+	return s.refreshSession(ctx, "KeepAliveSession", id, ttl, "renew")
+}
+
+// CheckSession implements store.Sessions.
+func (s *Store) CheckSession(ctx context.Context, id string) (store.SessionState, error) {
+	return s.refreshSession(ctx, "CheckSession", id, 0, "check")
+}
+
+func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Duration, mode string) (store.SessionState, error) {
+	var st store.SessionState
+	err := s.do(ctx, op, func(ctx context.Context) error {
+		sk := s.keys.session(id)
+		r, err := s.eval(ctx, sessionRefresh, sk, mode, ttl.Microseconds(), store.SessionGrace.Microseconds()).Slice()
+		if err != nil {
+			return err
+		}
+		code := toInt(r[0])
+		if code < 0 {
+			return store.ErrSessionNotFound
+		}
+		dl, now := toInt(r[1]), toInt(r[2])
+		names, entries, err := decodeEntries(r[3:])
+		if err != nil {
+			return err
+		}
+		st = store.SessionState{ID: id, ExpireTime: unixMicro(dl)}
+		if code == 0 {
+			st.Expired = true
+			for i, e := range entries {
+				reason := store.LostSessionExpired
+				if e.holdUntil != 0 && e.holdUntil <= dl {
+					reason = store.LostMaxHold
+				}
+				st.Lost = append(st.Lost, store.LostLock{Name: names[i], Fence: e.fence, Reason: reason})
+			}
+			return nil
+		}
+		st.TTL = micros(dl - now)
+		calls := make([]call, len(entries))
+		for i, e := range entries {
+			calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, dl, mode, ""}}
+		}
+		cmds, err := s.evalPipelined(ctx, calls)
+		if err != nil {
+			return err
+		}
+		var remove []any
+		for i, c := range cmds {
+			if held, _ := c.Int64(); held == 1 {
+				continue
+			}
+			e := entries[i]
+			reason := store.LostGone
+			if e.holdUntil != 0 && now >= e.holdUntil {
+				reason = store.LostMaxHold
+			}
+			st.Lost = append(st.Lost, store.LostLock{Name: names[i], Fence: e.fence, Reason: reason})
+			remove = append(remove, names[i], e.token)
+		}
+		if len(remove) > 0 {
+			return s.eval(ctx, sessionRemoveLocks, sk[1:], remove...).Err()
+		}
+		return nil
+	})
+	return st, err
+}
+
+// CloseSession implements store.Sessions: one script ends the session and
+// lists its locks, then one pipeline deletes those the session still holds
+// and wakes their waiters.
+func (s *Store) CloseSession(ctx context.Context, id string) ([]string, error) {
+	var released []string
+	err := s.do(ctx, "CloseSession", func(ctx context.Context) error {
+		r, err := s.eval(ctx, sessionClose, s.keys.session(id), store.SessionGrace.Microseconds()).Slice()
+		if err != nil {
+			return err
+		}
+		if toInt(r[0]) < 0 {
+			return store.ErrSessionNotFound
+		}
+		names, entries, err := decodeEntries(r[1:])
+		if err != nil {
+			return err
+		}
+		calls := make([]call, len(entries))
+		for i, e := range entries {
+			calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, 0, "drop", s.keys.channel(store.LockTopic(names[i]))}}
+		}
+		cmds, err := s.evalPipelined(ctx, calls)
+		if err != nil {
+			return err
+		}
+		for i, c := range cmds {
+			if n, _ := c.Int64(); n == 1 {
+				released = append(released, names[i])
+			}
+		}
+		return nil
+	})
+	return released, err
+}
+
+// decodeEntries reads the name, entry pairs of a session's lock set from a
+// script's result.
+func decodeEntries(r []any) ([]string, []sessionEntry, error) {
+	names := make([]string, 0, len(r)/2)
+	entries := make([]sessionEntry, 0, len(r)/2)
+	for i := 0; i+1 < len(r); i += 2 {
+		e, err := decodeEntry(toStr(r[i+1]))
+		if err != nil {
+			return nil, nil, err
+		}
+		names = append(names, toStr(r[i]))
+		entries = append(entries, e)
+	}
+	return names, entries, nil
+}

@@ -1,0 +1,369 @@
+// Package redis is coordd's production store: all state in Redis — a Redis
+// Cluster, or a standalone or Sentinel-managed Redis, through one
+// redis.UniversalClient — with the semantics of store/storetest, which it
+// passes like the memory store.
+//
+// Each store operation is one Lua script (lua/*.lua) on one hash slot, run
+// with EVALSHA, on the Redis server's TIME. Operations that span two key
+// groups — a session-bound lock (the lock's slot and the session's), a
+// session's keepalive (the session's slot, then each lock's, pipelined) —
+// are sequences of scripts ordered so that a crash between two steps can
+// only leave a lock to expire at its deadline, never a lock held past it or
+// released early.
+//
+// Every operation runs under a short timeout (Options.Timeout) and a circuit
+// breaker: after Options.Breaker.Failures consecutive failures to reach
+// Redis, calls fail at once with store.ErrUnavailable for
+// Options.Breaker.Cooldown, then one call probes. A failure to reach Redis
+// or to get its answer is store.ErrUnavailable: the operation may have
+// happened.
+//
+// Wake-ups travel by sharded pub/sub: scripts SPUBLISH on the object's shard
+// channel, and every coordd instance with a waiter SSUBSCRIBEs to it.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/store"
+)
+
+// Options configures a Store.
+type Options struct {
+	// Client is the connection, e.g. redis.NewUniversalClient. The store
+	// does not close it.
+	Client redis.UniversalClient
+	// Prefix starts every key; default "coord". It must not contain braces.
+	Prefix string
+	// Timeout bounds each operation; default 500ms.
+	Timeout time.Duration
+	// Breaker stops calls for a while after consecutive failures.
+	Breaker BreakerOptions
+	// WaitReplicas, if > 0, makes every lock grant, enqueue and idempotency
+	// finish wait (WAIT) until that many replicas have it, for at most
+	// WaitTimeout; fewer is reported as an uncertain outcome
+	// (store.ErrUnavailable), since a failover could lose it.
+	WaitReplicas int
+	WaitTimeout  time.Duration
+	// Clock, if set, replaces the Redis server's TIME: for tests with a
+	// simulated clock only.
+	Clock clock.Clock
+}
+
+// BreakerOptions configures the circuit breaker.
+type BreakerOptions struct {
+	Failures int           // consecutive failures that open it; default 5
+	Cooldown time.Duration // how long it stays open; default 1s
+}
+
+// Store is the Redis store.
+type Store struct {
+	client  redis.UniversalClient
+	keys    keys
+	timeout time.Duration
+	breaker *breaker
+	wait    int
+	waitFor time.Duration
+	clock   clock.Clock
+	subs    subscriptions
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on opts.Client. It tries to load every script now (so
+// that pipelined calls find them); Redis being unreachable is not an error
+// here — calls fail until it is back, and scripts load then.
+func New(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Client == nil {
+		return nil, errors.New("redis: no client")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "coord"
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("redis: key prefix %q contains a brace", opts.Prefix)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 500 * time.Millisecond
+	}
+	if opts.Breaker.Failures <= 0 {
+		opts.Breaker.Failures = 5
+	}
+	if opts.Breaker.Cooldown <= 0 {
+		opts.Breaker.Cooldown = time.Second
+	}
+	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
+		opts.WaitTimeout = 100 * time.Millisecond
+	}
+	s := &Store{
+		client:  opts.Client,
+		keys:    keys{prefix: opts.Prefix},
+		timeout: opts.Timeout,
+		breaker: newBreaker(opts.Breaker),
+		wait:    opts.WaitReplicas,
+		waitFor: opts.WaitTimeout,
+		clock:   opts.Clock,
+	}
+	s.subs.init(s)
+	_ = s.loadScripts(ctx)
+	return s, nil
+}
+
+// Close stops the store's subscriptions. It does not close the client.
+func (s *Store) Close() error {
+	s.subs.close()
+	return nil
+}
+
+// BreakerOpen reports whether the circuit breaker is failing calls.
+func (s *Store) BreakerOpen() bool { return s.breaker.isOpen() }
+
+// loadScripts loads every script on every master.
+func (s *Store) loadScripts(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, sc := range allScripts {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, s.client)
+}
+
+// do runs one operation under the timeout and the breaker, and turns its
+// error into the store's: the caller's own cancellation passes through,
+// failures to reach Redis wrap store.ErrUnavailable.
+func (s *Store) do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !s.breaker.allow() {
+		return fmt.Errorf("redis %s: %w: circuit breaker open", op, store.ErrUnavailable)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := fn(cctx)
+	switch {
+	case err == nil, isState(err):
+	case ctx.Err() != nil:
+		s.breaker.release()
+		return ctx.Err()
+	case isBug(err):
+		err = fmt.Errorf("redis %s: %w", op, err)
+	default:
+		err = fmt.Errorf("redis %s: %w: %v", op, store.ErrUnavailable, err)
+	}
+	s.breaker.record(err == nil || !errors.Is(err, store.ErrUnavailable))
+	return err
+}
+
+// isState reports whether err is one of the store's answers about state
+// (store.ErrLockNotHeld and the like), which pass through unchanged.
+func isState(err error) bool {
+	for _, e := range []error{store.ErrLockNotHeld, store.ErrLockSessionBound, store.ErrSessionNotFound,
+		store.ErrFingerprintMismatch, store.ErrNotOwner, store.ErrReceiptExpired} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// isBug tells an error of coordd's own making (a script error, a wrong
+// type, keys across slots) from a failure to reach Redis or of Redis to
+// serve (a timeout, a closed connection, CLUSTERDOWN, LOADING, READONLY…).
+func isBug(err error) bool {
+	if errors.Is(err, errCorrupt) {
+		return true
+	}
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range []string{"ERR ", "WRONGTYPE", "CROSSSLOT"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// timeArgs are ARGV[1] and ARGV[2] of every script: the clock, and the slack
+// on physical expiries (lua/prelude.lua).
+func (s *Store) timeArgs() []any {
+	if s.clock == nil {
+		return []any{-1, 0}
+	}
+	return []any{s.clock.Now().Truncate(time.Microsecond).UnixMicro(), int64(time.Hour / time.Millisecond)}
+}
+
+// eval runs a script with the time arguments first.
+func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return sc.Run(ctx, s.client, keys, append(s.timeArgs(), args...)...)
+}
+
+// evalReplicated is eval followed, with WaitReplicas set, by WAIT on the same
+// connection, so that it waits for this write. Fewer replicas than asked is
+// errNotReplicated.
+func (s *Store) evalReplicated(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if s.wait <= 0 {
+		return s.eval(ctx, sc, keys, args...)
+	}
+	var pipe redis.Pipeliner
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
+		pipe = node.Pipeline()
+	} else {
+		pipe = s.client.Pipeline()
+	}
+	all := append(s.timeArgs(), args...)
+	cmd := sc.EvalSha(ctx, pipe, keys, all...)
+	wait := pipe.Do(ctx, "WAIT", s.wait, s.waitFor.Milliseconds())
+	if _, err := pipe.Exec(ctx); err != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		_ = s.loadScripts(ctx)
+		return s.evalReplicated(ctx, sc, keys, args...)
+	}
+	if cmd.Err() == nil {
+		if n, err := wait.Int(); err != nil {
+			cmd.SetErr(err)
+		} else if n < s.wait {
+			cmd.SetErr(fmt.Errorf("%w: %d of %d replicas acknowledged", errNotReplicated, n, s.wait))
+		}
+	}
+	return cmd
+}
+
+var errNotReplicated = errors.New("write not replicated in time")
+
+// evalPipelined runs several scripts in one pipeline (grouped by node on a
+// Cluster) and returns their results in order. Scripts missing after a
+// Redis restart are loaded and the pipeline run once more, so every call in
+// it must be safe to repeat.
+func (s *Store) evalPipelined(ctx context.Context, calls []call) ([]*redis.Cmd, error) {
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := s.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(calls))
+		for i, c := range calls {
+			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, append(s.timeArgs(), c.args...)...)
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil {
+			return cmds, nil
+		}
+		noscript := false
+		for _, c := range cmds {
+			noscript = noscript || redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
+		}
+		if !noscript || attempt > 0 {
+			return nil, err
+		}
+		if err := s.loadScripts(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// call is one script call of a pipeline.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// Script results are arrays of integers and strings; these read them.
+
+func toInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}
+
+func toStr(v any) string {
+	str, _ := v.(string)
+	return str
+}
+
+func micros(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+
+func unixMicro(n int64) time.Time { return time.UnixMicro(n) }
+
+// breaker is a consecutive-failure circuit breaker: closed, it counts
+// failures; open, it rejects calls until its cooldown ends; then it lets one
+// call probe, which closes it on success and opens it again on failure.
+type breaker struct {
+	opts      BreakerOptions
+	mu        sync.Mutex
+	failures  int
+	openUntil time.Time
+	probing   bool
+}
+
+func newBreaker(o BreakerOptions) *breaker { return &breaker{opts: o} }
+
+func (b *breaker) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.openUntil.IsZero() {
+		return true
+	}
+	if time.Now().Before(b.openUntil) || b.probing {
+		return false
+	}
+	b.probing = true
+	return true
+}
+
+// release gives back a probe that ended without telling anything (the caller
+// cancelled).
+func (b *breaker) release() {
+	b.mu.Lock()
+	b.probing = false
+	b.mu.Unlock()
+}
+
+func (b *breaker) record(ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+	if ok {
+		b.failures, b.openUntil = 0, time.Time{}
+		return
+	}
+	b.failures++
+	if b.failures >= b.opts.Failures || !b.openUntil.IsZero() {
+		b.openUntil = time.Now().Add(b.opts.Cooldown)
+	}
+}
+
+func (b *breaker) isOpen() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.openUntil.IsZero() && time.Now().Before(b.openUntil)
+}
