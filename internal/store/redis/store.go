@@ -229,33 +229,37 @@ func (s *Store) evalReplicated(ctx context.Context, sc *redis.Script, keys []str
 	if s.wait <= 0 {
 		return s.eval(ctx, sc, keys, args...)
 	}
-	var pipe redis.Pipeliner
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, keys[0])
-		if err != nil {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
-		}
-		pipe = node.Pipeline()
-	} else {
-		pipe = s.client.Pipeline()
-	}
 	all := append(s.timeArgs(), args...)
-	cmd := sc.EvalSha(ctx, pipe, keys, all...)
-	wait := pipe.Do(ctx, "WAIT", s.wait, s.waitFor.Milliseconds())
-	if _, err := pipe.Exec(ctx); err != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		_ = s.loadScripts(ctx)
-		return s.evalReplicated(ctx, sc, keys, args...)
-	}
-	if cmd.Err() == nil {
-		if n, err := wait.Int(); err != nil {
-			cmd.SetErr(err)
-		} else if n < s.wait {
-			cmd.SetErr(fmt.Errorf("%w: %d of %d replicas acknowledged", errNotReplicated, n, s.wait))
+	for attempt := 0; ; attempt++ {
+		var pipe redis.Pipeliner
+		if cc, ok := s.client.(*redis.ClusterClient); ok {
+			node, err := cc.MasterForKey(ctx, keys[0])
+			if err != nil {
+				cmd := redis.NewCmd(ctx)
+				cmd.SetErr(err)
+				return cmd
+			}
+			pipe = node.Pipeline()
+		} else {
+			pipe = s.client.Pipeline()
 		}
+		cmd := sc.EvalSha(ctx, pipe, keys, all...)
+		wait := pipe.Do(ctx, "WAIT", s.wait, s.waitFor.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") && attempt == 0 {
+			if err := s.loadScripts(ctx); err == nil {
+				continue
+			}
+		}
+		if cmd.Err() == nil {
+			if n, err := wait.Int(); err != nil {
+				cmd.SetErr(err)
+			} else if n < s.wait {
+				cmd.SetErr(fmt.Errorf("%w: %d of %d replicas acknowledged", errNotReplicated, n, s.wait))
+			}
+		}
+		return cmd
 	}
-	return cmd
 }
 
 var errNotReplicated = errors.New("write not replicated in time")
