@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this): formatting, vet,
 # staticcheck, buf lint, a check that the generated code matches the .proto
-# files, and every Go test with the race detector.
+# files, and every Go test with the race detector, against a fresh standalone
+# Redis and Redis Cluster from scripts/redis-cluster.sh (which installs
+# Debian's redis-server when it is missing), stopped again on exit.
 #
 # Usage: scripts/test.sh            everything
 #        scripts/test.sh -short     skip the lint steps, run the tests only
@@ -12,6 +14,15 @@ lint=1
 [ "${1:-}" = "-short" ] && lint=0
 step() { printf '\n== %s\n' "$*"; }
 tool() { go tool -modfile=tools/go.mod "$@"; }
+
+gen=""
+redis_started=0
+cleanup() {
+	if [ -n "$gen" ]; then rm -rf "$gen"; fi
+	if [ "$redis_started" = 1 ]; then scripts/redis-cluster.sh stop || true; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 if [ "$lint" = 1 ]; then
 	step "gofmt"
@@ -27,10 +38,18 @@ if [ "$lint" = 1 ]; then
 	tool buf lint
 	step "generated code matches api/proto"
 	gen=$(mktemp -d)
-	trap 'rm -rf "$gen"' EXIT
 	tool buf generate -o "$gen"
 	diff -r "$gen/api/gen" api/gen
 fi
 
-step "go test -race"
+step "redis (scripts/redis-cluster.sh: a fresh standalone server and cluster)"
+scripts/redis-cluster.sh stop
+redis_started=1
+# Assigned first and evaluated after, so that a failed start stops the
+# script (eval "$(...)" would hide the exit status).
+redis_env=$(scripts/redis-cluster.sh start)
+eval "$redis_env"
+echo "$redis_env"
+
+step "go test -race${CI:+ (CI=$CI)}"
 go test -race -count=1 -timeout 15m ./...
