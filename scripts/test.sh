@@ -53,3 +53,9 @@ echo "$redis_env"
 
 step "go test -race${CI:+ (CI=$CI)}"
 go test -race -count=1 -timeout 15m ./...
+
+# The gRPC acceptance tests again, end to end on each Redis backend.
+for backend in redis cluster; do
+	step "go test -race ./internal/server on $backend"
+	go test -race -count=1 -timeout 10m ./internal/server -args -coordd.backend="$backend"
+done

@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -21,13 +23,20 @@ import (
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
+	"github.com/coordd/coordd/internal/store/redis"
+	"github.com/coordd/coordd/internal/token"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// backend chooses the store every harness runs on: the acceptance tests of
+// this package run on each backend (scripts/test.sh runs them on all three).
+var backend = flag.String("coordd.backend", "memory", "store of the tests: memory, redis (standalone) or cluster")
 
 // epoch is where fake clocks start: a whole number of hours, so that windows
 // of any period that divides an hour start on it.
@@ -52,8 +61,9 @@ type config struct {
 // harness is a coordd server on the memory store, on a loopback listener,
 // with clients for every service.
 type harness struct {
-	clock    *clock.Fake // nil unless config.fake
-	store    *memory.Store
+	clock    *clock.Fake   // nil unless config.fake
+	st       store.Store   // the backend's store, unwrapped
+	store    *memory.Store // the same, on the memory backend; else nil
 	conn     *grpc.ClientConn
 	drain    chan struct{}
 	locks    coordv1.LockServiceClient
@@ -81,8 +91,9 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 		h.clock = clock.NewFake(epoch)
 		c = h.clock
 	}
-	h.store = memory.New(memory.Options{Clock: c})
-	var st store.Store = h.store
+	h.st = newBackend(t, c)
+	h.store, _ = h.st.(*memory.Store)
+	st := h.st
 	if cfg.wrap != nil {
 		st = cfg.wrap(st)
 	}
@@ -114,7 +125,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 		_ = h.conn.Close()
 		gs.Stop()
 		<-served
-		_ = h.store.Close()
+		_ = h.st.Close()
 	})
 	h.locks = coordv1.NewLockServiceClient(h.conn)
 	h.sessions = coordv1.NewSessionServiceClient(h.conn)
@@ -157,3 +168,39 @@ func wantStatus(t testing.TB, err error, code codes.Code, reason string) *status
 }
 
 func timestampAt(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
+
+// newBackend returns a store of the -coordd.backend kind with clock c.
+func newBackend(t testing.TB, c clock.Clock) store.Store {
+	var addrs []string
+	switch *backend {
+	case "memory":
+		return memory.New(memory.Options{Clock: c})
+	case "redis":
+		addrs = []string{redistest.Standalone(t)}
+	case "cluster":
+		addrs = redistest.Cluster(t)
+	default:
+		t.Fatalf("-coordd.backend=%q: want memory, redis or cluster", *backend)
+	}
+	// A key prefix of its own keeps every harness apart on the shared Redis.
+	opts := redis.Options{Client: redisClient(t, addrs), Prefix: "t" + token.New()[:12], Timeout: 5 * time.Second}
+	if _, fake := c.(*clock.Fake); fake {
+		opts.Clock = c
+	}
+	st, err := redis.New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func redisClient(t testing.TB, addrs []string) goredis.UniversalClient {
+	var c goredis.UniversalClient
+	if len(addrs) > 1 {
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
+	} else {
+		c = goredis.NewClient(&goredis.Options{Addr: addrs[0], MaxRetries: -1})
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
