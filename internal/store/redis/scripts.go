@@ -22,10 +22,19 @@ func lua(name string) string {
 	return string(b)
 }
 
-func script(name string) *redis.Script { return redis.NewScript(lua("prelude") + lua(name)) }
+// scriptSource is each script's source, for EVAL when Redis lacks it.
+var scriptSource = map[*redis.Script]string{}
+
+func newScript(src string) *redis.Script {
+	sc := redis.NewScript(src)
+	scriptSource[sc] = src
+	return sc
+}
+
+func script(name string) *redis.Script { return newScript(lua("prelude") + lua(name)) }
 
 func queueScript(name string) *redis.Script {
-	return redis.NewScript(lua("prelude") + lua("queue_prelude") + lua(name))
+	return newScript(lua("prelude") + lua("queue_prelude") + lua(name))
 }
 
 var (

@@ -217,10 +217,39 @@ func (s *Store) timeArgs() []any {
 	return []any{s.clock.Now().Truncate(time.Microsecond).UnixMicro(), int64(time.Hour / time.Millisecond)}
 }
 
-// eval runs a script with the time arguments first.
+// eval runs a script with the time arguments first: EVALSHA, and EVAL if
+// Redis does not have the script (after a restart).
 func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return sc.Run(ctx, s.client, keys, append(s.timeArgs(), args...)...)
+	all := append(s.timeArgs(), args...)
+	cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, all)
+	_ = s.client.Process(ctx, cmd)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = evalCmd(ctx, "eval", scriptSource[sc], keys, all)
+		_ = s.client.Process(ctx, cmd)
+	}
+	return cmd.Cmd
 }
+
+// evalCmd builds an EVAL or EVALSHA that go-redis must never retry: a script
+// whose connection broke after it was sent may have run, and running it
+// again (an Allow, an Enqueue, a Claim) would do its work twice, or make a
+// lock grant look like a contended lock. The outcome is reported uncertain
+// instead.
+func evalCmd(ctx context.Context, name, script string, keys []string, args []any) noRetry {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	cmd.SetFirstKeyPos(3)
+	return noRetry{cmd}
+}
+
+// noRetry is a command go-redis does not retry (see evalCmd).
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
 
 // evalReplicated is eval followed, with WaitReplicas set, by WAIT on the same
 // connection, so that it waits for this write. Fewer replicas than asked is
@@ -243,7 +272,8 @@ func (s *Store) evalReplicated(ctx context.Context, sc *redis.Script, keys []str
 		} else {
 			pipe = s.client.Pipeline()
 		}
-		cmd := sc.EvalSha(ctx, pipe, keys, all...)
+		cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, all)
+		_ = pipe.Process(ctx, cmd)
 		wait := pipe.Do(ctx, "WAIT", s.wait, s.waitFor.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") && attempt == 0 {
@@ -258,7 +288,7 @@ func (s *Store) evalReplicated(ctx context.Context, sc *redis.Script, keys []str
 				cmd.SetErr(fmt.Errorf("%w: %d of %d replicas acknowledged", errNotReplicated, n, s.wait))
 			}
 		}
-		return cmd
+		return cmd.Cmd
 	}
 }
 
@@ -276,7 +306,9 @@ func (s *Store) evalPipelined(ctx context.Context, calls []call) ([]*redis.Cmd, 
 		pipe := s.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(calls))
 		for i, c := range calls {
-			cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, append(s.timeArgs(), c.args...)...)
+			cmd := evalCmd(ctx, "evalsha", c.script.Hash(), c.keys, append(s.timeArgs(), c.args...))
+			_ = pipe.Process(ctx, cmd)
+			cmds[i] = cmd.Cmd
 		}
 		_, err := pipe.Exec(ctx)
 		if err == nil {
