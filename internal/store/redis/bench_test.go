@@ -130,7 +130,7 @@ func benchRedis(b *testing.B, addrs []string) {
 
 // serve runs coordd's gRPC server on st over loopback and returns a client
 // connection to it.
-func serve(b *testing.B, st store.Store) *grpc.ClientConn {
+func serve(b testing.TB, st store.Store) *grpc.ClientConn {
 	drain := make(chan struct{})
 	svc, err := server.NewServices(st, clock.Real{}, server.Config{
 		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),

@@ -10,7 +10,7 @@ import (
 // BeginIdempotent implements store.Idempotency.
 func (s *Store) BeginIdempotent(ctx context.Context, req store.BeginIdempotent) (store.IdemState, error) {
 	var st store.IdemState
-	err := s.do(ctx, "BeginIdempotent", func(ctx context.Context) error {
+	err := s.do(ctx, "BeginIdempotent", s.keys.idem(req.Key), func(ctx context.Context) error {
 		r, err := s.eval(ctx, idemBegin, []string{s.keys.idem(req.Key)}, req.Fingerprint, req.OwnerToken,
 			req.ProcessingTTL.Microseconds(), req.Retention.Microseconds()).Slice()
 		if err != nil {
@@ -37,7 +37,7 @@ func (s *Store) BeginIdempotent(ctx context.Context, req store.BeginIdempotent) 
 
 // FinishIdempotent implements store.Idempotency.
 func (s *Store) FinishIdempotent(ctx context.Context, req store.FinishIdempotent) error {
-	return s.do(ctx, "FinishIdempotent", func(ctx context.Context) error {
+	return s.do(ctx, "FinishIdempotent", s.keys.idem(req.Key), func(ctx context.Context) error {
 		kind, out := "c", string(req.Result)
 		if req.Failure != nil {
 			kind, out = "f", req.Failure.Message
@@ -60,7 +60,7 @@ func (s *Store) FinishIdempotent(ctx context.Context, req store.FinishIdempotent
 // ExtendIdempotent implements store.Idempotency.
 func (s *Store) ExtendIdempotent(ctx context.Context, key, owner string, ttl time.Duration) (time.Time, error) {
 	var t time.Time
-	err := s.do(ctx, "ExtendIdempotent", func(ctx context.Context) error {
+	err := s.do(ctx, "ExtendIdempotent", s.keys.idem(key), func(ctx context.Context) error {
 		dl, err := s.eval(ctx, idemExtend, []string{s.keys.idem(key)}, owner, ttl.Microseconds()).Int64()
 		if err != nil {
 			return err

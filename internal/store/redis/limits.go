@@ -19,7 +19,7 @@ var limitScripts = map[store.Algorithm]*redis.Script{
 // Allow implements store.Limits: one script, one round trip.
 func (s *Store) Allow(ctx context.Context, key string, l store.Limit, cost int64, peek bool) (store.Decision, error) {
 	var d store.Decision
-	err := s.do(ctx, "Allow", func(ctx context.Context) error {
+	err := s.do(ctx, "Allow", s.keys.limit(key, l)[0], func(ctx context.Context) error {
 		p := "0"
 		if peek {
 			p = "1"

@@ -16,7 +16,7 @@ import (
 // to it.
 func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
 	var g store.LockGrant
-	err := s.do(ctx, "AcquireLock", func(ctx context.Context) error {
+	err := s.do(ctx, "AcquireLock", s.keys.lock(req.Name)[0], func(ctx context.Context) error {
 		var sessDeadline int64
 		if req.SessionID != "" {
 			dl, err := s.eval(ctx, sessionDeadline, s.keys.session(req.SessionID)[:1]).Int64()
@@ -84,7 +84,7 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 // RenewLock implements store.Locks.
 func (s *Store) RenewLock(ctx context.Context, name, token string, ttl time.Duration) (store.Lease, error) {
 	var l store.Lease
-	err := s.do(ctx, "RenewLock", func(ctx context.Context) error {
+	err := s.do(ctx, "RenewLock", s.keys.lock(name)[0], func(ctx context.Context) error {
 		r, err := s.eval(ctx, lockRenew, s.keys.lock(name)[:1], token, ttl.Microseconds()).Slice()
 		if err != nil {
 			return err
@@ -107,7 +107,7 @@ func (s *Store) RenewLock(ctx context.Context, name, token string, ttl time.Dura
 // never reports it lost.
 func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, error) {
 	var released bool
-	err := s.do(ctx, "ReleaseLock", func(ctx context.Context) error {
+	err := s.do(ctx, "ReleaseLock", s.keys.lock(name)[0], func(ctx context.Context) error {
 		lk := s.keys.lock(name)[:1]
 		ch := s.keys.channel(store.LockTopic(name))
 		r, err := s.eval(ctx, lockRelease, lk, token, ch, "0").Slice()
@@ -131,7 +131,7 @@ func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, erro
 // GetLock implements store.Locks.
 func (s *Store) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
 	var info store.LockInfo
-	err := s.do(ctx, "GetLock", func(ctx context.Context) error {
+	err := s.do(ctx, "GetLock", s.keys.lock(name)[0], func(ctx context.Context) error {
 		r, err := s.eval(ctx, lockGet, s.keys.lock(name)[:1]).Slice()
 		if err != nil || toInt(r[0]) == 0 {
 			return err

@@ -13,7 +13,7 @@ import (
 // Enqueue implements store.Queues.
 func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (store.Enqueued, error) {
 	var e store.Enqueued
-	err := s.do(ctx, "Enqueue", func(ctx context.Context) error {
+	err := s.do(ctx, "Enqueue", s.keys.queue(queue)[0], func(ctx context.Context) error {
 		deliver := int64(-1)
 		if !m.DeliverTime.IsZero() {
 			deliver = m.DeliverTime.Truncate(time.Microsecond).UnixMicro()
@@ -33,7 +33,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 // Claim implements store.Queues.
 func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store.Claimed, error) {
 	var c store.Claimed
-	err := s.do(ctx, "Claim", func(ctx context.Context) error {
+	err := s.do(ctx, "Claim", s.keys.queue(queue)[0], func(ctx context.Context) error {
 		args := make([]any, 0, 1+len(req.Tokens))
 		args = append(args, req.Visibility.Microseconds())
 		for _, t := range req.Tokens {
@@ -64,7 +64,7 @@ func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store
 
 // Ack implements store.Queues.
 func (s *Store) Ack(ctx context.Context, queue, receipt string) error {
-	return s.do(ctx, "Ack", func(ctx context.Context) error {
+	return s.do(ctx, "Ack", s.keys.queue(queue)[0], func(ctx context.Context) error {
 		n, err := s.eval(ctx, queueAck, s.keys.queue(queue), receipt).Int64()
 		if err != nil {
 			return err
@@ -79,7 +79,7 @@ func (s *Store) Ack(ctx context.Context, queue, receipt string) error {
 // Nack implements store.Queues.
 func (s *Store) Nack(ctx context.Context, queue, receipt string, delay time.Duration) (store.Nacked, error) {
 	var n store.Nacked
-	err := s.do(ctx, "Nack", func(ctx context.Context) error {
+	err := s.do(ctx, "Nack", s.keys.queue(queue)[0], func(ctx context.Context) error {
 		r, err := s.eval(ctx, queueNack, s.keys.queue(queue), receipt, delay.Microseconds(),
 			s.keys.channel(store.QueueTopic(queue))).Slice()
 		if err != nil {
@@ -101,7 +101,7 @@ func (s *Store) Nack(ctx context.Context, queue, receipt string, delay time.Dura
 // ExtendClaim implements store.Queues.
 func (s *Store) ExtendClaim(ctx context.Context, queue, receipt string, visibility time.Duration) (time.Time, error) {
 	var t time.Time
-	err := s.do(ctx, "ExtendClaim", func(ctx context.Context) error {
+	err := s.do(ctx, "ExtendClaim", s.keys.queue(queue)[0], func(ctx context.Context) error {
 		dl, err := s.eval(ctx, queueExtend, s.keys.queue(queue), receipt, visibility.Microseconds()).Int64()
 		if err != nil {
 			return err
@@ -118,7 +118,7 @@ func (s *Store) ExtendClaim(ctx context.Context, queue, receipt string, visibili
 // Stats implements store.Queues.
 func (s *Store) Stats(ctx context.Context, queue string) (store.QueueStats, error) {
 	var st store.QueueStats
-	err := s.do(ctx, "Stats", func(ctx context.Context) error {
+	err := s.do(ctx, "Stats", s.keys.queue(queue)[0], func(ctx context.Context) error {
 		r, err := s.eval(ctx, queueStats, s.keys.queue(queue)).Slice()
 		if err != nil {
 			return err
@@ -132,7 +132,7 @@ func (s *Store) Stats(ctx context.Context, queue string) (store.QueueStats, erro
 // Redrive implements store.Queues.
 func (s *Store) Redrive(ctx context.Context, queue string, max int) (int, error) {
 	var n int64
-	err := s.do(ctx, "Redrive", func(ctx context.Context) error {
+	err := s.do(ctx, "Redrive", s.keys.queue(queue)[0], func(ctx context.Context) error {
 		var err error
 		n, err = s.eval(ctx, queueRedrive, s.keys.queue(queue), max, s.keys.channel(store.QueueTopic(queue))).Int64()
 		return err

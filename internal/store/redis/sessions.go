@@ -10,7 +10,7 @@ import (
 // CreateSession implements store.Sessions.
 func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
 	var st store.SessionState
-	err := s.do(ctx, "CreateSession", func(ctx context.Context) error {
+	err := s.do(ctx, "CreateSession", s.keys.session(id)[0], func(ctx context.Context) error {
 		r, err := s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds()).Slice()
 		if err != nil {
 			return err
@@ -37,7 +37,7 @@ func (s *Store) CheckSession(ctx context.Context, id string) (store.SessionState
 
 func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Duration, mode string) (store.SessionState, error) {
 	var st store.SessionState
-	err := s.do(ctx, op, func(ctx context.Context) error {
+	err := s.do(ctx, op, s.keys.session(id)[0], func(ctx context.Context) error {
 		sk := s.keys.session(id)
 		r, err := s.eval(ctx, sessionRefresh, sk, mode, ttl.Microseconds(), store.SessionGrace.Microseconds()).Slice()
 		if err != nil {
@@ -99,7 +99,7 @@ func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Dura
 // and wakes their waiters.
 func (s *Store) CloseSession(ctx context.Context, id string) ([]string, error) {
 	var released []string
-	err := s.do(ctx, "CloseSession", func(ctx context.Context) error {
+	err := s.do(ctx, "CloseSession", s.keys.session(id)[0], func(ctx context.Context) error {
 		r, err := s.eval(ctx, sessionClose, s.keys.session(id), store.SessionGrace.Microseconds()).Slice()
 		if err != nil {
 			return err

@@ -11,10 +11,10 @@
 // only leave a lock to expire at its deadline, never a lock held past it or
 // released early.
 //
-// Every operation runs under a short timeout (Options.Timeout) and a circuit
-// breaker: after Options.Breaker.Failures consecutive failures to reach
-// Redis, calls fail at once with store.ErrUnavailable for
-// Options.Breaker.Cooldown, then one call probes. A failure to reach Redis
+// Every operation runs under a short timeout (Options.Timeout) and the
+// circuit breaker of the node it goes to: after Options.Breaker.Failures
+// consecutive failures to reach that node, its calls fail at once with
+// store.ErrUnavailable for Options.Breaker.Cooldown, then one call probes. A failure to reach Redis
 // or to get its answer is store.ErrUnavailable: the operation may have
 // happened.
 //
@@ -70,11 +70,14 @@ type Store struct {
 	client  redis.UniversalClient
 	keys    keys
 	timeout time.Duration
-	breaker *breaker
 	wait    int
 	waitFor time.Duration
 	clock   clock.Clock
 	subs    subscriptions
+
+	breakerOpts BreakerOptions
+	bmu         sync.Mutex
+	breakers    map[string]*breaker // by node address ("" for a single Redis)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -105,13 +108,14 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		opts.WaitTimeout = 100 * time.Millisecond
 	}
 	s := &Store{
-		client:  opts.Client,
-		keys:    keys{prefix: opts.Prefix},
-		timeout: opts.Timeout,
-		breaker: newBreaker(opts.Breaker),
-		wait:    opts.WaitReplicas,
-		waitFor: opts.WaitTimeout,
-		clock:   opts.Clock,
+		client:      opts.Client,
+		keys:        keys{prefix: opts.Prefix},
+		timeout:     opts.Timeout,
+		breakerOpts: opts.Breaker,
+		breakers:    make(map[string]*breaker),
+		wait:        opts.WaitReplicas,
+		waitFor:     opts.WaitTimeout,
+		clock:       opts.Clock,
 	}
 	s.subs.init(s)
 	_ = s.loadScripts(ctx)
@@ -124,8 +128,18 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// BreakerOpen reports whether the circuit breaker is failing calls.
-func (s *Store) BreakerOpen() bool { return s.breaker.isOpen() }
+// BreakersOpen reports how many circuit breakers (one per node) are open.
+func (s *Store) BreakersOpen() int {
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	n := 0
+	for _, b := range s.breakers {
+		if b.isOpen() {
+			n++
+		}
+	}
+	return n
+}
 
 // loadScripts loads every script on every master.
 func (s *Store) loadScripts(ctx context.Context) error {
@@ -145,14 +159,19 @@ func (s *Store) loadScripts(ctx context.Context) error {
 	return load(ctx, s.client)
 }
 
-// do runs one operation under the timeout and the breaker, and turns its
-// error into the store's: the caller's own cancellation passes through,
-// failures to reach Redis wrap store.ErrUnavailable.
-func (s *Store) do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+// do runs one operation under the timeout and the circuit breaker of the
+// node that serves key (the operation's main key), and turns its error into
+// the store's: the caller's own cancellation passes through, failures to
+// reach Redis wrap store.ErrUnavailable. On a Cluster, such a failure also
+// asks go-redis to reload the slot map, since a master that died refuses
+// connections rather than answering MOVED, and the map would otherwise stay
+// stale until its periodic reload (60 s) after a failover.
+func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !s.breaker.allow() {
+	b := s.breakerFor(ctx, key)
+	if !b.allow() {
 		return fmt.Errorf("redis %s: %w: circuit breaker open", op, store.ErrUnavailable)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -161,15 +180,38 @@ func (s *Store) do(ctx context.Context, op string, fn func(ctx context.Context) 
 	switch {
 	case err == nil, isState(err):
 	case ctx.Err() != nil:
-		s.breaker.release()
+		b.release()
 		return ctx.Err()
 	case isBug(err):
 		err = fmt.Errorf("redis %s: %w", op, err)
 	default:
 		err = fmt.Errorf("redis %s: %w: %v", op, store.ErrUnavailable, err)
+		if cc, ok := s.client.(*redis.ClusterClient); ok {
+			cc.ReloadState(ctx)
+		}
 	}
-	s.breaker.record(err == nil || !errors.Is(err, store.ErrUnavailable))
+	b.record(err == nil || !errors.Is(err, store.ErrUnavailable))
 	return err
+}
+
+// breakerFor returns the circuit breaker of the node that serves key: one
+// per Cluster master, so that a dead master fails fast without failing the
+// others' calls; one for a standalone or Sentinel Redis.
+func (s *Store) breakerFor(ctx context.Context, key string) *breaker {
+	node := ""
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		if c, err := cc.MasterForKey(ctx, key); err == nil {
+			node = c.Options().Addr
+		}
+	}
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	b := s.breakers[node]
+	if b == nil {
+		b = newBreaker(s.breakerOpts)
+		s.breakers[node] = b
+	}
+	return b
 }
 
 // isState reports whether err is one of the store's answers about state
