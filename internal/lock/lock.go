@@ -22,6 +22,8 @@ type Config struct {
 	HoldLimit    time.Duration `mapstructure:"hold_limit"`  // the longest max_hold
 	MaxWait      time.Duration `mapstructure:"-"`           // the longest wait
 	MaxNameBytes int           `mapstructure:"-"`           // the longest name and owner
+	// MaxSessionLocks caps the locks one session holds at once; 0: no cap.
+	MaxSessionLocks int `mapstructure:"max_locks_per_session"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -32,6 +34,8 @@ func DefaultConfig() Config {
 		HoldLimit:    24 * time.Hour,
 		MaxWait:      time.Minute,
 		MaxNameBytes: 256,
+
+		MaxSessionLocks: 100,
 	}
 }
 
@@ -58,6 +62,9 @@ type Request struct {
 type Grant struct {
 	store.LockGrant
 	Token string // set when acquired
+	// Contended: the lock was held when the call began (it then waited, or
+	// gave up).
+	Contended bool
 }
 
 func (s *Service) validate(r *Request) error {
@@ -104,24 +111,27 @@ func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 	}
 	if r.SessionID != "" {
 		req.SessionID = store.Scope(r.NS, r.SessionID)
+		req.MaxSessionLocks = s.cfg.MaxSessionLocks
 	}
 	var g store.LockGrant
+	contended := false
 	err := waiter.Wait(ctx, s.sub, store.LockTopic(name), r.Wait, s.drain, func(ctx context.Context) (bool, time.Duration, error) {
 		var err error
 		g, err = s.st.AcquireLock(ctx, req)
 		if err != nil {
 			return false, 0, err
 		}
+		contended = contended || !g.Acquired
 		return g.Acquired, g.TTL, nil
 	})
 	if err != nil {
-		if !errors.Is(err, store.ErrSessionNotFound) {
+		if !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyLocks) {
 			// The store may have granted the lock before failing to say so.
 			s.cleanUp(name, req.Token)
 		}
 		return Grant{}, err
 	}
-	out := Grant{LockGrant: g}
+	out := Grant{LockGrant: g, Contended: contended}
 	if g.Acquired {
 		out.Token = req.Token
 	}
@@ -133,7 +143,7 @@ func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 func (s *Service) cleanUp(name, tok string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, _ = s.st.ReleaseLock(ctx, name, tok)
+	_, _, _ = s.st.ReleaseLock(ctx, name, tok)
 }
 
 // Renew extends a held lock's lease to ttl from now.
@@ -150,13 +160,14 @@ func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Dura
 	return s.st.RenewLock(ctx, store.Scope(ns, name), tok, ttl)
 }
 
-// Release gives a lock back if tok holds it.
-func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, error) {
+// Release gives a lock back if tok holds it, and tells for how long it was
+// held.
+func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, time.Duration, error) {
 	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if err := validate.Token("token", tok); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	return s.st.ReleaseLock(ctx, store.Scope(ns, name), tok)
 }

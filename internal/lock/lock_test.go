@@ -51,7 +51,7 @@ func (h *harness) held(t *testing.T, name string) store.LockInfo {
 func (h *harness) session(t *testing.T) string {
 	t.Helper()
 	id := token.New()
-	if _, err := h.mem.CreateSession(t.Context(), store.Scope(ns, id), time.Minute); err != nil {
+	if _, err := h.mem.CreateSession(t.Context(), store.Scope(ns, id), time.Minute, 0); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -157,7 +157,7 @@ func TestLockUncertainAfterWaiting(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	h.faulty.FailAfter("AcquireLock")
-	if ok, err := h.svc.Release(t.Context(), ns, "a", holder.Token); err != nil || !ok {
+	if ok, _, err := h.svc.Release(t.Context(), ns, "a", holder.Token); err != nil || !ok {
 		t.Fatalf("holder's Release: %v, %v", ok, err)
 	}
 	var r result
@@ -180,7 +180,7 @@ func TestLockSessionNotFound(t *testing.T) {
 		{"unknown", func(*testing.T, *harness) string { return token.New() }},
 		{"expired", func(t *testing.T, h *harness) string {
 			id := token.New()
-			if _, err := h.mem.CreateSession(t.Context(), store.Scope(ns, id), time.Second); err != nil {
+			if _, err := h.mem.CreateSession(t.Context(), store.Scope(ns, id), time.Second, 0); err != nil {
 				t.Fatal(err)
 			}
 			h.clock.Advance(2 * time.Second)
@@ -188,7 +188,7 @@ func TestLockSessionNotFound(t *testing.T) {
 		}},
 		{"in another namespace", func(t *testing.T, h *harness) string {
 			id := token.New()
-			if _, err := h.mem.CreateSession(t.Context(), store.Scope("other", id), time.Minute); err != nil {
+			if _, err := h.mem.CreateSession(t.Context(), store.Scope("other", id), time.Minute, 0); err != nil {
 				t.Fatal(err)
 			}
 			return id
@@ -233,7 +233,7 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 	if !info.Held || info.Owner != "holder" || info.Fence != holder.Fence {
 		t.Fatalf("after the waiter's clean-up: %+v; want still held by holder with fence %d", info, holder.Fence)
 	}
-	if ok, err := h.svc.Release(t.Context(), ns, "a", holder.Token); err != nil || !ok {
+	if ok, _, err := h.svc.Release(t.Context(), ns, "a", holder.Token); err != nil || !ok {
 		t.Fatalf("holder's Release: %v, %v; want released", ok, err)
 	}
 }

@@ -34,6 +34,8 @@ var errorTable = []struct {
 	{store.ErrFingerprintMismatch, codes.FailedPrecondition, "FINGERPRINT_MISMATCH"},
 	{store.ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
 	{store.ErrReceiptExpired, codes.FailedPrecondition, "RECEIPT_EXPIRED"},
+	{store.ErrTooManySessions, codes.ResourceExhausted, "TOO_MANY_SESSIONS"},
+	{store.ErrTooManyLocks, codes.ResourceExhausted, "TOO_MANY_LOCKS"},
 	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
 }

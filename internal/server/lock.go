@@ -53,7 +53,7 @@ func (s *lockServer) Renew(ctx context.Context, req *coordv1.RenewRequest) (*coo
 }
 
 func (s *lockServer) Release(ctx context.Context, req *coordv1.ReleaseRequest) (*coordv1.ReleaseResponse, error) {
-	ok, err := s.svc.Release(ctx, namespace(ctx), req.GetName(), req.GetToken())
+	ok, _, err := s.svc.Release(ctx, namespace(ctx), req.GetName(), req.GetToken())
 	if err != nil {
 		return nil, err
 	}

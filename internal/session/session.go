@@ -18,11 +18,13 @@ type Config struct {
 	DefaultTTL time.Duration `mapstructure:"default_ttl"` // a new session's TTL when unset
 	MinTTL     time.Duration `mapstructure:"min_ttl"`
 	MaxTTL     time.Duration `mapstructure:"max_ttl"`
+	// MaxPerNamespace caps the live sessions of one namespace; 0: no cap.
+	MaxPerNamespace int `mapstructure:"max_per_namespace"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{DefaultTTL: 10 * time.Second, MinTTL: time.Second, MaxTTL: 5 * time.Minute}
+	return Config{DefaultTTL: 10 * time.Second, MinTTL: time.Second, MaxTTL: 5 * time.Minute, MaxPerNamespace: 10000}
 }
 
 // Service manages sessions.
@@ -58,7 +60,7 @@ func (s *Service) Open(ctx context.Context, ns, id string, ttl time.Duration) (s
 		ttl = s.cfg.DefaultTTL
 	}
 	id = token.New()
-	st, err := s.st.CreateSession(ctx, store.Scope(ns, id), ttl)
+	st, err := s.st.CreateSession(ctx, store.Scope(ns, id), ttl, s.cfg.MaxPerNamespace)
 	return unscope(ns, st), err
 }
 

@@ -37,6 +37,10 @@ var (
 	ErrNotOwner = errors.New("not the owner")
 	// ErrReceiptExpired: the receipt is not that of a live claim.
 	ErrReceiptExpired = errors.New("receipt expired")
+	// ErrTooManySessions: the namespace has as many live sessions as it may.
+	ErrTooManySessions = errors.New("too many sessions in the namespace")
+	// ErrTooManyLocks: the session holds as many locks as it may.
+	ErrTooManyLocks = errors.New("too many locks in the session")
 	// ErrUnavailable wraps every failure to reach the store or to get its
 	// answer. The outcome of the operation is unknown: it may have happened.
 	ErrUnavailable = errors.New("store unavailable")
@@ -48,6 +52,12 @@ func Scope(ns, name string) string { return ns + ":" + name }
 
 // Unscope returns the name that Scope(ns, name) put inside ns.
 func Unscope(ns, scoped string) string { return strings.TrimPrefix(scoped, ns+":") }
+
+// Namespace returns the namespace of a scoped name.
+func Namespace(scoped string) string {
+	ns, _, _ := strings.Cut(scoped, ":")
+	return ns
+}
 
 // Store is every kind of state together; a backend implements all of it.
 type Store interface {
@@ -95,8 +105,10 @@ type Locks interface {
 	// AcquireLock grants the lock if it is not live. The caller supplies a
 	// fresh token. The lease is TTL from now, or, with SessionID, the session's
 	// remaining lease (the lock joins the session's lock set; an unknown or
-	// expired session is ErrSessionNotFound). A MaxHold > 0 caps the lease at
-	// grant time + MaxHold, now and on every renewal.
+	// expired session is ErrSessionNotFound; a session that already holds
+	// MaxSessionLocks locks is ErrTooManyLocks, and nothing is granted). A
+	// MaxHold > 0 caps the lease at grant time + MaxHold, now and on every
+	// renewal.
 	//
 	// Not acquired is not an error: the grant has Acquired false and describes
 	// the live holder.
@@ -106,8 +118,9 @@ type Locks interface {
 	// ErrLockSessionBound if the lock belongs to a session.
 	RenewLock(ctx context.Context, name, token string, ttl time.Duration) (Lease, error)
 	// ReleaseLock deletes the lock if token holds it live (and removes it from
-	// its session's set) and wakes LockTopic(name). It reports whether it did.
-	ReleaseLock(ctx context.Context, name, token string) (bool, error)
+	// its session's set) and wakes LockTopic(name). It reports whether it did,
+	// and if so for how long the lock had been held.
+	ReleaseLock(ctx context.Context, name, token string) (released bool, held time.Duration, err error)
 	// GetLock describes the live holder of name; Held is false if none.
 	GetLock(ctx context.Context, name string) (LockInfo, error)
 }
@@ -120,6 +133,8 @@ type AcquireLock struct {
 	TTL       time.Duration // the lease; ignored with SessionID
 	MaxHold   time.Duration // 0: no cap
 	SessionID string        // "": a plain lease
+	// MaxSessionLocks caps the locks a session holds at once; 0: no cap.
+	MaxSessionLocks int
 }
 
 // LockGrant is the outcome of AcquireLock.
@@ -160,8 +175,10 @@ type LockInfo struct {
 // next KeepAliveSession or CheckSession can report it, with the locks it lost,
 // exactly once; after that, or after being reported, it is unknown.
 type Sessions interface {
-	// CreateSession starts session id with a lease of ttl.
-	CreateSession(ctx context.Context, id string, ttl time.Duration) (SessionState, error)
+	// CreateSession starts session id with a lease of ttl. id is scoped to a
+	// namespace (Scope); if the namespace already has max live sessions (max
+	// > 0), it is ErrTooManySessions and nothing is created.
+	CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (SessionState, error)
 	// KeepAliveSession renews a live session to now + ttl (ttl 0: its current
 	// TTL) and every lock bound to it to the new deadline, capped by the lock's
 	// MaxHold. Locks of the session that are no longer held by it (max hold

@@ -59,6 +59,9 @@ func (s *Store) AcquireLock(_ context.Context, req store.AcquireLock) (store.Loc
 		if sess == nil || !sess.live(now) {
 			return store.LockGrant{}, store.ErrSessionNotFound
 		}
+		if req.MaxSessionLocks > 0 && len(sess.locks) >= req.MaxSessionLocks {
+			return store.LockGrant{}, store.ErrTooManyLocks
+		}
 		deadline = sess.deadline
 	}
 	deadline = capHold(deadline, holdUntil)
@@ -91,18 +94,18 @@ func (s *Store) RenewLock(_ context.Context, name, token string, ttl time.Durati
 }
 
 // ReleaseLock implements store.Locks.
-func (s *Store) ReleaseLock(_ context.Context, name, token string) (bool, error) {
+func (s *Store) ReleaseLock(_ context.Context, name, token string) (bool, time.Duration, error) {
 	now := s.now()
 	s.lk.Lock()
 	l := s.locks[name]
 	if l == nil || l.token != token || !l.live(now) {
 		s.lk.Unlock()
-		return false, nil
+		return false, 0, nil
 	}
 	s.deleteLock(name, l)
 	s.lk.Unlock()
 	s.hub.Notify(store.LockTopic(name))
-	return true, nil
+	return true, now.Sub(l.acquired), nil
 }
 
 // deleteLock removes lock name, and its entry in its session's set. s.lk must
@@ -132,14 +135,49 @@ func (s *Store) GetLock(_ context.Context, name string) (store.LockInfo, error) 
 }
 
 // CreateSession implements store.Sessions.
-func (s *Store) CreateSession(_ context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+func (s *Store) CreateSession(_ context.Context, id string, ttl time.Duration, max int) (store.SessionState, error) {
 	now := s.now()
 	ttl = us(ttl)
+	ns := store.Namespace(id)
 	s.lk.Lock()
 	defer s.lk.Unlock()
+	if max > 0 && s.liveSessions(ns, now) >= max {
+		return store.SessionState{}, store.ErrTooManySessions
+	}
 	r := &sessionRec{ttl: ttl, deadline: now.Add(ttl), locks: make(map[string]sessionLock)}
 	s.sessions[id] = r
+	if s.byNS[ns] == nil {
+		s.byNS[ns] = make(map[string]struct{})
+	}
+	s.byNS[ns][id] = struct{}{}
 	return store.SessionState{ID: id, TTL: ttl, ExpireTime: r.deadline}, nil
+}
+
+// dropSession forgets session id. s.lk must be held.
+func (s *Store) dropSession(id string) {
+	delete(s.sessions, id)
+	ns := store.Namespace(id)
+	if ids := s.byNS[ns]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(s.byNS, ns)
+		}
+	}
+}
+
+// liveSessions counts the live sessions of namespace ns, forgetting the IDs
+// of those that no longer exist. s.lk must be held.
+func (s *Store) liveSessions(ns string, now time.Time) int {
+	n := 0
+	for id := range s.byNS[ns] {
+		switch r := s.sessions[id]; {
+		case r == nil:
+			delete(s.byNS[ns], id)
+		case r.live(now):
+			n++
+		}
+	}
+	return n
 }
 
 // KeepAliveSession implements store.Sessions.
@@ -174,7 +212,7 @@ func (s *Store) refreshSession(id string, ttl time.Duration, renew bool) (store.
 				delete(s.locks, name)
 			}
 		}
-		delete(s.sessions, id)
+		s.dropSession(id)
 		return st, nil
 	}
 	if renew {
@@ -223,7 +261,7 @@ func (s *Store) CloseSession(_ context.Context, id string) ([]string, error) {
 			delete(s.locks, name)
 		}
 	}
-	delete(s.sessions, id)
+	s.dropSession(id)
 	s.lk.Unlock()
 	for _, name := range released {
 		s.hub.Notify(store.LockTopic(name))
@@ -260,7 +298,7 @@ func (s *Store) sweepLocks() int {
 					delete(s.locks, name)
 				}
 			}
-			delete(s.sessions, id)
+			s.dropSession(id)
 			n++
 		}
 	}

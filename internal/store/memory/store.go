@@ -47,6 +47,7 @@ type Store struct {
 	lk        sync.Mutex
 	locks     map[string]*lockRec
 	sessions  map[string]*sessionRec
+	byNS      map[string]map[string]struct{} // session IDs by namespace, for its cap
 	lastFence uint64
 
 	limits [limitShards]limitShard
@@ -75,6 +76,7 @@ func New(opts Options) *Store {
 		clock:    opts.Clock,
 		locks:    make(map[string]*lockRec),
 		sessions: make(map[string]*sessionRec),
+		byNS:     make(map[string]map[string]struct{}),
 		idem:     make(map[string]*idemRec),
 		queues:   make(map[string]*queueRec),
 		stop:     make(chan struct{}),

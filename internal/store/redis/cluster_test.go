@@ -352,7 +352,7 @@ func TestNoCrossSlot(t *testing.T) {
 	}
 
 	for _, s := range sessions {
-		_, err := st.CreateSession(ctx, s.id, 2*time.Minute)
+		_, err := st.CreateSession(ctx, s.id, 2*time.Minute, 0)
 		f.err("CreateSession", s.id, err)
 	}
 
@@ -384,7 +384,7 @@ func TestNoCrossSlot(t *testing.T) {
 				subs[0].Add(1)
 			}
 		}
-		ok, err := st.ReleaseLock(ctx, name, tok)
+		ok, _, err := st.ReleaseLock(ctx, name, tok)
 		if f.err("ReleaseLock", name, err) {
 			f.want(ok, "ReleaseLock", name, "not released")
 		}
@@ -409,7 +409,7 @@ func TestNoCrossSlot(t *testing.T) {
 			f.want(info.Held && info.SessionID == s.id && info.Fence == g2.Fence, "GetLock(session)", name, "%+v, want held by session %q", info, s.id)
 		}
 		if i%2 == 1 {
-			ok, err := st.ReleaseLock(ctx, name, tok2)
+			ok, _, err := st.ReleaseLock(ctx, name, tok2)
 			if f.err("ReleaseLock(session)", name, err) {
 				f.want(ok, "ReleaseLock(session)", name, "not released")
 			}
@@ -574,7 +574,7 @@ func TestNoCrossSlot(t *testing.T) {
 
 	bareJob := func(i int) {
 		id := bare[i]
-		_, err := st.CreateSession(ctx, id, time.Minute)
+		_, err := st.CreateSession(ctx, id, time.Minute, 0)
 		if !f.err("CreateSession", id, err) {
 			return
 		}

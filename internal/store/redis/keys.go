@@ -35,6 +35,9 @@ func (k keys) session(id string) []string {
 	return []string{t, t + ":locks"}
 }
 
+// sessionIndex returns a namespace's index of live sessions.
+func (k keys) sessionIndex(ns string) string { return k.tag("sn", ns) }
+
 // limit returns the keys of key's limiter under l, apart for every distinct
 // limit.
 func (k keys) limit(key string, l store.Limit) []string {

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -19,14 +18,17 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 	err := s.do(ctx, "AcquireLock", s.keys.lock(req.Name)[0], func(ctx context.Context) error {
 		var sessDeadline int64
 		if req.SessionID != "" {
-			dl, err := s.eval(ctx, sessionDeadline, s.keys.session(req.SessionID)[:1]).Int64()
+			r, err := s.eval(ctx, sessionDeadline, s.keys.session(req.SessionID)).Slice()
 			if err != nil {
 				return err
 			}
-			if dl == 0 {
+			if toInt(r[0]) == 0 {
 				return store.ErrSessionNotFound
 			}
-			sessDeadline = dl
+			if req.MaxSessionLocks > 0 && toInt(r[1]) >= int64(req.MaxSessionLocks) {
+				return store.ErrTooManyLocks
+			}
+			sessDeadline = toInt(r[0])
 		}
 		lk := s.keys.lock(req.Name)
 		r, err := s.evalReplicated(ctx, lockAcquire, lk, req.Token, req.Owner,
@@ -53,13 +55,17 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		}
 		entry := encodeEntry(sessionEntry{token: req.Token, fence: uint64(fence), holdUntil: hold})
 		sk := s.keys.session(req.SessionID)
-		newDeadline, err := s.eval(ctx, sessionAddLock, sk, req.Name, entry, store.SessionGrace.Microseconds()).Int64()
+		newDeadline, err := s.eval(ctx, sessionAddLock, sk, req.Name, entry, store.SessionGrace.Microseconds(), req.MaxSessionLocks).Int64()
 		if err != nil {
 			return err
 		}
-		if newDeadline == 0 {
+		if newDeadline <= 0 {
+			// The session ended, or filled up, since it was read: undo the grant.
 			if _, err := s.eval(ctx, lockRelease, lk[:1], req.Token, s.keys.channel(store.LockTopic(req.Name)), "1").Result(); err != nil {
 				return err
+			}
+			if newDeadline < 0 {
+				return store.ErrTooManyLocks
 			}
 			return store.ErrSessionNotFound
 		}
@@ -75,10 +81,10 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		}
 		return nil
 	})
-	if errors.Is(err, store.ErrSessionNotFound) {
-		return store.LockGrant{}, store.ErrSessionNotFound
+	if err != nil {
+		return store.LockGrant{}, err
 	}
-	return g, err
+	return g, nil
 }
 
 // RenewLock implements store.Locks.
@@ -105,8 +111,9 @@ func (s *Store) RenewLock(ctx context.Context, name, token string, ttl time.Dura
 // ReleaseLock implements store.Locks. A session-bound lock leaves its
 // session's set first and is deleted second, so that a keepalive in between
 // never reports it lost.
-func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, error) {
+func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, time.Duration, error) {
 	var released bool
+	var held time.Duration
 	err := s.do(ctx, "ReleaseLock", s.keys.lock(name)[0], func(ctx context.Context) error {
 		lk := s.keys.lock(name)[:1]
 		ch := s.keys.channel(store.LockTopic(name))
@@ -122,10 +129,12 @@ func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, erro
 				return err
 			}
 		}
-		released = toInt(r[0]) == 1
+		if released = toInt(r[0]) == 1; released {
+			held = micros(toInt(r[1]))
+		}
 		return nil
 	})
-	return released, err
+	return released, held, err
 }
 
 // GetLock implements store.Locks.

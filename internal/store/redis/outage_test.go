@@ -411,7 +411,7 @@ func TestFenceSurvivesDataLoss(t *testing.T) {
 				if !g.Acquired {
 					// An uncertain earlier attempt of this token may hold
 					// it: release by token and try again.
-					_, _ = st.ReleaseLock(ctx, name, tok)
+					_, _, _ = st.ReleaseLock(ctx, name, tok)
 					return fmt.Errorf("not acquired (holder %q)", g.Holder)
 				}
 				return nil
@@ -428,7 +428,7 @@ func TestFenceSurvivesDataLoss(t *testing.T) {
 				t.Logf("%s: %s: acquired after %d attempts", phase, name, attempts)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			ok, err := st.ReleaseLock(ctx, name, tok)
+			ok, _, err := st.ReleaseLock(ctx, name, tok)
 			cancel()
 			if err != nil || !ok {
 				t.Fatalf("%s: ReleaseLock %s = %v, %v; want released", phase, name, ok, err)

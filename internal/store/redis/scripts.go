@@ -50,6 +50,7 @@ var (
 	sessionDeadline    = script("session_deadline")
 	sessionRemoveLocks = script("session_remove_locks")
 	sessionClose       = script("session_close")
+	sessionIndex       = script("session_index")
 
 	limitFixedWindow   = script("limit_fixed_window")
 	limitSlidingWindow = script("limit_sliding_window")
@@ -73,7 +74,7 @@ var (
 // them.
 var allScripts = []*redis.Script{
 	lockAcquire, lockRenew, lockRelease, lockGet, lockSession,
-	sessionCreate, sessionRefresh, sessionAddLock, sessionDeadline, sessionRemoveLocks, sessionClose,
+	sessionCreate, sessionRefresh, sessionAddLock, sessionDeadline, sessionRemoveLocks, sessionClose, sessionIndex,
 	limitFixedWindow, limitSlidingWindow, limitSlidingLog, limitGCRA,
 	idemBegin, idemFinish, idemExtend,
 	queueEnqueue, queueClaim, queueAck, queueNack, queueExtend, queueStats, queueRedrive,

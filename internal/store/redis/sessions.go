@@ -7,10 +7,21 @@ import (
 	"github.com/coordd/coordd/internal/store"
 )
 
-// CreateSession implements store.Sessions.
-func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+// CreateSession implements store.Sessions: the namespace's index admits the
+// session (or finds the namespace full), then the session is created. A
+// crash between the two leaves an index entry that ends at the session's
+// deadline.
+func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (store.SessionState, error) {
 	var st store.SessionState
 	err := s.do(ctx, "CreateSession", s.keys.session(id)[0], func(ctx context.Context) error {
+		admitted, err := s.eval(ctx, sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))},
+			"admit", id, ttl.Microseconds(), max).Int64()
+		if err != nil {
+			return err
+		}
+		if admitted == 0 {
+			return store.ErrTooManySessions
+		}
 		r, err := s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds()).Slice()
 		if err != nil {
 			return err
@@ -65,14 +76,18 @@ func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Dura
 			return nil
 		}
 		st.TTL = micros(dl - now)
-		calls := make([]call, len(entries))
+		calls := make([]call, len(entries), len(entries)+1)
 		for i, e := range entries {
 			calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, dl, mode, ""}}
+		}
+		if mode == "renew" {
+			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"touch", id, dl, 0}})
 		}
 		cmds, err := s.evalPipelined(ctx, calls)
 		if err != nil {
 			return err
 		}
+		cmds = cmds[:len(entries)]
 		var remove []any
 		for i, c := range cmds {
 			if held, _ := c.Int64(); held == 1 {
@@ -111,15 +126,16 @@ func (s *Store) CloseSession(ctx context.Context, id string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		calls := make([]call, len(entries))
+		calls := make([]call, len(entries), len(entries)+1)
 		for i, e := range entries {
 			calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, 0, "drop", s.keys.channel(store.LockTopic(names[i]))}}
 		}
+		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id, 0, 0}})
 		cmds, err := s.evalPipelined(ctx, calls)
 		if err != nil {
 			return err
 		}
-		for i, c := range cmds {
+		for i, c := range cmds[:len(entries)] {
 			if n, _ := c.Int64(); n == 1 {
 				released = append(released, names[i])
 			}

@@ -218,7 +218,8 @@ func (s *Store) breakerFor(ctx context.Context, key string) *breaker {
 // (store.ErrLockNotHeld and the like), which pass through unchanged.
 func isState(err error) bool {
 	for _, e := range []error{store.ErrLockNotHeld, store.ErrLockSessionBound, store.ErrSessionNotFound,
-		store.ErrFingerprintMismatch, store.ErrNotOwner, store.ErrReceiptExpired} {
+		store.ErrFingerprintMismatch, store.ErrNotOwner, store.ErrReceiptExpired,
+		store.ErrTooManySessions, store.ErrTooManyLocks} {
 		if errors.Is(err, e) {
 			return true
 		}

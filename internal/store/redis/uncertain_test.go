@@ -111,7 +111,7 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 	if got, err := direct.HGet(ctx, prefix+":{l:ns:l}", "tok").Result(); err != nil || got != tok {
 		t.Fatalf("lock token in Redis = %q, %v; want %q (the script ran)", got, err, tok)
 	}
-	if ok, err := s.ReleaseLock(ctx, "ns:l", tok); err != nil || !ok {
+	if ok, _, err := s.ReleaseLock(ctx, "ns:l", tok); err != nil || !ok {
 		t.Fatalf("ReleaseLock by the uncertain call's token = %v, %v; want released", ok, err)
 	}
 

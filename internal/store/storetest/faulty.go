@@ -226,8 +226,16 @@ func (f *Faulty) RenewLock(ctx context.Context, name, token string, ttl time.Dur
 }
 
 // ReleaseLock implements store.Locks.
-func (f *Faulty) ReleaseLock(ctx context.Context, name, token string) (bool, error) {
-	return do(ctx, f, "ReleaseLock", func() (bool, error) { return f.inner.ReleaseLock(ctx, name, token) }, nil)
+func (f *Faulty) ReleaseLock(ctx context.Context, name, token string) (bool, time.Duration, error) {
+	type released struct {
+		ok   bool
+		held time.Duration
+	}
+	r, err := do(ctx, f, "ReleaseLock", func() (released, error) {
+		ok, held, err := f.inner.ReleaseLock(ctx, name, token)
+		return released{ok, held}, err
+	}, nil)
+	return r.ok, r.held, err
 }
 
 // GetLock implements store.Locks.
@@ -236,8 +244,8 @@ func (f *Faulty) GetLock(ctx context.Context, name string) (store.LockInfo, erro
 }
 
 // CreateSession implements store.Sessions.
-func (f *Faulty) CreateSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
-	return do(ctx, f, "CreateSession", func() (store.SessionState, error) { return f.inner.CreateSession(ctx, id, ttl) }, nil)
+func (f *Faulty) CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (store.SessionState, error) {
+	return do(ctx, f, "CreateSession", func() (store.SessionState, error) { return f.inner.CreateSession(ctx, id, ttl, max) }, nil)
 }
 
 // KeepAliveSession implements store.Sessions.

@@ -120,7 +120,7 @@ func TestFaultyOnlyTheChosenMethod(t *testing.T) {
 	if _, err := f.GetLock(t.Context(), "a"); err != nil {
 		t.Fatalf("GetLock: %v", err)
 	}
-	if _, err := f.ReleaseLock(t.Context(), "a", token.New()); err != nil {
+	if _, _, err := f.ReleaseLock(t.Context(), "a", token.New()); err != nil {
 		t.Fatalf("ReleaseLock: %v", err)
 	}
 	if _, err := f.Enqueue(t.Context(), "q", store.NewMessage{ID: token.New(), MaxAttempts: 1}); !errors.Is(err, store.ErrUnavailable) {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -31,6 +32,8 @@ func lockTests() []test {
 		{"SessionBoundRenew", lockSessionBoundRenew},
 		{"SessionBoundMaxHold", lockSessionBoundMaxHold},
 		{"SessionBoundRelease", lockSessionBoundRelease},
+		{"ReleaseTellsHoldTime", lockReleaseTellsHoldTime},
+		{"SessionLockCap", lockSessionLockCap},
 	}
 }
 
@@ -66,8 +69,11 @@ func (e *env) sessionLock(name, owner, id string, maxHold time.Duration) (string
 
 func (e *env) release(name, tok string) bool {
 	e.Helper()
-	ok, err := e.s.ReleaseLock(e.ctx, name, tok)
+	ok, held, err := e.s.ReleaseLock(e.ctx, name, tok)
 	noErr(e, "ReleaseLock "+name, err)
+	if !ok && held != 0 {
+		e.Errorf("ReleaseLock %s: not released, yet held %v", name, held)
+	}
 	return ok
 }
 
@@ -470,4 +476,45 @@ func lockSessionBoundRelease(e *env) {
 	names, err := e.s.CloseSession(e.ctx, id)
 	noErr(e, "CloseSession", err)
 	eqStrings(e, "CloseSession names", names, nil)
+}
+
+// lockReleaseTellsHoldTime: a release reports how long the lock was held.
+func lockReleaseTellsHoldTime(e *env) {
+	n := e.name("lock")
+	tok, _ := e.lock(n, "alice", time.Minute)
+	e.advance(3*time.Second + 250*us)
+	ok, held, err := e.s.ReleaseLock(e.ctx, n, tok)
+	noErr(e, "ReleaseLock", err)
+	if !ok || held != 3*time.Second+250*us {
+		e.Fatalf("ReleaseLock = %v, held %v; want released after 3.00025s", ok, held)
+	}
+}
+
+// lockSessionLockCap: a session may hold at most MaxSessionLocks locks; a
+// refused one is not granted, and a released one frees its place.
+func lockSessionLockCap(e *env) {
+	id := e.session(time.Minute)
+	var toks []string
+	for i := range 3 {
+		tok := token.New()
+		g, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: e.name(fmt.Sprint("l", i)), Token: tok, TTL: time.Minute, SessionID: id, MaxSessionLocks: 3})
+		noErr(e, "AcquireLock under the cap", err)
+		if !g.Acquired {
+			e.Fatalf("lock %d under the cap: not acquired", i)
+		}
+		toks = append(toks, tok)
+	}
+	over := e.name("l3")
+	_, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: over, Token: token.New(), TTL: time.Minute, SessionID: id, MaxSessionLocks: 3})
+	if !errors.Is(err, store.ErrTooManyLocks) {
+		e.Fatalf("a fourth lock with MaxSessionLocks 3 = %v, want ErrTooManyLocks", err)
+	}
+	e.wantLock(over, store.LockInfo{})
+	if !e.release(e.name("l0"), toks[0]) {
+		e.Fatal("release under the cap: false")
+	}
+	g, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: over, Token: token.New(), TTL: time.Minute, SessionID: id, MaxSessionLocks: 3})
+	if err != nil || !g.Acquired {
+		e.Fatalf("a lock after one was released = %+v, %v; want acquired", g, err)
+	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -15,6 +16,7 @@ func sessionTests() []test {
 		{"Unknown", sessUnknown},
 		{"KeepAliveRenews", sessKeepAliveRenews},
 		{"CheckDoesNotRenew", sessCheckDoesNotRenew},
+		{"NamespaceCap", sessNamespaceCap},
 		{"ExpiryBoundary", sessExpiryBoundary},
 		{"ExpiredReportedOnce", sessExpiredReportedOnce},
 		{"ExpiredForgottenAfterGrace", sessExpiredForgottenAfterGrace},
@@ -31,7 +33,7 @@ func sessionTests() []test {
 func (e *env) session(ttl time.Duration) string {
 	e.Helper()
 	id := token.New()
-	_, err := e.s.CreateSession(e.ctx, id, ttl)
+	_, err := e.s.CreateSession(e.ctx, id, ttl, 0)
 	noErr(e, "CreateSession", err)
 	return id
 }
@@ -89,7 +91,7 @@ func sessCreate(e *env) {
 	e.clk.Set(base.Add(1500 * time.Nanosecond))
 	t0 := base.Add(us) // the store's now, in microseconds
 	id := token.New()
-	st, err := e.s.CreateSession(e.ctx, id, 10*time.Second+999*time.Nanosecond)
+	st, err := e.s.CreateSession(e.ctx, id, 10*time.Second+999*time.Nanosecond, 0)
 	noErr(e, "CreateSession", err)
 	e.wantSession("create", st, store.SessionState{ID: id, TTL: 10 * time.Second, ExpireTime: t0.Add(10 * time.Second)})
 	e.wantSession("check", e.check(id), store.SessionState{ID: id, TTL: 10 * time.Second, ExpireTime: t0.Add(10 * time.Second)})
@@ -287,4 +289,36 @@ func sessCloseExpired(e *env) {
 	eqStrings(e, "CloseSession names", names, nil)
 	e.wantLock(n, held("bob", g.Fence, time.Minute, t1.Add(time.Minute), t1))
 	e.wantGone("after CloseSession of an expired session", id)
+}
+
+// sessNamespaceCap: a namespace has at most max live sessions; an expired,
+// reported or closed one frees its place; other namespaces are not counted.
+func sessNamespaceCap(e *env) {
+	ns, other := "n"+token.New()[:10], "n"+token.New()[:10]
+	create := func(ns string, ttl time.Duration) (string, error) {
+		id := store.Scope(ns, token.New())
+		_, err := e.s.CreateSession(e.ctx, id, ttl, 2)
+		return id, err
+	}
+	_, err := create(ns, time.Second)
+	noErr(e, "first session", err)
+	b, err := create(ns, time.Minute)
+	noErr(e, "second session", err)
+	if _, err := create(ns, time.Minute); !errors.Is(err, store.ErrTooManySessions) {
+		e.Fatalf("third session with max 2 = %v, want ErrTooManySessions", err)
+	}
+	if _, err := create(other, time.Minute); err != nil {
+		e.Fatalf("a session of another namespace = %v, want it created", err)
+	}
+	e.advance(time.Second) // a expires
+	_, err = create(ns, time.Minute)
+	noErr(e, "a session after one expired", err)
+	if _, err := e.s.CloseSession(e.ctx, b); err != nil {
+		e.Fatal(err)
+	}
+	_, err = create(ns, time.Minute)
+	noErr(e, "a session after one was closed", err)
+	if _, err := create(ns, time.Minute); !errors.Is(err, store.ErrTooManySessions) {
+		e.Fatalf("over the cap again = %v, want ErrTooManySessions", err)
+	}
 }

@@ -1,9 +1,13 @@
 -- Adds a lock to a live session's set.
 -- KEYS[1]: the session  KEYS[2]: its lock set
 -- ARGV[3]: lock name  ARGV[4]: entry  ARGV[5]: grace µs
--- Returns the session's deadline, or 0 if it is not live.
+-- ARGV[6]: most locks the session may hold (0: no cap)
+-- Returns the session's deadline; 0 if it is not live; -1 if it holds as
+-- many locks as it may.
 local deadline = tonumber(redis.call('HGET', KEYS[1], 'dl') or '0')
 if deadline <= now then return 0 end
+local max = tonumber(ARGV[6])
+if max > 0 and redis.call('HLEN', KEYS[2]) >= max then return -1 end
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 expireAt(KEYS[2], deadline + tonumber(ARGV[5]))
 return deadline

@@ -1,0 +1,21 @@
+-- Keeps a namespace's index of live sessions, for its cap.
+-- KEYS[1]: the index (sorted set: score = the session's deadline µs)
+-- ARGV[3]: "admit", "touch" or "remove"  ARGV[4]: session ID
+-- ARGV[5]: admit: the session's ttl µs; touch: its new deadline µs
+-- ARGV[6]: the cap (admit; 0: none)
+-- Returns 1, or 0 if "admit" found the namespace full.
+-- Sessions whose deadline has passed leave the index when the next one is
+-- admitted (they are at most the cap, plus those admitted since).
+if ARGV[3] == 'remove' then
+  redis.call('ZREM', KEYS[1], ARGV[4])
+  return 1
+end
+if ARGV[3] == 'touch' then
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[5], ARGV[4])
+  return 1
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', s(now))
+local max = tonumber(ARGV[6])
+if max > 0 and redis.call('ZCARD', KEYS[1]) >= max then return 0 end
+redis.call('ZADD', KEYS[1], s(now + tonumber(ARGV[5])), ARGV[4])
+return 1
