@@ -16,7 +16,9 @@ import (
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 )
@@ -33,9 +35,17 @@ type Config struct {
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout"`
 
 	Limits struct {
-		MaxNameBytes int           `mapstructure:"max_name_bytes"`
-		MaxWait      time.Duration `mapstructure:"max_wait"`
+		MaxNameBytes         int           `mapstructure:"max_name_bytes"`
+		MaxWait              time.Duration `mapstructure:"max_wait"`
+		MaxMessageBytes      int           `mapstructure:"max_message_bytes"`
+		MaxConcurrentStreams int           `mapstructure:"max_concurrent_streams"`
+		server.Limits        `mapstructure:",squash"`
 	} `mapstructure:"limits"`
+	TLS     TLSConfig         `mapstructure:"tls"`
+	Auth    server.AuthConfig `mapstructure:"auth"`
+	Metrics struct {
+		Queues []metrics.QueueRef `mapstructure:"queues"`
+	} `mapstructure:"metrics"`
 	Memory struct {
 		SweepInterval time.Duration `mapstructure:"sweep_interval"`
 	} `mapstructure:"memory"`
@@ -84,6 +94,16 @@ func DefaultConfig() Config {
 	}
 	c.Limits.MaxNameBytes = 256
 	c.Limits.MaxWait = time.Minute
+	c.Limits.MaxMessageBytes = 4 << 20
+	c.Limits.MaxConcurrentStreams = 1000
+	c.Limits.Limits = server.Limits{
+		MaxWaitersPerNamespace: 10000, MaxWaitersPerConnection: 1000,
+		MaxStreamsPerNamespace: 10000, MaxStreamsPerConnection: 1000,
+		MaxStreamMessageRate: 10,
+	}
+	c.Auth.APIKeys = []server.APIKey{}
+	c.Auth.MTLS = []server.Identity{}
+	c.Metrics.Queues = []metrics.QueueRef{}
 	c.Memory.SweepInterval = time.Second
 	return c
 }
@@ -215,6 +235,34 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxWait < 0 {
 		bad("limits.max_wait", "must not be negative, got %v", c.Limits.MaxWait)
 	}
+	if min := c.Idempotency.MaxResultBytes + 64<<10; c.Limits.MaxMessageBytes < min {
+		bad("limits.max_message_bytes", "(%d) must leave room for idempotency.max_result_bytes: at least %d", c.Limits.MaxMessageBytes, min)
+	}
+	if min := c.Queue.MaxPayloadBytes + 64<<10; c.Limits.MaxMessageBytes < min {
+		bad("limits.max_message_bytes", "(%d) must leave room for queue.max_payload_bytes: at least %d", c.Limits.MaxMessageBytes, min)
+	}
+	atLeast1("limits.max_concurrent_streams", int64(c.Limits.MaxConcurrentStreams))
+	for key, n := range map[string]int{
+		"limits.max_waiters_per_namespace": c.Limits.MaxWaitersPerNamespace, "limits.max_waiters_per_connection": c.Limits.MaxWaitersPerConnection,
+		"limits.max_streams_per_namespace": c.Limits.MaxStreamsPerNamespace, "limits.max_streams_per_connection": c.Limits.MaxStreamsPerConnection,
+		"lock.max_locks_per_session": c.Lock.MaxSessionLocks, "session.max_per_namespace": c.Session.MaxPerNamespace,
+	} {
+		if n < 0 {
+			bad(key, "must not be negative (0: no limit), got %d", n)
+		}
+	}
+	if c.Limits.MaxStreamMessageRate < 0 {
+		bad("limits.max_stream_messages_per_second", "must not be negative (0: no limit)")
+	}
+	c.TLS.validate(bad)
+	if _, err := server.NewAuthenticator(c.Auth); err != nil {
+		errs = append(errs, err)
+	}
+	for i, q := range c.Metrics.Queues {
+		if !server.ValidNamespace(q.Namespace) || q.Name == "" {
+			bad(fmt.Sprintf("metrics.queues[%d]", i), "needs a namespace ([A-Za-z0-9._-]) and a name")
+		}
+	}
 	positive("memory.sweep_interval", c.Memory.SweepInterval)
 
 	positive("lock.default_ttl", c.Lock.DefaultTTL)
@@ -312,6 +360,10 @@ func strictDecode(from, to reflect.Type, data any) (any, error) {
 				return nil, fmt.Errorf("%v is not a whole number", v)
 			}
 			return int64(v), nil
+		}
+	case reflect.Float64:
+		if v, ok := data.(string); ok {
+			return strconv.ParseFloat(v, 64)
 		}
 	case reflect.Bool:
 		if v, ok := data.(string); ok {

@@ -25,10 +25,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
@@ -46,6 +48,9 @@ func main() {
 // run loads the configuration, serves until ctx ends, then shuts down
 // gracefully. SIGHUP reloads the rate-limit policies from the same sources.
 func run(ctx context.Context, args []string, logOut io.Writer) error {
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return healthcheck(ctx, args[1:])
+	}
 	cfg, err := loadConfig(args)
 	if errors.Is(err, pflag.ErrHelp) {
 		return nil
@@ -75,6 +80,38 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 		}
 	}()
 	return d.serve(ctx)
+}
+
+// healthcheck asks a running coordd's /healthz, on the http_addr the same
+// configuration names (on loopback if it listens on every interface), and
+// fails unless it answers 200: for a container's HEALTHCHECK.
+func healthcheck(ctx context.Context, args []string) error {
+	cfg, err := loadConfig(args)
+	if err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http_addr: %w", err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/healthz answered %s", resp.Status)
+	}
+	return nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -110,6 +147,8 @@ type daemon struct {
 	draining atomic.Bool
 	// closeClient closes the Redis client, if any, after the store.
 	closeClient func() error
+	auth        *server.Authenticator
+	tls         *tlsFiles // nil without TLS
 }
 
 // newDaemon builds the daemon and opens its listeners, so that their
@@ -120,15 +159,36 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
+	if d.auth, err = server.NewAuthenticator(cfg.Auth); err != nil {
+		return nil, err
+	}
+	var serverOpts []grpc.ServerOption
+	if cfg.TLS.enabled() {
+		d.tls = &tlsFiles{}
+		if err := d.tls.load(cfg.TLS); err != nil {
+			return nil, err
+		}
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(d.tls.serverConfig())))
+	}
+	serverOpts = append(serverOpts,
+		grpc.MaxRecvMsgSize(cfg.Limits.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(cfg.Limits.MaxConcurrentStreams)),
+	)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	domain := metrics.New(reg)
 	if cfg.Store == "redis" {
-		st, client, err := newRedisStore(context.Background(), cfg.Redis, log)
+		st, client, err := newRedisStore(context.Background(), cfg.Redis, domain.StoreCall, log)
 		if err != nil {
 			return nil, err
 		}
 		d.store, d.closeClient = st, client.Close
+		metrics.WatchBreakers(reg, st.BreakersOpen)
 	} else {
 		d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
 	}
+	metrics.WatchQueues(reg, cfg.Metrics.Queues, d.store.Stats, time.Second)
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{
 		Lock: cfg.Lock, Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies,
 		Idem: cfg.Idempotency, Queue: cfg.Queue,
@@ -139,16 +199,15 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	}
 	d.limiter = svc.Limiter
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
-	reg.MustRegister(metrics)
+	grpcMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+	reg.MustRegister(grpcMetrics)
 	d.grpc, d.health = server.New(svc, server.Options{
-		Log:    log,
-		Unary:  []grpc.UnaryServerInterceptor{metrics.UnaryServerInterceptor()},
-		Stream: []grpc.StreamServerInterceptor{metrics.StreamServerInterceptor()},
+		Log: log, Metrics: domain, Auth: d.auth, Limits: cfg.Limits.Limits,
+		Unary:         []grpc.UnaryServerInterceptor{grpcMetrics.UnaryServerInterceptor()},
+		Stream:        []grpc.StreamServerInterceptor{grpcMetrics.StreamServerInterceptor()},
+		ServerOptions: serverOpts,
 	})
-	metrics.InitializeMetrics(d.grpc)
+	grpcMetrics.InitializeMetrics(d.grpc)
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -170,8 +229,8 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		_ = d.closeStore()
 		return nil, fmt.Errorf("http_addr: %w", err)
 	}
-	if !isLoopback(d.grpcLis.Addr()) {
-		log.Warn("gRPC is listening on a non-loopback address with no authentication: anyone who can reach it can use it", "addr", d.grpcLis.Addr().String())
+	if !isLoopback(d.grpcLis.Addr()) && !d.auth.Enabled() {
+		log.Warn("gRPC is listening on a non-loopback address with auth off: anyone who can reach it can use every namespace; set auth.enabled (README: Security)", "addr", d.grpcLis.Addr().String())
 	}
 	return d, nil
 }
@@ -237,19 +296,35 @@ func (d *daemon) serve(ctx context.Context) error {
 }
 
 // reload re-reads the configuration and applies what can change while
-// running: the rate-limit policies. A configuration that does not load is
-// logged and ignored, keeping the running one.
+// running: the rate-limit policies, the API keys and certificate
+// identities, and the TLS files (for new connections). A configuration that
+// does not load is logged and ignored, keeping the running one whole;
+// connections stay open either way.
 func (d *daemon) reload(args []string) {
 	cfg, err := loadConfig(args)
+	var policies map[string]limiter.Policy
 	if err == nil {
-		var policies map[string]limiter.Policy
-		if policies, err = cfg.policies(); err == nil {
-			err = d.limiter.SetPolicies(policies)
+		policies, err = cfg.policies()
+	}
+	if err == nil && cfg.TLS.enabled() != (d.tls != nil) {
+		err = errors.New("tls: turning TLS on or off needs a restart")
+	}
+	var next tlsFiles
+	if err == nil && d.tls != nil {
+		err = next.load(cfg.TLS)
+	}
+	if err == nil {
+		// Everything is checked: apply it all.
+		_ = d.limiter.SetPolicies(policies)
+		_ = d.auth.Set(cfg.Auth)
+		if d.tls != nil {
+			d.tls.current.Store(next.current.Load())
 		}
 	}
 	if err != nil {
 		d.log.Error("reload failed; keeping the running configuration", "err", strings.ReplaceAll(err.Error(), "\n", "; "))
 		return
 	}
-	d.log.Info("reloaded rate-limit policies", "policies", len(cfg.RateLimit.Policies))
+	d.log.Info("reloaded rate-limit policies, auth and TLS files", "policies", len(cfg.RateLimit.Policies),
+		"api_keys", len(cfg.Auth.APIKeys), "tls", d.tls != nil)
 }

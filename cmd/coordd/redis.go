@@ -162,7 +162,7 @@ func detectMode(ctx context.Context, c RedisConfig, opts *goredis.UniversalOptio
 }
 
 // newRedisStore builds the Redis store and its client.
-func newRedisStore(ctx context.Context, c RedisConfig, log *slog.Logger) (*redis.Store, goredis.UniversalClient, error) {
+func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time.Duration, error), log *slog.Logger) (*redis.Store, goredis.UniversalClient, error) {
 	client, err := newRedisClient(ctx, c, log)
 	if err != nil {
 		return nil, nil, err
@@ -171,6 +171,7 @@ func newRedisStore(ctx context.Context, c RedisConfig, log *slog.Logger) (*redis
 		Client: client, Prefix: c.KeyPrefix, Timeout: c.Timeout,
 		Breaker:      redis.BreakerOptions{Failures: c.BreakerFailures, Cooldown: c.BreakerCooldown},
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
+		Observe: observe,
 	})
 	if err != nil {
 		_ = client.Close()

@@ -134,6 +134,7 @@ type Request struct {
 // Result is a decision with what the API reports beside it.
 type Result struct {
 	store.Decision
+	Algorithm    store.Algorithm
 	Limit        int64
 	Degraded     bool // the store was unreachable and the policy fails open
 	ShadowDenied bool // shadow mode turned a denial into an allow
@@ -171,11 +172,11 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 	d, err := s.st.Allow(ctx, store.Scope(r.NS, r.Key), p.Limit, cost, r.Peek)
 	if err != nil {
 		if p.FailOpen && errors.Is(err, store.ErrUnavailable) {
-			return Result{Decision: store.Decision{Allowed: true}, Limit: p.Limit.Limit, Degraded: true}, nil
+			return Result{Decision: store.Decision{Allowed: true}, Algorithm: p.Limit.Algorithm, Limit: p.Limit.Limit, Degraded: true}, nil
 		}
 		return Result{}, err
 	}
-	res := Result{Decision: d, Limit: p.Limit.Limit}
+	res := Result{Decision: d, Algorithm: p.Limit.Algorithm, Limit: p.Limit.Limit}
 	if p.Shadow && !d.Allowed {
 		res.Allowed, res.ShadowDenied, res.RetryAfter = true, true, 0
 	}

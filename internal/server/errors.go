@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/validate"
 )
@@ -46,7 +47,10 @@ const (
 	reasonInternal        = "INTERNAL"
 )
 
-type errorMapper struct{ log *slog.Logger }
+type errorMapper struct {
+	log     *slog.Logger
+	metrics *metrics.Metrics
+}
 
 // toStatus turns a handler's error into a status error with an ErrorInfo.
 // Errors that already are statuses pass through; context errors become
@@ -104,6 +108,7 @@ func (e errorMapper) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // recovered turns a handler's panic into Internal, logging it but telling the
 // client nothing of it.
 func (e errorMapper) recovered(ctx context.Context, p any) error {
+	e.metrics.Panic()
 	e.log.ErrorContext(ctx, "handler panicked", "panic", p, "stack", string(debug.Stack()))
 	return withDetails(codes.Internal, "internal error", reasonInternal, nil)
 }

@@ -2,15 +2,22 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/idem"
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/store"
 )
 
 type idempotencyServer struct {
 	coordv1.UnimplementedIdempotencyServiceServer
-	svc *idem.Service
+	svc     *idem.Service
+	metrics *metrics.Metrics
+}
+
+var outcomeNames = map[store.Outcome]string{
+	store.Execute: "execute", store.InProgress: "in_progress", store.Completed: "completed", store.Failed: "failed",
 }
 
 func (s *idempotencyServer) BeginIdempotent(ctx context.Context, req *coordv1.BeginIdempotentRequest) (*coordv1.BeginIdempotentResponse, error) {
@@ -25,9 +32,13 @@ func (s *idempotencyServer) BeginIdempotent(ctx context.Context, req *coordv1.Be
 	st, err := s.svc.Begin(ctx, idem.BeginRequest{
 		NS: namespace(ctx), Key: req.GetKey(), Fingerprint: req.GetFingerprint(), ProcessingTTL: pttl, Wait: wait,
 	})
+	if errors.Is(err, store.ErrFingerprintMismatch) {
+		s.metrics.Idempotency("fingerprint_mismatch")
+	}
 	if err != nil {
 		return nil, err
 	}
+	s.metrics.Idempotency(outcomeNames[st.Outcome])
 	resp := &coordv1.BeginIdempotentResponse{
 		Outcome: coordv1.Outcome(st.Outcome), OwnerToken: st.OwnerToken, Result: st.Result, ExpireTime: timestamp(st.ExpireTime),
 	}
@@ -47,8 +58,12 @@ func (s *idempotencyServer) Finish(ctx context.Context, req *coordv1.FinishReque
 		r.Failure = &store.Failure{Message: f.GetMessage(), Retryable: f.GetRetryable()}
 	}
 	if err := s.svc.Finish(ctx, r); err != nil {
+		if errors.Is(err, store.ErrNotOwner) {
+			s.metrics.Idempotency("not_owner")
+		}
 		return nil, err
 	}
+	s.metrics.Idempotency("stored")
 	return &coordv1.FinishResponse{Stored: true}, nil
 }
 

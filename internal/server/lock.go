@@ -2,16 +2,21 @@ package server
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/metrics"
+	"github.com/coordd/coordd/internal/store"
 )
 
 type lockServer struct {
 	coordv1.UnimplementedLockServiceServer
-	svc *lock.Service
+	svc     *lock.Service
+	metrics *metrics.Metrics
 }
 
 func (s *lockServer) Lock(ctx context.Context, req *coordv1.LockRequest) (*coordv1.LockResponse, error) {
@@ -27,12 +32,18 @@ func (s *lockServer) Lock(ctx context.Context, req *coordv1.LockRequest) (*coord
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	g, err := s.svc.Lock(ctx, lock.Request{
 		NS: namespace(ctx), Name: req.GetName(), Owner: req.GetOwner(), SessionID: req.GetSessionId(),
 		TTL: ttl, Wait: wait, MaxHold: maxHold,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if g.Acquired {
+		s.metrics.LockGranted(time.Since(start), g.Contended)
+	} else {
+		s.metrics.LockNotAcquired()
 	}
 	return &coordv1.LockResponse{
 		Acquired: g.Acquired, Token: g.Token, Fence: g.Fence,
@@ -46,6 +57,9 @@ func (s *lockServer) Renew(ctx context.Context, req *coordv1.RenewRequest) (*coo
 		return nil, err
 	}
 	l, err := s.svc.Renew(ctx, namespace(ctx), req.GetName(), req.GetToken(), ttl)
+	if errors.Is(err, store.ErrLockNotHeld) {
+		s.metrics.LockExpired()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -53,9 +67,12 @@ func (s *lockServer) Renew(ctx context.Context, req *coordv1.RenewRequest) (*coo
 }
 
 func (s *lockServer) Release(ctx context.Context, req *coordv1.ReleaseRequest) (*coordv1.ReleaseResponse, error) {
-	ok, _, err := s.svc.Release(ctx, namespace(ctx), req.GetName(), req.GetToken())
+	ok, held, err := s.svc.Release(ctx, namespace(ctx), req.GetName(), req.GetToken())
 	if err != nil {
 		return nil, err
+	}
+	if ok {
+		s.metrics.LockReleased(held)
 	}
 	return &coordv1.ReleaseResponse{Released: ok}, nil
 }

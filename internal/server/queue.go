@@ -2,16 +2,31 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/validate"
 )
 
 type queueServer struct {
 	coordv1.UnimplementedQueueServiceServer
-	svc *queue.Service
+	svc     *queue.Service
+	metrics *metrics.Metrics
+}
+
+// count records a queue operation of kind op, or, if the receipt was stale,
+// a receipt_expired.
+func (s *queueServer) count(op string, n int, err error) {
+	switch {
+	case errors.Is(err, store.ErrReceiptExpired):
+		s.metrics.Queue("receipt_expired", 1)
+	case err == nil:
+		s.metrics.Queue(op, n)
+	}
 }
 
 func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) (*coordv1.EnqueueResponse, error) {
@@ -36,6 +51,11 @@ func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if e.Duplicate {
+		s.count("duplicate", 1, nil)
+	} else {
+		s.count("enqueued", 1, nil)
+	}
 	return &coordv1.EnqueueResponse{MessageId: e.ID, DeliverTime: timestamp(e.DeliverTime), Duplicate: e.Duplicate}, nil
 }
 
@@ -54,6 +74,7 @@ func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*co
 	if err != nil {
 		return nil, err
 	}
+	s.count("claimed", len(msgs), nil)
 	resp := &coordv1.ClaimResponse{Messages: make([]*coordv1.Message, len(msgs))}
 	for i, m := range msgs {
 		resp.Messages[i] = &coordv1.Message{
@@ -66,7 +87,9 @@ func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*co
 }
 
 func (s *queueServer) Ack(ctx context.Context, req *coordv1.AckRequest) (*coordv1.AckResponse, error) {
-	if err := s.svc.Ack(ctx, namespace(ctx), req.GetQueue(), req.GetReceipt()); err != nil {
+	err := s.svc.Ack(ctx, namespace(ctx), req.GetQueue(), req.GetReceipt())
+	s.count("acked", 1, err)
+	if err != nil {
 		return nil, err
 	}
 	return &coordv1.AckResponse{Acked: true}, nil
@@ -82,6 +105,11 @@ func (s *queueServer) Nack(ctx context.Context, req *coordv1.NackRequest) (*coor
 		delay = &d
 	}
 	n, err := s.svc.Nack(ctx, namespace(ctx), req.GetQueue(), req.GetReceipt(), delay)
+	if n.Dead {
+		s.count("dead_lettered", 1, err)
+	} else {
+		s.count("nacked", 1, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -113,5 +141,6 @@ func (s *queueServer) Redrive(ctx context.Context, req *coordv1.RedriveRequest) 
 	if err != nil {
 		return nil, err
 	}
+	s.count("redriven", n, nil)
 	return &coordv1.RedriveResponse{Moved: int64(n)}, nil
 }

@@ -7,12 +7,14 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/store"
 )
 
 type rateLimitServer struct {
 	coordv1.UnimplementedRateLimitServiceServer
-	svc *limiter.Service
+	svc     *limiter.Service
+	metrics *metrics.Metrics
 }
 
 func (s *rateLimitServer) Allow(ctx context.Context, req *coordv1.AllowRequest) (*coordv1.AllowResponse, error) {
@@ -28,6 +30,16 @@ func (s *rateLimitServer) Allow(ctx context.Context, req *coordv1.AllowRequest) 
 	if err != nil {
 		return nil, err
 	}
+	result := "denied"
+	switch {
+	case res.Degraded:
+		result = "degraded"
+	case res.ShadowDenied:
+		result = "shadow_denied"
+	case res.Allowed:
+		result = "allowed"
+	}
+	s.metrics.Decision(r.Policy, res.Algorithm, result)
 	return &coordv1.AllowResponse{
 		Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
 		RetryAfter: durationpb.New(res.RetryAfter), ResetAfter: durationpb.New(res.ResetAfter),

@@ -6,10 +6,17 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -19,6 +26,7 @@ import (
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
@@ -66,34 +74,78 @@ func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain
 
 // Options are the server's optional parts.
 type Options struct {
-	Log *slog.Logger // nil: slog.Default()
-	// Interceptors that run outside coordd's own (which map errors and
-	// recover panics), so that they see the final status: metrics, logging.
+	Log     *slog.Logger     // nil: slog.Default()
+	Metrics *metrics.Metrics // nil: none
+	// Auth authenticates callers and gives them their namespace; nil: auth
+	// off, every caller in DefaultNamespace.
+	Auth   *Authenticator
+	Limits Limits
+	// Interceptors that run outside all of coordd's, so that they see the
+	// final status of every call (Prometheus server metrics).
 	Unary  []grpc.UnaryServerInterceptor
 	Stream []grpc.StreamServerInterceptor
-	// More server options (credentials, limits).
+	// More server options (credentials, message sizes, stream limits).
 	ServerOptions []grpc.ServerOption
 }
 
 // New returns a gRPC server with coordd's services, the health service
 // (reporting SERVING for the server and each service) and reflection
 // registered.
+//
+// Every call goes through, outermost first: o.Unary/o.Stream; one log line
+// when it ends (method, code, duration, namespace — never a payload, token
+// or receipt); panic recovery (a panic is logged and counted, and the client
+// gets INTERNAL with nothing of it); authentication, which gives the call
+// its namespace (health and reflection need none); the limits against abuse;
+// and the mapping of domain errors to statuses.
 func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	e := errorMapper{log: o.Log}
-	unary := append(append([]grpc.UnaryServerInterceptor{}, o.Unary...),
-		e.unary, recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(e.recovered)))
-	stream := append(append([]grpc.StreamServerInterceptor{}, o.Stream...),
-		e.stream, recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(e.recovered)))
-	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}, o.ServerOptions...)
+	e := errorMapper{log: o.Log, metrics: o.Metrics}
+	c := calls{auth: o.Auth, metrics: o.Metrics, gate: &gate{limits: o.Limits, counts: map[gateKey]int{}}}
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(logLevel),
+		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
+			if ci := infoOf(ctx); ci != nil && ci.ns != "" {
+				return logging.Fields{"namespace", ci.ns}
+			}
+			return nil
+		}),
+	}
+	recoveryOpt := recovery.WithRecoveryHandlerContext(e.recovered)
+	needsAuth := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
+		return cm.Service != healthpb.Health_ServiceDesc.ServiceName && !strings.HasPrefix(cm.Service, "grpc.reflection.")
+	})
+	unary := append([]grpc.UnaryServerInterceptor{withCallInfo}, o.Unary...)
+	unary = append(unary,
+		logging.UnaryServerInterceptor(slogAdapter(o.Log), logOpts...),
+		recovery.UnaryServerInterceptor(recoveryOpt),
+		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(c.authenticate), needsAuth),
+		c.limitUnary,
+		e.unary,
+	)
+	stream := append([]grpc.StreamServerInterceptor{withCallInfoStream}, o.Stream...)
+	stream = append(stream,
+		logging.StreamServerInterceptor(slogAdapter(o.Log), logOpts...),
+		recovery.StreamServerInterceptor(recoveryOpt),
+		selector.StreamServerInterceptor(auth.StreamServerInterceptor(c.authenticate), needsAuth),
+		c.limitStream,
+		e.stream,
+	)
+	opts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+		grpc.StatsHandler(connTagger{}),
+	}, o.ServerOptions...)
 	gs := grpc.NewServer(opts...)
-	coordv1.RegisterLockServiceServer(gs, &lockServer{svc: svc.Locks})
-	coordv1.RegisterSessionServiceServer(gs, &sessionServer{svc: svc.Sessions, drain: svc.Drain})
-	coordv1.RegisterRateLimitServiceServer(gs, &rateLimitServer{svc: svc.Limiter})
-	coordv1.RegisterIdempotencyServiceServer(gs, &idempotencyServer{svc: svc.Idem})
-	coordv1.RegisterQueueServiceServer(gs, &queueServer{svc: svc.Queues})
+	m := o.Metrics
+	coordv1.RegisterLockServiceServer(gs, &lockServer{svc: svc.Locks, metrics: m})
+	coordv1.RegisterSessionServiceServer(gs, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate})
+	coordv1.RegisterRateLimitServiceServer(gs, &rateLimitServer{svc: svc.Limiter, metrics: m})
+	coordv1.RegisterIdempotencyServiceServer(gs, &idempotencyServer{svc: svc.Idem, metrics: m})
+	coordv1.RegisterQueueServiceServer(gs, &queueServer{svc: svc.Queues, metrics: m})
 	hs := health.NewServer()
 	for name := range gs.GetServiceInfo() {
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
@@ -101,6 +153,103 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	return gs, hs
+}
+
+// callInfo is what the inner interceptors learn of a call that the outer
+// ones report: its namespace, once authenticated.
+type callInfo struct{ ns string }
+
+type callInfoKey struct{}
+
+func infoOf(ctx context.Context) *callInfo {
+	ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
+	return ci
+}
+
+func withCallInfo(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return h(context.WithValue(ctx, callInfoKey{}, &callInfo{}), req)
+}
+
+func withCallInfoStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, &contextStream{ss, context.WithValue(ss.Context(), callInfoKey{}, &callInfo{})})
+}
+
+// contextStream is a ServerStream with another context.
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *contextStream) Context() context.Context { return s.ctx }
+
+// calls holds the per-call interceptors: authentication and limits.
+type calls struct {
+	auth    *Authenticator
+	metrics *metrics.Metrics
+	gate    *gate
+}
+
+// authenticate is the auth interceptors' function: it gives the call its
+// namespace or refuses it.
+func (c calls) authenticate(ctx context.Context) (context.Context, error) {
+	ns, err := c.auth.namespaceOf(ctx)
+	if err != nil {
+		var ae *authError
+		if errors.As(err, &ae) {
+			c.metrics.AuthFailure(ae.reason)
+			return nil, withDetails(ae.code, ae.msg, ae.reason, nil)
+		}
+		return nil, err
+	}
+	if ci := infoOf(ctx); ci != nil {
+		ci.ns = ns
+	}
+	return WithNamespace(ctx, ns), nil
+}
+
+func (c calls) limitUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if !waits(req) {
+		return h(ctx, req)
+	}
+	leave, err := c.gate.enter(ctx, namespace(ctx), false)
+	if err != nil {
+		c.metrics.Rejected("too_many_waiters")
+		return nil, err
+	}
+	defer leave()
+	return h(ctx, req)
+}
+
+func (c calls) limitStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	leave, err := c.gate.enter(ss.Context(), namespace(ss.Context()), true)
+	if err != nil {
+		c.metrics.Rejected("too_many_streams")
+		return err
+	}
+	defer leave()
+	return h(srv, ss)
+}
+
+// logLevel is the level of a call's log line by its code: a call that went
+// as the client asked, or that the client got wrong, is Info; one that the
+// service failed is Error; the rest Warn.
+func logLevel(code codes.Code) logging.Level {
+	switch code {
+	case codes.OK, codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
+		codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied, codes.OutOfRange:
+		return logging.LevelInfo
+	case codes.Internal, codes.Unknown, codes.DataLoss, codes.Unimplemented:
+		return logging.LevelError
+	default:
+		return logging.LevelWarn
+	}
+}
+
+// slogAdapter makes a slog.Logger the middleware's logger.
+func slogAdapter(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
 }
 
 // DefaultNamespace is the namespace of callers when auth is off.

@@ -6,9 +6,11 @@ import (
 	"io"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/validate"
@@ -17,8 +19,10 @@ import (
 
 type sessionServer struct {
 	coordv1.UnimplementedSessionServiceServer
-	svc   *session.Service
-	drain waiter.Drain
+	svc     *session.Service
+	drain   waiter.Drain
+	metrics *metrics.Metrics
+	rate    float64 // most heartbeats per second (0: no limit)
 }
 
 // expirySlack is how long after a session's expire time the stream checks
@@ -32,6 +36,9 @@ const expirySlack = 5 * time.Millisecond
 func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer) error {
 	ctx := stream.Context()
 	ns := namespace(ctx)
+	s.metrics.SessionStreams(1)
+	defer s.metrics.SessionStreams(-1)
+	rate := newMessageRate(s.rate)
 	reqs := make(chan *coordv1.KeepAliveRequest)
 	recvErr := make(chan error, 1)
 	go func() {
@@ -56,11 +63,14 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 	// report sends st and arms the expiry check; an expired session ends the
 	// stream.
 	report := func(st store.SessionState) error {
+		for _, l := range st.Lost {
+			s.metrics.LockLost(l.Reason)
+		}
 		if err := stream.Send(keepAliveResponse(st)); err != nil {
 			return err
 		}
 		if st.Expired {
-			return fmt.Errorf("session %s expired: %w", st.ID, store.ErrSessionNotFound)
+			return fmt.Errorf("the session expired: %w", store.ErrSessionNotFound)
 		}
 		expiry.Reset(st.TTL + expirySlack)
 		return nil
@@ -68,6 +78,10 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 	for {
 		select {
 		case req := <-reqs:
+			if !rate.allow() {
+				s.metrics.Rejected("too_many_messages")
+				return withDetails(codes.ResourceExhausted, "heartbeats too fast; the session lives on: resume it on a new stream", "TOO_MANY_MESSAGES", nil)
+			}
 			ttl, err := positive("ttl", req.GetTtl())
 			if err != nil {
 				return err
@@ -103,7 +117,10 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			if id == "" {
 				return nil
 			}
-			_, err = s.svc.Close(ctx, ns, id)
+			released, err := s.svc.Close(ctx, ns, id)
+			for range released {
+				s.metrics.LockReleased(0)
+			}
 			if errors.Is(err, store.ErrSessionNotFound) {
 				return nil // already expired and reported, or never existed
 			}

@@ -57,6 +57,11 @@ type Options struct {
 	// Clock, if set, replaces the Redis server's TIME: for tests with a
 	// simulated clock only.
 	Clock clock.Clock
+	// Observe, if set, is told of every operation: its name, how long it
+	// took and, if it failed, its error (wrapping ErrUnavailable if Redis
+	// could not be reached; answers about state, such as ErrLockNotHeld, are
+	// not failures).
+	Observe func(op string, d time.Duration, err error)
 }
 
 // BreakerOptions configures the circuit breaker.
@@ -73,6 +78,7 @@ type Store struct {
 	wait    int
 	waitFor time.Duration
 	clock   clock.Clock
+	observe func(op string, d time.Duration, err error)
 	subs    subscriptions
 
 	breakerOpts BreakerOptions
@@ -176,7 +182,17 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Cont
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	start := time.Now()
 	err := fn(cctx)
+	if s.observe != nil {
+		defer func() {
+			failed := err
+			if isState(failed) {
+				failed = nil // an answer about state is a successful round trip
+			}
+			s.observe(op, time.Since(start), failed)
+		}()
+	}
 	switch {
 	case err == nil, isState(err):
 	case ctx.Err() != nil:

@@ -1,0 +1,284 @@
+// Package metrics holds coordd's domain metrics, on a private Prometheus
+// registry, under the namespace "coordd". Every label value is bounded: an
+// enum (an outcome, an algorithm, a loss reason), an operator's configuration
+// (a policy name, a queue named in metrics.queues, a Redis node), or the
+// name of a store operation — never a lock name, a key, a token or anything
+// else a client chooses.
+//
+// A nil *Metrics is valid and records nothing, so that tests and tools can
+// run the server without it.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+const namespace = "coordd"
+
+// Metrics are the domain metrics.
+type Metrics struct {
+	locksGranted   prometheus.Counter
+	locksContended prometheus.Counter
+	locksReleased  prometheus.Counter
+	locksLost      *prometheus.CounterVec // by reason
+	locksExpired   prometheus.Counter
+	lockWait       prometheus.Histogram
+	lockHold       prometheus.Histogram
+	sessions       prometheus.Gauge
+	decisions      *prometheus.CounterVec // by policy, algorithm, result
+	idem           *prometheus.CounterVec // by outcome
+	queueOps       *prometheus.CounterVec // by op
+	storeDuration  *prometheus.HistogramVec
+	storeErrors    *prometheus.CounterVec // by op, kind
+	panics         prometheus.Counter
+	authFailures   *prometheus.CounterVec // by reason
+	rejected       *prometheus.CounterVec // by reason (limits against abuse)
+}
+
+// New registers the metrics on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	f := factory{reg}
+	m := &Metrics{
+		locksGranted:   f.counter("locks_granted_total", "Lock calls that acquired the lock."),
+		locksContended: f.counter("locks_contended_total", "Lock calls that found the lock held (whether they then waited for it or not)."),
+		locksReleased:  f.counter("locks_released_total", "Locks released by their holder (Release, or the end of their session)."),
+		locksLost: f.counterVec("locks_lost_total", "Session-bound locks reported lost to their session, by reason.",
+			"reason"),
+		locksExpired: f.counter("locks_expired_total", "Renewals refused because the lease had already run out."),
+		lockWait: f.histogram("lock_wait_seconds", "Time a granted Lock call took, waiting included.",
+			prometheus.ExponentialBuckets(0.0005, 4, 10)),
+		lockHold: f.histogram("lock_hold_seconds", "Time from grant to release of released locks.",
+			prometheus.ExponentialBuckets(0.001, 4, 12)),
+		sessions: f.gauge("sessions_active", "KeepAlive streams open on this instance."),
+		decisions: f.counterVec("ratelimit_decisions_total",
+			"Allow decisions by policy (\"inline\" for inline limits), algorithm and result (allowed, denied, shadow_denied, degraded).",
+			"policy", "algorithm", "result"),
+		idem: f.counterVec("idempotency_outcomes_total",
+			"BeginIdempotent outcomes (execute, in_progress, completed, failed, fingerprint_mismatch) and Finish results (stored, not_owner).",
+			"outcome"),
+		queueOps: f.counterVec("queue_operations_total",
+			"Queue operations by kind (enqueued, duplicate, claimed, acked, nacked, dead_lettered, redriven, receipt_expired).",
+			"op"),
+		storeDuration: f.histogramVec("store_duration_seconds", "Round trips to the store by operation.",
+			prometheus.ExponentialBuckets(0.0001, 3, 10), "op"),
+		storeErrors: f.counterVec("store_errors_total",
+			"Store operations that failed, by operation and kind (unavailable: the store could not be reached; other).",
+			"op", "kind"),
+		panics: f.counter("panics_total", "Handler panics turned into INTERNAL."),
+		authFailures: f.counterVec("auth_failures_total", "Calls refused by authentication, by reason.",
+			"reason"),
+		rejected: f.counterVec("rejected_total", "Calls refused by a limit against abuse, by reason.",
+			"reason"),
+	}
+	return m
+}
+
+type factory struct{ reg prometheus.Registerer }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// LockGranted counts a granted Lock that took wait.
+func (m *Metrics) LockGranted(wait time.Duration, contended bool) {
+	if m == nil {
+		return
+	}
+	m.locksGranted.Inc()
+	m.lockWait.Observe(wait.Seconds())
+	if contended {
+		m.locksContended.Inc()
+	}
+}
+
+// LockNotAcquired counts a Lock that gave up on a held lock.
+func (m *Metrics) LockNotAcquired() {
+	if m != nil {
+		m.locksContended.Inc()
+	}
+}
+
+// LockReleased counts a release after hold (0 if unknown).
+func (m *Metrics) LockReleased(hold time.Duration) {
+	if m == nil {
+		return
+	}
+	m.locksReleased.Inc()
+	if hold > 0 {
+		m.lockHold.Observe(hold.Seconds())
+	}
+}
+
+// LockExpired counts a renewal refused because the lease ran out.
+func (m *Metrics) LockExpired() {
+	if m != nil {
+		m.locksExpired.Inc()
+	}
+}
+
+// LockLost counts a session's lost lock.
+func (m *Metrics) LockLost(reason store.LossReason) {
+	if m == nil {
+		return
+	}
+	m.locksLost.WithLabelValues(map[store.LossReason]string{
+		store.LostMaxHold: "max_hold", store.LostSessionExpired: "session_expired", store.LostGone: "gone",
+	}[reason]).Inc()
+}
+
+// SessionStreams adds delta to the open KeepAlive streams.
+func (m *Metrics) SessionStreams(delta int) {
+	if m != nil {
+		m.sessions.Add(float64(delta))
+	}
+}
+
+var algorithmNames = map[store.Algorithm]string{
+	store.FixedWindow: "fixed_window", store.SlidingWindow: "sliding_window", store.SlidingLog: "sliding_log",
+	store.TokenBucket: "token_bucket", store.LeakyBucket: "leaky_bucket",
+}
+
+// Decision counts an Allow decision. policy is a configured policy's name, or
+// "" for an inline limit; result is allowed, denied, shadow_denied or
+// degraded.
+func (m *Metrics) Decision(policy string, alg store.Algorithm, result string) {
+	if m == nil {
+		return
+	}
+	if policy == "" {
+		policy = "inline"
+	}
+	m.decisions.WithLabelValues(policy, algorithmNames[alg], result).Inc()
+}
+
+// Idempotency counts an idempotency outcome (see the metric's help).
+func (m *Metrics) Idempotency(outcome string) {
+	if m != nil {
+		m.idem.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Queue counts n queue operations of one kind.
+func (m *Metrics) Queue(op string, n int) {
+	if m != nil && n > 0 {
+		m.queueOps.WithLabelValues(op).Add(float64(n))
+	}
+}
+
+// StoreCall records one store operation, for the Redis store's observer.
+func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.storeDuration.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		kind := "other"
+		if isUnavailable(err) {
+			kind = "unavailable"
+		}
+		m.storeErrors.WithLabelValues(op, kind).Inc()
+	}
+}
+
+// Panic counts a handler panic.
+func (m *Metrics) Panic() {
+	if m != nil {
+		m.panics.Inc()
+	}
+}
+
+// AuthFailure counts a call refused by authentication.
+func (m *Metrics) AuthFailure(reason string) {
+	if m != nil {
+		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// Rejected counts a call refused by a limit against abuse.
+func (m *Metrics) Rejected(reason string) {
+	if m != nil {
+		m.rejected.WithLabelValues(reason).Inc()
+	}
+}
+
+func isUnavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
+
+// QueueRef names a queue whose depth is exported.
+type QueueRef struct {
+	Namespace string `mapstructure:"namespace"`
+	Name      string `mapstructure:"name"`
+}
+
+// WatchQueues exports coordd_queue_messages{namespace,queue,state} for the
+// queues named by the operator, read with stats (store.Queues.Stats of the
+// scoped name) at every scrape, each within timeout.
+func WatchQueues(reg prometheus.Registerer, queues []QueueRef, stats func(ctx context.Context, scoped string) (store.QueueStats, error), timeout time.Duration) {
+	reg.MustRegister(&queueCollector{queues: queues, stats: stats, timeout: timeout})
+}
+
+// WatchBreakers exports coordd_store_breaker_open: how many of the store's
+// circuit breakers (one per Redis node) are open.
+func WatchBreakers(reg prometheus.Registerer, open func() int) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "store_breaker_open",
+		Help: "Circuit breakers (one per Redis node) that are open: calls to that node fail at once.",
+	}, func() float64 { return float64(open()) }))
+}
+
+var queueDesc = prometheus.NewDesc(namespace+"_queue_messages",
+	"Messages of the queues named in metrics.queues, by state (ready, delayed, in_flight, dead).",
+	[]string{"namespace", "queue", "state"}, nil)
+
+type queueCollector struct {
+	queues  []QueueRef
+	stats   func(ctx context.Context, scoped string) (store.QueueStats, error)
+	timeout time.Duration
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDesc }
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, q := range c.queues {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		st, err := c.stats(ctx, store.Scope(q.Namespace, q.Name))
+		cancel()
+		if err != nil {
+			continue // a scrape must not fail for one queue; the store's errors are counted
+		}
+		for state, n := range map[string]int64{"ready": st.Ready, "delayed": st.Delayed, "in_flight": st.InFlight, "dead": st.Dead} {
+			ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(n), q.Namespace, q.Name, state)
+		}
+	}
+}
