@@ -84,8 +84,8 @@ func (c RedisConfig) validate(bad func(key, format string, args ...any)) {
 	if c.WaitReplicas < 0 {
 		bad("redis.wait_replicas", "must not be negative")
 	}
-	if c.WaitReplicas > 0 && c.WaitTimeout <= 0 {
-		bad("redis.wait_timeout", "must be positive with wait_replicas")
+	if c.WaitReplicas > 0 && (c.WaitTimeout <= 0 || c.WaitTimeout >= c.Timeout) {
+		bad("redis.wait_timeout", "(%v) must be positive and below redis.timeout (%v) with wait_replicas", c.WaitTimeout, c.Timeout)
 	}
 	if c.BreakerFailures < 1 {
 		bad("redis.breaker_failures", "must be at least 1")
@@ -169,7 +169,7 @@ func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time
 	}
 	st, err := redis.New(ctx, redis.Options{
 		Client: client, Prefix: c.KeyPrefix, Timeout: c.Timeout,
-		Breaker:      redis.BreakerOptions{Failures: c.BreakerFailures, Cooldown: c.BreakerCooldown},
+		Breakers:     redis.NewBreakers(client, redis.BreakerOptions{Failures: c.BreakerFailures, Cooldown: c.BreakerCooldown}),
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
 		Observe: observe,
 	})

@@ -180,8 +180,10 @@ type Sessions interface {
 	// > 0), it is ErrTooManySessions and nothing is created.
 	CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (SessionState, error)
 	// KeepAliveSession renews a live session to now + ttl (ttl 0: its current
-	// TTL) and every lock bound to it to the new deadline, capped by the lock's
-	// MaxHold. Locks of the session that are no longer held by it (max hold
+	// TTL), or leaves its deadline if that is later (a deadline is never
+	// shortened, so that renewals applied out of order are harmless), and
+	// extends every lock bound to it to the session's deadline, capped by the
+	// lock's MaxHold. Locks of the session that are no longer held by it (max hold
 	// reached, or gone) leave its set and are reported in Lost.
 	// An expired session is not renewed: the state has Expired true and Lost
 	// lists its locks; the session is then forgotten. An unknown session is

@@ -219,15 +219,17 @@ func (s *Store) refreshSession(id string, ttl time.Duration, renew bool) (store.
 		if ttl > 0 {
 			r.ttl = ttl
 		}
-		r.deadline = now.Add(r.ttl)
+		if d := now.Add(r.ttl); d.After(r.deadline) {
+			r.deadline = d // never shortened (store.Sessions)
+		}
 	}
 	st := store.SessionState{ID: id, TTL: r.deadline.Sub(now), ExpireTime: r.deadline}
 	for name, sl := range r.locks {
 		l := s.locks[name]
 		switch {
 		case l != nil && l.token == sl.token && l.live(now):
-			if renew {
-				l.deadline = capHold(r.deadline, l.holdUntil)
+			if d := capHold(r.deadline, l.holdUntil); renew && d.After(l.deadline) {
+				l.deadline = d
 			}
 			continue
 		case !sl.holdUntil.IsZero() && !now.Before(sl.holdUntil):

@@ -71,7 +71,7 @@ func outageStore(t *testing.T, c goredis.UniversalClient) *redis.Store {
 	t.Helper()
 	st, err := redis.New(context.Background(), redis.Options{
 		Client: c, Timeout: outageStoreTimeout,
-		Breaker: redis.BreakerOptions{Failures: outageFailures, Cooldown: outageCooldown},
+		Breakers: redis.NewBreakers(c, redis.BreakerOptions{Failures: outageFailures, Cooldown: outageCooldown}),
 	})
 	if err != nil {
 		t.Fatal(err)

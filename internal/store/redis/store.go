@@ -11,10 +11,10 @@
 // only leave a lock to expire at its deadline, never a lock held past it or
 // released early.
 //
-// Every operation runs under a short timeout (Options.Timeout) and the
-// circuit breaker of the node it goes to: after Options.Breaker.Failures
-// consecutive failures to reach that node, its calls fail at once with
-// store.ErrUnavailable for Options.Breaker.Cooldown, then one call probes. A failure to reach Redis
+// Every operation runs under a short timeout (Options.Timeout), and each of
+// its commands through the circuit breaker of the node it goes to
+// (NewBreakers): after consecutive failures to reach a node, commands to it
+// fail at once for a while. A failure to reach Redis
 // or to get its answer is store.ErrUnavailable: the operation may have
 // happened.
 //
@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,8 +45,9 @@ type Options struct {
 	Prefix string
 	// Timeout bounds each operation; default 500ms.
 	Timeout time.Duration
-	// Breaker stops calls for a while after consecutive failures.
-	Breaker BreakerOptions
+	// Breakers, if set, are the client's circuit breakers (NewBreakers), for
+	// BreakersOpen.
+	Breakers *Breakers
 	// WaitReplicas, if > 0, makes every lock grant, enqueue and idempotency
 	// finish wait (WAIT) until that many replicas have it, for at most
 	// WaitTimeout; fewer is reported as an uncertain outcome
@@ -64,12 +64,6 @@ type Options struct {
 	Observe func(op string, d time.Duration, err error)
 }
 
-// BreakerOptions configures the circuit breaker.
-type BreakerOptions struct {
-	Failures int           // consecutive failures that open it; default 5
-	Cooldown time.Duration // how long it stays open; default 1s
-}
-
 // Store is the Redis store.
 type Store struct {
 	client  redis.UniversalClient
@@ -81,9 +75,7 @@ type Store struct {
 	observe func(op string, d time.Duration, err error)
 	subs    subscriptions
 
-	breakerOpts BreakerOptions
-	bmu         sync.Mutex
-	breakers    map[string]*breaker // by node address ("" for a single Redis)
+	breakers *Breakers
 }
 
 var _ store.Store = (*Store)(nil)
@@ -104,24 +96,17 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 500 * time.Millisecond
 	}
-	if opts.Breaker.Failures <= 0 {
-		opts.Breaker.Failures = 5
-	}
-	if opts.Breaker.Cooldown <= 0 {
-		opts.Breaker.Cooldown = time.Second
-	}
 	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = 100 * time.Millisecond
 	}
 	s := &Store{
-		client:      opts.Client,
-		keys:        keys{prefix: opts.Prefix},
-		timeout:     opts.Timeout,
-		breakerOpts: opts.Breaker,
-		breakers:    make(map[string]*breaker),
-		wait:        opts.WaitReplicas,
-		waitFor:     opts.WaitTimeout,
-		clock:       opts.Clock,
+		client:   opts.Client,
+		keys:     keys{prefix: opts.Prefix},
+		timeout:  opts.Timeout,
+		breakers: opts.Breakers,
+		wait:     opts.WaitReplicas,
+		waitFor:  opts.WaitTimeout,
+		clock:    opts.Clock,
 	}
 	s.subs.init(s)
 	_ = s.loadScripts(ctx)
@@ -135,17 +120,7 @@ func (s *Store) Close() error {
 }
 
 // BreakersOpen reports how many circuit breakers (one per node) are open.
-func (s *Store) BreakersOpen() int {
-	s.bmu.Lock()
-	defer s.bmu.Unlock()
-	n := 0
-	for _, b := range s.breakers {
-		if b.isOpen() {
-			n++
-		}
-	}
-	return n
-}
+func (s *Store) BreakersOpen() int { return s.breakers.Open() }
 
 // loadScripts loads every script on every master.
 func (s *Store) loadScripts(ctx context.Context) error {
@@ -165,69 +140,42 @@ func (s *Store) loadScripts(ctx context.Context) error {
 	return load(ctx, s.client)
 }
 
-// do runs one operation under the timeout and the circuit breaker of the
-// node that serves key (the operation's main key), and turns its error into
-// the store's: the caller's own cancellation passes through, failures to
-// reach Redis wrap store.ErrUnavailable. On a Cluster, such a failure also
-// asks go-redis to reload the slot map, since a master that died refuses
-// connections rather than answering MOVED, and the map would otherwise stay
-// stale until its periodic reload (60 s) after a failover.
-func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Context) error) error {
+// do runs one operation under the timeout and turns its error into the
+// store's: the caller's own cancellation passes through, failures to reach
+// Redis (a timeout, a lost connection, an open circuit breaker) wrap
+// store.ErrUnavailable. On a Cluster such a failure also asks go-redis to
+// reload the slot map, since a master that died refuses connections rather
+// than answering MOVED, and the map would otherwise stay stale until its
+// periodic reload (60 s) after a failover.
+func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Context) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
-	}
-	b := s.breakerFor(ctx, key)
-	if !b.allow() {
-		return fmt.Errorf("redis %s: %w: circuit breaker open", op, store.ErrUnavailable)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	start := time.Now()
-	err := fn(cctx)
 	if s.observe != nil {
 		defer func() {
 			failed := err
-			if isState(failed) {
-				failed = nil // an answer about state is a successful round trip
+			if isState(failed) || errors.Is(failed, ctx.Err()) {
+				failed = nil // an answer about state, or the caller giving up
 			}
 			s.observe(op, time.Since(start), failed)
 		}()
 	}
+	err = fn(cctx)
 	switch {
 	case err == nil, isState(err):
+		return err
 	case ctx.Err() != nil:
-		b.release()
 		return ctx.Err()
 	case isBug(err):
-		err = fmt.Errorf("redis %s: %w", op, err)
-	default:
-		err = fmt.Errorf("redis %s: %w: %v", op, store.ErrUnavailable, err)
-		if cc, ok := s.client.(*redis.ClusterClient); ok {
-			cc.ReloadState(ctx)
-		}
+		return fmt.Errorf("redis %s: %w", op, err)
 	}
-	b.record(err == nil || !errors.Is(err, store.ErrUnavailable))
-	return err
-}
-
-// breakerFor returns the circuit breaker of the node that serves key: one
-// per Cluster master, so that a dead master fails fast without failing the
-// others' calls; one for a standalone or Sentinel Redis.
-func (s *Store) breakerFor(ctx context.Context, key string) *breaker {
-	node := ""
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		if c, err := cc.MasterForKey(ctx, key); err == nil {
-			node = c.Options().Addr
-		}
+		cc.ReloadState(ctx)
 	}
-	s.bmu.Lock()
-	defer s.bmu.Unlock()
-	b := s.breakers[node]
-	if b == nil {
-		b = newBreaker(s.breakerOpts)
-		s.breakers[node] = b
-	}
-	return b
+	return fmt.Errorf("redis %s: %w: %v", op, store.ErrUnavailable, err)
 }
 
 // isState reports whether err is one of the store's answers about state
@@ -408,57 +356,3 @@ func toStr(v any) string {
 func micros(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
 
 func unixMicro(n int64) time.Time { return time.UnixMicro(n) }
-
-// breaker is a consecutive-failure circuit breaker: closed, it counts
-// failures; open, it rejects calls until its cooldown ends; then it lets one
-// call probe, which closes it on success and opens it again on failure.
-type breaker struct {
-	opts      BreakerOptions
-	mu        sync.Mutex
-	failures  int
-	openUntil time.Time
-	probing   bool
-}
-
-func newBreaker(o BreakerOptions) *breaker { return &breaker{opts: o} }
-
-func (b *breaker) allow() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.openUntil.IsZero() {
-		return true
-	}
-	if time.Now().Before(b.openUntil) || b.probing {
-		return false
-	}
-	b.probing = true
-	return true
-}
-
-// release gives back a probe that ended without telling anything (the caller
-// cancelled).
-func (b *breaker) release() {
-	b.mu.Lock()
-	b.probing = false
-	b.mu.Unlock()
-}
-
-func (b *breaker) record(ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.probing = false
-	if ok {
-		b.failures, b.openUntil = 0, time.Time{}
-		return
-	}
-	b.failures++
-	if b.failures >= b.opts.Failures || !b.openUntil.IsZero() {
-		b.openUntil = time.Now().Add(b.opts.Cooldown)
-	}
-}
-
-func (b *breaker) isOpen() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return !b.openUntil.IsZero() && time.Now().Before(b.openUntil)
-}

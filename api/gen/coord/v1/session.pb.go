@@ -94,7 +94,9 @@ type KeepAliveRequest struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId" json:"session_id,omitempty"`
 	// The session's lease from now. Unset keeps the session's current TTL (on
 	// creation: config session.default_ttl, 10s); set, between config
-	// session.min_ttl (1s) and session.max_ttl (5m).
+	// session.min_ttl (1s) and session.max_ttl (5m). A heartbeat never cuts
+	// the current lease short: a shorter ttl takes effect once the current
+	// lease would end sooner than it.
 	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -2,8 +2,10 @@
 -- check or expiry.
 -- KEYS[1]: the lock
 -- ARGV[3]: the session's token for it  ARGV[4]: the session's deadline µs
--- ARGV[5]: "renew" (deadline = min(session deadline, max hold)), "check",
---          or "drop" (delete it if it is still the session's)
+-- ARGV[5]: "renew" (extend the deadline to min(session deadline, max hold);
+--          never shorten it, so that renewals applied out of order are
+--          harmless), "check", or "drop" (delete it if it is still the
+--          session's)
 -- ARGV[6]: the lock's wake-up channel
 -- Returns 1 if the session holds the lock live (for "drop": held it), else 0.
 local cur = redis.call('HMGET', KEYS[1], 'tok', 'dl', 'hold')
@@ -20,7 +22,9 @@ if ARGV[5] == 'renew' then
   local deadline = tonumber(ARGV[4])
   local hold = tonumber(cur[3])
   if hold > 0 and hold < deadline then deadline = hold end
-  redis.call('HSET', KEYS[1], 'dl', s(deadline))
-  expireAt(KEYS[1], deadline)
+  if deadline > tonumber(cur[2]) then
+    redis.call('HSET', KEYS[1], 'dl', s(deadline))
+    expireAt(KEYS[1], deadline)
+  end
 end
 return 1

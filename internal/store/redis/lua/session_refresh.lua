@@ -25,7 +25,7 @@ end
 if ARGV[3] == 'renew' then
   local ttl = tonumber(ARGV[4])
   if ttl <= 0 then ttl = tonumber(cur[1]) end
-  deadline = now + ttl
+  deadline = math.max(deadline, now + ttl) -- never shortened
   out[2] = deadline
   redis.call('HSET', KEYS[1], 'ttl', s(ttl), 'dl', s(deadline))
   expireAt(KEYS[1], deadline + grace)

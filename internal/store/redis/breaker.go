@@ -1,0 +1,203 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// Breakers are circuit breakers, one per Redis node, installed as go-redis
+// hooks on every node's client, so that each command — whatever operation
+// it belongs to, and however many nodes that operation visits — is judged
+// by the node it goes to: after Failures consecutive failures to reach a
+// node, commands to it fail at once for Cooldown, then one probes. A dead
+// Cluster master thus fails fast without failing the commands that go to
+// the others.
+type Breakers struct {
+	opts BreakerOptions
+	mu   sync.Mutex
+	all  map[string]*breaker // by node address
+}
+
+// BreakerOptions configures the circuit breakers.
+type BreakerOptions struct {
+	Failures int           // consecutive failures that open it; default 5
+	Cooldown time.Duration // how long it stays open; default 1s
+}
+
+// errBreakerOpen is the error of a command refused by an open breaker.
+var errBreakerOpen = fmt.Errorf("%w: circuit breaker open", store.ErrUnavailable)
+
+// NewBreakers installs breakers on client: on each node of a Cluster (as go-
+// redis creates them), or on the client of a standalone or Sentinel Redis.
+// Install them once per client, before its first command.
+func NewBreakers(client redis.UniversalClient, opts BreakerOptions) *Breakers {
+	if opts.Failures <= 0 {
+		opts.Failures = 5
+	}
+	if opts.Cooldown <= 0 {
+		opts.Cooldown = time.Second
+	}
+	bs := &Breakers{opts: opts, all: make(map[string]*breaker)}
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		c.OnNewNode(func(node *redis.Client) { node.AddHook(bs.hook(node.Options().Addr)) })
+	default:
+		client.AddHook(bs.hook(""))
+	}
+	return bs
+}
+
+// Open reports how many breakers are open.
+func (bs *Breakers) Open() int {
+	if bs == nil {
+		return 0
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	n := 0
+	for _, b := range bs.all {
+		if b.isOpen() {
+			n++
+		}
+	}
+	return n
+}
+
+func (bs *Breakers) hook(node string) breakerHook {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	b := bs.all[node]
+	if b == nil {
+		b = &breaker{opts: bs.opts}
+		bs.all[node] = b
+	}
+	return breakerHook{b}
+}
+
+// breakerHook is a go-redis hook that runs commands through a breaker.
+type breakerHook struct{ b *breaker }
+
+func (h breakerHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// setupCommands are those go-redis sends while it opens a connection; they
+// belong to the command that needed the connection, so they must not take
+// (or be refused) the breaker's probe.
+var setupCommands = map[string]bool{"hello": true, "auth": true, "select": true, "client": true, "readonly": true}
+
+func (h breakerHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if setupCommands[cmd.Name()] {
+			return next(ctx, cmd)
+		}
+		if !h.b.allow() {
+			cmd.SetErr(errBreakerOpen)
+			return errBreakerOpen
+		}
+		err := next(ctx, cmd)
+		if err == nil {
+			err = cmd.Err()
+		}
+		h.b.record(ctx, err)
+		return err
+	}
+}
+
+func (h breakerHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		setup := true
+		for _, c := range cmds {
+			setup = setup && setupCommands[c.Name()]
+		}
+		if setup {
+			return next(ctx, cmds)
+		}
+		if !h.b.allow() {
+			for _, c := range cmds {
+				c.SetErr(errBreakerOpen)
+			}
+			return errBreakerOpen
+		}
+		err := next(ctx, cmds)
+		h.b.record(ctx, err)
+		return err
+	}
+}
+
+// breaker is a consecutive-failure circuit breaker: closed, it counts
+// failures; open, it rejects calls until its cooldown ends; then it lets one
+// call probe, which closes it on success and opens it again on failure.
+type breaker struct {
+	opts      BreakerOptions
+	mu        sync.Mutex
+	failures  int
+	openUntil time.Time
+	probing   bool
+}
+
+func (b *breaker) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.openUntil.IsZero() {
+		return true
+	}
+	if time.Now().Before(b.openUntil) || b.probing {
+		return false
+	}
+	b.probing = true
+	return true
+}
+
+// record counts a command's outcome: a reply, even an error reply, means the
+// node answered; a failure to get one is a failure, unless the caller gave up
+// first.
+func (b *breaker) record(ctx context.Context, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+	switch {
+	case err == nil || !reachFailure(err):
+		b.failures, b.openUntil = 0, time.Time{}
+	case errors.Is(err, context.Canceled) || ctx.Err() == context.Canceled:
+		// The caller gave up: nothing learnt about the node.
+	default:
+		b.failures++
+		if b.failures >= b.opts.Failures || !b.openUntil.IsZero() {
+			b.openUntil = time.Now().Add(b.opts.Cooldown)
+		}
+	}
+}
+
+func (b *breaker) isOpen() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.openUntil.IsZero() && time.Now().Before(b.openUntil)
+}
+
+// reachFailure reports whether err means the node could not be reached or
+// could not serve: no reply at all, or one of the replies a node gives while
+// it cannot (loading, cluster down, a read-only former master).
+func reachFailure(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		var nerr net.Error
+		if errors.As(err, &nerr) {
+			return true
+		}
+		for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY"} {
+			if strings.HasPrefix(rerr.Error(), p) {
+				return true
+			}
+		}
+		return false
+	}
+	return !errors.Is(err, redis.Nil)
+}
