@@ -21,19 +21,27 @@ type Try func(ctx context.Context) (done bool, retryIn time.Duration, err error)
 
 // Wait calls try until it is done, fails, wait has passed, ctx ends (its error
 // is returned) or drain is closed. It subscribes to topic before the first
-// try, so a wake-up between a try and the sleep is not lost. With wait <= 0 it
-// tries once.
+// try, so a wake-up between a try and the sleep is not lost; if it cannot
+// subscribe (the store refuses more subscriptions, say), it re-checks at
+// least every PollWithoutWakeups instead, so that the wait gets slower rather
+// than failing. With wait <= 0 it tries once.
 func Wait(ctx context.Context, sub store.Subscriber, topic string, wait time.Duration, drain Drain, try Try) error {
 	if wait <= 0 {
 		_, _, err := try(ctx)
 		return err
 	}
 	deadline := time.Now().Add(wait)
-	s, err := sub.Subscribe(ctx, topic)
-	if err != nil {
-		return err
+	var wake <-chan struct{} // nil without a subscription: never ready
+	poll := time.Duration(0)
+	if s, err := sub.Subscribe(ctx, topic); err == nil {
+		defer s.Close()
+		wake = s.C()
+	} else {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		poll = PollWithoutWakeups
 	}
-	defer s.Close()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -46,12 +54,15 @@ func Wait(ctx context.Context, sub store.Subscriber, topic string, wait time.Dur
 		if left <= 0 {
 			return nil
 		}
+		if poll > 0 && (retryIn <= 0 || retryIn > poll) {
+			retryIn = poll
+		}
 		if retryIn > 0 && retryIn < left {
 			left = retryIn
 		}
 		timer.Reset(left)
 		select {
-		case <-s.C():
+		case <-wake:
 			timer.Stop()
 		case <-timer.C:
 		case <-drain:
@@ -62,3 +73,7 @@ func Wait(ctx context.Context, sub store.Subscriber, topic string, wait time.Dur
 		}
 	}
 }
+
+// PollWithoutWakeups is how often a wait re-checks when it could not
+// subscribe to wake-ups.
+const PollWithoutWakeups = time.Second

@@ -326,15 +326,24 @@ func TestWaitContext(t *testing.T) {
 	})
 }
 
+// TestWaitSubscribeError: a wait that cannot subscribe still tries, and
+// re-checks by itself instead of waiting for a wake-up that cannot come.
 func TestWaitSubscribeError(t *testing.T) {
 	var h store.Hub
 	errSub := errors.New("subscribe failed")
 	tr := newTries(step{done: true})
-	err := waiter.Wait(t.Context(), &hubSub{hub: &h, err: errSub}, "t", long, nil, tr.try)
-	if !errors.Is(err, errSub) {
-		t.Errorf("err = %v, want %v", err, errSub)
+	if err := waiter.Wait(t.Context(), &hubSub{hub: &h, err: errSub}, "t", long, nil, tr.try); err != nil {
+		t.Errorf("err = %v, want nil: the first try is done", err)
 	}
-	if n := tr.n.Load(); n != 0 {
-		t.Errorf("try called %d times after Subscribe failed, want 0", n)
+	if n := tr.n.Load(); n != 1 {
+		t.Errorf("try called %d times, want 1", n)
+	}
+	tr = newTries(step{}, step{done: true})
+	start := time.Now()
+	if err := waiter.Wait(t.Context(), &hubSub{hub: &h, err: errSub}, "t", long, nil, tr.try); err != nil {
+		t.Errorf("err = %v, want nil: the second try is done", err)
+	}
+	if n, took := tr.n.Load(), time.Since(start); n != 2 || took < waiter.PollWithoutWakeups/2 || took > 5*waiter.PollWithoutWakeups {
+		t.Errorf("try called %d times in %v, want 2, about PollWithoutWakeups (%v) apart", n, took, waiter.PollWithoutWakeups)
 	}
 }

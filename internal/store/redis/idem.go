@@ -11,14 +11,20 @@ import (
 func (s *Store) BeginIdempotent(ctx context.Context, req store.BeginIdempotent) (store.IdemState, error) {
 	var st store.IdemState
 	err := s.do(ctx, "BeginIdempotent", s.keys.idem(req.Key), func(ctx context.Context) error {
-		r, err := s.eval(ctx, idemBegin, []string{s.keys.idem(req.Key)}, req.Fingerprint, req.OwnerToken,
-			req.ProcessingTTL.Microseconds(), req.Retention.Microseconds()).Slice()
+		cmd, replicated := s.evalReplicated(ctx, idemBegin, []string{s.keys.idem(req.Key)}, req.Fingerprint, req.OwnerToken,
+			req.ProcessingTTL.Microseconds(), req.Retention.Microseconds())
+		r, err := cmd.Slice()
 		if err != nil {
 			return err
 		}
 		code := toInt(r[0])
-		if code < 0 {
+		switch {
+		case code < 0:
 			return store.ErrFingerprintMismatch
+		case store.Outcome(code) == store.Execute && !replicated:
+			// A failover could lose the claim and let a second caller
+			// execute: the caller clears it by its token.
+			return errNotReplicated
 		}
 		exp, now := toInt(r[1]), toInt(r[2])
 		st = store.IdemState{Outcome: store.Outcome(code), ExpireTime: unixMicro(exp), TTL: micros(exp - now)}
@@ -45,13 +51,16 @@ func (s *Store) FinishIdempotent(ctx context.Context, req store.FinishIdempotent
 				kind = "x"
 			}
 		}
-		n, err := s.evalReplicated(ctx, idemFinish, []string{s.keys.idem(req.Key)}, req.OwnerToken, kind, out,
-			req.ResultTTL.Microseconds(), s.keys.channel(store.IdemTopic(req.Key))).Int64()
-		if err != nil {
+		cmd, replicated := s.evalReplicated(ctx, idemFinish, []string{s.keys.idem(req.Key)}, req.OwnerToken, kind, out,
+			req.ResultTTL.Microseconds(), s.keys.channel(store.IdemTopic(req.Key)))
+		n, err := cmd.Int64()
+		switch {
+		case err != nil:
 			return err
-		}
-		if n == 0 {
+		case n == 0:
 			return store.ErrNotOwner
+		case !replicated:
+			return errNotReplicated
 		}
 		return nil
 	})

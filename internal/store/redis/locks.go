@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -31,8 +32,9 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 			sessDeadline = toInt(r[0])
 		}
 		lk := s.keys.lock(req.Name)
-		r, err := s.evalReplicated(ctx, lockAcquire, lk, req.Token, req.Owner,
-			req.TTL.Microseconds(), req.MaxHold.Microseconds(), req.SessionID, sessDeadline).Slice()
+		cmd, replicated := s.evalReplicated(ctx, lockAcquire, lk, req.Token, req.Owner,
+			req.TTL.Microseconds(), req.MaxHold.Microseconds(), req.SessionID, sessDeadline)
+		r, err := cmd.Slice()
 		if err != nil {
 			return err
 		}
@@ -43,6 +45,9 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 			dl, now := toInt(r[2]), toInt(r[3])
 			g = store.LockGrant{Holder: toStr(r[1]), TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
 			return nil
+		}
+		if !replicated {
+			return errNotReplicated // the caller releases it by its token
 		}
 		fence, dl, now := toInt(r[1]), toInt(r[2]), toInt(r[3])
 		g = store.LockGrant{Acquired: true, Fence: uint64(fence), TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
@@ -55,7 +60,8 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		}
 		entry := encodeEntry(sessionEntry{token: req.Token, fence: uint64(fence), holdUntil: hold})
 		sk := s.keys.session(req.SessionID)
-		newDeadline, err := s.eval(ctx, sessionAddLock, sk, req.Name, entry, store.SessionGrace.Microseconds(), req.MaxSessionLocks).Int64()
+		cmd, replicated = s.evalReplicated(ctx, sessionAddLock, sk, req.Name, entry, store.SessionGrace.Microseconds(), req.MaxSessionLocks)
+		newDeadline, err := cmd.Int64()
 		if err != nil {
 			return err
 		}
@@ -69,9 +75,21 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 			}
 			return store.ErrSessionNotFound
 		}
+		if !replicated {
+			return errNotReplicated // a failover could lose the entry, and the lock with it
+		}
 		if newDeadline > dl && (hold == 0 || hold > dl) {
-			if err := s.eval(ctx, lockSession, lk[:1], req.Token, newDeadline, "renew", "").Err(); err != nil {
+			// A keepalive renewed the session between the read and the add,
+			// without this lock: extend it to the session's deadline (an
+			// extension only, so a later keepalive is never undone).
+			held, err := s.eval(ctx, lockSession, lk[:1], req.Token, newDeadline, "renew", "").Int64()
+			if err != nil {
 				return err
+			}
+			if held == 0 {
+				// Its lease ran out before it could be extended: it is gone.
+				_ = s.eval(ctx, sessionRemoveLocks, sk[1:], req.Name, req.Token).Err()
+				return errLostInFlight
 			}
 			dl = newDeadline
 			if hold > 0 && hold < dl {
@@ -86,6 +104,12 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 	}
 	return g, nil
 }
+
+// errLostInFlight: a session-bound lock was granted, but its lease ran out
+// before it was bound to the session's: the caller must not believe it
+// holds it. Rare (the session was about to expire, and a keepalive raced the
+// acquire); reported as an uncertain outcome, to be retried.
+var errLostInFlight = fmt.Errorf("%w: the lock's lease ran out while it was being bound to its session", store.ErrUnavailable)
 
 // RenewLock implements store.Locks.
 func (s *Store) RenewLock(ctx context.Context, name, token string, ttl time.Duration) (store.Lease, error) {

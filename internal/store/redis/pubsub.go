@@ -32,9 +32,12 @@ type subscriptions struct {
 }
 
 type topicSub struct {
-	ready chan struct{} // closed once the subscription is confirmed or failed
-	ps    *redis.PubSub
-	err   error
+	ready chan struct{} // closed once the first subscription is confirmed or failed
+	err   error         // the first subscription's error
+
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	closed bool
 }
 
 func (t *subscriptions) init(s *Store) {
@@ -46,6 +49,10 @@ func (t *subscriptions) init(s *Store) {
 func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscription, error) {
 	t := &s.subs
 	t.mu.Lock()
+	if t.topics == nil {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("redis Subscribe: %w: the store is closed", store.ErrUnavailable)
+	}
 	var ts *topicSub
 	sub, first := t.hub.Subscribe(topic, func() { t.drop(topic, ts) })
 	if first {
@@ -70,19 +77,72 @@ func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscriptio
 	return sub, nil
 }
 
+// subscribe subscribes to channel and waits for the confirmation.
+func (t *subscriptions) subscribe(channel string) (*redis.PubSub, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.s.timeout+time.Second)
+	defer cancel()
+	ps := t.s.client.SSubscribe(ctx, channel)
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return nil, err
+	}
+	return ps, nil
+}
+
 // run subscribes to topic's channel, then wakes the topic's waiters on every
 // message and every resubscription, until drop closes the subscription.
+//
+// Redis ends a shard channel's subscriptions itself when the channel's slot
+// moves (a failover, a resharding) by pushing "sunsubscribe"; go-redis only
+// resubscribes after a broken connection, so run subscribes again, on the
+// slot's new owner, and wakes the waiters, who may have missed a message.
 func (t *subscriptions) run(topic string, ts *topicSub) {
 	defer t.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), t.s.timeout+time.Second)
-	ts.ps = t.s.client.SSubscribe(ctx, t.s.keys.channel(topic))
-	_, ts.err = ts.ps.Receive(ctx) // the confirmation
-	cancel()
+	channel := t.s.keys.channel(topic)
+	ps, err := t.subscribe(channel)
+	ts.mu.Lock()
+	ts.ps, ts.err = ps, err
+	ts.mu.Unlock()
 	close(ts.ready)
-	if ts.err != nil {
+	if err != nil {
 		return
 	}
-	for range ts.ps.ChannelWithSubscriptions() {
+	for {
+		dropped := false
+		for msg := range ps.ChannelWithSubscriptions() {
+			if sub, ok := msg.(*redis.Subscription); ok && sub.Kind == "sunsubscribe" {
+				dropped = true
+				break
+			}
+			t.hub.Notify(topic)
+		}
+		if !dropped {
+			return // closed by drop or close
+		}
+		_ = ps.Close()
+		for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+			if cc, ok := t.s.client.(*redis.ClusterClient); ok {
+				cc.ReloadState(context.Background())
+			}
+			if ps, err = t.subscribe(channel); err == nil {
+				break
+			}
+			ts.mu.Lock()
+			closed := ts.closed
+			ts.mu.Unlock()
+			if closed {
+				return
+			}
+			time.Sleep(backoff)
+		}
+		ts.mu.Lock()
+		if ts.closed {
+			ts.mu.Unlock()
+			_ = ps.Close()
+			return
+		}
+		ts.ps = ps
+		ts.mu.Unlock()
 		t.hub.Notify(topic)
 	}
 }
@@ -95,22 +155,32 @@ func (t *subscriptions) drop(topic string, ts *topicSub) {
 		delete(t.topics, topic)
 	}
 	t.mu.Unlock()
-	<-ts.ready
-	_ = ts.ps.Close()
+	ts.close()
 }
 
-// close ends every subscription and waits for their goroutines.
+// close ends the topic's subscription; run then returns.
+func (ts *topicSub) close() {
+	<-ts.ready
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if !ts.closed && ts.ps != nil {
+		_ = ts.ps.Close()
+	}
+	ts.closed = true
+}
+
+// close ends every subscription and waits for their goroutines; Subscribe
+// fails from then on.
 func (t *subscriptions) close() {
 	t.mu.Lock()
 	all := make([]*topicSub, 0, len(t.topics))
-	for topic, ts := range t.topics {
+	for _, ts := range t.topics {
 		all = append(all, ts)
-		delete(t.topics, topic)
 	}
+	t.topics = nil
 	t.mu.Unlock()
 	for _, ts := range all {
-		<-ts.ready
-		_ = ts.ps.Close()
+		ts.close()
 	}
 	t.wg.Wait()
 }

@@ -18,11 +18,15 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 		if !m.DeliverTime.IsZero() {
 			deliver = m.DeliverTime.Truncate(time.Microsecond).UnixMicro()
 		}
-		r, err := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), m.ID, encodeMessage(m.Payload),
+		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), m.ID, encodeMessage(m.Payload),
 			m.Delay.Microseconds(), deliver, m.MaxAttempts, m.DedupID, m.DedupWindow.Microseconds(),
-			s.keys.channel(store.QueueTopic(queue))).Slice()
+			s.keys.channel(store.QueueTopic(queue)))
+		r, err := cmd.Slice()
 		if err != nil {
 			return err
+		}
+		if toInt(r[0]) == 0 && !replicated {
+			return errNotReplicated // added, but a failover could lose it: retry with the dedup ID
 		}
 		e = store.Enqueued{ID: toStr(r[1]), DeliverTime: unixMicro(toInt(r[2])), Duplicate: toInt(r[0]) == 1}
 		return nil

@@ -7,22 +7,26 @@ import (
 	"github.com/coordd/coordd/internal/store"
 )
 
-// CreateSession implements store.Sessions: the namespace's index admits the
-// session (or finds the namespace full), then the session is created. A
-// crash between the two leaves an index entry that ends at the session's
-// deadline.
+// CreateSession implements store.Sessions: with a cap, the namespace's
+// index admits the session (or finds the namespace full); then the session
+// is created. A crash between the two leaves an index entry that ends at the
+// session's deadline.
 func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (store.SessionState, error) {
 	var st store.SessionState
 	err := s.do(ctx, "CreateSession", s.keys.session(id)[0], func(ctx context.Context) error {
-		admitted, err := s.eval(ctx, sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))},
-			"admit", id, ttl.Microseconds(), max).Int64()
-		if err != nil {
-			return err
+		indexed := ""
+		if max > 0 {
+			admitted, err := s.eval(ctx, sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))},
+				"admit", id, ttl.Microseconds(), max).Int64()
+			if err != nil {
+				return err
+			}
+			if admitted == 0 {
+				return store.ErrTooManySessions
+			}
+			indexed = "1"
 		}
-		if admitted == 0 {
-			return store.ErrTooManySessions
-		}
-		r, err := s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds()).Slice()
+		r, err := s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds(), indexed).Slice()
 		if err != nil {
 			return err
 		}
@@ -34,9 +38,9 @@ func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration,
 }
 
 // KeepAliveSession implements store.Sessions: one script renews the session
-// and lists its locks, then one pipeline (a round trip per node) renews
-// every lock, and, if any was lost, one more script takes the lost ones out
-// of the session's set.
+// and lists its locks, then one pipeline (a round trip per node) extends
+// every lock (and touches the namespace's index), and, if any lock was
+// lost, one more script takes the lost ones out of the session's set.
 func (s *Store) KeepAliveSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
 	return s.refreshSession(ctx, "KeepAliveSession", id, ttl, "renew")
 }
@@ -58,8 +62,8 @@ func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Dura
 		if code < 0 {
 			return store.ErrSessionNotFound
 		}
-		dl, now := toInt(r[1]), toInt(r[2])
-		names, entries, err := decodeEntries(r[3:])
+		dl, now, indexed := toInt(r[1]), toInt(r[2]), toStr(r[3]) == "1"
+		names, entries, err := decodeEntries(r[4:])
 		if err != nil {
 			return err
 		}
@@ -80,17 +84,20 @@ func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Dura
 		for i, e := range entries {
 			calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, dl, mode, ""}}
 		}
-		if mode == "renew" {
+		if mode == "renew" && indexed {
 			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"touch", id, dl, 0}})
 		}
-		cmds, err := s.evalPipelined(ctx, calls)
-		if err != nil {
-			return err
-		}
-		cmds = cmds[:len(entries)]
+		// The index is bookkeeping for a cap: its failure must not fail the
+		// keepalive; the locks' must (their outcome is unknown).
+		cmds := s.evalPipelined(ctx, calls)[:len(entries)]
 		var remove []any
+		lost := map[string]store.LostLock{}
 		for i, c := range cmds {
-			if held, _ := c.Int64(); held == 1 {
+			held, err := c.Int64()
+			if err != nil {
+				return err
+			}
+			if held == 1 {
 				continue
 			}
 			e := entries[i]
@@ -98,31 +105,46 @@ func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Dura
 			if e.holdUntil != 0 && now >= e.holdUntil {
 				reason = store.LostMaxHold
 			}
-			st.Lost = append(st.Lost, store.LostLock{Name: names[i], Fence: e.fence, Reason: reason})
+			lost[names[i]] = store.LostLock{Name: names[i], Fence: e.fence, Reason: reason}
 			remove = append(remove, names[i], e.token)
 		}
-		if len(remove) > 0 {
-			return s.eval(ctx, sessionRemoveLocks, sk[1:], remove...).Err()
+		if len(remove) == 0 {
+			return nil
+		}
+		// Only what this call took out of the set is lost: a lock released
+		// by its token meanwhile left the set itself.
+		removed, err := s.eval(ctx, sessionRemoveLocks, sk[1:], remove...).StringSlice()
+		if err != nil {
+			return err
+		}
+		for _, name := range removed {
+			st.Lost = append(st.Lost, lost[name])
 		}
 		return nil
 	})
 	return st, err
 }
 
-// CloseSession implements store.Sessions: one script ends the session and
-// lists its locks, then one pipeline deletes those the session still holds
-// and wakes their waiters.
+// CloseSession implements store.Sessions, in steps that a retry can finish
+// if one fails: the session is marked closing (no keepalive or new lock from
+// then on) and lists its locks; one pipeline deletes those it still holds
+// and wakes their waiters; then the session is deleted.
 func (s *Store) CloseSession(ctx context.Context, id string) ([]string, error) {
 	var released []string
 	err := s.do(ctx, "CloseSession", s.keys.session(id)[0], func(ctx context.Context) error {
-		r, err := s.eval(ctx, sessionClose, s.keys.session(id), store.SessionGrace.Microseconds()).Slice()
+		sk := s.keys.session(id)
+		r, err := s.eval(ctx, sessionClose, sk, "begin", store.SessionGrace.Microseconds()).Slice()
 		if err != nil {
 			return err
 		}
-		if toInt(r[0]) < 0 {
+		switch toInt(r[0]) {
+		case -1:
 			return store.ErrSessionNotFound
+		case 0:
+			return nil
 		}
-		names, entries, err := decodeEntries(r[1:])
+		indexed := toStr(r[1]) == "1"
+		names, entries, err := decodeEntries(r[2:])
 		if err != nil {
 			return err
 		}
@@ -130,17 +152,19 @@ func (s *Store) CloseSession(ctx context.Context, id string) ([]string, error) {
 		for i, e := range entries {
 			calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, 0, "drop", s.keys.channel(store.LockTopic(names[i]))}}
 		}
-		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id, 0, 0}})
-		cmds, err := s.evalPipelined(ctx, calls)
-		if err != nil {
-			return err
+		if indexed {
+			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id, 0, 0}})
 		}
-		for i, c := range cmds[:len(entries)] {
-			if n, _ := c.Int64(); n == 1 {
+		for i, c := range s.evalPipelined(ctx, calls)[:len(entries)] {
+			n, err := c.Int64()
+			if err != nil {
+				return err // the session stays closing; a retry finishes it
+			}
+			if n == 1 {
 				released = append(released, names[i])
 			}
 		}
-		return nil
+		return s.eval(ctx, sessionClose, sk, "finish", 0).Err()
 	})
 	return released, err
 }

@@ -122,7 +122,7 @@ func (s *Store) Close() error {
 // BreakersOpen reports how many circuit breakers (one per node) are open.
 func (s *Store) BreakersOpen() int { return s.breakers.Open() }
 
-// loadScripts loads every script on every master.
+// loadScripts loads every script on every node.
 func (s *Store) loadScripts(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -135,7 +135,8 @@ func (s *Store) loadScripts(ctx context.Context) error {
 		return nil
 	}
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+		// Replicas too: a replica promoted in a failover then has them.
+		return cc.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
 	}
 	return load(ctx, s.client)
 }
@@ -259,11 +260,13 @@ type noRetry struct{ *redis.Cmd }
 func (noRetry) NoRetry() bool { return true }
 
 // evalReplicated is eval followed, with WaitReplicas set, by WAIT on the same
-// connection, so that it waits for this write. Fewer replicas than asked is
-// errNotReplicated.
-func (s *Store) evalReplicated(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+// connection, so that it waits for this write. replicated is false if fewer
+// replicas than asked acknowledged it in time; the caller decides what that
+// means (only a write that happened is at risk). A shortfall is not a
+// failure to reach the master, which answered.
+func (s *Store) evalReplicated(ctx context.Context, sc *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, replicated bool) {
 	if s.wait <= 0 {
-		return s.eval(ctx, sc, keys, args...)
+		return s.eval(ctx, sc, keys, args...), true
 	}
 	all := append(s.timeArgs(), args...)
 	for attempt := 0; ; attempt++ {
@@ -273,65 +276,71 @@ func (s *Store) evalReplicated(ctx context.Context, sc *redis.Script, keys []str
 			if err != nil {
 				cmd := redis.NewCmd(ctx)
 				cmd.SetErr(err)
-				return cmd
+				return cmd, false
 			}
 			pipe = node.Pipeline()
 		} else {
 			pipe = s.client.Pipeline()
 		}
-		cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, all)
-		_ = pipe.Process(ctx, cmd)
+		c := evalCmd(ctx, "evalsha", sc.Hash(), keys, all)
+		_ = pipe.Process(ctx, c)
 		wait := pipe.Do(ctx, "WAIT", s.wait, s.waitFor.Milliseconds())
 		_, _ = pipe.Exec(ctx)
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") && attempt == 0 {
+		switch {
+		case redis.HasErrorPrefix(c.Err(), "NOSCRIPT") && attempt == 0:
 			if err := s.loadScripts(ctx); err == nil {
 				continue
 			}
-		}
-		if cmd.Err() == nil {
-			if n, err := wait.Int(); err != nil {
-				cmd.SetErr(err)
-			} else if n < s.wait {
-				cmd.SetErr(fmt.Errorf("%w: %d of %d replicas acknowledged", errNotReplicated, n, s.wait))
+		case redis.HasErrorPrefix(c.Err(), "MOVED"), redis.HasErrorPrefix(c.Err(), "ASK"):
+			// This node pipeline bypasses go-redis's redirection: the slot
+			// moved, so the script did not run; learn the new map and go the
+			// ordinary way, without WAIT this once.
+			if cc, ok := s.client.(*redis.ClusterClient); ok {
+				cc.ReloadState(ctx)
 			}
+			return s.eval(ctx, sc, keys, args...), false
 		}
-		return cmd.Cmd
+		n, err := wait.Int()
+		return c.Cmd, err == nil && n >= s.wait
 	}
 }
 
-var errNotReplicated = errors.New("write not replicated in time")
+// errNotReplicated: a write happened on the master but fewer replicas than
+// redis.wait_replicas acknowledged it in time; a failover could lose it, so
+// its outcome is reported uncertain.
+var errNotReplicated = fmt.Errorf("%w: the write was not replicated in time", store.ErrUnavailable)
 
 // evalPipelined runs several scripts in one pipeline (grouped by node on a
-// Cluster) and returns their results in order. Scripts missing after a
-// Redis restart are loaded and the pipeline run once more, so every call in
-// it must be safe to repeat.
-func (s *Store) evalPipelined(ctx context.Context, calls []call) ([]*redis.Cmd, error) {
-	if len(calls) == 0 {
-		return nil, nil
-	}
-	for attempt := 0; ; attempt++ {
+// Cluster) and returns their commands in order; each has its own result or
+// error. Scripts a node lacks (after a restart, or on a replica just
+// promoted) are loaded and only those calls are run again.
+func (s *Store) evalPipelined(ctx context.Context, calls []call) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	run := func(idx []int) {
 		pipe := s.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(calls))
-		for i, c := range calls {
+		for _, i := range idx {
+			c := calls[i]
 			cmd := evalCmd(ctx, "evalsha", c.script.Hash(), c.keys, append(s.timeArgs(), c.args...))
 			_ = pipe.Process(ctx, cmd)
 			cmds[i] = cmd.Cmd
 		}
-		_, err := pipe.Exec(ctx)
-		if err == nil {
-			return cmds, nil
-		}
-		noscript := false
-		for _, c := range cmds {
-			noscript = noscript || redis.HasErrorPrefix(c.Err(), "NOSCRIPT")
-		}
-		if !noscript || attempt > 0 {
-			return nil, err
-		}
-		if err := s.loadScripts(ctx); err != nil {
-			return nil, err
+		_, _ = pipe.Exec(ctx)
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	run(all)
+	var again []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
 		}
 	}
+	if len(again) > 0 && s.loadScripts(ctx) == nil {
+		run(again)
+	}
+	return cmds
 }
 
 // call is one script call of a pipeline.

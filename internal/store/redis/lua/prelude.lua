@@ -16,9 +16,15 @@ end
 local slack = tonumber(ARGV[2])
 local function s(n) return string.format('%d', n) end
 local function expireAt(key, deadline)
-  local ms = math.ceil((deadline - now) / 1000) + slack
+  if deadline <= now and slack == 0 then
+    redis.call('DEL', key)
+    return
+  end
+  -- A millisecond more than the deadline, rounded up: Redis never frees a key
+  -- before its logical end, whatever its own clock's resolution.
+  local ms = math.ceil((deadline - now) / 1000) + 1 + slack
   if ms > 0 then
-    redis.call('PEXPIRE', key, ms)
+    redis.call('PEXPIRE', key, s(ms))
   else
     redis.call('DEL', key)
   end

@@ -4,8 +4,9 @@
 -- ARGV[6]: most locks the session may hold (0: no cap)
 -- Returns the session's deadline; 0 if it is not live; -1 if it holds as
 -- many locks as it may.
-local deadline = tonumber(redis.call('HGET', KEYS[1], 'dl') or '0')
-if deadline <= now then return 0 end
+local cur = redis.call('HMGET', KEYS[1], 'dl', 'closing')
+local deadline = tonumber(cur[1] or '0')
+if deadline <= now or cur[2] then return 0 end
 local max = tonumber(ARGV[6])
 if max > 0 and redis.call('HLEN', KEYS[2]) >= max then return -1 end
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])

@@ -1,20 +1,28 @@
--- Ends a session at once.
+-- Ends a session, in two steps, so that a close interrupted between them can
+-- be finished by a retry: "begin" marks the session closing (from then on it
+-- is no session: no keepalive, no new lock) and lists its locks, for the
+-- caller to release; "finish", once they are released, deletes it.
 -- KEYS[1]: the session  KEYS[2]: its lock set
--- ARGV[3]: grace µs
--- Returns {-1} unknown; {0} it had expired (forgotten now, nothing to
--- release); {1, name, entry, ...} its lock entries, for the caller to
--- release. The session and its set are deleted.
-local deadline = tonumber(redis.call('HGET', KEYS[1], 'dl') or '-1')
-if deadline < 0 or deadline + tonumber(ARGV[3]) <= now then
+-- ARGV[3]: "begin" or "finish"  ARGV[4]: grace µs
+-- Returns, for "begin": {-1} unknown; {0} it had expired (forgotten now,
+-- nothing to release); {1, indexed, name, entry, ...} closing, with its lock
+-- entries (again, if a close began before). For "finish": 1.
+if ARGV[3] == 'finish' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 1
+end
+local cur = redis.call('HMGET', KEYS[1], 'dl', 'ix', 'closing')
+local deadline = tonumber(cur[1] or '-1')
+if deadline < 0 or deadline + tonumber(ARGV[4]) <= now then
   redis.call('DEL', KEYS[1], KEYS[2])
   return {-1}
 end
-local out = {1}
-if deadline <= now then
-  out = {0}
-else
-  local entries = redis.call('HGETALL', KEYS[2])
-  for i = 1, #entries do out[#out + 1] = entries[i] end
+if deadline <= now and not cur[3] then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return {0}
 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'closing', '1')
+local out = {1, cur[2] or ''}
+local entries = redis.call('HGETALL', KEYS[2])
+for i = 1, #entries do out[#out + 1] = entries[i] end
 return out

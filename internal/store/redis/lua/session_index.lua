@@ -11,7 +11,9 @@ if ARGV[3] == 'remove' then
   return 1
 end
 if ARGV[3] == 'touch' then
-  redis.call('ZADD', KEYS[1], 'XX', ARGV[5], ARGV[4])
+  -- GT: never moves a session back; adds one that an admit's clean-up
+  -- dropped while a touch was lost.
+  redis.call('ZADD', KEYS[1], 'GT', ARGV[5], ARGV[4])
   return 1
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', s(now))

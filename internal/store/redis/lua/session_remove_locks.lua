@@ -2,13 +2,14 @@
 -- given token (a lock the session lost, or is releasing).
 -- KEYS[1]: the lock set
 -- ARGV[3], ARGV[4], ...: pairs of lock name and token
--- Returns how many entries it removed.
-local n = 0
+-- Returns the names of the entries it removed: a lock that left the set
+-- otherwise (released by its token meanwhile) is not lost.
+local removed = {}
 for i = 3, #ARGV, 2 do
   local entry = redis.call('HGET', KEYS[1], ARGV[i])
   if entry and string.sub(entry, 1, #ARGV[i + 1]) == ARGV[i + 1] then
     redis.call('HDEL', KEYS[1], ARGV[i])
-    n = n + 1
+    removed[#removed + 1] = ARGV[i]
   end
 end
-return n
+return removed
