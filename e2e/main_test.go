@@ -2,8 +2,9 @@ package e2e
 
 // The harness: TestMain builds the coordd binary once; startPair runs two
 // daemons of it (A and B) on the shared Redis Cluster under a key prefix of
-// the test's own, each on loopback ports the kernel chose, and ends them
-// with SIGTERM when the test ends, failing it if either does not exit 0.
+// the test's own, and startMemoryInstance one on the embedded memory store;
+// each listens on loopback ports the kernel chose, and is ended with SIGTERM
+// when the test ends, failing it if it does not exit 0.
 
 import (
 	"bufio"
@@ -90,7 +91,7 @@ func (b *lockedBuffer) String() string {
 
 // instance is one running coordd process and clients of it.
 type instance struct {
-	name     string // "A" or "B", for messages
+	name     string // "A", "B" or another label, for messages
 	cmd      *exec.Cmd
 	out      *lockedBuffer // stdout and stderr
 	exited   chan struct{} // closed when the process has exited
@@ -118,25 +119,34 @@ func startPair(t *testing.T) (a, b *instance) {
 // servingLine is the daemon's "coordd serving" log line, in the text format.
 var servingLine = regexp.MustCompile(`msg="coordd serving" grpc=(\S+) http=(\S+)`)
 
-// startInstance starts the binary with --store redis in cluster mode, with an
-// environment without the caller's COORDD_* variables, on ports the kernel
-// chooses (read back from its log), and waits until it reports SERVING. At
-// the end of the test it sends SIGTERM and checks that the process exits 0.
+// startInstance starts the binary with --store redis in cluster mode under
+// key prefix (see startCoordd).
 func startInstance(t *testing.T, name string, addrs []string, prefix string) *instance {
 	t.Helper()
-	cmd := exec.Command(coorddBin, "--store", "redis", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
-	cmd.Dir = t.TempDir()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "COORDD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env,
+	return startCoordd(t, name, []string{"--store", "redis"},
 		"COORDD_REDIS_ADDRS="+strings.Join(addrs, ","),
 		"COORDD_REDIS_MODE=cluster",
 		"COORDD_REDIS_KEY_PREFIX="+prefix,
-		"COORDD_LOG_FORMAT=text",
 	)
+}
+
+// startMemoryInstance starts the binary with --store memory (see
+// startCoordd): a daemon of its own, which needs no Redis.
+func startMemoryInstance(t *testing.T, name string) *instance {
+	t.Helper()
+	return startCoordd(t, name, []string{"--store", "memory"})
+}
+
+// startCoordd starts the binary with args and env, in an environment without
+// the caller's COORDD_* variables, on ports the kernel chooses (read back
+// from its log), and waits until it reports SERVING. At the end of the test
+// it sends SIGTERM and checks that the process exits 0.
+func startCoordd(t *testing.T, name string, args []string, env ...string) *instance {
+	t.Helper()
+	cmd := exec.Command(coorddBin, append(slices.Clip(args), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(environWithout("COORDD_"), env...)
+	cmd.Env = append(cmd.Env, "COORDD_LOG_FORMAT=text")
 	in := &instance{name: name, cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = in.out, in.out
 	if err := cmd.Start(); err != nil {
@@ -173,6 +183,18 @@ func startInstance(t *testing.T, name string, addrs []string, prefix string) *in
 	in.queues = coordv1.NewQueueServiceClient(conn)
 	in.waitServing(t)
 	return in
+}
+
+// environWithout returns the environment less the variables whose names
+// start with prefix.
+func environWithout(prefix string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, prefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // waitServing polls the health service until it reports SERVING.

@@ -54,6 +54,9 @@ echo "$redis_env"
 step "go test -race${CI:+ (CI=$CI)}"
 go test -race -count=1 -timeout 15m ./...
 
+step "examples (a module of its own; PostgreSQL from COORDD_TEST_POSTGRES)"
+(cd examples && go vet ./... && go test -race -count=1 ./...)
+
 # The gRPC acceptance tests again, end to end on each Redis backend.
 for backend in redis cluster; do
 	step "go test -race ./internal/server on $backend"

@@ -1,0 +1,341 @@
+'use strict';
+// coordd from Node.js: @grpc/grpc-js with the .proto files of api/proto loaded
+// at run time by @grpc/proto-loader (no generated code), against a running
+// coordd. Both an example of calling every service and an end-to-end test
+// (e2e/node_test.go runs it against a fresh daemon in CI).
+//
+//   cd clients/node && npm ci && COORDD_ADDR=127.0.0.1:7070 node --test test.js
+//
+// COORDD_ADDR   host:port of coordd's gRPC listener (default 127.0.0.1:7070)
+// COORDD_API_KEY if set, sent on every call as `authorization: Bearer <key>`
+//
+// Every name, key and queue gets a random suffix, so the test can run again
+// and again against one daemon.
+
+const { describe, test, after } = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const path = require('node:path');
+
+const grpc = require('@grpc/grpc-js');
+const protoLoader = require('@grpc/proto-loader');
+const protobuf = require('protobufjs');
+
+const ADDR = process.env.COORDD_ADDR || '127.0.0.1:7070';
+const API_KEY = process.env.COORDD_API_KEY || '';
+const PROTO_DIR = path.join(__dirname, '..', '..', 'api', 'proto');
+const CALL_TIMEOUT_MS = 10_000;
+
+// The .proto files are edition 2023 with features.field_presence = IMPLICIT:
+// protobufjs resolves editions features since 7.3 (the version is pinned in
+// package.json). google/protobuf/*.proto come with protobufjs.
+const packageDefinition = protoLoader.loadSync(
+  ['idempotency', 'lock', 'queue', 'ratelimit', 'session'].map((f) => `coord/v1/${f}.proto`),
+  {
+    includeDirs: [PROTO_DIR],
+    keepCase: false, // lowerCamelCase field names: session_id is sessionId
+    longs: String, // int64/uint64 (fence, remaining, Duration.seconds) as decimal strings
+    enums: String, // 'OUTCOME_EXECUTE', not 1
+    defaults: true, // unset fields read as their zero value
+    oneofs: true,
+  },
+);
+const coord = grpc.loadPackageDefinition(packageDefinition).coord.v1;
+
+// google.rpc.Status and the two details coordd sends, field for field as in
+// googleapis' google/rpc/status.proto and error_details.proto (only the
+// messages needed here), to decode the grpc-status-details-bin trailer.
+const rpcRoot = new protobuf.Root();
+protobuf.parse(`syntax = "proto3"; package google.protobuf;
+  message Any { string type_url = 1; bytes value = 2; }`, rpcRoot, { keepCase: true });
+protobuf.parse(`syntax = "proto3"; package google.rpc;
+  message Status { int32 code = 1; string message = 2; repeated google.protobuf.Any details = 3; }
+  message ErrorInfo { string reason = 1; string domain = 2; map<string, string> metadata = 3; }
+  message BadRequest {
+    message FieldViolation { string field = 1; string description = 2; }
+    repeated FieldViolation field_violations = 1;
+  }`, rpcRoot, { keepCase: true });
+rpcRoot.resolveAll();
+const RpcStatus = rpcRoot.lookupType('google.rpc.Status');
+
+// decodeStatusDetails returns the google.rpc.Status in err's trailers with
+// its details decoded, keyed by their type name (e.g. 'google.rpc.ErrorInfo').
+function decodeStatusDetails(err) {
+  const [bin] = err.metadata ? err.metadata.get('grpc-status-details-bin') : [];
+  assert.ok(Buffer.isBuffer(bin), `no grpc-status-details-bin trailer on ${err}`);
+  const st = RpcStatus.decode(bin);
+  const details = {};
+  for (const any of st.details) {
+    const typeName = any.type_url.slice(any.type_url.lastIndexOf('/') + 1);
+    const type = rpcRoot.lookupType(typeName);
+    details[typeName] = type.toObject(type.decode(any.value), { defaults: true });
+  }
+  return { code: st.code, message: st.message, details };
+}
+
+// The API key, if any, goes on every call (unary and streaming) through an
+// interceptor rather than on each call's metadata.
+const interceptors = API_KEY
+  ? [
+      (options, nextCall) =>
+        new grpc.InterceptingCall(nextCall(options), {
+          start(metadata, listener, next) {
+            metadata.set('authorization', `Bearer ${API_KEY}`);
+            next(metadata, listener);
+          },
+        }),
+    ]
+  : [];
+
+const credentials = grpc.credentials.createInsecure();
+const locks = new coord.LockService(ADDR, credentials, { interceptors });
+const limits = new coord.RateLimitService(ADDR, credentials, { interceptors });
+const idem = new coord.IdempotencyService(ADDR, credentials, { interceptors });
+const queues = new coord.QueueService(ADDR, credentials, { interceptors });
+const sessions = new coord.SessionService(ADDR, credentials, { interceptors });
+after(() => {
+  for (const c of [locks, limits, idem, queues, sessions]) c.close();
+});
+
+// call makes a unary call with a deadline and returns its response.
+function call(client, method, request) {
+  return new Promise((resolve, reject) => {
+    client[method](request, { deadline: Date.now() + CALL_TIMEOUT_MS }, (err, response) =>
+      err ? reject(err) : resolve(response),
+    );
+  });
+}
+
+const unique = (prefix) => `node-${prefix}-${crypto.randomBytes(6).toString('hex')}`;
+const seconds = (s) => ({ seconds: s, nanos: 0 }); // a google.protobuf.Duration
+const millis = (d) => Number(d.seconds) * 1000 + d.nanos / 1e6; // and back
+const HEX32 = /^[0-9a-f]{32}$/;
+
+describe('LockService', () => {
+  const name = unique('lock');
+  let grant;
+
+  test('Lock acquires a free lock with a token and a fence', async () => {
+    grant = await call(locks, 'Lock', { name, ttl: seconds(30), owner: 'alice' });
+    assert.equal(grant.acquired, true);
+    assert.match(grant.token, HEX32);
+    assert.ok(BigInt(grant.fence) > 0n, `fence ${grant.fence}`);
+    assert.equal(millis(grant.ttl), 30_000);
+    assert.ok(grant.expireTime && Number(grant.expireTime.seconds) > 0);
+  });
+
+  test('a second Lock by another owner is not acquired and names the holder', async () => {
+    assert.ok(grant, 'no grant from the previous step');
+    const denied = await call(locks, 'Lock', { name, ttl: seconds(30), owner: 'bob' });
+    assert.equal(denied.acquired, false);
+    assert.equal(denied.token, '');
+    assert.equal(denied.fence, '0');
+    assert.equal(denied.holder, 'alice');
+    assert.ok(millis(denied.ttl) > 0 && millis(denied.ttl) <= 30_000, `ttl ${JSON.stringify(denied.ttl)}`);
+  });
+
+  test('Release by the token frees the lock; a retry releases nothing', async () => {
+    assert.ok(grant, 'no grant from the previous step');
+    assert.equal((await call(locks, 'Release', { name, token: grant.token })).released, true);
+    assert.equal((await call(locks, 'Release', { name, token: grant.token })).released, false);
+    assert.equal((await call(locks, 'GetLock', { name })).held, false);
+  });
+});
+
+test('RateLimitService.Allow with an inline fixed window of 2 is denied on the third call', async () => {
+  const key = unique('rate');
+  const limit = { algorithm: 'ALGORITHM_FIXED_WINDOW', limit: 2, period: seconds(60) };
+  // Windows are aligned to the epoch: should one end between the calls, the
+  // count starts again, so call until denied (at most twice more).
+  const answers = [];
+  let denied;
+  for (let i = 0; i < 5 && !denied; i++) {
+    const a = await call(limits, 'Allow', { key, limit });
+    answers.push(a);
+    if (!a.allowed) denied = a;
+  }
+  assert.ok(denied, `never denied: ${JSON.stringify(answers)}`);
+  assert.ok(answers.length >= 3, `denied after ${answers.length - 1} calls`);
+  assert.deepEqual(answers.slice(0, 2).map((a) => [a.allowed, a.remaining]), [[true, '1'], [true, '0']]);
+  assert.equal(denied.remaining, '0');
+  assert.equal(denied.limit, '2');
+  const retry = millis(denied.retryAfter);
+  assert.ok(retry > 0 && retry <= 60_000, `retryAfter ${JSON.stringify(denied.retryAfter)}`);
+});
+
+describe('IdempotencyService', () => {
+  const key = unique('idem');
+  const fingerprint = 'sha256:' + crypto.createHash('sha256').update(key).digest('hex');
+  const result = Buffer.from('ok: charged 7');
+  let ownerToken;
+
+  test('BeginIdempotent on a new key answers EXECUTE with an owner token', async () => {
+    const begin = await call(idem, 'BeginIdempotent', { key, fingerprint });
+    assert.equal(begin.outcome, 'OUTCOME_EXECUTE');
+    assert.match(begin.ownerToken, HEX32);
+    ownerToken = begin.ownerToken;
+  });
+
+  test('Finish stores the result', async () => {
+    assert.ok(ownerToken, 'no owner token from the previous step');
+    assert.equal((await call(idem, 'Finish', { key, ownerToken, result })).stored, true);
+  });
+
+  test('BeginIdempotent again answers COMPLETED with the same result bytes', async () => {
+    const again = await call(idem, 'BeginIdempotent', { key, fingerprint });
+    assert.equal(again.outcome, 'OUTCOME_COMPLETED');
+    assert.equal(again.ownerToken, '');
+    assert.ok(Buffer.isBuffer(again.result));
+    assert.deepEqual(again.result, result);
+  });
+});
+
+describe('QueueService', () => {
+  const queue = unique('queue');
+  const payload = Buffer.from([0x00, 0xff, 0x68, 0x69]); // not UTF-8: bytes stay bytes
+  let messageId;
+  let claimed;
+
+  test('Enqueue adds a message', async () => {
+    const enq = await call(queues, 'Enqueue', { queue, payload });
+    assert.match(enq.messageId, HEX32);
+    assert.equal(enq.duplicate, false);
+    messageId = enq.messageId;
+  });
+
+  test('Claim hands it out with a receipt', async () => {
+    assert.ok(messageId, 'no message from the previous step');
+    const resp = await call(queues, 'Claim', { queue, wait: seconds(5) });
+    assert.equal(resp.messages.length, 1);
+    [claimed] = resp.messages;
+    assert.equal(claimed.messageId, messageId);
+    assert.deepEqual(claimed.payload, payload);
+    assert.equal(claimed.attempt, 1);
+    assert.ok(claimed.receipt.length > 0);
+  });
+
+  test('Ack deletes it', async () => {
+    assert.ok(claimed, 'no claim from the previous step');
+    assert.equal((await call(queues, 'Ack', { queue, receipt: claimed.receipt })).acked, true);
+    const stats = await call(queues, 'Stats', { queue });
+    assert.deepEqual([stats.ready, stats.delayed, stats.inFlight, stats.dead], ['0', '0', '0', '0']);
+  });
+});
+
+// KeepAliveStream wraps a bidirectional stream: next() resolves with the next
+// response, done resolves with the final status when the server ends the
+// stream with OK and rejects with its error otherwise.
+class KeepAliveStream {
+  constructor(client) {
+    this.call = client.KeepAlive({ deadline: Date.now() + 30_000 });
+    this.responses = [];
+    this.waiters = [];
+    this.failure = null;
+    this.done = new Promise((resolve, reject) => {
+      this.call.on('status', (st) => {
+        if (st.code === grpc.status.OK) resolve(st);
+      });
+      this.call.on('error', (err) => {
+        this.failure = err;
+        for (const w of this.waiters.splice(0)) w.reject(err);
+        reject(err);
+      });
+    });
+    this.done.catch(() => {}); // observed by whoever awaits it
+    this.call.on('data', (resp) => {
+      const w = this.waiters.shift();
+      if (w) w.resolve(resp);
+      else this.responses.push(resp);
+    });
+    this.call.on('end', () => {
+      const err = new Error('stream ended with no further response');
+      for (const w of this.waiters.splice(0)) w.reject(err);
+    });
+  }
+
+  send(request) {
+    this.call.write(request);
+    return this.next();
+  }
+
+  next() {
+    if (this.responses.length > 0) return Promise.resolve(this.responses.shift());
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+}
+
+describe('SessionService.KeepAlive', () => {
+  const name = unique('session-lock');
+  let stream;
+  let sessionId;
+
+  after(() => {
+    if (stream) stream.call.cancel(); // a no-op once the stream has ended
+  });
+
+  test('the first request creates a session', async () => {
+    stream = new KeepAliveStream(sessions);
+    const first = await stream.send({ sessionId: '', ttl: seconds(10) });
+    assert.match(first.sessionId, HEX32);
+    assert.equal(first.expired, false);
+    assert.equal(millis(first.ttl), 10_000);
+    sessionId = first.sessionId;
+  });
+
+  test('a Lock bound to the session is acquired', async () => {
+    assert.ok(sessionId, 'no session from the previous step');
+    const grant = await call(locks, 'Lock', { name, sessionId, owner: 'node-session' });
+    assert.equal(grant.acquired, true);
+    const held = await call(locks, 'GetLock', { name });
+    assert.equal(held.held, true);
+    assert.equal(held.sessionId, sessionId);
+    assert.equal(held.owner, 'node-session');
+  });
+
+  test('two heartbeats are answered for the same session', async () => {
+    assert.ok(sessionId, 'no session from the previous step');
+    const beat1 = await stream.send({ sessionId });
+    const beat2 = await stream.send({}); // later requests may leave session_id empty
+    for (const beat of [beat1, beat2]) {
+      assert.equal(beat.sessionId, sessionId);
+      assert.equal(beat.expired, false);
+      assert.deepEqual(beat.lostLocks, []);
+    }
+  });
+
+  test('half-closing ends the stream with OK', async () => {
+    assert.ok(stream, 'no stream from the previous steps');
+    stream.call.end();
+    const st = await stream.done;
+    assert.equal(st.code, grpc.status.OK);
+    assert.deepEqual(stream.responses, [], 'no response after the half-close');
+  });
+
+  test('the session ended, and its lock is free', async () => {
+    const lock = await call(locks, 'GetLock', { name });
+    assert.equal(lock.held, false);
+  });
+});
+
+test('Lock with ttl 0s is INVALID_ARGUMENT with a google.rpc.ErrorInfo', async () => {
+  const err = await call(locks, 'Lock', { name: unique('bad'), ttl: seconds(0) }).then(
+    (resp) => assert.fail(`Lock with ttl 0s answered ${JSON.stringify(resp)}`),
+    (e) => e,
+  );
+  assert.equal(err.code, grpc.status.INVALID_ARGUMENT);
+  assert.equal(err.code, 3);
+  assert.match(err.details, /ttl/);
+
+  const st = decodeStatusDetails(err);
+  assert.equal(st.code, 3);
+  assert.equal(st.message, err.details);
+  const info = st.details['google.rpc.ErrorInfo'];
+  assert.ok(info, `no ErrorInfo among ${Object.keys(st.details)}`);
+  assert.equal(info.reason, 'INVALID_ARGUMENT');
+  assert.equal(info.domain, 'coordd');
+  assert.equal(info.metadata.field, 'ttl');
+  const bad = st.details['google.rpc.BadRequest'];
+  assert.ok(bad, `no BadRequest among ${Object.keys(st.details)}`);
+  assert.equal(bad.field_violations[0].field, 'ttl');
+});
