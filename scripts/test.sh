@@ -54,6 +54,9 @@ echo "$redis_env"
 step "go test -race${CI:+ (CI=$CI)}"
 go test -race -count=1 -timeout 15m ./...
 
+step "deploy/ (manifests, compose, Prometheus rules, Grafana, Dockerfile; a module of its own)"
+(cd deploy && go vet ./... && go test -count=1 ./...)
+
 step "examples (a module of its own; PostgreSQL from COORDD_TEST_POSTGRES)"
 (cd examples && go vet ./... && go test -race -count=1 ./...)
 

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +16,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
@@ -41,8 +46,8 @@ type Config struct {
 		MaxConcurrentStreams int           `mapstructure:"max_concurrent_streams"`
 		server.Limits        `mapstructure:",squash"`
 	} `mapstructure:"limits"`
-	TLS     TLSConfig         `mapstructure:"tls"`
-	Auth    server.AuthConfig `mapstructure:"auth"`
+	TLS     TLSConfig   `mapstructure:"tls"`
+	Auth    AuthSection `mapstructure:"auth"`
 	Metrics struct {
 		Queues []metrics.QueueRef `mapstructure:"queues"`
 	} `mapstructure:"metrics"`
@@ -55,6 +60,41 @@ type Config struct {
 	RateLimit   RateLimit      `mapstructure:"ratelimit"`
 	Idempotency idem.Config    `mapstructure:"idempotency"`
 	Queue       queue.Config   `mapstructure:"queue"`
+}
+
+// AuthSection is the auth section: server.AuthConfig, and a file of more
+// API keys (e.g. a mounted Kubernetes Secret), in the same form as
+// auth.api_keys, read at start and on every reload.
+type AuthSection struct {
+	server.AuthConfig `mapstructure:",squash"`
+	APIKeysFile       string `mapstructure:"api_keys_file"`
+}
+
+// config returns the auth configuration with the file's keys added.
+func (a AuthSection) config() (server.AuthConfig, error) {
+	cfg := a.AuthConfig
+	if a.APIKeysFile == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(a.APIKeysFile)
+	if err != nil {
+		return cfg, fmt.Errorf("auth.api_keys_file: %w", err)
+	}
+	var keys []struct {
+		Namespace string `yaml:"namespace"`
+		Key       string `yaml:"key"`
+		KeySHA256 string `yaml:"key_sha256"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&keys); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("auth.api_keys_file %s: %w", a.APIKeysFile, err)
+	}
+	cfg.APIKeys = slices.Clone(cfg.APIKeys)
+	for _, k := range keys {
+		cfg.APIKeys = append(cfg.APIKeys, server.APIKey{Namespace: k.Namespace, Key: k.Key, KeySHA256: k.KeySHA256})
+	}
+	return cfg, nil
 }
 
 // RateLimit is the ratelimit section.
@@ -255,7 +295,9 @@ func (c *Config) Validate() error {
 		bad("limits.max_stream_messages_per_second", "must not be negative (0: no limit)")
 	}
 	c.TLS.validate(bad)
-	if _, err := server.NewAuthenticator(c.Auth); err != nil {
+	if auth, err := c.Auth.config(); err != nil {
+		errs = append(errs, err)
+	} else if _, err := server.NewAuthenticator(auth); err != nil {
 		errs = append(errs, err)
 	}
 	for i, q := range c.Metrics.Queues {

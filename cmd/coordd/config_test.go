@@ -447,3 +447,27 @@ func TestRedisAddrsFromEnv(t *testing.T) {
 		t.Fatalf("redis.addrs = %q", cfg.Redis.Addrs)
 	}
 }
+
+// TestAPIKeysFile: keys can come from a file of their own (a mounted
+// Secret), added to those of the configuration; a bad file is an error that
+// names the key.
+func TestAPIKeysFile(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.yaml")
+	if err := os.WriteFile(keys, []byte("- namespace: team-a\n  key: a-secret-of-sixteen-plus\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig([]string{"--config", writeConfig(t, "auth:\n  enabled: true\n  api_keys_file: "+keys+"\n  api_keys:\n    - namespace: team-b\n      key: another-secret-sixteen\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := cfg.Auth.config()
+	if err != nil || len(auth.APIKeys) != 2 || auth.APIKeys[1].Namespace != "team-a" {
+		t.Fatalf("auth = %+v, %v; want the file's key after the configuration's", auth, err)
+	}
+	if err := os.WriteFile(keys, []byte("- namespace: team-a\n  secret: nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig([]string{"--config", writeConfig(t, "auth:\n  api_keys_file: "+keys+"\n")}); err == nil || !strings.Contains(err.Error(), "auth.api_keys_file") {
+		t.Fatalf("a file with an unknown field = %v, want an error naming auth.api_keys_file", err)
+	}
+}

@@ -159,7 +159,11 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
-	if d.auth, err = server.NewAuthenticator(cfg.Auth); err != nil {
+	auth, err := cfg.Auth.config()
+	if err != nil {
+		return nil, err
+	}
+	if d.auth, err = server.NewAuthenticator(auth); err != nil {
 		return nil, err
 	}
 	var serverOpts []grpc.ServerOption
@@ -303,8 +307,12 @@ func (d *daemon) serve(ctx context.Context) error {
 func (d *daemon) reload(args []string) {
 	cfg, err := loadConfig(args)
 	var policies map[string]limiter.Policy
+	var auth server.AuthConfig
 	if err == nil {
 		policies, err = cfg.policies()
+	}
+	if err == nil {
+		auth, err = cfg.Auth.config()
 	}
 	if err == nil && cfg.TLS.enabled() != (d.tls != nil) {
 		err = errors.New("tls: turning TLS on or off needs a restart")
@@ -316,7 +324,7 @@ func (d *daemon) reload(args []string) {
 	if err == nil {
 		// Everything is checked: apply it all.
 		_ = d.limiter.SetPolicies(policies)
-		_ = d.auth.Set(cfg.Auth)
+		_ = d.auth.Set(auth)
 		if d.tls != nil {
 			d.tls.current.Store(next.current.Load())
 		}
@@ -326,5 +334,5 @@ func (d *daemon) reload(args []string) {
 		return
 	}
 	d.log.Info("reloaded rate-limit policies, auth and TLS files", "policies", len(cfg.RateLimit.Policies),
-		"api_keys", len(cfg.Auth.APIKeys), "tls", d.tls != nil)
+		"api_keys", len(auth.APIKeys), "tls", d.tls != nil)
 }

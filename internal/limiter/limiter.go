@@ -116,8 +116,8 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 		return validate.Errorf(field+".burst", "is %d; it must not be negative", l.Burst)
 	case l.Burst > 0 && !bucket:
 		return validate.Errorf(field+".burst", "applies to the token and leaky buckets only; leave it 0")
-	case l.Burst > l.Limit:
-		return validate.Errorf(field+".burst", "is %d; it must be at most limit (%d)", l.Burst, l.Limit)
+	case l.Burst > s.cfg.MaxLimit:
+		return validate.Errorf(field+".burst", "is %d; it must be at most %d", l.Burst, s.cfg.MaxLimit)
 	}
 	return nil
 }

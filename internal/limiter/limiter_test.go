@@ -117,9 +117,11 @@ func TestCheckLimit(t *testing.T) {
 		{"burst on sliding log", lim(store.SlidingLog, 10, sec, 5), "limit.burst"},
 		{"token bucket burst 1", lim(store.TokenBucket, 10, sec, 1), ""},
 		{"token bucket burst = limit", lim(store.TokenBucket, 10, sec, 10), ""},
-		{"token bucket burst > limit", lim(store.TokenBucket, 10, sec, 11), "limit.burst"},
+		{"token bucket burst > limit", lim(store.TokenBucket, 10, sec, 11), ""},
+		{"token bucket burst > max_limit", lim(store.TokenBucket, 10, sec, 1_000_000_001), "limit.burst"},
 		{"leaky bucket burst = limit", lim(store.LeakyBucket, 10, sec, 10), ""},
-		{"leaky bucket burst > limit", lim(store.LeakyBucket, 10, sec, 11), "limit.burst"},
+		{"leaky bucket burst > limit", lim(store.LeakyBucket, 10, sec, 11), ""},
+		{"leaky bucket burst > max_limit", lim(store.LeakyBucket, 10, sec, 1_000_000_001), "limit.burst"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.CheckLimit("limit", tc.l)

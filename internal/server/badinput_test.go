@@ -715,8 +715,8 @@ func biCases() []biCase {
 		biAllow.bad("limit.burst on a sliding window", "limit.burst", biInline(biLimit(biSliding, 10, time.Hour, 5))),
 		biAllow.bad("limit.burst on a sliding log", "limit.burst", biInline(biLimit(biLog, 10, time.Hour, 10))),
 		biAllow.bad("limit.burst=-1 on a token bucket", "limit.burst", biInline(biLimit(biToken, 10, time.Hour, -1))),
-		biAllow.bad("limit.burst=11 above limit 10 on a token bucket", "limit.burst", biInline(biLimit(biToken, 10, time.Hour, 11))),
-		biAllow.bad("limit.burst=11 above limit 10 on a leaky bucket", "limit.burst", biInline(biLimit(biLeaky, 10, time.Hour, 11))),
+		biAllow.bad("limit.burst above ratelimit.max_limit on a token bucket", "limit.burst", biInline(biLimit(biToken, 10, time.Hour, 1_000_000_001))),
+		biAllow.bad("limit.burst above ratelimit.max_limit on a leaky bucket", "limit.burst", biInline(biLimit(biLeaky, 10, time.Hour, 1_000_000_001))),
 		biAllow.bad("limit empty", "limit.period", biInline(&coordv1.Limit{})),
 	)
 	addAll(biDurCases(biAllow, "limit.period", 168*time.Hour, true, func(r *coordv1.AllowRequest, d *durationpb.Duration) {

@@ -205,3 +205,17 @@ func TestPolicyShadowAndNamedLimit(t *testing.T) {
 		t.Fatalf("shadow policy answered %v then %v, want allowed twice, the second a shadow denial", first, second)
 	}
 }
+
+// TestTokenBucketBurstAboveLimit: a bucket larger than one period's worth
+// lets a quiet key take it all at once, then refills at limit/period.
+func TestTokenBucketBurstAboveLimit(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	l := inline(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 10, time.Second, 25) // 10/s, bucket of 25
+	if n := h.admitted(t, "big", l, 40); n != 25 {
+		t.Fatalf("admitted %d from a full bucket, want its burst 25", n)
+	}
+	h.clock.Advance(time.Second)
+	if n := h.admitted(t, "big", l, 40); n != 10 {
+		t.Fatalf("admitted %d after a second, want the refill of 10", n)
+	}
+}

@@ -112,7 +112,9 @@ type Limit struct {
 	// (168h).
 	Period *durationpb.Duration `protobuf:"bytes,3,opt,name=period" json:"period,omitempty"`
 	// Bucket capacity for the token and leaky buckets: 0 means the default
-	// (limit for the token bucket, 1 for the leaky bucket), at most limit.
+	// (limit for the token bucket, 1 for the leaky bucket), at most config
+	// ratelimit.max_limit. A burst above limit lets a quiet key take more than
+	// one period's worth at once.
 	// Must be 0 for the other algorithms.
 	Burst         int64 `protobuf:"varint,4,opt,name=burst" json:"burst,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -1,0 +1,23 @@
+// Package deploy holds no code: its tests check the deployment files beside
+// them, since no Kubernetes cluster or Docker engine is at hand to try them on.
+//
+//   - every .yaml, .yml and .json file parses (every document of it);
+//   - the Kubernetes manifests are complete objects whose selectors, ports
+//     and probes agree, and both kustomize overlays build (in process, with
+//     sigs.k8s.io/kustomize/api) into what they promise;
+//   - compose/compose.yaml has its Redis Cluster, init job, coordd replicas,
+//     Prometheus and Grafana, wired to services and files that exist;
+//   - the Prometheus alert rules pass Prometheus's own rule validation
+//     (PromQL and templates), and every panel of the Grafana dashboard has
+//     queries that parse;
+//   - the Dockerfile has its build and distroless stages, USER and
+//     HEALTHCHECK;
+//   - coordd itself (built from ../cmd/coordd) starts with the configuration
+//     of each overlay and of the compose services, and answers its health
+//     check.
+//
+// It is a module of its own, so that kustomize and Prometheus stay out of the
+// daemon's go.mod:
+//
+//	cd deploy && go test ./...
+package deploy
