@@ -22,6 +22,7 @@ import (
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
@@ -56,6 +57,12 @@ type config struct {
 	// wrap, if not nil, wraps the store the services use (h.store stays the
 	// bare memory store), e.g. in a storetest.Faulty.
 	wrap func(store.Store) store.Store
+	// auth, limits, metrics and log are server.Options' (nil/zero: auth off,
+	// no limits, no metrics, logs discarded).
+	auth    *server.Authenticator
+	limits  server.Limits
+	metrics *metrics.Metrics
+	log     *slog.Logger
 }
 
 // harness is a coordd server on the memory store, on a loopback listener,
@@ -104,7 +111,13 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler), Unary: cfg.unary})
+	log := cfg.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	gs, _ := server.New(svc, server.Options{
+		Log: log, Unary: cfg.unary, Auth: cfg.auth, Limits: cfg.limits, Metrics: cfg.metrics,
+	})
 	if cfg.register != nil {
 		cfg.register(gs)
 	}

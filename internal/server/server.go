@@ -220,7 +220,10 @@ func (c calls) limitUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 	return h(ctx, req)
 }
 
-func (c calls) limitStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+func (c calls) limitStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if info.FullMethod != coordv1.SessionService_KeepAlive_FullMethodName {
+		return h(srv, ss) // health Watch, reflection: not sessions
+	}
 	leave, err := c.gate.enter(ss.Context(), namespace(ss.Context()), true)
 	if err != nil {
 		c.metrics.Rejected("too_many_streams")

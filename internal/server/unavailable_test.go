@@ -50,10 +50,6 @@ func TestStoreUnavailable(t *testing.T) {
 			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Wait: dur(time.Second)})
 			return err
 		}},
-		{"Lock/wait/subscribe", "Subscribe", func(ctx context.Context, h *harness) error {
-			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Wait: dur(time.Second)})
-			return err
-		}},
 		{"Renew", "RenewLock", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Renew(ctx, &coordv1.RenewRequest{Name: "a", Token: token.New(), Ttl: dur(time.Minute)})
 			return err
@@ -86,10 +82,6 @@ func TestStoreUnavailable(t *testing.T) {
 			_, err := h.idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "k", Fingerprint: "f", Wait: dur(time.Second)})
 			return err
 		}},
-		{"BeginIdempotent/wait/subscribe", "Subscribe", func(ctx context.Context, h *harness) error {
-			_, err := h.idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "k", Fingerprint: "f", Wait: dur(time.Second)})
-			return err
-		}},
 		{"Finish", "FinishIdempotent", func(ctx context.Context, h *harness) error {
 			_, err := h.idem.Finish(ctx, &coordv1.FinishRequest{Key: "k", OwnerToken: token.New(), Result: []byte("r")})
 			return err
@@ -111,10 +103,6 @@ func TestStoreUnavailable(t *testing.T) {
 			return err
 		}},
 		{"Claim/wait", "Claim", func(ctx context.Context, h *harness) error {
-			_, err := h.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "q", Wait: dur(100 * time.Millisecond)})
-			return err
-		}},
-		{"Claim/wait/subscribe", "Subscribe", func(ctx context.Context, h *harness) error {
 			_, err := h.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "q", Wait: dur(100 * time.Millisecond)})
 			return err
 		}},
@@ -320,5 +308,34 @@ func TestKeepAliveStoreUnavailable(t *testing.T) {
 				wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
 			})
 		})
+	}
+}
+
+// TestWaitWithoutWakeups: when the store cannot subscribe to wake-ups, a
+// waiting Lock still gets the lock once it is released, by re-checking (about
+// every second) instead of failing.
+func TestWaitWithoutWakeups(t *testing.T) {
+	var f *storetest.Faulty
+	h := newHarness(t, withFaulty(&f))
+	holder := h.lock(t, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute)})
+	f.Set("Subscribe", storetest.Fault{Fail: true})
+	got := make(chan *coordv1.LockResponse, 1)
+	go func() {
+		resp, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Wait: dur(20 * time.Second)})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := h.locks.Release(ctx(t), &coordv1.ReleaseRequest{Name: "a", Token: holder.GetToken()}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if resp := <-got; !resp.GetAcquired() {
+		t.Fatalf("waiter got %v, want the lock", resp)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the waiter took %v after the release, want about a second", took)
 	}
 }

@@ -173,6 +173,9 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Cont
 	case isBug(err):
 		return fmt.Errorf("redis %s: %w", op, err)
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		return fmt.Errorf("redis %s: %w", op, err) // ours: not replicated, lost in flight, breaker open
+	}
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		cc.ReloadState(ctx)
 	}

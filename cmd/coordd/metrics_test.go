@@ -1,0 +1,456 @@
+package main
+
+// The /metrics scrape after a scripted scenario: every domain counter moves
+// by exactly what the scenario did, and no label value is anything a client
+// chose.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/metrics"
+)
+
+// scrape is one parsed GET /metrics.
+type scrape map[string]*dto.MetricFamily
+
+func getMetrics(t *testing.T, hc *http.Client, addr string) scrape {
+	t.Helper()
+	code, body := httpGet(t, hc, "http://"+addr+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d", code)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v\n%s", err, body)
+	}
+	return mfs
+}
+
+// series returns the series of name whose labels include want (name,
+// value, ...), or nil.
+func (s scrape) series(name string, want ...string) *dto.Metric {
+	mf := s[name]
+	if mf == nil {
+		return nil
+	}
+next:
+	for _, m := range mf.GetMetric() {
+		for i := 0; i+1 < len(want); i += 2 {
+			found := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == want[i] && l.GetValue() == want[i+1] {
+					found = true
+				}
+			}
+			if !found {
+				continue next
+			}
+		}
+		return m
+	}
+	return nil
+}
+
+// value is a counter's or gauge's value, or a histogram's sample count; 0
+// for a series that does not exist.
+func (s scrape) value(name string, labels ...string) float64 {
+	m := s.series(name, labels...)
+	switch {
+	case m == nil:
+		return 0
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetHistogram() != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	return 0
+}
+
+// startInProcessLogging is startInProcess with the daemon's log also
+// written to w.
+func startInProcessLogging(t *testing.T, w io.Writer, mutate func(*Config)) *inProcess {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	cfg.applyLimits()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(tlogWriter{t}, w), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := newDaemon(cfg, log)
+	if err != nil {
+		t.Fatalf("newDaemon: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &inProcess{
+		d: d, grpcAddr: d.grpcLis.Addr().String(), httpAddr: d.httpLis.Addr().String(),
+		cancel: cancel, served: make(chan error, 1),
+	}
+	go func() { p.served <- d.serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-p.served:
+		case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
+			t.Errorf("serve did not return after its context ended")
+		}
+	})
+	return p
+}
+
+// TestMetricsScrape runs a scripted scenario through gRPC against a daemon
+// with a queue named in metrics.queues and a policy "p", and checks every
+// domain metric's delta in the scrape.
+func TestMetricsScrape(t *testing.T) {
+	const queue, otherQueue = "m-queue-watched", "m-queue-other"
+	var logs lockedBuffer
+	p := startInProcessLogging(t, &logs, func(c *Config) {
+		c.Metrics.Queues = []metrics.QueueRef{{Namespace: "default", Name: queue}}
+		c.RateLimit.Policies = []PolicyConfig{{Name: "p", Algorithm: "fixed_window", Limit: 2, Period: time.Hour}}
+	})
+	conn := dial(t, p.grpcAddr)
+	defer conn.Close()
+	hc := newHTTPClient()
+	defer hc.CloseIdleConnections()
+	waitServing(t, conn, 5*time.Second, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	locks := coordv1.NewLockServiceClient(conn)
+	rl := coordv1.NewRateLimitServiceClient(conn)
+	idem := coordv1.NewIdempotencyServiceClient(conn)
+	queues := coordv1.NewQueueServiceClient(conn)
+
+	before := getMetrics(t, hc, p.httpAddr)
+	// used collects every name, key, token, receipt and ID the scenario
+	// chose or was given: none may be a label value.
+	used := map[string]bool{otherQueue: true}
+	use := func(ss ...string) {
+		for _, s := range ss {
+			if s != "" {
+				used[s] = true
+			}
+		}
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	// --- Locks.
+	const lockA, lockB, lockC, lockS = "m-lock-alpha", "m-lock-beta", "m-lock-gamma", "m-lock-session"
+	use(lockA, lockB, lockC, lockS, "m-owner-1", "m-owner-2", "m-owner-3", "m-owner-4")
+	l1, err := locks.Lock(ctx, &coordv1.LockRequest{Name: lockA, Ttl: durationpb.New(time.Minute), Owner: "m-owner-1"})
+	if err != nil || !l1.GetAcquired() {
+		t.Fatalf("Lock 1 = %v, %v", l1, err)
+	}
+	use(l1.GetToken())
+	l2, err := locks.Lock(ctx, &coordv1.LockRequest{Name: lockA, Ttl: durationpb.New(time.Minute), Owner: "m-owner-2"})
+	if err != nil || l2.GetAcquired() || l2.GetHolder() != "m-owner-1" {
+		t.Fatalf("Lock 2 (contended, no wait) = %v, %v; want not acquired, held by m-owner-1", l2, err)
+	}
+	waited := make(chan *coordv1.LockResponse, 1)
+	go func() {
+		r, err := locks.Lock(ctx, &coordv1.LockRequest{Name: lockA, Ttl: durationpb.New(time.Minute), Owner: "m-owner-3", Wait: durationpb.New(20 * time.Second)})
+		if err != nil {
+			t.Errorf("Lock 3 (waiting): %v", err)
+		}
+		waited <- r
+	}()
+	// The third Lock has started, and has had time to find the lock held.
+	started := func() float64 {
+		return getMetrics(t, hc, p.httpAddr).value("grpc_server_started_total", "grpc_service", "coord.v1.LockService", "grpc_method", "Lock")
+	}
+	for end := time.Now().Add(5 * time.Second); started() < 3; {
+		if time.Now().After(end) {
+			t.Fatal("the waiting Lock did not start within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	rel, err := locks.Release(ctx, &coordv1.ReleaseRequest{Name: lockA, Token: l1.GetToken()})
+	if err != nil || !rel.GetReleased() {
+		t.Fatalf("Release 1 = %v, %v", rel, err)
+	}
+	var l3 *coordv1.LockResponse
+	select {
+	case l3 = <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting Lock was not granted within 10s of the release")
+	}
+	if !l3.GetAcquired() {
+		t.Fatalf("Lock 3 = %v, want acquired after the release", l3)
+	}
+	use(l3.GetToken())
+	rel, err = locks.Release(ctx, &coordv1.ReleaseRequest{Name: lockA, Token: l3.GetToken()})
+	if err != nil || !rel.GetReleased() {
+		t.Fatalf("Release 2 = %v, %v", rel, err)
+	}
+	l4, err := locks.Lock(ctx, &coordv1.LockRequest{Name: lockB, Ttl: durationpb.New(time.Minute), Owner: "m-owner-4"})
+	if err != nil || !l4.GetAcquired() {
+		t.Fatalf("Lock 4 = %v, %v", l4, err)
+	}
+	use(l4.GetToken())
+	const strangerToken = "0123456789abcdef0123456789abcdef"
+	use(strangerToken)
+	if rel, err := locks.Release(ctx, &coordv1.ReleaseRequest{Name: lockB, Token: strangerToken}); err != nil || rel.GetReleased() {
+		t.Fatalf("Release with another token = %v, %v; want released=false", rel, err)
+	}
+	_, err = locks.Renew(ctx, &coordv1.RenewRequest{Name: lockC, Token: strangerToken, Ttl: durationpb.New(time.Minute)})
+	if reason, _ := errorReason(err); reason != "LOCK_NOT_HELD" {
+		t.Fatalf("Renew with an unknown token = %v, want LOCK_NOT_HELD", err)
+	}
+
+	// --- A session with a max_hold lock, reported lost.
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stream, err := coordv1.NewSessionServiceClient(conn).KeepAlive(sctx)
+	must("KeepAlive", err)
+	must("KeepAlive Send", stream.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(10 * time.Second)}))
+	first, err := stream.Recv()
+	must("KeepAlive Recv", err)
+	sid := first.GetSessionId()
+	use(sid)
+	if v := getMetrics(t, hc, p.httpAddr).value("coordd_sessions_active"); v != 1 {
+		t.Errorf("coordd_sessions_active with one stream open = %v, want 1", v)
+	}
+	ls, err := locks.Lock(ctx, &coordv1.LockRequest{Name: lockS, SessionId: sid, MaxHold: durationpb.New(200 * time.Millisecond)})
+	if err != nil || !ls.GetAcquired() {
+		t.Fatalf("Lock bound to the session = %v, %v", ls, err)
+	}
+	use(ls.GetToken())
+	time.Sleep(300 * time.Millisecond)
+	must("KeepAlive Send", stream.Send(&coordv1.KeepAliveRequest{}))
+	beat, err := stream.Recv()
+	must("KeepAlive Recv", err)
+	if lost := beat.GetLostLocks(); len(lost) != 1 || lost[0].GetName() != lockS || lost[0].GetReason() != coordv1.LockLossReason_LOCK_LOSS_REASON_MAX_HOLD {
+		t.Fatalf("heartbeat after max_hold = %v; want %s lost for max_hold", beat, lockS)
+	}
+	must("CloseSend", stream.CloseSend())
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("KeepAlive after half-close: %v, want EOF", err)
+	}
+
+	// --- Rate limits.
+	use("m-rl-key", "m-rl-inline")
+	for i, want := range []bool{true, true, false} {
+		r, err := rl.Allow(ctx, &coordv1.AllowRequest{Key: "m-rl-key", Policy: "p"})
+		if err != nil || r.GetAllowed() != want {
+			t.Fatalf("Allow #%d (policy p) = %v, %v; want allowed=%v", i+1, r, err, want)
+		}
+	}
+	if r, err := rl.Allow(ctx, &coordv1.AllowRequest{Key: "m-rl-inline", Limit: &coordv1.Limit{
+		Algorithm: coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 5, Period: durationpb.New(time.Second),
+	}}); err != nil || !r.GetAllowed() {
+		t.Fatalf("inline Allow = %v, %v", r, err)
+	}
+
+	// --- Idempotency.
+	use("m-idem-key", "m-idem-key-2", "m-fp-1", "m-fp-2")
+	b1, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "m-idem-key", Fingerprint: "m-fp-1"})
+	if err != nil || b1.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE {
+		t.Fatalf("Begin = %v, %v", b1, err)
+	}
+	use(b1.GetOwnerToken())
+	if r, err := idem.Finish(ctx, &coordv1.FinishRequest{Key: "m-idem-key", OwnerToken: b1.GetOwnerToken(), Result: []byte("m-result")}); err != nil || !r.GetStored() {
+		t.Fatalf("Finish = %v, %v", r, err)
+	}
+	if r, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "m-idem-key", Fingerprint: "m-fp-1"}); err != nil || r.GetOutcome() != coordv1.Outcome_OUTCOME_COMPLETED {
+		t.Fatalf("Begin (replay) = %v, %v", r, err)
+	}
+	_, err = idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "m-idem-key", Fingerprint: "m-fp-2"})
+	if reason, _ := errorReason(err); reason != "FINGERPRINT_MISMATCH" {
+		t.Fatalf("Begin with another fingerprint = %v, want FINGERPRINT_MISMATCH", err)
+	}
+	_, err = idem.Finish(ctx, &coordv1.FinishRequest{Key: "m-idem-key-2", OwnerToken: strangerToken, Result: []byte("x")})
+	if reason, _ := errorReason(err); reason != "NOT_OWNER" {
+		t.Fatalf("Finish by a stranger = %v, want NOT_OWNER", err)
+	}
+
+	// --- Queue.
+	use("m-payload", "m-dedup-id")
+	enqueue := func(req *coordv1.EnqueueRequest) *coordv1.EnqueueResponse {
+		t.Helper()
+		r, err := queues.Enqueue(ctx, req)
+		must("Enqueue", err)
+		use(r.GetMessageId())
+		return r
+	}
+	enqueue(&coordv1.EnqueueRequest{Queue: queue, Payload: []byte("m-payload"), MaxAttempts: 1})
+	enqueue(&coordv1.EnqueueRequest{Queue: queue, Payload: []byte("m-payload")})
+	claimed, err := queues.Claim(ctx, &coordv1.ClaimRequest{Queue: queue, MaxMessages: 2})
+	if err != nil || len(claimed.GetMessages()) != 2 {
+		t.Fatalf("Claim = %v, %v; want 2", claimed, err)
+	}
+	var acked string
+	for _, m := range claimed.GetMessages() {
+		use(m.GetReceipt(), m.GetMessageId())
+		if m.GetMaxAttempts() == 1 {
+			r, err := queues.Nack(ctx, &coordv1.NackRequest{Queue: queue, Receipt: m.GetReceipt()})
+			if err != nil || !r.GetDeadLettered() {
+				t.Fatalf("Nack at max_attempts = %v, %v; want dead-lettered", r, err)
+			}
+		} else {
+			acked = m.GetReceipt()
+			if r, err := queues.Ack(ctx, &coordv1.AckRequest{Queue: queue, Receipt: acked}); err != nil || !r.GetAcked() {
+				t.Fatalf("Ack = %v, %v", r, err)
+			}
+		}
+	}
+	enqueue(&coordv1.EnqueueRequest{Queue: queue, Payload: []byte("m-payload"), DedupId: "m-dedup-id"})
+	if r := enqueue(&coordv1.EnqueueRequest{Queue: queue, Payload: []byte("m-payload"), DedupId: "m-dedup-id"}); !r.GetDuplicate() {
+		t.Fatalf("second Enqueue with the same dedup_id = %v, want a duplicate", r)
+	}
+	enqueue(&coordv1.EnqueueRequest{Queue: queue, Payload: []byte("m-payload"), Delay: durationpb.New(time.Hour)})
+	enqueue(&coordv1.EnqueueRequest{Queue: queue, Payload: []byte("m-payload")})
+	enqueue(&coordv1.EnqueueRequest{Queue: otherQueue, Payload: []byte("m-payload")})
+	one, err := queues.Claim(ctx, &coordv1.ClaimRequest{Queue: queue, MaxMessages: 1})
+	if err != nil || len(one.GetMessages()) != 1 {
+		t.Fatalf("Claim 1 = %v, %v", one, err)
+	}
+	use(one.GetMessages()[0].GetReceipt())
+	_, err = queues.Ack(ctx, &coordv1.AckRequest{Queue: queue, Receipt: acked})
+	if reason, _ := errorReason(err); reason != "RECEIPT_EXPIRED" {
+		t.Fatalf("Ack of an acked receipt = %v, want RECEIPT_EXPIRED", err)
+	}
+
+	after := getMetrics(t, hc, p.httpAddr)
+	type want struct {
+		name   string
+		labels []string
+		delta  float64
+	}
+	wants := []want{
+		{"coordd_locks_granted_total", nil, 4},   // Lock 1, 3 (after waiting), 4, the session's
+		{"coordd_locks_contended_total", nil, 2}, // Lock 2 (not acquired), Lock 3 (waited)
+		{"coordd_locks_released_total", nil, 2},  // Release 1, 2 (not the stranger's, not the lost lock)
+		{"coordd_locks_lost_total", []string{"reason", "max_hold"}, 1},
+		{"coordd_locks_expired_total", nil, 1}, // Renew with an unknown token
+		{"coordd_lock_wait_seconds", nil, 4},   // one per grant
+		{"coordd_lock_hold_seconds", nil, 2},   // one per Release
+		{"coordd_sessions_active", nil, 0},     // the stream has ended
+		{"coordd_ratelimit_decisions_total", []string{"policy", "p", "algorithm", "fixed_window", "result", "allowed"}, 2},
+		{"coordd_ratelimit_decisions_total", []string{"policy", "p", "algorithm", "fixed_window", "result", "denied"}, 1},
+		{"coordd_ratelimit_decisions_total", []string{"policy", "inline", "algorithm", "token_bucket", "result", "allowed"}, 1},
+		{"coordd_idempotency_outcomes_total", []string{"outcome", "execute"}, 1},
+		{"coordd_idempotency_outcomes_total", []string{"outcome", "stored"}, 1},
+		{"coordd_idempotency_outcomes_total", []string{"outcome", "completed"}, 1},
+		{"coordd_idempotency_outcomes_total", []string{"outcome", "fingerprint_mismatch"}, 1},
+		{"coordd_idempotency_outcomes_total", []string{"outcome", "not_owner"}, 1},
+		{"coordd_idempotency_outcomes_total", []string{"outcome", "in_progress"}, 0},
+		{"coordd_queue_operations_total", []string{"op", "enqueued"}, 6},
+		{"coordd_queue_operations_total", []string{"op", "duplicate"}, 1},
+		{"coordd_queue_operations_total", []string{"op", "claimed"}, 3},
+		{"coordd_queue_operations_total", []string{"op", "acked"}, 1},
+		{"coordd_queue_operations_total", []string{"op", "dead_lettered"}, 1},
+		{"coordd_queue_operations_total", []string{"op", "nacked"}, 0},
+		{"coordd_queue_operations_total", []string{"op", "receipt_expired"}, 1},
+		{"coordd_queue_messages", []string{"namespace", "default", "queue", queue, "state", "ready"}, 1},
+		{"coordd_queue_messages", []string{"namespace", "default", "queue", queue, "state", "delayed"}, 1},
+		{"coordd_queue_messages", []string{"namespace", "default", "queue", queue, "state", "in_flight"}, 1},
+		{"coordd_queue_messages", []string{"namespace", "default", "queue", queue, "state", "dead"}, 1},
+		{"grpc_server_handled_total", []string{"grpc_service", "coord.v1.LockService", "grpc_method", "Lock", "grpc_code", "OK"}, 5},
+		{"grpc_server_handled_total", []string{"grpc_service", "coord.v1.LockService", "grpc_method", "Release", "grpc_code", "OK"}, 3},
+		{"grpc_server_handled_total", []string{"grpc_service", "coord.v1.LockService", "grpc_method", "Renew", "grpc_code", "FailedPrecondition"}, 1},
+		{"grpc_server_handled_total", []string{"grpc_service", "coord.v1.SessionService", "grpc_method", "KeepAlive", "grpc_code", "OK"}, 1},
+		{"grpc_server_handled_total", []string{"grpc_service", "coord.v1.QueueService", "grpc_method", "Enqueue", "grpc_code", "OK"}, 7},
+		{"grpc_server_handled_total", []string{"grpc_service", "coord.v1.IdempotencyService", "grpc_method", "BeginIdempotent", "grpc_code", "FailedPrecondition"}, 1},
+		{"coordd_panics_total", nil, 0},
+		{"coordd_auth_failures_total", nil, 0},
+		{"coordd_rejected_total", nil, 0},
+	}
+	for _, w := range wants {
+		if w.name == "coordd_queue_messages" {
+			if after.series(w.name, w.labels...) == nil {
+				t.Errorf("%s%v: no such series in the scrape", w.name, w.labels)
+				continue
+			}
+		}
+		if got := after.value(w.name, w.labels...) - before.value(w.name, w.labels...); got != w.delta {
+			t.Errorf("%s%v moved by %v, want %v", w.name, w.labels, got, w.delta)
+		}
+	}
+	// Only the configured queue's depth is exported.
+	for _, m := range after["coordd_queue_messages"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "queue" && l.GetValue() != queue {
+				t.Errorf("coordd_queue_messages has queue=%q, which is not in metrics.queues", l.GetValue())
+			}
+		}
+	}
+	if h := after.series("coordd_lock_hold_seconds").GetHistogram(); h.GetSampleSum() <= 0.3 {
+		t.Errorf("coordd_lock_hold_seconds sum = %v; Release 1 came after a hold of more than 300ms", h.GetSampleSum())
+	}
+
+	// The cardinality rule: no label value is anything the client chose or
+	// was handed.
+	var bad []string
+	for name, mf := range after {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				v := l.GetValue()
+				for u := range used {
+					if v == u || len(u) >= 8 && strings.Contains(v, u) {
+						bad = append(bad, name+"{"+l.GetName()+"="+v+"}")
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Errorf("label values that a client chose: %v", bad)
+	}
+
+	// The log rule (README, Operating): one line per call, never a payload,
+	// token or receipt.
+	out := logs.String()
+	if n := strings.Count(out, `msg="finished call"`); n < 30 {
+		t.Errorf("%d call log lines; want one per call", n)
+	}
+	var leaked []string
+	for u := range used {
+		if len(u) == 32 || strings.HasPrefix(u, "m-payload") || strings.HasPrefix(u, "m-result") { // tokens, IDs, payloads
+			if strings.Contains(out, u) {
+				leaked = append(leaked, u)
+			}
+		}
+	}
+	for _, m := range []string{"m-payload", "m-result", acked} {
+		if strings.Contains(out, m) {
+			leaked = append(leaked, m)
+		}
+	}
+	if len(leaked) > 0 {
+		sort.Strings(leaked)
+		t.Errorf("the log carries tokens, receipts or payloads: %v", leaked)
+	}
+
+	// coordd_sessions_active is back to 0 once the stream ended (checked
+	// above as a delta from 0); a panic-free run leaves the gauge exact.
+	if v := after.value("coordd_sessions_active"); v != 0 {
+		t.Errorf("coordd_sessions_active = %v after the stream ended, want 0", v)
+	}
+}
