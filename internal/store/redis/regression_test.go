@@ -818,6 +818,7 @@ func rgReplicasListed(t *testing.T, c *redistest.ClusterProc) {
 	deadline := time.Now().Add(15 * time.Second)
 	for _, addr := range c.Addrs() {
 		for {
+			//lint:ignore SA1019 CLUSTER SLOTS is what go-redis's cluster client reads its topology from.
 			slots, err := rgAdmin(addr).ClusterSlots(ctx).Result()
 			listed := err == nil && len(slots) > 0
 			for _, sl := range slots {
