@@ -323,11 +323,11 @@ func finalStreamError(err error) bool {
 		return true // coordd ended the stream with OK: the session is over
 	}
 	switch status.Code(err) {
-	case codes.FailedPrecondition, codes.InvalidArgument, codes.NotFound,
-		codes.Unauthenticated, codes.PermissionDenied, codes.Unimplemented:
-		return true
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted,
+		codes.ResourceExhausted, codes.Internal, codes.Unknown:
+		return false // transient: resume the session on a new stream
 	}
-	return false
+	return true
 }
 
 func streamEnded(err error) error {

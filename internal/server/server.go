@@ -241,7 +241,7 @@ func logLevel(code codes.Code) logging.Level {
 	case codes.OK, codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
 		codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied, codes.OutOfRange:
 		return logging.LevelInfo
-	case codes.Internal, codes.Unknown, codes.DataLoss, codes.Unimplemented:
+	case codes.Internal, codes.Unknown, codes.DataLoss:
 		return logging.LevelError
 	default:
 		return logging.LevelWarn
