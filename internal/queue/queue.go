@@ -148,12 +148,21 @@ func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, e
 	return msgs, err
 }
 
-// Ack deletes a claimed message.
-func (s *Service) Ack(ctx context.Context, ns, queue, receipt string) error {
-	if err := s.checkReceipt(queue, receipt); err != nil {
-		return err
+// Ack deletes the messages of live claims, in one step, and reports for
+// each receipt whether its claim was live.
+func (s *Service) Ack(ctx context.Context, ns, queue string, receipts []string) ([]bool, error) {
+	if len(receipts) == 0 {
+		return nil, validate.Errorf("receipt", "is required")
 	}
-	return s.st.Ack(ctx, store.Scope(ns, queue), receipt)
+	if len(receipts) > s.cfg.MaxClaimMessages {
+		return nil, validate.Errorf("receipts", "has %d receipts; the limit is %d", len(receipts), s.cfg.MaxClaimMessages)
+	}
+	for _, r := range receipts {
+		if err := s.checkReceipt(queue, r); err != nil {
+			return nil, err
+		}
+	}
+	return s.st.Ack(ctx, store.Scope(ns, queue), receipts)
 }
 
 // Nack gives a claimed message back after delay, or, if delay is nil, after

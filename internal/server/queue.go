@@ -87,12 +87,33 @@ func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*co
 }
 
 func (s *queueServer) Ack(ctx context.Context, req *coordv1.AckRequest) (*coordv1.AckResponse, error) {
-	err := s.svc.Ack(ctx, namespace(ctx), req.GetQueue(), req.GetReceipt())
-	s.count("acked", 1, err)
+	single := len(req.GetReceipts()) == 0
+	receipts := req.GetReceipts()
+	switch {
+	case single:
+		receipts = []string{req.GetReceipt()}
+	case req.GetReceipt() != "":
+		return nil, validate.Errorf("receipt", "and receipts are both set; set one")
+	}
+	acked, err := s.svc.Ack(ctx, namespace(ctx), req.GetQueue(), receipts)
 	if err != nil {
 		return nil, err
 	}
-	return &coordv1.AckResponse{Acked: true}, nil
+	resp := &coordv1.AckResponse{}
+	for i, ok := range acked {
+		if ok {
+			resp.AckedCount++
+		} else {
+			resp.ExpiredReceipts = append(resp.ExpiredReceipts, receipts[i])
+		}
+	}
+	s.count("acked", int(resp.AckedCount), nil)
+	s.count("receipt_expired", len(resp.ExpiredReceipts), nil)
+	if single && resp.AckedCount == 0 {
+		return nil, store.ErrReceiptExpired
+	}
+	resp.Acked = len(resp.ExpiredReceipts) == 0
+	return resp, nil
 }
 
 func (s *queueServer) Nack(ctx context.Context, req *coordv1.NackRequest) (*coordv1.NackResponse, error) {

@@ -285,3 +285,34 @@ func TestQueueLongPoll(t *testing.T) {
 		t.Fatalf("empty long poll returned %v after %v", msgs, time.Since(start))
 	}
 }
+
+// TestQueueAckMany: one Ack takes several receipts; the live ones are acked,
+// the others come back in expired_receipts, and the call succeeds.
+func TestQueueAckMany(t *testing.T) {
+	h := newHarness(t)
+	for i := 0; i < 3; i++ {
+		h.enqueue(t, &coordv1.EnqueueRequest{Queue: "batch"})
+	}
+	msgs := h.claim(t, &coordv1.ClaimRequest{Queue: "batch", MaxMessages: 3})
+	if len(msgs) != 3 {
+		t.Fatalf("claimed %d, want 3", len(msgs))
+	}
+	if _, err := h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "batch", Receipt: msgs[2].GetReceipt()}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "batch", Receipts: []string{msgs[0].GetReceipt(), msgs[1].GetReceipt(), msgs[2].GetReceipt()}})
+	if err != nil || resp.GetAcked() || resp.GetAckedCount() != 2 || len(resp.GetExpiredReceipts()) != 1 || resp.GetExpiredReceipts()[0] != msgs[2].GetReceipt() {
+		t.Fatalf("Ack of three = %v, %v; want 2 acked and the third expired", resp, err)
+	}
+	if s := h.stats(t, "batch"); s != "ready=0 delayed=0 in_flight=0 dead=0" {
+		t.Fatalf("after the acks: %s", s)
+	}
+	_, err = h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "batch", Receipt: msgs[0].GetReceipt(), Receipts: []string{msgs[1].GetReceipt()}})
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = msgs[0].GetReceipt()
+	}
+	_, err = h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "batch", Receipts: many})
+	wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
+}

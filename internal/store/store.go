@@ -372,8 +372,11 @@ type Queues interface {
 	// the next delayed message is due or the next claim expires (0: none),
 	// for a waiter's fallback timer.
 	Claim(ctx context.Context, queue string, req Claim) (Claimed, error)
-	// Ack deletes the message of a live claim. ErrReceiptExpired otherwise.
-	Ack(ctx context.Context, queue, receipt string) error
+	// Ack deletes the messages of live claims, all in one step: acked[i]
+	// reports whether receipts[i] was the receipt of a live claim (one that
+	// expired, was acked, nacked or redelivered, or never existed, is false
+	// and changes nothing).
+	Ack(ctx context.Context, queue string, receipts []string) (acked []bool, err error)
 	// Nack ends a live claim: the message is delayed by delay (ready at once
 	// for 0, waking QueueTopic(queue)), or is dead if it has had MaxAttempts
 	// deliveries. ErrReceiptExpired if the claim is not live.

@@ -216,18 +216,22 @@ func (q *queueRec) claimed(receipt string, now time.Time) *message {
 }
 
 // Ack implements store.Queues.
-func (s *Store) Ack(_ context.Context, queue, receipt string) error {
+func (s *Store) Ack(_ context.Context, queue string, receipts []string) ([]bool, error) {
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	m := q.claimed(receipt, now)
-	if m == nil {
-		return store.ErrReceiptExpired
+	acked := make([]bool, len(receipts))
+	for i, r := range receipts {
+		m := q.claimed(r, now)
+		if m == nil {
+			continue
+		}
+		heap.Remove(&q.inFlight, m.index)
+		delete(q.msgs, m.id)
+		acked[i] = true
 	}
-	heap.Remove(&q.inFlight, m.index)
-	delete(q.msgs, m.id)
-	return nil
+	return acked, nil
 }
 
 // Nack implements store.Queues.

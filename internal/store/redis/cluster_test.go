@@ -566,8 +566,13 @@ func TestNoCrossSlot(t *testing.T) {
 			return
 		}
 		f.want(len(c.Messages) == 2, "Claim(2)", q, "got %d messages, want 2", len(c.Messages))
-		for _, m := range c.Messages {
-			f.err("Ack", q, st.Ack(ctx, q, m.Receipt))
+		receipts := make([]string, len(c.Messages))
+		for i, m := range c.Messages {
+			receipts[i] = m.Receipt
+		}
+		acked, err := st.Ack(ctx, q, receipts)
+		if f.err("Ack", q, err) {
+			f.want(len(acked) == len(receipts) && !slices.Contains(acked, false), "Ack", q, "acked %v", acked)
 		}
 		stats("after ack", store.QueueStats{Delayed: 2})
 	}

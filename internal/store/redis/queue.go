@@ -66,18 +66,24 @@ func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store
 	return c, err
 }
 
-// Ack implements store.Queues.
-func (s *Store) Ack(ctx context.Context, queue, receipt string) error {
-	return s.do(ctx, "Ack", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		n, err := s.eval(ctx, queueAck, s.keys.queue(queue), receipt).Int64()
+// Ack implements store.Queues: one script for all the receipts.
+func (s *Store) Ack(ctx context.Context, queue string, receipts []string) ([]bool, error) {
+	acked := make([]bool, len(receipts))
+	err := s.do(ctx, "Ack", s.keys.queue(queue)[0], func(ctx context.Context) error {
+		args := make([]any, len(receipts))
+		for i, r := range receipts {
+			args[i] = r
+		}
+		r, err := s.eval(ctx, queueAck, s.keys.queue(queue), args...).Int64Slice()
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return store.ErrReceiptExpired
+		for i := range acked {
+			acked[i] = i < len(r) && r[i] == 1
 		}
 		return nil
 	})
+	return acked, err
 }
 
 // Nack implements store.Queues.

@@ -294,8 +294,8 @@ func (f *Faulty) Claim(ctx context.Context, queue string, req store.Claim) (stor
 }
 
 // Ack implements store.Queues.
-func (f *Faulty) Ack(ctx context.Context, queue, receipt string) error {
-	return do0(ctx, f, "Ack", func() error { return f.inner.Ack(ctx, queue, receipt) })
+func (f *Faulty) Ack(ctx context.Context, queue string, receipts []string) ([]bool, error) {
+	return do(ctx, f, "Ack", func() ([]bool, error) { return f.inner.Ack(ctx, queue, receipts) }, nil)
 }
 
 // Nack implements store.Queues.

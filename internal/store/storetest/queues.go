@@ -22,6 +22,7 @@ func queueTests() []test {
 		{"MaxAttemptsDead", queueMaxAttemptsDead},
 		{"Redrive", queueRedrive},
 		{"AckRejects", queueAckRejects},
+		{"AckMany", queueAckMany},
 		{"Nack", queueNack},
 		{"ExtendClaim", queueExtendClaim},
 		{"Dedup", queueDedup},
@@ -96,7 +97,7 @@ func (e *env) claimNone(q string, nextDue time.Duration) {
 
 func (e *env) ack(q, receipt string) {
 	e.Helper()
-	noErr(e, "Ack", e.s.Ack(e.ctx, q, receipt))
+	noErr(e, "Ack", e.ackErr(q, receipt))
 }
 
 func (e *env) wantStats(q string, want store.QueueStats) {
@@ -135,7 +136,7 @@ func (e *env) wantIDs(what string, got []store.Message, want ...store.NewMessage
 
 func (e *env) wantReceiptExpired(q, receipt, what string) {
 	e.Helper()
-	isErr(e, what+": Ack", e.s.Ack(e.ctx, q, receipt), store.ErrReceiptExpired)
+	isErr(e, what+": Ack", e.ackErr(q, receipt), store.ErrReceiptExpired)
 	_, err := e.s.Nack(e.ctx, q, receipt, 0)
 	isErr(e, what+": Nack", err, store.ErrReceiptExpired)
 	_, err = e.s.ExtendClaim(e.ctx, q, receipt, time.Minute)
@@ -368,7 +369,7 @@ func queueAckRejects(e *env) {
 	e.wantReceiptExpired(e.name("other"), c.Receipt, "receipt on another queue")
 	e.wantStats(q, store.QueueStats{InFlight: 1})
 	e.ack(q, c.Receipt)
-	isErr(e, "second Ack", e.s.Ack(e.ctx, q, c.Receipt), store.ErrReceiptExpired)
+	isErr(e, "second Ack", e.ackErr(q, c.Receipt), store.ErrReceiptExpired)
 	e.wantReceiptExpired(q, c.Receipt, "acked")
 	e.wantStats(q, store.QueueStats{})
 }
@@ -625,7 +626,7 @@ func queueConcurrentClaimers(e *env) {
 					if m.Attempt != 1 {
 						e.Errorf("message %s: attempt %d", m.ID, m.Attempt)
 					}
-					if err := e.s.Ack(e.ctx, q, m.Receipt); err != nil {
+					if err := e.ackErr(q, m.Receipt); err != nil {
 						e.Errorf("Ack: %v", err)
 					}
 				}
@@ -682,4 +683,35 @@ func queueUpkeepBatches(e *env) {
 		}
 	}
 	e.wantStats(q, store.QueueStats{InFlight: n})
+}
+
+// ackErr acks one receipt: ErrReceiptExpired if its claim was not live.
+func (e *env) ackErr(q, receipt string) error {
+	acked, err := e.s.Ack(e.ctx, q, []string{receipt})
+	if err == nil && (len(acked) != 1 || !acked[0]) {
+		err = store.ErrReceiptExpired
+	}
+	return err
+}
+
+// queueAckMany: one Ack takes several receipts; each answer is its own, and
+// the live ones are acked whatever the others are.
+func queueAckMany(e *env) {
+	q := e.name("q")
+	for i := 0; i < 4; i++ {
+		e.enqueue(q, store.NewMessage{ID: token.New(), Payload: []byte{byte(i)}, MaxAttempts: 3})
+	}
+	c := e.claim(q, 4, time.Minute)
+	if len(c.Messages) != 4 {
+		e.Fatalf("claimed %d, want 4", len(c.Messages))
+	}
+	stale := c.Messages[3].Receipt
+	noErr(e, "first ack", e.ackErr(q, stale))
+	receipts := []string{c.Messages[0].Receipt, stale, c.Messages[1].Receipt, store.MakeReceipt(token.New(), 1, token.New()), c.Messages[2].Receipt}
+	acked, err := e.s.Ack(e.ctx, q, receipts)
+	noErr(e, "Ack of five", err)
+	if want := []bool{true, false, true, false, true}; fmt.Sprint(acked) != fmt.Sprint(want) {
+		e.Fatalf("Ack of five = %v, want %v", acked, want)
+	}
+	e.wantStats(q, store.QueueStats{})
 }

@@ -426,8 +426,11 @@ type AckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The queue's name.
 	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
-	// The receipt from Claim.
-	Receipt       string `protobuf:"bytes,2,opt,name=receipt" json:"receipt,omitempty"`
+	// The receipt from Claim. Set this or receipts.
+	Receipt string `protobuf:"bytes,2,opt,name=receipt" json:"receipt,omitempty"`
+	// Several receipts from Claim, acked in one step: at most config
+	// queue.max_claim_messages (100).
+	Receipts      []string `protobuf:"bytes,3,rep,name=receipts" json:"receipts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -476,13 +479,25 @@ func (x *AckRequest) GetReceipt() string {
 	return ""
 }
 
+func (x *AckRequest) GetReceipts() []string {
+	if x != nil {
+		return x.Receipts
+	}
+	return nil
+}
+
 // AckResponse confirms the deletion.
 type AckResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// True: the message is deleted.
-	Acked         bool `protobuf:"varint,1,opt,name=acked" json:"acked,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// True: every message is deleted.
+	Acked bool `protobuf:"varint,1,opt,name=acked" json:"acked,omitempty"`
+	// How many messages were deleted.
+	AckedCount int32 `protobuf:"varint,2,opt,name=acked_count,json=ackedCount" json:"acked_count,omitempty"`
+	// With receipts: those whose claims were not live (nothing was deleted
+	// for them; the message may be with another consumer).
+	ExpiredReceipts []string `protobuf:"bytes,3,rep,name=expired_receipts,json=expiredReceipts" json:"expired_receipts,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AckResponse) Reset() {
@@ -520,6 +535,20 @@ func (x *AckResponse) GetAcked() bool {
 		return x.Acked
 	}
 	return false
+}
+
+func (x *AckResponse) GetAckedCount() int32 {
+	if x != nil {
+		return x.AckedCount
+	}
+	return 0
+}
+
+func (x *AckResponse) GetExpiredReceipts() []string {
+	if x != nil {
+		return x.ExpiredReceipts
+	}
+	return nil
 }
 
 // NackRequest gives a claimed message back.
@@ -1008,13 +1037,17 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"expireTime\x12!\n" +
 	"\fmax_attempts\x18\b \x01(\x05R\vmaxAttempts\">\n" +
 	"\rClaimResponse\x12-\n" +
-	"\bmessages\x18\x01 \x03(\v2\x11.coord.v1.MessageR\bmessages\"<\n" +
+	"\bmessages\x18\x01 \x03(\v2\x11.coord.v1.MessageR\bmessages\"X\n" +
 	"\n" +
 	"AckRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
-	"\areceipt\x18\x02 \x01(\tR\areceipt\"#\n" +
+	"\areceipt\x18\x02 \x01(\tR\areceipt\x12\x1a\n" +
+	"\breceipts\x18\x03 \x03(\tR\breceipts\"o\n" +
 	"\vAckResponse\x12\x14\n" +
-	"\x05acked\x18\x01 \x01(\bR\x05acked\"n\n" +
+	"\x05acked\x18\x01 \x01(\bR\x05acked\x12\x1f\n" +
+	"\vacked_count\x18\x02 \x01(\x05R\n" +
+	"ackedCount\x12)\n" +
+	"\x10expired_receipts\x18\x03 \x03(\tR\x0fexpiredReceipts\"n\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\areceipt\x18\x02 \x01(\tR\areceipt\x12/\n" +

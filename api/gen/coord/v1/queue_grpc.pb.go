@@ -63,11 +63,14 @@ type QueueServiceClient interface {
 	// Uncertain outcome: after UNAVAILABLE messages may have been claimed;
 	// they become ready again when their visibility timeout passes.
 	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
-	// Ack deletes a claimed message.
-	// FAILED_PRECONDITION reason RECEIPT_EXPIRED: the claim's visibility timeout
-	// passed (or the message was acked, nacked or redelivered since); the
-	// message may be with another consumer.
-	// Retry: a retry after an Ack that did happen answers RECEIPT_EXPIRED.
+	// Ack deletes claimed messages: the one of receipt, or, in one round trip,
+	// those of receipts.
+	// With receipt: FAILED_PRECONDITION reason RECEIPT_EXPIRED if the claim's
+	// visibility timeout passed (or the message was acked, nacked or
+	// redelivered since); the message may be with another consumer.
+	// With receipts: the call succeeds, and expired_receipts lists those whose
+	// claims were not live.
+	// Retry: a retry after an Ack that did happen finds the receipts expired.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	// Nack gives a claimed message back for another attempt after delay (unset:
 	// exponential backoff with jitter by attempt, config queue.nack_backoff_base
@@ -194,11 +197,14 @@ type QueueServiceServer interface {
 	// Uncertain outcome: after UNAVAILABLE messages may have been claimed;
 	// they become ready again when their visibility timeout passes.
 	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
-	// Ack deletes a claimed message.
-	// FAILED_PRECONDITION reason RECEIPT_EXPIRED: the claim's visibility timeout
-	// passed (or the message was acked, nacked or redelivered since); the
-	// message may be with another consumer.
-	// Retry: a retry after an Ack that did happen answers RECEIPT_EXPIRED.
+	// Ack deletes claimed messages: the one of receipt, or, in one round trip,
+	// those of receipts.
+	// With receipt: FAILED_PRECONDITION reason RECEIPT_EXPIRED if the claim's
+	// visibility timeout passed (or the message was acked, nacked or
+	// redelivered since); the message may be with another consumer.
+	// With receipts: the call succeeds, and expired_receipts lists those whose
+	// claims were not live.
+	// Retry: a retry after an Ack that did happen finds the receipts expired.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	// Nack gives a claimed message back for another attempt after delay (unset:
 	// exponential backoff with jitter by attempt, config queue.nack_backoff_base

@@ -1,9 +1,18 @@
--- Deletes the message of a live claim.
--- KEYS: see queue_prelude.lua  ARGV[3]: receipt
--- Returns 1 deleted; 0 the claim is not live.
-local id, m, ref = claimed(ARGV[3])
-if not id then return 0 end
-redis.call('ZREM', KEYS[3], ref)
-redis.call('HDEL', KEYS[5], id)
-redis.call('HDEL', KEYS[6], id)
-return 1
+-- Deletes the messages of live claims.
+-- KEYS: see queue_prelude.lua  ARGV[3], ...: receipts (at most
+-- queue.max_claim_messages: bounded work)
+-- Returns, per receipt, 1 deleted or 0 its claim is not live.
+upkeep()
+local out = {}
+for i = 3, #ARGV do
+  local id, m, ref = claimed(ARGV[i])
+  if id then
+    redis.call('ZREM', KEYS[3], ref)
+    redis.call('HDEL', KEYS[5], id)
+    redis.call('HDEL', KEYS[6], id)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out

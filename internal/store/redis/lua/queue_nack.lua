@@ -3,6 +3,7 @@
 -- KEYS: see queue_prelude.lua
 -- ARGV[3]: receipt  ARGV[4]: delay µs  ARGV[5]: wake-up channel
 -- Returns {0} the claim is not live; {1, deliver} delayed or ready; {2} dead.
+upkeep()
 local id, m, ref = claimed(ARGV[3])
 if not id then return {0} end
 redis.call('ZREM', KEYS[3], ref)

@@ -59,10 +59,9 @@ local function upkeep()
   end
 end
 
--- claimed returns the ID, meta and ref of the message of a live claim, after
--- upkeep, or nil.
+-- claimed returns the ID, meta and ref of the message of a live claim, or
+-- nil. Call upkeep first.
 local function claimed(receipt)
-  upkeep()
   local id = string.sub(receipt, 1, 32)
   local m = getMeta(id)
   if not m or m.receipt ~= receipt then return nil end
