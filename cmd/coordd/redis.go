@@ -35,6 +35,7 @@ type RedisConfig struct {
 	WaitTimeout     time.Duration `mapstructure:"wait_timeout"`
 	BreakerFailures int           `mapstructure:"breaker_failures"`
 	BreakerCooldown time.Duration `mapstructure:"breaker_cooldown"`
+	MaxBatch        int           `mapstructure:"max_batch"`
 }
 
 // defaultRedisConfig returns the documented defaults of the redis section.
@@ -48,6 +49,7 @@ func defaultRedisConfig() RedisConfig {
 		WaitTimeout:     100 * time.Millisecond,
 		BreakerFailures: 5,
 		BreakerCooldown: time.Second,
+		MaxBatch:        64,
 	}
 }
 
@@ -89,6 +91,9 @@ func (c RedisConfig) validate(bad func(key, format string, args ...any)) {
 	}
 	if c.BreakerFailures < 1 {
 		bad("redis.breaker_failures", "must be at least 1")
+	}
+	if c.MaxBatch < 0 {
+		bad("redis.max_batch", "must not be negative (0: no batching)")
 	}
 	if c.BreakerCooldown <= 0 {
 		bad("redis.breaker_cooldown", "must be positive, got %v", c.BreakerCooldown)
@@ -171,7 +176,7 @@ func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time
 		Client: client, Prefix: c.KeyPrefix, Timeout: c.Timeout,
 		Breakers:     redis.NewBreakers(client, redis.BreakerOptions{Failures: c.BreakerFailures, Cooldown: c.BreakerCooldown}),
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
-		Observe: observe,
+		Observe: observe, MaxBatch: c.MaxBatch,
 	})
 	if err != nil {
 		_ = client.Close()

@@ -196,7 +196,7 @@ func newBackend(t testing.TB, c clock.Clock) store.Store {
 		t.Fatalf("-coordd.backend=%q: want memory, redis or cluster", *backend)
 	}
 	// A key prefix of its own keeps every harness apart on the shared Redis.
-	opts := redis.Options{Client: redisClient(t, addrs), Prefix: "t" + token.New()[:12], Timeout: 5 * time.Second}
+	opts := redis.Options{Client: redisClient(t, addrs), Prefix: "t" + token.New()[:12], Timeout: 5 * time.Second, MaxBatch: 64}
 	if _, fake := c.(*clock.Fake); fake {
 		opts.Clock = c
 	}

@@ -51,7 +51,7 @@ func benchRedis(b *testing.B, addrs []string) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	st, err := New(ctx, Options{Client: c, Prefix: "bench"})
+	st, err := New(ctx, Options{Client: c, Prefix: "bench", MaxBatch: 64})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,11 +28,13 @@ func client(t *testing.T, addrs []string) goredis.UniversalClient {
 	return c
 }
 
-func conformance(t *testing.T, addrs []string) {
+// conformance runs the suite on Redis, with the batching coordd uses
+// (maxBatch 64) or without it (0).
+func conformance(t *testing.T, addrs []string, maxBatch int) {
 	c := client(t, addrs)
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		clk := clock.NewFake(time.Unix(1_800_000_000, 0))
-		s, err := redis.New(context.Background(), redis.Options{Client: c, Clock: clk, Timeout: 5 * time.Second})
+		s, err := redis.New(context.Background(), redis.Options{Client: c, Clock: clk, Timeout: 5 * time.Second, MaxBatch: maxBatch})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,6 +43,8 @@ func conformance(t *testing.T, addrs []string) {
 	})
 }
 
-func TestConformanceStandalone(t *testing.T) { conformance(t, []string{redistest.Standalone(t)}) }
+func TestConformanceStandalone(t *testing.T) { conformance(t, []string{redistest.Standalone(t)}, 64) }
 
-func TestConformanceCluster(t *testing.T) { conformance(t, redistest.Cluster(t)) }
+func TestConformanceCluster(t *testing.T) { conformance(t, redistest.Cluster(t), 64) }
+
+func TestConformanceClusterUnbatched(t *testing.T) { conformance(t, redistest.Cluster(t), 0) }

@@ -1,0 +1,149 @@
+package redis
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"math"
+	"math/big"
+	"strings"
+	"testing"
+)
+
+// Fuzz targets of the values coordd writes to Redis and reads back in Go
+// (codec.go). Seeds: testdata/fuzz. The values the Lua scripts write
+// (idempotency records, queue meta) are checked in luarecords_test.go.
+
+// FuzzSessionEntry: decodeEntry never panics and accepts exactly what a
+// naive parser accepts; an accepted entry re-encodes to the same string
+// unless its numbers were written unusually ("007", "+5", "-0", which
+// decodeEntry tolerates and encodeEntry never writes); and every entry
+// encodeEntry writes decodes to itself, or, if it has no valid token or a
+// negative hold, is refused.
+func FuzzSessionEntry(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string, tokBytes []byte, rawTok string, useRaw bool, fence uint64, hold int64) {
+		e, err := decodeEntry(s)
+		want, canonical, wantOK := naiveDecodeEntry(s)
+		switch {
+		case wantOK != (err == nil):
+			t.Fatalf("decodeEntry(%q) = %+v, %v; naive parser accepts: %v", s, e, err, wantOK)
+		case err != nil:
+			if !errors.Is(err, errCorrupt) {
+				t.Fatalf("decodeEntry(%q): error %v does not wrap errCorrupt", s, err)
+			}
+			if e != (sessionEntry{}) {
+				t.Fatalf("decodeEntry(%q) refused it but returned %+v", s, e)
+			}
+		case e != want:
+			t.Fatalf("decodeEntry(%q) = %+v, want %+v", s, e, want)
+		default:
+			again := encodeEntry(e)
+			if (again == s) != canonical {
+				t.Fatalf("decodeEntry(%q) = %+v, re-encoded as %q (canonical input: %v)", s, e, again, canonical)
+			}
+			if e2, err := decodeEntry(again); err != nil || e2 != e {
+				t.Fatalf("decodeEntry(encodeEntry(%+v) = %q) = %+v, %v", e, again, e2, err)
+			}
+		}
+
+		tok := rawTok
+		if !useRaw {
+			var b [16]byte
+			copy(b[:], tokBytes)
+			tok = hex.EncodeToString(b[:])
+		}
+		in := sessionEntry{token: tok, fence: fence, holdUntil: hold}
+		enc := encodeEntry(in)
+		out, err := decodeEntry(enc)
+		if naiveToken(tok) && hold >= 0 {
+			if err != nil || out != in {
+				t.Fatalf("decodeEntry(encodeEntry(%+v) = %q) = %+v, %v", in, enc, out, err)
+			}
+		} else if err == nil {
+			t.Fatalf("encodeEntry(%+v) = %q, which decodes to %+v: want it refused", in, enc, out)
+		}
+	})
+}
+
+// FuzzMessageRecord: decodeMessage never panics and accepts exactly the
+// strings that start with the version byte; decodeMessage(encodeMessage(p))
+// is p, byte for byte, for any payload, which encodeMessage leaves alone.
+func FuzzMessageRecord(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string, payload []byte) {
+		p, err := decodeMessage(s)
+		if ok := len(s) > 0 && s[0] == 1; ok != (err == nil) {
+			t.Fatalf("decodeMessage(%q) = %q, %v", s, p, err)
+		}
+		if err != nil {
+			if !errors.Is(err, errCorrupt) || p != nil {
+				t.Fatalf("decodeMessage(%q) = %q, %v: want nil and errCorrupt", s, p, err)
+			}
+		} else if string(p) != s[1:] || encodeMessage(p) != s {
+			t.Fatalf("decodeMessage(%q) = %q; encodeMessage of it = %q", s, p, encodeMessage(p))
+		}
+
+		orig := bytes.Clone(payload)
+		enc := encodeMessage(payload)
+		if !bytes.Equal(payload, orig) {
+			t.Fatalf("encodeMessage changed its argument: %q, was %q", payload, orig)
+		}
+		got, err := decodeMessage(enc)
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("decodeMessage(encodeMessage(%q) = %q) = %q, %v", payload, enc, got, err)
+		}
+		if len(payload) > 0 {
+			payload[0]++ // the record must not share the caller's bytes
+			if !bytes.Equal(got, orig) {
+				t.Fatalf("decoded payload changed with its source: %q, want %q", got, orig)
+			}
+		}
+	})
+}
+
+func naiveToken(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !strings.ContainsRune("0123456789abcdef", rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// naiveDecodeEntry parses "token fence holdUntil" by hand: exactly two
+// spaces; a token; fence decimal digits up to MaxUint64; holdUntil decimal
+// digits with an optional sign, 0 to MaxInt64. canonical: the numbers are
+// written as encodeEntry writes them (no sign, no leading zeros).
+func naiveDecodeEntry(s string) (e sessionEntry, canonical, ok bool) {
+	f := strings.Split(s, " ")
+	if len(f) != 3 || !naiveToken(f[0]) {
+		return sessionEntry{}, false, false
+	}
+	fence, ok1 := naiveDecimal(f[1], false, new(big.Int).SetUint64(math.MaxUint64))
+	hold, ok2 := naiveDecimal(f[2], true, big.NewInt(math.MaxInt64))
+	if !ok1 || !ok2 || hold.Sign() < 0 {
+		return sessionEntry{}, false, false
+	}
+	canonical = plainDecimal(f[1]) && plainDecimal(f[2])
+	return sessionEntry{token: f[0], fence: fence.Uint64(), holdUntil: hold.Int64()}, canonical, true
+}
+
+func naiveDecimal(s string, signed bool, max *big.Int) (*big.Int, bool) {
+	digits := s
+	if signed && (strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-")) {
+		digits = s[1:]
+	}
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return nil, false
+	}
+	v, _ := new(big.Int).SetString(s, 10)
+	// Below the signed minimum never matters here: a negative hold is refused.
+	if v.Cmp(max) > 0 || (signed && v.Cmp(big.NewInt(math.MinInt64)) < 0) {
+		return nil, false
+	}
+	return v, true
+}
+
+func plainDecimal(s string) bool { return s == "0" || (s != "" && s[0] >= '1' && s[0] <= '9') }
