@@ -319,6 +319,12 @@ func (c *Config) Validate() error {
 	atLeast1("ratelimit.max_limit", c.RateLimit.MaxLimit)
 	atLeast1("ratelimit.max_log_limit", c.RateLimit.MaxLogLimit)
 	positive("ratelimit.max_period", c.RateLimit.MaxPeriod)
+	if c.RateLimit.DenyCacheSize < 0 {
+		bad("ratelimit.deny_cache_size", "must not be negative (0: no cache)")
+	}
+	if c.RateLimit.DenyCacheSize > 0 && c.RateLimit.DenyCacheMaxAge <= 0 {
+		bad("ratelimit.deny_cache_max_age", "must be positive with a deny cache")
+	}
 
 	positive("idempotency.default_processing_ttl", c.Idempotency.DefaultProcessingTTL)
 	ordered("idempotency.default_processing_ttl", c.Idempotency.DefaultProcessingTTL, "idempotency.max_processing_ttl", c.Idempotency.MaxProcessingTTL)

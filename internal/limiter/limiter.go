@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/validate"
 )
@@ -23,11 +24,20 @@ type Config struct {
 	MaxLogLimit  int64         `mapstructure:"max_log_limit"` // the largest limit of a sliding log
 	MaxPeriod    time.Duration `mapstructure:"max_period"`    // the longest period
 	MaxNameBytes int           `mapstructure:"-"`             // the longest key
+	// DenyCacheSize is how many keys over their limit are remembered, to be
+	// denied without a round trip to the store (see denyCache); 0: none.
+	DenyCacheSize int `mapstructure:"deny_cache_size"`
+	// DenyCacheMaxAge is the longest such a denial is answered from the
+	// cache before the store is asked again.
+	DenyCacheMaxAge time.Duration `mapstructure:"deny_cache_max_age"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{MaxLimit: 1_000_000_000, MaxLogLimit: 1000, MaxPeriod: 168 * time.Hour, MaxNameBytes: 256}
+	return Config{
+		MaxLimit: 1_000_000_000, MaxLogLimit: 1000, MaxPeriod: 168 * time.Hour, MaxNameBytes: 256,
+		DenyCacheSize: 100_000, DenyCacheMaxAge: time.Second,
+	}
 }
 
 // Policy is a named limit from config.
@@ -63,13 +73,25 @@ func ParseAlgorithm(name string) (store.Algorithm, error) {
 type Service struct {
 	st       store.Limits
 	cfg      Config
+	clock    clock.Clock
+	denied   *denyCache // nil: no cache
 	policies atomic.Pointer[map[string]Policy]
 }
 
+// Option configures a Service.
+type Option func(*Service)
+
+// WithClock sets the clock of the deny cache: the store's, in tests that
+// simulate time; the system clock by default.
+func WithClock(c clock.Clock) Option { return func(s *Service) { s.clock = c } }
+
 // New returns a Service with policies, which must be valid (see
 // SetPolicies).
-func New(st store.Limits, cfg Config, policies map[string]Policy) (*Service, error) {
-	s := &Service{st: st, cfg: cfg}
+func New(st store.Limits, cfg Config, policies map[string]Policy, opts ...Option) (*Service, error) {
+	s := &Service{st: st, cfg: cfg, clock: clock.Real{}, denied: newDenyCache(cfg.DenyCacheSize, cfg.DenyCacheMaxAge)}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.SetPolicies(policies); err != nil {
 		return nil, err
 	}
@@ -119,6 +141,16 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 	case l.Burst > s.cfg.MaxLimit:
 		return validate.Errorf(field+".burst", "is %d; it must be at most %d", l.Burst, s.cfg.MaxLimit)
 	}
+	if bucket {
+		// The bucket must refill from empty within max_period: this keeps
+		// every time the buckets compute within microsecond precision (and
+		// int64) on every backend.
+		interval := (l.Period.Microseconds() + l.Limit - 1) / l.Limit
+		if l.Capacity() > s.cfg.MaxPeriod.Microseconds()/interval {
+			return validate.Errorf(field+".burst", "is %d: the bucket would take longer than ratelimit.max_period (%v) to refill; at most %d at this rate",
+				l.Burst, s.cfg.MaxPeriod, s.cfg.MaxPeriod.Microseconds()/interval)
+		}
+	}
 	return nil
 }
 
@@ -138,6 +170,7 @@ type Result struct {
 	Limit        int64
 	Degraded     bool // the store was unreachable and the policy fails open
 	ShadowDenied bool // shadow mode turned a denial into an allow
+	Cached       bool // a denial answered from the deny cache
 }
 
 // Allow decides r.
@@ -169,14 +202,23 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 	if cost < 0 || cost > p.Limit.Capacity() {
 		return Result{}, validate.Errorf("cost", "is %d; it must be between 1 and %d (the limit's capacity)", cost, p.Limit.Capacity())
 	}
-	d, err := s.st.Allow(ctx, store.Scope(r.NS, r.Key), p.Limit, cost, r.Peek)
+	k := denyKey{store.Scope(r.NS, r.Key), p.Limit}
+	now := s.clock.Now()
+	d, cached := s.denied.get(k, cost, now)
+	var err error
+	if !cached {
+		d, err = s.st.Allow(ctx, k.key, p.Limit, cost, r.Peek)
+		if err == nil {
+			s.denied.put(k, cost, d, now)
+		}
+	}
 	if err != nil {
 		if p.FailOpen && errors.Is(err, store.ErrUnavailable) {
 			return Result{Decision: store.Decision{Allowed: true}, Algorithm: p.Limit.Algorithm, Limit: p.Limit.Limit, Degraded: true}, nil
 		}
 		return Result{}, err
 	}
-	res := Result{Decision: d, Algorithm: p.Limit.Algorithm, Limit: p.Limit.Limit}
+	res := Result{Decision: d, Algorithm: p.Limit.Algorithm, Limit: p.Limit.Limit, Cached: cached}
 	if p.Shadow && !d.Allowed {
 		res.Allowed, res.ShadowDenied, res.RetryAfter = true, true, 0
 	}

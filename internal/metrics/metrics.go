@@ -32,6 +32,7 @@ type Metrics struct {
 	lockHold       prometheus.Histogram
 	sessions       prometheus.Gauge
 	decisions      *prometheus.CounterVec // by policy, algorithm, result
+	denyCacheHits  prometheus.Counter
 	idem           *prometheus.CounterVec // by outcome
 	queueOps       *prometheus.CounterVec // by op
 	storeDuration  *prometheus.HistogramVec
@@ -59,6 +60,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		decisions: f.counterVec("ratelimit_decisions_total",
 			"Allow decisions by policy (\"inline\" for inline limits), algorithm and result (allowed, denied, shadow_denied, degraded).",
 			"policy", "algorithm", "result"),
+		denyCacheHits: f.counter("ratelimit_deny_cache_hits_total", "Allow denials answered from the deny cache, without a round trip to the store."),
 		idem: f.counterVec("idempotency_outcomes_total",
 			"BeginIdempotent outcomes (execute, in_progress, completed, failed, fingerprint_mismatch) and Finish results (stored, not_owner).",
 			"outcome"),
@@ -181,6 +183,13 @@ func (m *Metrics) Decision(policy string, alg store.Algorithm, result string) {
 		policy = "inline"
 	}
 	m.decisions.WithLabelValues(policy, algorithmNames[alg], result).Inc()
+}
+
+// DenyCacheHit counts a denial answered from the deny cache.
+func (m *Metrics) DenyCacheHit() {
+	if m != nil {
+		m.denyCacheHits.Inc()
+	}
 }
 
 // Idempotency counts an idempotency outcome (see the metric's help).

@@ -40,6 +40,9 @@ func (s *rateLimitServer) Allow(ctx context.Context, req *coordv1.AllowRequest) 
 		result = "allowed"
 	}
 	s.metrics.Decision(r.Policy, res.Algorithm, result)
+	if res.Cached {
+		s.metrics.DenyCacheHit()
+	}
 	return &coordv1.AllowResponse{
 		Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
 		RetryAfter: durationpb.New(res.RetryAfter), ResetAfter: durationpb.New(res.ResetAfter),

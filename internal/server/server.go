@@ -58,7 +58,7 @@ type Config struct {
 // NewServices builds the domain services over st. clk should tell the
 // store's time; waits end when drain is closed.
 func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain) (Services, error) {
-	lim, err := limiter.New(st, cfg.Limiter, cfg.Policies)
+	lim, err := limiter.New(st, cfg.Limiter, cfg.Policies, limiter.WithClock(clk))
 	if err != nil {
 		return Services{}, err
 	}

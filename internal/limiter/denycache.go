@@ -1,0 +1,113 @@
+package limiter
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// denyCache remembers, for a short while, keys known to be over their limit,
+// so that a key being hammered is answered without a round trip to the
+// store. An entry is keyed by the scoped key and every parameter of the
+// limit, so a changed policy never meets an old entry. It answers exactly
+// what the store would: a denial consumes nothing, nothing but time can make
+// the key admit a call of the same or a larger cost sooner than the denial's
+// retry_after (others' calls only consume more), and the entry's answer is
+// that denial with its times moved on. It is kept for at most maxAge (and
+// never past retry_after), which bounds any drift between coordd's clock and
+// the store's.
+type denyCache struct {
+	maxAge  time.Duration
+	perPart int
+	parts   [cacheParts]denyPart
+}
+
+const cacheParts = 32
+
+var cacheSeed = maphash.MakeSeed()
+
+type denyPart struct {
+	mu sync.Mutex
+	m  map[denyKey]denyEntry
+}
+
+type denyKey struct {
+	key   string
+	limit store.Limit
+}
+
+type denyEntry struct {
+	cost      int64     // the denied cost: calls of this cost or more are denied
+	remaining int64     // remaining at the denial
+	retryAt   time.Time // when the same call would be allowed
+	resetAt   time.Time
+	expire    time.Time // min(retryAt, denial + maxAge)
+}
+
+func newDenyCache(size int, maxAge time.Duration) *denyCache {
+	if size <= 0 || maxAge <= 0 {
+		return nil
+	}
+	c := &denyCache{maxAge: maxAge, perPart: max(1, size/cacheParts)}
+	for i := range c.parts {
+		c.parts[i].m = make(map[denyKey]denyEntry)
+	}
+	return c
+}
+
+func (c *denyCache) part(key string) *denyPart {
+	return &c.parts[maphash.String(cacheSeed, key)%cacheParts]
+}
+
+// get returns the cached denial of a call of cost on k at now, if any.
+func (c *denyCache) get(k denyKey, cost int64, now time.Time) (store.Decision, bool) {
+	if c == nil {
+		return store.Decision{}, false
+	}
+	p := c.part(k.key)
+	p.mu.Lock()
+	e, ok := p.m[k]
+	if ok && !now.Before(e.expire) {
+		delete(p.m, k)
+		ok = false
+	}
+	p.mu.Unlock()
+	if !ok || cost < e.cost {
+		return store.Decision{}, false
+	}
+	return store.Decision{
+		Remaining: e.remaining, RetryAfter: e.retryAt.Sub(now), ResetAfter: max(0, e.resetAt.Sub(now)),
+	}, true
+}
+
+// put remembers the store's denial d of a call of cost on k, decided at now.
+func (c *denyCache) put(k denyKey, cost int64, d store.Decision, now time.Time) {
+	if c == nil || d.Allowed || d.RetryAfter <= 0 {
+		return
+	}
+	e := denyEntry{
+		cost: cost, remaining: d.Remaining,
+		retryAt: now.Add(d.RetryAfter), resetAt: now.Add(d.ResetAfter),
+		expire: now.Add(min(d.RetryAfter, c.maxAge)),
+	}
+	p := c.part(k.key)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.m) >= c.perPart {
+		// Full: drop what has expired, or else any entry (map order is
+		// random), which only costs that key a round trip.
+		n := 0
+		for old, oe := range p.m {
+			if !now.Before(oe.expire) || n == 0 {
+				delete(p.m, old)
+				n++
+			}
+			if n >= 8 {
+				break
+			}
+		}
+	}
+	p.m[k] = e
+}
