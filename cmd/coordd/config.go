@@ -46,6 +46,7 @@ type Config struct {
 		MaxConcurrentStreams int           `mapstructure:"max_concurrent_streams"`
 		server.Limits        `mapstructure:",squash"`
 	} `mapstructure:"limits"`
+	GRPC    GRPCConfig  `mapstructure:"grpc"`
 	TLS     TLSConfig   `mapstructure:"tls"`
 	Auth    AuthSection `mapstructure:"auth"`
 	Metrics struct {
@@ -60,6 +61,21 @@ type Config struct {
 	RateLimit   RateLimit      `mapstructure:"ratelimit"`
 	Idempotency idem.Config    `mapstructure:"idempotency"`
 	Queue       queue.Config   `mapstructure:"queue"`
+}
+
+// GRPCConfig is the grpc section: the server's transport settings.
+type GRPCConfig struct {
+	// KeepaliveTime: the server pings a connection idle this long, and
+	// closes it if no answer comes within KeepaliveTimeout, so that a
+	// crashed client's streams end (its sessions then run to their TTL).
+	KeepaliveTime    time.Duration `mapstructure:"keepalive_time"`
+	KeepaliveTimeout time.Duration `mapstructure:"keepalive_timeout"`
+	// MinClientPing is the shortest interval at which a client may ping;
+	// faster pings close its connection (GOAWAY "too many pings").
+	MinClientPing time.Duration `mapstructure:"min_client_ping"`
+	// StreamWorkers: goroutines kept to serve calls, instead of one new
+	// goroutine per call; 0: one per CPU.
+	StreamWorkers int `mapstructure:"stream_workers"`
 }
 
 // AuthSection is the auth section: server.AuthConfig, and a file of more
@@ -141,6 +157,7 @@ func DefaultConfig() Config {
 		MaxStreamsPerNamespace: 10000, MaxStreamsPerConnection: 1000,
 		MaxStreamMessageRate: 10,
 	}
+	c.GRPC = GRPCConfig{KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second, MinClientPing: 10 * time.Second}
 	c.Auth.APIKeys = []server.APIKey{}
 	c.Auth.MTLS = []server.Identity{}
 	c.Metrics.Queues = []metrics.QueueRef{}
@@ -295,6 +312,12 @@ func (c *Config) Validate() error {
 		bad("limits.max_stream_messages_per_second", "must not be negative (0: no limit)")
 	}
 	c.TLS.validate(bad)
+	positive("grpc.keepalive_time", c.GRPC.KeepaliveTime)
+	positive("grpc.keepalive_timeout", c.GRPC.KeepaliveTimeout)
+	positive("grpc.min_client_ping", c.GRPC.MinClientPing)
+	if c.GRPC.StreamWorkers < 0 {
+		bad("grpc.stream_workers", "must not be negative (0: one per CPU)")
+	}
 	if auth, err := c.Auth.config(); err != nil {
 		errs = append(errs, err)
 	} else if _, err := server.NewAuthenticator(auth); err != nil {

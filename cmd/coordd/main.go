@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/limiter"
@@ -174,9 +176,18 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		}
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(d.tls.serverConfig())))
 	}
+	workers := cfg.GRPC.StreamWorkers
+	if workers == 0 {
+		workers = runtime.NumCPU()
+	}
 	serverOpts = append(serverOpts,
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(uint32(cfg.Limits.MaxConcurrentStreams)),
+		grpc.NumStreamWorkers(uint32(workers)),
+		// Idle connections share one write buffer instead of holding their own.
+		grpc.SharedWriteBuffer(true),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPC.KeepaliveTime, Timeout: cfg.GRPC.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.GRPC.MinClientPing, PermitWithoutStream: true}),
 	)
 
 	reg := prometheus.NewRegistry()
@@ -225,11 +236,13 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	if d.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		d.grpc.Stop() // its stream workers
 		_ = d.closeStore()
 		return nil, fmt.Errorf("grpc_addr: %w", err)
 	}
 	if d.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		_ = d.grpcLis.Close()
+		d.grpc.Stop()
 		_ = d.closeStore()
 		return nil, fmt.Errorf("http_addr: %w", err)
 	}
