@@ -184,8 +184,6 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		grpc.MaxRecvMsgSize(cfg.Limits.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(uint32(cfg.Limits.MaxConcurrentStreams)),
 		grpc.NumStreamWorkers(uint32(workers)),
-		// Idle connections share one write buffer instead of holding their own.
-		grpc.SharedWriteBuffer(true),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.GRPC.KeepaliveTime, Timeout: cfg.GRPC.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.GRPC.MinClientPing, PermitWithoutStream: true}),
 	)
