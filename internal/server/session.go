@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,10 @@ type sessionServer struct {
 	metrics *metrics.Metrics
 	rate    float64 // most heartbeats per second (0: no limit)
 }
+
+// closeTimeout bounds closing a half-closed session, which runs on after
+// the client has gone.
+const closeTimeout = 5 * time.Second
 
 // expirySlack is how long after a session's expire time the stream checks
 // the store, so that the store sees the session expired.
@@ -117,7 +122,11 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			if id == "" {
 				return nil
 			}
-			released, err := s.svc.Close(ctx, ns, id)
+			// The client asked for the end: finish it even if the client
+			// goes away meanwhile (within a bound).
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+			released, err := s.svc.Close(cctx, ns, id)
+			cancel()
 			for range released {
 				s.metrics.LockReleased(0)
 			}

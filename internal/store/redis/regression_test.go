@@ -669,9 +669,6 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 			t.Fatalf("GetLock(%s) after the failed close = %+v, %v; want held (the release never ran)", n, info, err)
 		}
 	}
-	if _, err := s.KeepAliveSession(ctx, sid, 0); !errors.Is(err, store.ErrSessionNotFound) {
-		t.Errorf("KeepAliveSession of a closing session = %v; want store.ErrSessionNotFound", err)
-	}
 	if _, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L3", Token: token.New(), Owner: "a", SessionID: sid}); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("AcquireLock for a closing session = %v; want store.ErrSessionNotFound", err)
 	}
@@ -688,6 +685,47 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 	}
 	if _, err := s.CloseSession(ctx, sid); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("CloseSession a third time = %v; want store.ErrSessionNotFound", err)
+	}
+}
+
+// TestRegressionHalfClosedSessionIsFinished (soak): a close cut short and
+// never retried is finished by the session's next keepalive or check.
+//
+// Forced input: as above, the release pipeline fails after "begin"; then,
+// instead of a retried close, a KeepAliveSession (a client resuming its
+// stream) and a CheckSession. The old code answered both with
+// ErrSessionNotFound and left the session closing: its locks stayed held, and
+// their waiters waited, until the session's deadline.
+func TestRegressionHalfClosedSessionIsFinished(t *testing.T) {
+	for _, op := range []string{"KeepAliveSession", "CheckSession"} {
+		t.Run(op, func(t *testing.T) {
+			clk := clock.NewFake(rgT0)
+			s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Options{})
+			ctx := context.Background()
+			sid := rgSession(t, s, time.Minute, 0)
+			if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L1", Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
+				t.Fatalf("AcquireLock = %+v, %v", g, err)
+			}
+			rgSet(h, h.failPipe, lockSession, error(errors.New("injected: connection reset by peer")))
+			if _, err := s.CloseSession(ctx, sid); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("CloseSession with its release pipeline failing = %v; want store.ErrUnavailable", err)
+			}
+			var err error
+			if op == "KeepAliveSession" {
+				_, err = s.KeepAliveSession(ctx, sid, 0)
+			} else {
+				_, err = s.CheckSession(ctx, sid)
+			}
+			if !errors.Is(err, store.ErrSessionNotFound) {
+				t.Fatalf("%s of a half-closed session = %v; want store.ErrSessionNotFound", op, err)
+			}
+			if info, err := s.GetLock(ctx, "ns:L1"); err != nil || info.Held {
+				t.Errorf("GetLock after %s = %+v, %v; want not held (the close finished)", op, info, err)
+			}
+			if _, err := s.CloseSession(ctx, sid); !errors.Is(err, store.ErrSessionNotFound) {
+				t.Errorf("CloseSession after %s = %v; want store.ErrSessionNotFound (already finished)", op, err)
+			}
+		})
 	}
 }
 

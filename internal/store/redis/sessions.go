@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -59,6 +60,13 @@ func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Dura
 			return err
 		}
 		code := toInt(r[0])
+		if code == -2 {
+			// A close began and was cut short: finish it, so that its locks
+			// go now rather than at their deadline.
+			if _, err := s.closeSession(ctx, id); err != nil && !errors.Is(err, store.ErrSessionNotFound) {
+				return err
+			}
+		}
 		if code < 0 {
 			return store.ErrSessionNotFound
 		}
@@ -132,41 +140,50 @@ func (s *Store) refreshSession(ctx context.Context, op, id string, ttl time.Dura
 func (s *Store) CloseSession(ctx context.Context, id string) ([]string, error) {
 	var released []string
 	err := s.do(ctx, "CloseSession", s.keys.session(id)[0], func(ctx context.Context) error {
-		sk := s.keys.session(id)
-		r, err := s.eval(ctx, sessionClose, sk, "begin", store.SessionGrace.Microseconds()).Slice()
-		if err != nil {
-			return err
-		}
-		switch toInt(r[0]) {
-		case -1:
-			return store.ErrSessionNotFound
-		case 0:
-			return nil
-		}
-		indexed := toStr(r[1]) == "1"
-		names, entries, err := decodeEntries(r[2:])
-		if err != nil {
-			return err
-		}
-		calls := make([]call, len(entries), len(entries)+1)
-		for i, e := range entries {
-			calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, 0, "drop", s.keys.channel(store.LockTopic(names[i]))}}
-		}
-		if indexed {
-			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id, 0, 0}})
-		}
-		for i, c := range s.evalPipelined(ctx, calls)[:len(entries)] {
-			n, err := c.Int64()
-			if err != nil {
-				return err // the session stays closing; a retry finishes it
-			}
-			if n == 1 {
-				released = append(released, names[i])
-			}
-		}
-		return s.eval(ctx, sessionClose, sk, "finish", 0).Err()
+		var err error
+		released, err = s.closeSession(ctx, id)
+		return err
 	})
 	return released, err
+}
+
+// closeSession is CloseSession's work, also used to finish a close that was
+// cut short.
+func (s *Store) closeSession(ctx context.Context, id string) ([]string, error) {
+	sk := s.keys.session(id)
+	r, err := s.eval(ctx, sessionClose, sk, "begin", store.SessionGrace.Microseconds()).Slice()
+	if err != nil {
+		return nil, err
+	}
+	switch toInt(r[0]) {
+	case -1:
+		return nil, store.ErrSessionNotFound
+	case 0:
+		return nil, nil
+	}
+	indexed := toStr(r[1]) == "1"
+	names, entries, err := decodeEntries(r[2:])
+	if err != nil {
+		return nil, err
+	}
+	calls := make([]call, len(entries), len(entries)+1)
+	for i, e := range entries {
+		calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, 0, "drop", s.keys.channel(store.LockTopic(names[i]))}}
+	}
+	if indexed {
+		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id, 0, 0}})
+	}
+	var released []string
+	for i, c := range s.evalPipelined(ctx, calls)[:len(entries)] {
+		n, err := c.Int64()
+		if err != nil {
+			return nil, err // the session stays closing; a retry finishes it
+		}
+		if n == 1 {
+			released = append(released, names[i])
+		}
+	}
+	return released, s.eval(ctx, sessionClose, sk, "finish", 0).Err()
 }
 
 // decodeEntries reads the name, entry pairs of a session's lock set from a

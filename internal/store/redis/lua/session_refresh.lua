@@ -2,13 +2,15 @@
 -- KEYS[1]: the session  KEYS[2]: its lock set
 -- ARGV[3]: "renew" or "check"  ARGV[4]: new ttl µs (0: keep the current one)
 -- ARGV[5]: grace µs
--- Returns {-1} unknown (or expired longer than the grace ago, or closing);
+-- Returns {-1} unknown (or expired longer than the grace ago); {-2} closing
+-- (a close began and did not finish: the caller finishes it);
 -- {0, deadline, now, indexed, name, entry, ...} expired: the session and its
 -- set are deleted and its lock entries returned (once);
 -- {1, deadline, now, indexed, name, entry, ...} live, renewed if asked.
 -- indexed is "1" if the session is in its namespace's index.
 local cur = redis.call('HMGET', KEYS[1], 'ttl', 'dl', 'ix', 'closing')
-if not cur[2] or cur[4] then return {-1} end
+if not cur[2] then return {-1} end
+if cur[4] then return {-2} end
 local deadline = tonumber(cur[2])
 local grace = tonumber(ARGV[5])
 if deadline + grace <= now then
