@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/store/storetest"
 )
 
 // keepAlive is one KeepAlive stream.
@@ -94,6 +95,34 @@ func TestSessionHalfCloseReleasesLocksAtOnce(t *testing.T) {
 		t.Fatalf("waiter got %v, want the lock the session released", resp)
 	}
 	_, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "c", SessionId: id})
+	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
+}
+
+// TestSessionHalfCloseOutlivesTheClient: a client that half-closes and then
+// goes away at once (its stream's context ends while the store is still
+// releasing) still gets its session ended and its locks released, not left
+// until the session's TTL.
+func TestSessionHalfCloseOutlivesTheClient(t *testing.T) {
+	var f *storetest.Faulty
+	h := newHarness(t, withFaulty(&f))
+	k, first := h.openSession(t, "", time.Minute)
+	id := first.GetSessionId()
+	if g := h.lock(t, &coordv1.LockRequest{Name: "a", SessionId: id}); !g.GetAcquired() {
+		t.Fatalf("Lock(a) = %v", g)
+	}
+	f.Set("CloseSession", storetest.Fault{Delay: 300 * time.Millisecond, Times: 1})
+	if err := k.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitCalls(t, f, "CloseSession", 1)
+	k.cancel() // the client is gone before the release is done
+	for end := time.Now().Add(5 * time.Second); h.held(t, "a").GetHeld(); {
+		if time.Now().After(end) {
+			t.Fatal("lock a still held 5s after its session was half-closed; want it released")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "b", SessionId: id})
 	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
 }
 
