@@ -12,11 +12,9 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -92,9 +90,9 @@ type Options struct {
 // (reporting SERVING for the server and each service) and reflection
 // registered.
 //
-// Every call goes through, outermost first: o.Unary/o.Stream; one log line
-// when it ends (method, code, duration, namespace — never a payload, token
-// or receipt); panic recovery (a panic is logged and counted, and the client
+// Every call goes through, outermost first: the call log (one line when the
+// call ends: method, code, duration, namespace — never a payload, token or
+// receipt; calllog.go); o.Unary/o.Stream; panic recovery (a panic is logged and counted, and the client
 // gets INTERNAL with nothing of it); authentication, which gives the call
 // its namespace (health and reflection need none); the limits against abuse;
 // and the mapping of domain errors to statuses.
@@ -104,31 +102,20 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	}
 	e := errorMapper{log: o.Log, metrics: o.Metrics}
 	c := calls{auth: o.Auth, metrics: o.Metrics, gate: &gate{limits: o.Limits, counts: map[gateKey]int{}}}
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(logLevel),
-		logging.WithFieldsFromContext(func(ctx context.Context) logging.Fields {
-			if ci := infoOf(ctx); ci != nil && ci.ns != "" {
-				return logging.Fields{"namespace", ci.ns}
-			}
-			return nil
-		}),
-	}
 	recoveryOpt := recovery.WithRecoveryHandlerContext(e.recovered)
 	needsAuth := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
 		return cm.Service != healthpb.Health_ServiceDesc.ServiceName && !strings.HasPrefix(cm.Service, "grpc.reflection.")
 	})
-	unary := append([]grpc.UnaryServerInterceptor{withCallInfo}, o.Unary...)
+	cl := callLog{log: o.Log}
+	unary := append([]grpc.UnaryServerInterceptor{cl.unary}, o.Unary...)
 	unary = append(unary,
-		logging.UnaryServerInterceptor(slogAdapter(o.Log), logOpts...),
 		recovery.UnaryServerInterceptor(recoveryOpt),
 		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(c.authenticate), needsAuth),
 		c.limitUnary,
 		e.unary,
 	)
-	stream := append([]grpc.StreamServerInterceptor{withCallInfoStream}, o.Stream...)
+	stream := append([]grpc.StreamServerInterceptor{cl.stream}, o.Stream...)
 	stream = append(stream,
-		logging.StreamServerInterceptor(slogAdapter(o.Log), logOpts...),
 		recovery.StreamServerInterceptor(recoveryOpt),
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(c.authenticate), needsAuth),
 		c.limitStream,
@@ -164,14 +151,6 @@ type callInfoKey struct{}
 func infoOf(ctx context.Context) *callInfo {
 	ci, _ := ctx.Value(callInfoKey{}).(*callInfo)
 	return ci
-}
-
-func withCallInfo(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	return h(context.WithValue(ctx, callInfoKey{}, &callInfo{}), req)
-}
-
-func withCallInfoStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	return h(srv, &contextStream{ss, context.WithValue(ss.Context(), callInfoKey{}, &callInfo{})})
 }
 
 // contextStream is a ServerStream with another context.
@@ -231,28 +210,6 @@ func (c calls) limitStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 	}
 	defer leave()
 	return h(srv, ss)
-}
-
-// logLevel is the level of a call's log line by its code: a call that went
-// as the client asked, or that the client got wrong, is Info; one that the
-// service failed is Error; the rest Warn.
-func logLevel(code codes.Code) logging.Level {
-	switch code {
-	case codes.OK, codes.Canceled, codes.InvalidArgument, codes.NotFound, codes.AlreadyExists,
-		codes.FailedPrecondition, codes.Unauthenticated, codes.PermissionDenied, codes.OutOfRange:
-		return logging.LevelInfo
-	case codes.Internal, codes.Unknown, codes.DataLoss:
-		return logging.LevelError
-	default:
-		return logging.LevelWarn
-	}
-}
-
-// slogAdapter makes a slog.Logger the middleware's logger.
-func slogAdapter(l *slog.Logger) logging.Logger {
-	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		l.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
 }
 
 // DefaultNamespace is the namespace of callers when auth is off.
