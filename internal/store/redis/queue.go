@@ -25,8 +25,11 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 		if err != nil {
 			return err
 		}
-		if toInt(r[0]) == 0 && !replicated {
-			return errNotReplicated // added, but a failover could lose it: retry with the dedup ID
+		if !replicated {
+			// Added, or found added by an earlier call that may itself have
+			// been unreplicated: a failover could lose it. Retry with the
+			// dedup ID.
+			return errNotReplicated
 		}
 		e = store.Enqueued{ID: toStr(r[1]), DeliverTime: unixMicro(toInt(r[2])), Duplicate: toInt(r[0]) == 1}
 		return nil
