@@ -54,6 +54,9 @@ echo "$redis_env"
 step "go test -race${CI:+ (CI=$CI)}"
 go test -race -count=1 -timeout 15m ./...
 
+step "fuzz (scripts/fuzz.sh 3: every fuzz target for 3 s, without -race; the Redis ones on the standalone server above)"
+scripts/fuzz.sh 3
+
 step "deploy/ (manifests, compose, Prometheus rules, Grafana, Dockerfile; a module of its own)"
 (cd deploy && go vet ./... && go test -count=1 ./...)
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +24,19 @@ import (
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/storetest"
 )
 
 // This file sends every RPC malformed requests through the real gRPC client
-// and checks that each is refused with INVALID_ARGUMENT naming the field,
-// and that nothing changed: neither the number of records in the store nor
-// the pre-existing state as seen through the API (a held lock, a
-// session-bound lock, an in-progress idempotency key, a rate-limit key with
-// consumption, a queue with ready, delayed, in-flight and dead messages).
+// and checks that each is refused with INVALID_ARGUMENT, an ErrorInfo of
+// reason INVALID_ARGUMENT naming the field (and a BadRequest naming it),
+// and that nothing changed: the request made no call at all to the store
+// (the services' store is wrapped in a storetest.Faulty, which counts
+// every call, on every backend), and neither the number of records in the
+// store (memory backend) nor the pre-existing state as seen through the API
+// (a held lock, a session-bound lock, an in-progress idempotency key, a
+// rate-limit key with consumption, a queue with ready, delayed, in-flight
+// and dead messages) differs afterwards.
 //
 // Every bad request is a valid base request (TestBadInputControl shows that
 // each base succeeds) with one field broken, so a case can only pass because
@@ -175,6 +182,37 @@ func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
 		s.Limits = fmt.Sprintf("allowed=%v remaining=%d", a.GetAllowed(), a.GetRemaining())
 	}
 	return s
+}
+
+// biStoreMethods are the names of every method of store.Store.
+var biStoreMethods = func() []string {
+	st := reflect.TypeFor[store.Store]()
+	names := make([]string, st.NumMethod())
+	for i := range names {
+		names[i] = st.Method(i).Name
+	}
+	return names
+}()
+
+// biCalls counts the calls of each store method so far.
+func biCalls(f *storetest.Faulty) map[string]int {
+	m := make(map[string]int, len(biStoreMethods))
+	for _, name := range biStoreMethods {
+		m[name] = f.Calls(name)
+	}
+	return m
+}
+
+// biCallsSince lists the store calls made since before, e.g. "Enqueue x1".
+func biCallsSince(f *storetest.Faulty, before map[string]int) []string {
+	var made []string
+	for name, n := range biCalls(f) {
+		if d := n - before[name]; d != 0 {
+			made = append(made, fmt.Sprintf("%s x%d", name, d))
+		}
+	}
+	sort.Strings(made)
+	return made
 }
 
 // biCase is one malformed request.
@@ -828,8 +866,22 @@ func biCases() []biCase {
 	return cs
 }
 
-var biAllRPCs = []string{"Lock", "Renew", "Release", "GetLock", "KeepAlive", "Allow", "BeginIdempotent", "Finish",
-	"ExtendIdempotent", "Enqueue", "Claim", "Ack", "Nack", "Extend", "Stats", "Redrive"}
+// biAllRPCs are every RPC of the five services, from their generated
+// descriptors, so that an RPC added later fails the coverage checks below
+// until it has cases.
+var biAllRPCs = func() []string {
+	var rpcs []string
+	for _, sd := range []grpc.ServiceDesc{coordv1.LockService_ServiceDesc, coordv1.SessionService_ServiceDesc,
+		coordv1.RateLimitService_ServiceDesc, coordv1.IdempotencyService_ServiceDesc, coordv1.QueueService_ServiceDesc} {
+		for _, m := range sd.Methods {
+			rpcs = append(rpcs, m.MethodName)
+		}
+		for _, st := range sd.Streams {
+			rpcs = append(rpcs, st.StreamName)
+		}
+	}
+	return rpcs
+}()
 
 // TestBadInput sends each malformed request and checks that it is refused
 // with INVALID_ARGUMENT naming the field, and that nothing changed.
@@ -844,6 +896,9 @@ func TestBadInput(t *testing.T) {
 		seen[name] = true
 		covered[strings.SplitN(tc.rpc, "/", 2)[0]] = true
 	}
+	if len(biAllRPCs) < 16 {
+		t.Fatalf("the service descriptors list %d RPCs: %q", len(biAllRPCs), biAllRPCs)
+	}
 	for _, rpc := range biAllRPCs {
 		if !covered[rpc] {
 			t.Errorf("no case for %s", rpc)
@@ -853,10 +908,15 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.rpc+"/"+tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, biPolicies)
+			var f *storetest.Faulty
+			h := newHarness(t, biPolicies, withFaulty(&f))
 			fx := biSetup(t, h)
 			before := biSnapshot(t, h, fx)
+			calls := biCalls(f)
 			resp, err := tc.call(ctx(t), h, fx)
+			if made := biCallsSince(f, calls); len(made) > 0 {
+				t.Errorf("the request reached the store: %s", strings.Join(made, ", "))
+			}
 			after := biSnapshot(t, h, fx)
 			if after != before {
 				t.Errorf("state changed:\nbefore %+v\nafter  %+v", before, after)
@@ -869,13 +929,20 @@ func TestBadInput(t *testing.T) {
 			}
 			st := wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
 			var info *errdetails.ErrorInfo
+			var br *errdetails.BadRequest
 			for _, d := range st.Details() {
-				if i, ok := d.(*errdetails.ErrorInfo); ok {
-					info = i
+				switch d := d.(type) {
+				case *errdetails.ErrorInfo:
+					info = d
+				case *errdetails.BadRequest:
+					br = d
 				}
 			}
 			if got := info.GetMetadata()["field"]; got != tc.field {
 				t.Errorf("ErrorInfo metadata field = %q, want %q (message %q)", got, tc.field, st.Message())
+			}
+			if v := br.GetFieldViolations(); len(v) != 1 || v[0].GetField() != tc.field || v[0].GetDescription() == "" {
+				t.Errorf("BadRequest %v, want one violation of field %q, described", br, tc.field)
 			}
 			if !strings.Contains(st.Message(), tc.field) {
 				t.Errorf("status message %q does not name the field %q", st.Message(), tc.field)
@@ -982,11 +1049,18 @@ func TestBadInputControl(t *testing.T) {
 		covered[strings.SplitN(tc.rpc, "/", 2)[0]] = true
 		t.Run(tc.rpc+"/"+tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, biPolicies)
+			var f *storetest.Faulty
+			h := newHarness(t, biPolicies, withFaulty(&f))
 			fx := biSetup(t, h)
 			before := biSnapshot(t, h, fx)
+			calls := biCalls(f)
 			if resp, err := tc.call(ctx(t), h, fx); err != nil {
 				t.Fatalf("valid request failed: %v (response %v)", err, resp)
+			}
+			// TestBadInput's "no store call" means something: the store
+			// calls of a valid request are counted.
+			if len(biCallsSince(f, calls)) == 0 {
+				t.Errorf("a valid %s made no store call that the count saw", tc.rpc)
 			}
 			// The snapshot sees what a base request that was wrongly
 			// accepted would have changed (some of it only through the
