@@ -1,0 +1,190 @@
+package linearizability
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/storetest"
+)
+
+// TestMemory: histories on the embedded memory store are linearizable.
+func TestMemory(t *testing.T) {
+	h := record(t, serve(t, memoryStore()), defaultWorkload(3*time.Second).covering(10*time.Second))
+	checkRecorded(t, h, porcupine.Ok)
+}
+
+// TestRedisCluster: histories on the shared Redis Cluster are linearizable.
+func TestRedisCluster(t *testing.T) {
+	h := record(t, serve(t, clusterStore(t)), defaultWorkload(3*time.Second).covering(10*time.Second))
+	checkRecorded(t, h, porcupine.Ok)
+}
+
+// TestUnknownOutcomes: with store calls failing at random (before or after
+// they reach the store) the answers are UNAVAILABLE, of unknown outcome, and
+// the history is still linearizable when those calls may or may not have
+// taken effect. This tests the model's handling of unknown outcomes as much
+// as the server.
+func TestUnknownOutcomes(t *testing.T) {
+	f := storetest.NewFaulty(memoryStore())
+	locks := serve(t, f)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		methods := []string{"AcquireLock", "ReleaseLock", "RenewLock", "GetLock"}
+		rng := rand.New(rand.NewPCG(1, 2))
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			// One failure of one method, before or after the store applies it.
+			f.Set(methods[rng.IntN(len(methods))], storetest.Fault{Fail: rng.IntN(2) == 0, FailAfter: rng.IntN(2) == 0, Times: 1})
+		}
+	})
+	h := record(t, locks, defaultWorkload(2*time.Second).covering(8*time.Second))
+	close(stop)
+	wg.Wait()
+	if h.unknown == 0 {
+		t.Fatal("no call had an unknown outcome: the faults did not bite")
+	}
+	checkRecorded(t, h, porcupine.Ok)
+}
+
+// TestBrokenReleaseIsCaught: a server whose Release frees the lock and
+// answers released=true whatever the token (as would a release script that
+// forgot to compare tokens) is not linearizable, and the checker says so.
+func TestBrokenReleaseIsCaught(t *testing.T) {
+	h := record(t, serve(t, &tokenBlindRelease{Store: memoryStore(), tokens: map[string]string{}}), defaultWorkload(time.Second))
+	checkRecorded(t, h, porcupine.Illegal)
+}
+
+// tokenBlindRelease is a broken store: its ReleaseLock releases the lock of
+// the latest grant, whatever token it is given, and says it did.
+type tokenBlindRelease struct {
+	store.Store
+	mu     sync.Mutex
+	tokens map[string]string // name → the token of its latest grant
+}
+
+func (s *tokenBlindRelease) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+	g, err := s.Store.AcquireLock(ctx, req)
+	if err == nil && g.Acquired {
+		s.mu.Lock()
+		s.tokens[req.Name] = req.Token
+		s.mu.Unlock()
+	}
+	return g, err
+}
+
+func (s *tokenBlindRelease) ReleaseLock(ctx context.Context, name, _ string) (bool, time.Duration, error) {
+	s.mu.Lock()
+	tok := s.tokens[name]
+	s.mu.Unlock()
+	_, held, err := s.Store.ReleaseLock(ctx, name, tok)
+	return err == nil, held, err
+}
+
+// TestStaleGetLockIsCaught: a server whose GetLock may answer what it
+// answered up to staleFor before (as would one reading a lagging replica) is
+// not linearizable, and the checker says so: each answer is right for some
+// moment, so only real time, not the order of operations, shows the fault.
+// staleFor is long next to a call (even on a loaded machine) so that the
+// first stale answers already give the fault away: proving a history
+// illegal means searching all of it up to the first contradiction, which
+// with 16 clients always in flight is costly if that comes late.
+func TestStaleGetLockIsCaught(t *testing.T) {
+	st := &staleGetLock{Store: memoryStore(), cache: map[string]staleInfo{}}
+	h := record(t, serve(t, st), defaultWorkload(time.Second))
+	checkRecorded(t, h, porcupine.Illegal)
+}
+
+const staleFor = 300 * time.Millisecond
+
+// staleGetLock is a broken store: its GetLock answers from a cache of the
+// answers of the last staleFor.
+type staleGetLock struct {
+	store.Store
+	mu    sync.Mutex
+	cache map[string]staleInfo
+}
+
+type staleInfo struct {
+	info store.LockInfo
+	at   time.Time
+}
+
+func (s *staleGetLock) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
+	s.mu.Lock()
+	c, ok := s.cache[name]
+	s.mu.Unlock()
+	if ok && time.Since(c.at) < staleFor {
+		return c.info, nil
+	}
+	info, err := s.Store.GetLock(ctx, name)
+	if err == nil {
+		s.mu.Lock()
+		s.cache[name] = staleInfo{info, time.Now()}
+		s.mu.Unlock()
+	}
+	return info, err
+}
+
+// TestWrongModelIsCaught: a model that frees the lock on any Release (not
+// only the holder's) rejects a correct history recorded on the memory store,
+// which the right model accepts. Both check the plain history, without
+// hints.
+func TestWrongModelIsCaught(t *testing.T) {
+	h := record(t, serve(t, memoryStore()), defaultWorkload(time.Second).covering(4*time.Second))
+	t.Logf("history: %v", h)
+	check(t, "plain", model(variant{}), h.ops, porcupine.Ok)
+	check(t, "wrong model", model(variant{releaseFreesAlways: true}), h.ops, porcupine.Illegal)
+}
+
+// TestHintsAgree: the model with search hints and the plain model agree on a
+// recorded history (see hints_test.go).
+func TestHintsAgree(t *testing.T) {
+	h := record(t, serve(t, memoryStore()), defaultWorkload(time.Second))
+	t.Logf("history: %v", h)
+	hinted := withHints(h.ops)
+	n := 0
+	for _, op := range hinted {
+		if op.Input.(input).Hint != (hint{}) {
+			n++
+		}
+	}
+	t.Logf("%d of %d operations have a hint", n, len(hinted))
+	if n == 0 {
+		t.Error("no operation has a hint")
+	}
+	check(t, "hinted", model(variant{}), hinted, porcupine.Ok)
+	check(t, "plain", model(variant{}), h.ops, porcupine.Ok)
+}
+
+// checkRecorded checks a recorded history against the model, with search
+// hints, wanting want, after checking that the workload did what it is for.
+// An Illegal is confirmed without the hints.
+func checkRecorded(t *testing.T, h history, want porcupine.CheckResult) {
+	t.Helper()
+	t.Logf("history: %v", h)
+	if len(h.errs) > 0 {
+		t.Logf("first errors: %q", h.errs)
+	}
+	for _, k := range outcomes {
+		if h.counts[k] == 0 && want == porcupine.Ok {
+			t.Errorf("the workload had no %s outcome", k)
+		}
+	}
+	check(t, "hinted", model(variant{}), withHints(h.ops), want)
+	if want == porcupine.Illegal {
+		check(t, "plain", model(variant{}), h.ops, want)
+	}
+}
