@@ -63,6 +63,9 @@ step "deploy/ (manifests, compose, Prometheus rules, Grafana, Dockerfile; a modu
 step "examples (a module of its own; PostgreSQL from COORDD_TEST_POSTGRES)"
 (cd examples && go vet ./... && go test -race -count=1 ./...)
 
+step "bench/ (coordbench, a module of its own: smoke runs on memory and on the Cluster with --baseline)"
+(cd bench && go vet ./... && go test -race -count=1 ./...)
+
 # The gRPC acceptance tests again, end to end on each Redis backend.
 for backend in redis cluster; do
 	step "go test -race ./internal/server on $backend"

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// allScenarios is every scenario, in the order they run. The empty call
+// always runs first: it is the floor the others are compared with.
+var allScenarios = []string{
+	"empty",
+	"sessions",
+	"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket",
+	"allow-hot",
+	"lock-release", "lock-contention",
+	"idem",
+	"enqueue",
+	"queue-e2e",
+}
+
+// scenarioGroups are shorthands accepted by --scenarios.
+var scenarioGroups = map[string][]string{
+	"all":   allScenarios,
+	"allow": {"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket"},
+	"lock":  {"lock-release", "lock-contention"},
+	"queue": {"enqueue", "queue-e2e"},
+}
+
+// config is the parsed command line.
+type config struct {
+	Addr        string        `json:"addr"`
+	APIKey      string        `json:"-"`
+	Namespace   string        `json:"namespace"`
+	Conns       int           `json:"conns"`
+	Redis       []string      `json:"redis,omitempty"`
+	RedisMode   string        `json:"redis_mode,omitempty"`
+	RedisPool   int           `json:"redis_pool_size,omitempty"`
+	KeyPrefix   string        `json:"key_prefix"`
+	LuaDir      string        `json:"lua_dir,omitempty"`
+	Concurrency int           `json:"concurrency"`
+	Duration    time.Duration `json:"-"`
+	Warmup      time.Duration `json:"-"`
+	Keys        int           `json:"keys"`
+	Queues      int           `json:"queues"`
+	Scenarios   []string      `json:"scenarios"`
+	Baseline    bool          `json:"baseline"`
+	JSONFile    string        `json:"-"`
+	CoorddPID   int           `json:"coordd_pid,omitempty"`
+	CoorddMetr  string        `json:"coordd_metrics,omitempty"`
+	Store       string        `json:"store"`
+	Sessions    int           `json:"sessions"`
+	LocksPerSes int           `json:"locks_per_session"`
+	SessionTTL  time.Duration `json:"-"`
+	QueueMsgs   int           `json:"queue_messages"`
+	ClaimMax    int           `json:"claim_max"`
+	AckBatch    bool          `json:"ack_batch"`
+	EmptyServer string        `json:"empty_server"`
+	Quiet       bool          `json:"-"`
+	Label       string        `json:"label,omitempty"`
+
+	// For the JSON output, durations as strings.
+	DurationS   string `json:"duration"`
+	WarmupS     string `json:"warmup"`
+	SessionTTLS string `json:"session_ttl"`
+}
+
+func (c *config) has(scenario string) bool { return slices.Contains(c.Scenarios, scenario) }
+
+const usageText = `coordbench drives a running coordd through its generated Go client and,
+with --baseline, runs the same work the library way against the same Redis in
+the same run: the same Lua scripts sent straight to Redis with go-redis, and
+redis_rate (Allow), redislock (locks) and asynq (queue). It prints ops/s and
+p50/p99/p99.9 per scenario and target, ratios to the baselines and to the empty
+gRPC call (the floor), and, with --json, all of it as JSON.
+
+Usage: coordbench [flags]
+
+Scenarios (--scenarios, comma separated; groups: all, allow, lock, queue):
+  empty              grpc.health.v1.Health/Check on coordd, and an empty unary
+                     method on a bare gRPC server (always run: the floor)
+  sessions           --sessions KeepAlive streams with --locks-per-session
+                     session-bound locks each, heartbeats every ttl/3 from
+                     the moment each opens (a broken stream is resumed);
+                     coordd's RSS (--coordd-pid) and Go runtime
+                     (--coordd-metrics) per session
+  allow-ALGORITHM    Allow with an inline limit that always allows, on --keys
+                     random keys; ALGORITHM: fixed_window, sliding_window,
+                     sliding_log, token_bucket, leaky_bucket
+  allow-hot          Allow on one key over its limit (token bucket, 1 an
+                     hour): every call is denied; coordd may answer from its
+                     deny cache, the baselines ask Redis every time
+  lock-release       Lock + Release on random names of --keys
+  lock-contention    Lock (wait) + Release on one name
+  idem               BeginIdempotent + Finish on unique keys
+  enqueue            Enqueue of a tiny message onto --queues queues
+  queue-e2e          enqueue --queue-messages tiny messages, then consume them
+                     all (Claim up to --claim-max, then Ack each, or the
+                     batch at once with --ack-batch)
+
+Flags (-flag and --flag are the same):
+`
+
+// parseArgs parses the command line; usage goes to out on -h or an error.
+func parseArgs(args []string, out io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("coordbench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		_, _ = io.WriteString(out, usageText)
+		fs.PrintDefaults()
+	}
+	var redis, scenarios string
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:7070", "coordd's gRPC address")
+	fs.StringVar(&c.APIKey, "api-key", "", "API key, sent as the header \"authorization: Bearer KEY\" (auth.enabled)")
+	fs.StringVar(&c.Namespace, "namespace", "default", "coordd's namespace of the calls (the API key's; for cleaning its keys out of Redis)")
+	fs.IntVar(&c.Conns, "conns", 1, "gRPC connections to coordd, shared round-robin by the workers")
+	fs.StringVar(&redis, "redis", "", "Redis for --baseline (comma list: a Cluster's seed addresses, or one address); the one coordd uses")
+	fs.StringVar(&c.RedisMode, "redis-mode", "auto", "cluster, standalone, or auto (cluster with more than one address)")
+	fs.IntVar(&c.RedisPool, "redis-pool-size", 0, "go-redis pool size per node for the baselines (0: go-redis's default, as coordd's redis.pool_size 0)")
+	fs.StringVar(&c.KeyPrefix, "key-prefix", "coord", "coordd's redis.key_prefix: the direct scripts use its key layout, in a namespace of their own")
+	fs.StringVar(&c.LuaDir, "lua-dir", "", "coordd's Lua scripts (default: internal/store/redis/lua of the repository holding the working directory or the executable)")
+	fs.IntVar(&c.Concurrency, "concurrency", 64, "concurrent callers (and queue producers and consumers, and asynq's Concurrency)")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measured time per scenario and target")
+	fs.DurationVar(&c.Warmup, "warmup", time.Second, "unmeasured time before each measurement")
+	fs.IntVar(&c.Keys, "keys", 10000, "key space: rate-limit keys, lock names")
+	fs.IntVar(&c.Queues, "queues", 16, "queues the enqueue scenario spreads over")
+	fs.StringVar(&scenarios, "scenarios", "all", "scenarios to run, comma separated (see above)")
+	fs.BoolVar(&c.Baseline, "baseline", false, "also run the library-way baselines (needs --redis)")
+	fs.StringVar(&c.JSONFile, "json", "", "write the results as JSON to this file")
+	fs.IntVar(&c.CoorddPID, "coordd-pid", 0, "coordd's PID: its CPU time and RSS are read from /proc around each run")
+	fs.StringVar(&c.CoorddMetr, "coordd-metrics", "", "coordd's /metrics URL (http://HTTP_ADDR/metrics): the sessions scenario reads its goroutines, heap and stacks")
+	fs.StringVar(&c.Store, "store", "", "coordd's store, for the report and the goals: memory or redis (default: redis with --redis, else memory)")
+	fs.IntVar(&c.Sessions, "sessions", 10000, "sessions scenario: KeepAlive streams")
+	fs.IntVar(&c.LocksPerSes, "locks-per-session", 1, "sessions scenario: session-bound locks per session")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", 10*time.Second, "sessions scenario: session TTL (a heartbeat every ttl/3)")
+	fs.IntVar(&c.QueueMsgs, "queue-messages", 50000, "queue-e2e: messages enqueued then processed")
+	fs.IntVar(&c.ClaimMax, "claim-max", 32, "queue-e2e: max_messages of each Claim")
+	fs.BoolVar(&c.AckBatch, "ack-batch", false, "queue-e2e: ack each claimed batch in one Ack (AckRequest.receipts; coordd after commit 1438250) instead of one Ack per message")
+	fs.StringVar(&c.EmptyServer, "empty-server", "child", "where the bare gRPC server of the empty floor runs: child (a process of its own, like coordd) or inprocess")
+	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines on stderr")
+	fs.StringVar(&c.Label, "label", "", "free text for the report, e.g. the coordd commit measured")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, a := range strings.Split(redis, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.Redis = append(c.Redis, a)
+		}
+	}
+	var err error
+	if c.Scenarios, err = parseScenarios(scenarios); err != nil {
+		return nil, err
+	}
+	switch c.RedisMode {
+	case "auto":
+		c.RedisMode = "standalone"
+		if len(c.Redis) > 1 {
+			c.RedisMode = "cluster"
+		}
+	case "cluster", "standalone":
+	default:
+		return nil, fmt.Errorf("--redis-mode: %q is not cluster, standalone or auto", c.RedisMode)
+	}
+	if len(c.Redis) == 0 {
+		c.RedisMode = ""
+	}
+	switch c.Store {
+	case "":
+		c.Store = "memory"
+		if len(c.Redis) > 0 {
+			c.Store = "redis"
+		}
+	case "memory", "redis":
+	default:
+		return nil, fmt.Errorf("--store: %q is not memory or redis", c.Store)
+	}
+	switch c.EmptyServer {
+	case "child", "inprocess":
+	default:
+		return nil, fmt.Errorf("--empty-server: %q is not child or inprocess", c.EmptyServer)
+	}
+	switch {
+	case c.Baseline && len(c.Redis) == 0:
+		return nil, errors.New("--baseline needs --redis: the Redis coordd uses")
+	case c.Concurrency < 1:
+		return nil, errors.New("--concurrency must be at least 1")
+	case c.Conns < 1:
+		return nil, errors.New("--conns must be at least 1")
+	case c.Duration <= 0:
+		return nil, errors.New("--duration must be positive")
+	case c.Warmup < 0:
+		return nil, errors.New("--warmup must not be negative")
+	case c.Keys < 1:
+		return nil, errors.New("--keys must be at least 1")
+	case c.Queues < 1:
+		return nil, errors.New("--queues must be at least 1")
+	case c.Sessions < 1 || c.LocksPerSes < 0:
+		return nil, errors.New("--sessions must be at least 1 and --locks-per-session at least 0")
+	case c.SessionTTL < 3*time.Millisecond:
+		return nil, errors.New("--session-ttl is too short")
+	case c.QueueMsgs < 1:
+		return nil, errors.New("--queue-messages must be at least 1")
+	case c.ClaimMax < 1 || c.ClaimMax > 1000:
+		return nil, errors.New("--claim-max must be between 1 and 1000")
+	case strings.ContainsAny(c.KeyPrefix, "{}") || c.KeyPrefix == "":
+		return nil, errors.New("--key-prefix must be non-empty and without braces")
+	case c.CoorddPID < 0:
+		return nil, errors.New("--coordd-pid must be positive")
+	}
+	c.DurationS, c.WarmupS, c.SessionTTLS = c.Duration.String(), c.Warmup.String(), c.SessionTTL.String()
+	return c, nil
+}
+
+// parseScenarios expands a comma list of scenarios and groups into
+// scenarios in run order, with the empty floor always first.
+func parseScenarios(s string) ([]string, error) {
+	want := map[string]bool{"empty": true}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if g, ok := scenarioGroups[name]; ok {
+			for _, n := range g {
+				want[n] = true
+			}
+			continue
+		}
+		if !slices.Contains(allScenarios, name) {
+			return nil, fmt.Errorf("--scenarios: unknown scenario %q (known: %s, and the groups all, allow, lock, queue)",
+				name, strings.Join(allScenarios, ", "))
+		}
+		want[name] = true
+	}
+	var out []string
+	for _, n := range allScenarios {
+		if want[n] {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}

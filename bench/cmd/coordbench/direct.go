@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The "direct" baseline sends coordd's own Lua scripts straight to Redis
+// with go-redis: what an application embedding the same logic as a library
+// would do. The scripts are read at run time from the repository
+// (internal/store/redis/lua, an internal package of the root module that
+// another module cannot import) and composed exactly as
+// internal/store/redis/scripts.go composes them, and the keys follow
+// internal/store/redis/keys.go, under a namespace of their own.
+
+const luaSubdir = "internal/store/redis/lua"
+
+// directNS is the namespace of the direct baseline's keys, so that they
+// never meet coordd's (whose calls are in --namespace, "default").
+const directNS = "coordbench-direct"
+
+// luaScripts are the scripts the direct baseline runs.
+type luaScripts struct {
+	limit        map[string]*redis.Script // by algorithm name
+	lockAcquire  *redis.Script
+	lockRelease  *redis.Script
+	idemBegin    *redis.Script
+	idemFinish   *redis.Script
+	queueEnqueue *redis.Script
+	queueClaim   *redis.Script
+	queueAck     *redis.Script
+	queueStats   *redis.Script
+}
+
+func (s *luaScripts) all() []*redis.Script {
+	out := []*redis.Script{s.lockAcquire, s.lockRelease, s.idemBegin, s.idemFinish, s.queueEnqueue, s.queueClaim, s.queueAck, s.queueStats}
+	for _, name := range algorithmNames {
+		out = append(out, s.limit[name])
+	}
+	return out
+}
+
+// findLuaDir returns dir if set, else internal/store/redis/lua of the first
+// repository found walking up from the working directory, then from the
+// executable's directory.
+func findLuaDir(dir string) (string, error) {
+	if dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "prelude.lua")); err != nil {
+			return "", fmt.Errorf("--lua-dir: %w", err)
+		}
+		return dir, nil
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, d := range starts {
+		for {
+			cand := filepath.Join(d, luaSubdir)
+			if _, err := os.Stat(filepath.Join(cand, "prelude.lua")); err == nil {
+				return cand, nil
+			}
+			parent := filepath.Dir(d)
+			if parent == d {
+				break
+			}
+			d = parent
+		}
+	}
+	return "", errors.New("coordd's Lua scripts (" + luaSubdir + ") not found above the working directory or the executable: run from the repository or set --lua-dir")
+}
+
+// loadLua reads and composes the scripts: prelude + script, and for the
+// queue prelude + queue_prelude + script (scripts.go's script and
+// queueScript).
+func loadLua(dir string) (*luaScripts, error) {
+	read := func(name string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name+".lua"))
+		return string(b), err
+	}
+	var firstErr error
+	get := func(names ...string) *redis.Script {
+		src := ""
+		for _, n := range names {
+			s, err := read(n)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			src += s
+		}
+		return redis.NewScript(src)
+	}
+	script := func(name string) *redis.Script { return get("prelude", name) }
+	queueScript := func(name string) *redis.Script { return get("prelude", "queue_prelude", name) }
+	s := &luaScripts{
+		limit: map[string]*redis.Script{
+			"fixed_window":   script("limit_fixed_window"),
+			"sliding_window": script("limit_sliding_window"),
+			"sliding_log":    script("limit_sliding_log"),
+			"token_bucket":   script("limit_gcra"),
+			"leaky_bucket":   script("limit_gcra"),
+		},
+		lockAcquire:  script("lock_acquire"),
+		lockRelease:  script("lock_release"),
+		idemBegin:    script("idem_begin"),
+		idemFinish:   script("idem_finish"),
+		queueEnqueue: queueScript("queue_enqueue"),
+		queueClaim:   queueScript("queue_claim"),
+		queueAck:     queueScript("queue_ack"),
+		queueStats:   queueScript("queue_stats"),
+	}
+	return s, firstErr
+}
+
+// preload loads every script on every node (as coordd does at start), so
+// that EVALSHA finds them.
+func (s *luaScripts) preload(ctx context.Context, c redis.UniversalClient) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, sc := range s.all() {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return load(ctx, n) })
+	}
+	return load(ctx, c)
+}
+
+// keyLayout builds keys as internal/store/redis/keys.go does. Names are
+// scoped by namespace as store.Scope does: "NS:name".
+type keyLayout struct{ prefix string }
+
+func (k keyLayout) tag(kind, name string) string { return k.prefix + ":{" + kind + ":" + name + "}" }
+
+func (k keyLayout) lock(name string) []string {
+	t := k.tag("l", name)
+	return []string{t, t + ":fence"}
+}
+
+func (k keyLayout) lockChannel(name string) string { return k.tag("l", name) + ":ev" }
+
+// limit is keys.limit: algorithm number, limit, period in µs and burst.
+func (k keyLayout) limit(key string, l limitSpec) []string {
+	t := k.tag("r", key) + ":" + strconv.Itoa(l.algorithm) + ":" + strconv.FormatInt(l.limit, 10) +
+		":" + strconv.FormatInt(l.periodMicros, 10) + ":" + strconv.FormatInt(l.burst, 10)
+	if l.name == "sliding_log" {
+		return []string{t, t + ":sum"}
+	}
+	return []string{t}
+}
+
+func (k keyLayout) idem(key string) string        { return k.tag("i", key) }
+func (k keyLayout) idemChannel(key string) string { return k.tag("i", key) + ":ev" }
+
+func (k keyLayout) queue(name string) []string {
+	t := k.tag("q", name)
+	return []string{t + ":ready", t + ":delayed", t + ":inflight", t + ":dead", t + ":msg", t + ":meta",
+		t + ":dedup", t + ":dedupexp", t + ":seq"}
+}
+
+func (k keyLayout) queueChannel(name string) string { return k.tag("q", name) + ":ev" }
+
+func scope(ns, name string) string { return ns + ":" + name }
+
+// timeArgs are ARGV[1] and ARGV[2] of every script: the Redis server's TIME
+// (-1) and no expiry slack (0), as coordd runs in production.
+var timeArgs = []any{-1, 0}
+
+func args(a ...any) []any { return append(append(make([]any, 0, 2+len(a)), timeArgs...), a...) }
+
+// newRedisClient connects to the Redis of the baselines.
+func newRedisClient(cfg *config) redis.UniversalClient {
+	if cfg.RedisMode == "cluster" {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.Redis, PoolSize: cfg.RedisPool})
+	}
+	return redis.NewClient(&redis.Options{Addr: cfg.Redis[0], PoolSize: cfg.RedisPool})
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// The smoke tests build coordd and coordbench (with the race detector when
+// the test has it, so that the packages compiled by the repository's
+// race-enabled test runs are reused) and run every scenario for 0.2 s at
+// low concurrency against a coordd of their own: on the memory store, and,
+// with COORDD_TEST_REDIS_CLUSTER (or COORDD_TEST_REDIS) set — the shared
+// instances of scripts/redis-cluster.sh — on that Redis with a key prefix of
+// its own and --baseline against it. The two run side by side; neither needs
+// a coordd already running.
+
+var (
+	buildOnce          sync.Once
+	coorddBin, cbBin   string
+	buildErr           error
+	buildDir           string
+	repoRoot, _        = filepath.Abs("../../..")
+	smokeScenarioFlags = []string{
+		"--duration", "200ms", "--warmup", "50ms", "--concurrency", "4", "--keys", "200",
+		"--sessions", "40", "--locks-per-session", "2", "--session-ttl", "3s",
+		"--queue-messages", "400", "--queues", "4", "--quiet",
+	}
+)
+
+func build(t *testing.T) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "coordbench-smoke-")
+		if buildErr != nil {
+			return
+		}
+		coorddBin, cbBin = filepath.Join(buildDir, "coordd"), filepath.Join(buildDir, "coordbench")
+		for _, b := range []struct{ dir, out, pkg string }{
+			{repoRoot, coorddBin, "./cmd/coordd"}, // in the root module: its dependencies are not the bench module's
+			{".", cbBin, "."},
+		} {
+			args := []string{"build", "-o", b.out}
+			if raceEnabled {
+				args = append(args, "-race")
+			}
+			cmd := exec.Command("go", append(args, b.pkg)...)
+			cmd.Dir = b.dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// startCoordd runs the built coordd with env added and returns its gRPC
+// address, PID and /metrics URL once it serves.
+func startCoordd(t *testing.T, env ...string) (addr string, pid int, metricsURL string) {
+	t.Helper()
+	addr = freeAddr(t)
+	httpAddr := freeAddr(t)
+	var logs bytes.Buffer
+	cmd := exec.Command(coorddBin, "--grpc-addr", addr, "--http-addr", httpAddr)
+	cmd.Env = append(os.Environ(), append([]string{"COORDD_LOG_LEVEL=warn"}, env...)...)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("coordd's output:\n%s", logs.String())
+		}
+	})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return addr, cmd.Process.Pid, "http://" + httpAddr + "/metrics"
+		}
+		select {
+		case <-exited:
+			t.Fatalf("coordd exited:\n%s", logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("coordd does not serve: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// runBench runs the built coordbench and returns its report and table.
+func runBench(t *testing.T, args ...string) (*Report, string) {
+	t.Helper()
+	jsonFile := filepath.Join(t.TempDir(), "out.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cbBin, append(args, "--json", jsonFile)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("coordbench %s: %v\n%s\n%s", strings.Join(args, " "), err, stderr.String(), stdout.String())
+	}
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("the JSON output: %v", err)
+	}
+	return &rep, stdout.String()
+}
+
+// checkResults checks that every wanted scenario/target ran, did work and
+// had no errors.
+func checkResults(t *testing.T, rep *Report, table string, want map[string][]string) {
+	t.Helper()
+	for scenario, targets := range want {
+		for _, target := range targets {
+			r := rep.find(scenario, target)
+			if r == nil {
+				t.Errorf("%s/%s: not in the results", scenario, target)
+				continue
+			}
+			if r.Ops == 0 || r.OpsPerSec <= 0 || r.Errors != 0 {
+				t.Errorf("%s/%s: %d ops, %.0f/s, %d errors (%s)", scenario, target, r.Ops, r.OpsPerSec, r.Errors, r.FirstError)
+			}
+			if r.Latency == nil && scenario != "queue-e2e" {
+				t.Errorf("%s/%s: no latency", scenario, target)
+			}
+			if r.Latency != nil && (r.Latency.P50 <= 0 || r.Latency.P99 < r.Latency.P50 || r.Latency.P999 < r.Latency.P99) {
+				t.Errorf("%s/%s: latency out of order: %+v", scenario, target, r.Latency)
+			}
+			if !strings.Contains(table, scenario) {
+				t.Errorf("the table lacks %s", scenario)
+			}
+		}
+	}
+	if !strings.Contains(table, "ratios") || !strings.Contains(table, "goals (issue 6)") {
+		t.Errorf("the table lacks ratios or goals:\n%s", table)
+	}
+}
+
+func TestSmokeMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs coordd")
+	}
+	t.Parallel() // the scenarios run for a fixed time: the two runs overlap
+	build(t)
+	addr, pid, metricsURL := startCoordd(t)
+	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--coordd-metrics", metricsURL}, smokeScenarioFlags...)...)
+	t.Log("\n" + table)
+	want := map[string][]string{"empty": {tCoordd, tBare}}
+	for _, s := range allScenarios[1:] {
+		want[s] = []string{tCoordd}
+	}
+	checkResults(t, rep, table, want)
+	if r := rep.find("allow-token_bucket", tCoordd); r == nil || r.ServerRSSAfter <= 0 {
+		t.Errorf("coordd's process not read with --coordd-pid: %+v", r)
+	}
+	if r := rep.find("sessions", tCoordd); r == nil || r.Sessions == nil || r.Sessions.Open != 40 || r.Sessions.RSSPeak == 0 {
+		t.Errorf("sessions: %+v", r)
+	} else if s := r.Sessions; s.RuntimeOpen == nil || s.RuntimeOpen.Sessions != 40 || s.RuntimeClosed == nil || s.RuntimeClosed.Sessions != 0 {
+		t.Errorf("sessions: coordd's runtime before %+v, open %+v, closed %+v", s.RuntimeBefore, s.RuntimeOpen, s.RuntimeClosed)
+	}
+	if r := rep.find("queue-e2e", tCoordd); r == nil || r.Ops != 400 || len(r.Phases) != 2 {
+		t.Errorf("queue-e2e: %+v", r)
+	}
+	if rep.ratioOf("lock-release", "floor/2") == nil || rep.ratioOf("allow-token_bucket", "floor") == nil {
+		t.Errorf("ratios to the floor missing: %+v", rep.Ratios)
+	}
+}
+
+func TestSmokeRedisBaseline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs coordd")
+	}
+	addrs, mode := os.Getenv("COORDD_TEST_REDIS_CLUSTER"), "cluster"
+	if addrs == "" {
+		addrs, mode = os.Getenv("COORDD_TEST_REDIS"), "standalone"
+	}
+	if addrs == "" {
+		t.Skip("no Redis: set COORDD_TEST_REDIS_CLUSTER or COORDD_TEST_REDIS (eval \"$(scripts/redis-cluster.sh start)\")")
+	}
+	t.Parallel()
+	build(t)
+	prefix := "cbtest" + newToken()[:8]
+	t.Cleanup(func() { deletePrefix(t, addrs, mode, prefix) })
+	addr, pid, _ := startCoordd(t, "COORDD_STORE=redis", "COORDD_REDIS_ADDRS="+addrs, "COORDD_REDIS_MODE="+mode,
+		"COORDD_REDIS_KEY_PREFIX="+prefix)
+	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--baseline",
+		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix,
+		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,idem,enqueue,queue-e2e,sessions"}, smokeScenarioFlags...)...)
+	t.Log("\n" + table)
+	checkResults(t, rep, table, map[string][]string{
+		"empty":              {tCoordd, tBare},
+		"allow-token_bucket": {tDirect, tRedisRate, tCoordd},
+		"allow-sliding_log":  {tDirect, tCoordd},
+		"allow-hot":          {tDirect, tRedisRate, tCoordd},
+		"lock-release":       {tDirect, tRedislock, tCoordd},
+		"idem":               {tDirect, tCoordd},
+		"enqueue":            {tDirect, tAsynq, tCoordd},
+		"queue-e2e":          {tDirect, tAsynq, tCoordd},
+		"sessions":           {tCoordd},
+	})
+	if rep.ratioOf("allow-token_bucket", tRedisRate) == nil || rep.ratioOf("queue-e2e", tAsynq) == nil {
+		t.Errorf("baseline ratios missing: %+v", rep.Ratios)
+	}
+	if rep.Machine.RedisVersion == "" {
+		t.Error("no Redis version in the report")
+	}
+	// Every Allow runs one script (none is denied): Redis's counters say so.
+	if r := rep.find("allow-token_bucket", tCoordd); r == nil || r.Redis == nil || r.Redis.ScriptsPerOp < 0.9 || r.Redis.BytesInPerOp <= 0 {
+		t.Errorf("allow-token_bucket/coordd: Redis per op %+v", r.Redis)
+	}
+	if !strings.Contains(table, "Redis per op") {
+		t.Error("the table lacks Redis's cost per op")
+	}
+}
+
+// deletePrefix deletes every key under prefix (coordd's, and the direct
+// baseline's) from every master.
+func deletePrefix(t *testing.T, addrs, mode, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	del := func(ctx context.Context, c *redis.Client) error {
+		it := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for it.Next(ctx) {
+			if err := c.Del(ctx, it.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	if mode == "cluster" {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+		defer c.Close()
+		err = c.ForEachMaster(ctx, del)
+	} else {
+		c := redis.NewClient(&redis.Options{Addr: addrs})
+		defer c.Close()
+		err = del(ctx, c)
+	}
+	if err != nil {
+		t.Logf("deleting the test's keys: %v", err)
+	}
+}
