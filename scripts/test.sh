@@ -16,9 +16,11 @@ step() { printf '\n== %s\n' "$*"; }
 tool() { go tool -modfile=tools/go.mod "$@"; }
 
 gen=""
+failover_summary=$(mktemp)
 redis_started=0
 cleanup() {
 	if [ -n "$gen" ]; then rm -rf "$gen"; fi
+	rm -f "$failover_summary"
 	if [ "$redis_started" = 1 ]; then scripts/redis-cluster.sh stop || true; fi
 }
 trap cleanup EXIT
@@ -52,7 +54,13 @@ eval "$redis_env"
 echo "$redis_env"
 
 step "go test -race${CI:+ (CI=$CI)}"
+# The failover suite's counts (double holders, duplicates, lost messages)
+# go to this file, printed after the run: go test shows a passing package's
+# output only with -v.
+export COORDD_FAILOVER_SUMMARY="$failover_summary"
 go test -race -count=1 -timeout 15m ./...
+step "failover suite summary"
+cat "$COORDD_FAILOVER_SUMMARY"
 
 step "fuzz (scripts/fuzz.sh 3: every fuzz target for 3 s, without -race; the Redis ones on the standalone server above)"
 scripts/fuzz.sh 3
