@@ -56,7 +56,7 @@ func benchRedis(b *testing.B, addrs []string) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	conn := serve(b, st)
+	conn := serve(b, st, clock.Real{})
 	limits := coordv1.NewRateLimitServiceClient(conn)
 	locks := coordv1.NewLockServiceClient(conn)
 	keys := make([]string, 10000)
@@ -129,10 +129,12 @@ func benchRedis(b *testing.B, addrs []string) {
 }
 
 // serve runs coordd's gRPC server on st over loopback and returns a client
-// connection to it.
-func serve(b testing.TB, st store.Store) *grpc.ClientConn {
+// connection to it. clk is the services' clock: the one st runs on (a fake
+// clock in a test that simulates time, so that the deny cache ages with the
+// store's time, as it does with the real clock in production).
+func serve(b testing.TB, st store.Store, clk clock.Clock) *grpc.ClientConn {
 	drain := make(chan struct{})
-	svc, err := server.NewServices(st, clock.Real{}, server.Config{
+	svc, err := server.NewServices(st, clk, server.Config{
 		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
 		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
 	}, drain)

@@ -739,7 +739,7 @@ func TestLockContentionOnCluster(t *testing.T) {
 		run     = 10 * time.Second
 	)
 	st, _ := clusterStore(t, Options{})
-	locks := coordv1.NewLockServiceClient(serve(t, st))
+	locks := coordv1.NewLockServiceClient(serve(t, st, clock.Real{}))
 	var res fenced
 	var grants, timedOut, notReleased atomic.Int64
 	var f failures
@@ -849,7 +849,7 @@ func TestAllowConcurrentWindowsOnCluster(t *testing.T) {
 	)
 	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
 	st, _ := clusterStore(t, Options{Clock: clk})
-	limits := coordv1.NewRateLimitServiceClient(serve(t, st))
+	limits := coordv1.NewRateLimitServiceClient(serve(t, st, clk))
 	ctx := context.Background()
 
 	// burst sets the fake clock to at and has every client call Allow calls
