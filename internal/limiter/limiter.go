@@ -122,12 +122,12 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 	default:
 		return validate.Errorf(field+".algorithm", "is required: one of the Algorithm values")
 	}
-	max := s.cfg.MaxLimit
+	maxLimit := s.cfg.MaxLimit
 	if l.Algorithm == store.SlidingLog {
-		max = s.cfg.MaxLogLimit
+		maxLimit = s.cfg.MaxLogLimit
 	}
-	if l.Limit < 1 || l.Limit > max {
-		return validate.Errorf(field+".limit", "is %d; it must be between 1 and %d", l.Limit, max)
+	if l.Limit < 1 || l.Limit > maxLimit {
+		return validate.Errorf(field+".limit", "is %d; it must be between 1 and %d", l.Limit, maxLimit)
 	}
 	if err := validate.Duration(field+".period", l.Period, s.cfg.MaxPeriod); err != nil {
 		return err
@@ -141,14 +141,15 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 	case l.Burst > s.cfg.MaxLimit:
 		return validate.Errorf(field+".burst", "is %d; it must be at most %d", l.Burst, s.cfg.MaxLimit)
 	}
-	if bucket {
-		// The bucket must refill from empty within max_period: this keeps
-		// every time the buckets compute within microsecond precision (and
-		// int64) on every backend.
+	if bucket && l.Burst > l.Limit {
+		// A burst above the limit must refill from empty within
+		// max_period: this keeps every time the buckets compute within
+		// microsecond precision (and int64) on every backend. (Without one,
+		// the bucket refills within period + limit µs: always bounded.)
 		interval := (l.Period.Microseconds() + l.Limit - 1) / l.Limit
-		if l.Capacity() > s.cfg.MaxPeriod.Microseconds()/interval {
+		if most := max(l.Limit, s.cfg.MaxPeriod.Microseconds()/interval); l.Burst > most {
 			return validate.Errorf(field+".burst", "is %d: the bucket would take longer than ratelimit.max_period (%v) to refill; at most %d at this rate",
-				l.Burst, s.cfg.MaxPeriod, s.cfg.MaxPeriod.Microseconds()/interval)
+				l.Burst, s.cfg.MaxPeriod, most)
 		}
 	}
 	return nil

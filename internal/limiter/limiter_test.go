@@ -122,6 +122,15 @@ func TestCheckLimit(t *testing.T) {
 		{"leaky bucket burst = limit", lim(store.LeakyBucket, 10, sec, 10), ""},
 		{"leaky bucket burst > limit", lim(store.LeakyBucket, 10, sec, 11), ""},
 		{"leaky bucket burst > max_limit", lim(store.LeakyBucket, 10, sec, 1_000_000_001), "limit.burst"},
+		// A limit that does not divide the period in µs, at max_period: its
+		// bucket refills in a few µs more than max_period, which is fine;
+		// only a burst above the limit must refill within max_period.
+		{"token bucket period at max, limit 7", lim(store.TokenBucket, 7, time.Hour, 0), ""},
+		{"leaky bucket period at max, limit 7, burst 7", lim(store.LeakyBucket, 7, time.Hour, 7), ""},
+		{"token bucket burst refilling past max_period", lim(store.TokenBucket, 7, time.Hour, 8), "limit.burst"},
+		// ceil(1m / 7) = 8,571,429 µs a token; 419 of them take 59m59.9s.
+		{"token bucket burst refilling within max_period", lim(store.TokenBucket, 7, time.Minute, 419), ""},
+		{"token bucket burst refilling just past max_period", lim(store.TokenBucket, 7, time.Minute, 420), "limit.burst"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.CheckLimit("limit", tc.l)

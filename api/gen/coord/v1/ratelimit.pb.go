@@ -113,9 +113,9 @@ type Limit struct {
 	Period *durationpb.Duration `protobuf:"bytes,3,opt,name=period" json:"period,omitempty"`
 	// Bucket capacity for the token and leaky buckets: 0 means the default
 	// (limit for the token bucket, 1 for the leaky bucket), at most config
-	// ratelimit.max_limit, and small enough that the bucket refills from empty
-	// within ratelimit.max_period. A burst above limit lets a quiet key take
-	// more than one period's worth at once.
+	// ratelimit.max_limit, and, if above limit, small enough that the bucket
+	// refills from empty within ratelimit.max_period. A burst above limit lets
+	// a quiet key take more than one period's worth at once.
 	// Must be 0 for the other algorithms.
 	Burst         int64 `protobuf:"varint,4,opt,name=burst" json:"burst,omitempty"`
 	unknownFields protoimpl.UnknownFields
