@@ -378,7 +378,8 @@ func naiveCapacity(l store.Limit) int64 {
 }
 
 // naiveBucketRefills: a token or leaky bucket of capacity c refills from
-// empty within max, at one unit per ceil(period/limit) (in whole µs).
+// empty within max, at one unit per ceil(period/limit) (in whole µs). Only a
+// burst above the limit is held to it.
 func naiveBucketRefills(c, limit int64, period, max time.Duration) bool {
 	interval := new(big.Int).Add(big.NewInt(period.Microseconds()), big.NewInt(limit-1))
 	interval.Div(interval, big.NewInt(limit))
@@ -414,7 +415,7 @@ func FuzzAllowRequest(f *testing.F) {
 			validLimit = alg >= 1 && alg <= 5 && limit >= 1 && limit <= maxLimit &&
 				req.Limit.Period != nil && inRange(req.Limit.Period, time.Millisecond, cfg.MaxPeriod) &&
 				burst >= 0 && burst <= cfg.MaxLimit && (burst == 0 || bucket) &&
-				(!bucket || naiveBucketRefills(naiveCapacity(l), limit, period, cfg.MaxPeriod))
+				(!bucket || burst <= limit || naiveBucketRefills(burst, limit, period, cfg.MaxPeriod))
 		}
 		capacity := naiveCapacity(l)
 		valid := naiveName(key, cfg.MaxNameBytes, false) && validLimit && cost >= 0 && cost <= capacity
