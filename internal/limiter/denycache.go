@@ -13,9 +13,10 @@ import (
 // store. An entry is keyed by the scoped key and every parameter of the
 // limit, so a changed policy never meets an old entry. It answers exactly
 // what the store would: a denial consumes nothing, nothing but time can make
-// the key admit a call of the same or a larger cost sooner than the denial's
-// retry_after (others' calls only consume more), and the entry's answer is
-// that denial with its times moved on. It is kept for at most maxAge (and
+// the key admit a call of the same cost sooner than the denial's retry_after
+// (others' calls only consume more), and the entry's answer is that denial
+// with its times moved on. It answers only calls of the cost it was denied
+// for: a larger cost is denied too, but its retry_after may be longer. It is kept for at most maxAge (and
 // never past retry_after), which bounds any drift between coordd's clock and
 // the store's.
 type denyCache struct {
@@ -74,7 +75,9 @@ func (c *denyCache) get(k denyKey, cost int64, now time.Time) (store.Decision, b
 		ok = false
 	}
 	p.mu.Unlock()
-	if !ok || cost < e.cost {
+	// Only the same cost: a larger one is denied too, but its retry_after
+	// may be longer than the one cached.
+	if !ok || cost != e.cost {
 		return store.Decision{}, false
 	}
 	return store.Decision{
