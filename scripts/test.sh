@@ -58,9 +58,11 @@ step "go test -race${CI:+ (CI=$CI)}"
 # go to this file, printed after the run: go test shows a passing package's
 # output only with -v.
 export COORDD_FAILOVER_SUMMARY="$failover_summary"
-go test -race -count=1 -timeout 15m ./...
+rc=0
+go test -race -count=1 -timeout 15m ./... || rc=$?
 step "failover suite summary"
 cat "$COORDD_FAILOVER_SUMMARY"
+[ "$rc" = 0 ] || exit "$rc"
 
 step "fuzz (scripts/fuzz.sh 3: every fuzz target for 3 s, without -race; the Redis ones on the standalone server above)"
 scripts/fuzz.sh 3
