@@ -5,6 +5,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -149,18 +150,28 @@ func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, e
 }
 
 // Ack deletes the messages of live claims, in one step, and reports for
-// each receipt whether its claim was live.
-func (s *Service) Ack(ctx context.Context, ns, queue string, receipts []string) ([]bool, error) {
-	if len(receipts) == 0 {
-		return nil, validate.Errorf("receipt", "is required")
+// each receipt whether its claim was live. list says the receipts came as
+// the request's list (field receipts) rather than its single receipt.
+func (s *Service) Ack(ctx context.Context, ns, queue string, receipts []string, list bool) ([]bool, error) {
+	if !list {
+		if err := s.checkReceipt(queue, "receipt", receipts[0]); err != nil {
+			return nil, err
+		}
+		return s.st.Ack(ctx, store.Scope(ns, queue), receipts)
 	}
 	if len(receipts) > s.cfg.MaxClaimMessages {
 		return nil, validate.Errorf("receipts", "has %d receipts; the limit is %d", len(receipts), s.cfg.MaxClaimMessages)
 	}
-	for _, r := range receipts {
-		if err := s.checkReceipt(queue, r); err != nil {
+	seen := make(map[string]int, len(receipts))
+	for i, r := range receipts {
+		field := fmt.Sprintf("receipts[%d]", i)
+		if err := s.checkReceipt(queue, field, r); err != nil {
 			return nil, err
 		}
+		if j, ok := seen[r]; ok {
+			return nil, validate.Errorf(field, "repeats receipts[%d]", j)
+		}
+		seen[r] = i
 	}
 	return s.st.Ack(ctx, store.Scope(ns, queue), receipts)
 }
@@ -169,7 +180,7 @@ func (s *Service) Ack(ctx context.Context, ns, queue string, receipts []string) 
 // a backoff by attempt: BackoffBase doubling per attempt up to BackoffMax,
 // then a uniformly random half of it kept ("equal jitter").
 func (s *Service) Nack(ctx context.Context, ns, queue, receipt string, delay *time.Duration) (store.Nacked, error) {
-	if err := s.checkReceipt(queue, receipt); err != nil {
+	if err := s.checkReceipt(queue, "receipt", receipt); err != nil {
 		return store.Nacked{}, err
 	}
 	var d time.Duration
@@ -203,7 +214,7 @@ func Backoff(base, max time.Duration, attempt int, jitter float64) time.Duration
 
 // Extend sets a claim's visibility timeout to visibility from now.
 func (s *Service) Extend(ctx context.Context, ns, queue, receipt string, visibility time.Duration) (time.Time, error) {
-	if err := s.checkReceipt(queue, receipt); err != nil {
+	if err := s.checkReceipt(queue, "receipt", receipt); err != nil {
 		return time.Time{}, err
 	}
 	if err := validate.Duration("visibility_timeout", visibility, s.cfg.MaxVisibility); err != nil {
@@ -239,15 +250,15 @@ func (s *Service) checkQueue(queue string) error {
 	return validate.Name("queue", queue, s.cfg.MaxNameBytes)
 }
 
-func (s *Service) checkReceipt(queue, receipt string) error {
+func (s *Service) checkReceipt(queue, field, receipt string) error {
 	if err := s.checkQueue(queue); err != nil {
 		return err
 	}
 	if receipt == "" {
-		return validate.Errorf("receipt", "is required")
+		return validate.Errorf(field, "is required")
 	}
 	if _, _, ok := store.ParseReceipt(receipt); !ok {
-		return validate.Errorf("receipt", "is malformed: want the receipt Claim returned")
+		return validate.Errorf(field, "is malformed: want the receipt Claim returned")
 	}
 	return nil
 }

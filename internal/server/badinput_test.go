@@ -844,6 +844,15 @@ func biCases() []biCase {
 			biExtend.bad("receipt="+v.name, "receipt", func(fx *biFixture, r *coordv1.ExtendRequest) { r.Receipt = v.v(fx.receipt) }),
 		)
 	}
+	// The list form names the entry; a receipt given twice is refused.
+	for _, v := range biBadReceipts {
+		add(biAck.bad("receipts[1]="+v.name, "receipts[1]", func(fx *biFixture, r *coordv1.AckRequest) {
+			r.Receipt, r.Receipts = "", []string{fx.receipt, v.v(fx.receipt)}
+		}))
+	}
+	add(biAck.bad("receipts repeated", "receipts[1]", func(fx *biFixture, r *coordv1.AckRequest) {
+		r.Receipt, r.Receipts = "", []string{fx.receipt, fx.receipt}
+	}))
 	rawReceipt := biRawString(2, strings.Repeat("\xff", 72))
 	add(
 		biAck.bad("receipt=invalid UTF-8", "receipt", nil, rawReceipt),

@@ -32,6 +32,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -681,18 +682,21 @@ func FuzzReceiptRequest(f *testing.F) {
 			e.must(code != codes.OK || resp.GetAcked(), "Ack", "receipt %q: %v", receipt, resp)
 		case 1:
 			// Several receipts: the real ones, the fuzzed one, and those in
-			// more (split at ','), duplicates included.
+			// more (split at ','), duplicates included (refused: a receipt
+			// given twice is INVALID_ARGUMENT naming the second).
 			rs := append(slices.Clone(real), receipt)
 			if more != "" {
 				rs = append(rs, splitComma(more)...)
 			}
 			valid := validQueue && len(rs) <= cfg.MaxClaimMessages
-			for _, r := range rs {
-				valid = valid && validReceipt(r)
+			fields := []string{"queue", "receipts"}
+			for i, r := range rs {
+				valid = valid && validReceipt(r) && !slices.Contains(rs[:i], r)
+				fields = append(fields, fmt.Sprintf("receipts[%d]", i))
 			}
 			req := &coordv1.AckRequest{Queue: queueName, Receipts: rs}
 			resp, err := e.queues.Ack(e.ctx, req)
-			if e.agree("Ack", e.check("Ack", resp, err, "queue", "receipt", "receipts"), err, valid, req) == codes.OK {
+			if e.agree("Ack", e.check("Ack", resp, err, fields...), err, valid, req) == codes.OK {
 				e.must(int(resp.GetAckedCount())+len(resp.GetExpiredReceipts()) == len(rs) &&
 					int(resp.GetAckedCount()) <= len(real) && resp.GetAcked() == (len(resp.GetExpiredReceipts()) == 0),
 					"Ack", "receipts %q (of which real %q): %v", rs, real, resp)

@@ -95,7 +95,7 @@ func (s *queueServer) Ack(ctx context.Context, req *coordv1.AckRequest) (*coordv
 	case req.GetReceipt() != "":
 		return nil, validate.Errorf("receipt", "and receipts are both set; set one")
 	}
-	acked, err := s.svc.Ack(ctx, namespace(ctx), req.GetQueue(), receipts)
+	acked, err := s.svc.Ack(ctx, namespace(ctx), req.GetQueue(), receipts, !single)
 	if err != nil {
 		return nil, err
 	}

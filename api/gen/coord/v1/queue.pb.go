@@ -429,7 +429,8 @@ type AckRequest struct {
 	// The receipt from Claim. Set this or receipts.
 	Receipt string `protobuf:"bytes,2,opt,name=receipt" json:"receipt,omitempty"`
 	// Several receipts from Claim, acked in one step: at most config
-	// queue.max_claim_messages (100).
+	// queue.max_claim_messages (100), each once. A bad entry is
+	// INVALID_ARGUMENT naming it (receipts[i]).
 	Receipts      []string `protobuf:"bytes,3,rep,name=receipts" json:"receipts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
