@@ -10,9 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -25,18 +23,12 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
-	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
-	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store/redis"
 )
 
@@ -181,35 +173,7 @@ func startCoordd(t *testing.T, addrs []string, waitReplicas int) clients {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 
-	drain := make(chan struct{})
-	svc, err := server.NewServices(st, clock.Real{}, server.Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-	}, drain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler)})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		close(drain)
-		gs.Stop()
-		<-served
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return newClients(conn)
+	return newClients(servertest.Serve(t, st, clock.Real{}))
 }
 
 // codeCounts counts the status codes of failed calls, by RPC.

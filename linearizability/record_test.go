@@ -9,9 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,21 +21,15 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
-	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/redis"
@@ -62,36 +54,8 @@ const never = int64(1) << 62
 // LockService client of it, warmed up. st is closed when the test ends.
 func serve(t testing.TB, st store.Store) coordv1.LockServiceClient {
 	t.Helper()
-	drain := make(chan struct{})
-	svc, err := server.NewServices(st, clock.Real{}, server.Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-	}, drain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler)})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(lis)
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		close(drain)
-		gs.Stop()
-		<-served
-		_ = st.Close()
-	})
-	locks := coordv1.NewLockServiceClient(conn)
+	t.Cleanup(func() { _ = st.Close() }) // after the server stops: cleanups run last first
+	locks := coordv1.NewLockServiceClient(servertest.Serve(t, st, clock.Real{}))
 	warmUp(t, locks, defaultWorkload(0).clients)
 	return locks
 }

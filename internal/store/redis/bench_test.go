@@ -2,28 +2,19 @@ package redis
 
 import (
 	"context"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
-	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
-	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/token"
 )
@@ -56,7 +47,7 @@ func benchRedis(b *testing.B, addrs []string) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	conn := serve(b, st, clock.Real{})
+	conn := servertest.Serve(b, st, clock.Real{})
 	limits := coordv1.NewRateLimitServiceClient(conn)
 	locks := coordv1.NewLockServiceClient(conn)
 	keys := make([]string, 10000)
@@ -126,32 +117,4 @@ func benchRedis(b *testing.B, addrs []string) {
 			return err
 		})
 	})
-}
-
-// serve runs coordd's gRPC server on st over loopback and returns a client
-// connection to it. clk is the services' clock: the one st runs on (a fake
-// clock in a test that simulates time, so that the deny cache ages with the
-// store's time, as it does with the real clock in production).
-func serve(b testing.TB, st store.Store, clk clock.Clock) *grpc.ClientConn {
-	drain := make(chan struct{})
-	svc, err := server.NewServices(st, clk, server.Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-	}, drain)
-	if err != nil {
-		b.Fatal(err)
-	}
-	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler)})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	b.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close() })
-	return conn
 }

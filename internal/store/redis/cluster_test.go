@@ -29,6 +29,7 @@ import (
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/validate"
@@ -739,7 +740,7 @@ func TestLockContentionOnCluster(t *testing.T) {
 		run     = 10 * time.Second
 	)
 	st, _ := clusterStore(t, Options{})
-	locks := coordv1.NewLockServiceClient(serve(t, st, clock.Real{}))
+	locks := coordv1.NewLockServiceClient(servertest.Serve(t, st, clock.Real{}))
 	var res fenced
 	var grants, timedOut, notReleased atomic.Int64
 	var f failures
@@ -849,7 +850,7 @@ func TestAllowConcurrentWindowsOnCluster(t *testing.T) {
 	)
 	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
 	st, _ := clusterStore(t, Options{Clock: clk})
-	limits := coordv1.NewRateLimitServiceClient(serve(t, st, clk))
+	limits := coordv1.NewRateLimitServiceClient(servertest.Serve(t, st, clk))
 	ctx := context.Background()
 
 	// burst sets the fake clock to at and has every client call Allow calls

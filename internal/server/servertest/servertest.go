@@ -1,0 +1,62 @@
+// Package servertest runs coordd's gRPC server in a test's own process, on a
+// store the test built, with every domain package at its default
+// configuration, and gives back a client connection to it over loopback.
+// Tests outside internal/server (the Redis store's, the failover suite, the
+// linearizability checks) use it to reach a store through the real API.
+package servertest
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/idem"
+	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/server"
+	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/store"
+)
+
+// Serve serves coordd on st over loopback and returns a connection to it.
+// clk is the services' clock: the one st runs on (a fake clock in a test
+// that simulates time, so that the deny cache ages with the store's time).
+// When the test ends the connection is closed, waiting calls are drained and
+// the server stopped; st is the caller's to close.
+func Serve(tb testing.TB, st store.Store, clk clock.Clock) *grpc.ClientConn {
+	tb.Helper()
+	drain := make(chan struct{})
+	svc, err := server.NewServices(st, clk, server.Config{
+		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
+		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
+	}, drain)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler)})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = gs.Serve(lis)
+	}()
+	tb.Cleanup(func() {
+		close(drain)
+		gs.Stop()
+		<-served
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() }) // runs first: cleanups run last first
+	return conn
+}
