@@ -62,9 +62,9 @@ func wantHeld(t *testing.T, ctx context.Context, in *instance, name, id string, 
 	if err != nil {
 		t.Fatalf("GetLock(%s) on %s: %v", name, in.name, err)
 	}
-	if !got.GetHeld() || got.GetSessionId() != id || got.GetFence() != fence || got.GetTtl().AsDuration() <= 0 {
-		t.Fatalf("GetLock(%s) on %s = held %v, session %q, fence %d, ttl %v; want held by session %s with fence %d",
-			name, in.name, got.GetHeld(), got.GetSessionId(), got.GetFence(), got.GetTtl().AsDuration(), id, fence)
+	if !got.GetHeld() || !got.GetSessionBound() || got.GetFence() != fence || got.GetTtl().AsDuration() <= 0 {
+		t.Fatalf("GetLock(%s) on %s = held %v, session-bound %v, fence %d, ttl %v; want held by session %s with fence %d",
+			name, in.name, got.GetHeld(), got.GetSessionBound(), got.GetFence(), got.GetTtl().AsDuration(), id, fence)
 	}
 }
 
@@ -76,8 +76,8 @@ func wantFree(t *testing.T, ctx context.Context, in *instance, name string) {
 		t.Fatalf("GetLock(%s) on %s: %v", name, in.name, err)
 	}
 	if got.GetHeld() {
-		t.Fatalf("GetLock(%s) on %s = held by %q, session %q, fence %d, ttl %v; want free",
-			name, in.name, got.GetOwner(), got.GetSessionId(), got.GetFence(), got.GetTtl().AsDuration())
+		t.Fatalf("GetLock(%s) on %s = held by %q, session-bound %v, fence %d, ttl %v; want free",
+			name, in.name, got.GetOwner(), got.GetSessionBound(), got.GetFence(), got.GetTtl().AsDuration())
 	}
 }
 
@@ -113,7 +113,7 @@ func TestSessionAcrossInstances(t *testing.T) {
 			t.Fatalf("Lock(bound, session %s) on B = %v, %v; want acquired", id, g, err)
 		}
 		got, err := b.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "bound"})
-		if err != nil || !got.GetHeld() || got.GetSessionId() != id || got.GetOwner() != "e2e" || got.GetFence() != g.GetFence() {
+		if err != nil || !got.GetHeld() || !got.GetSessionBound() || got.GetOwner() != "e2e" || got.GetFence() != g.GetFence() {
 			t.Fatalf("GetLock(bound) on B = %v, %v; want held by e2e in session %s with fence %d", got, err, id, g.GetFence())
 		}
 

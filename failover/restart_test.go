@@ -172,7 +172,7 @@ func TestCoorddRestart(t *testing.T) {
 	wantHeld := func(s *keptSession, on clients, where string) {
 		t.Helper()
 		info, err := on.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: s.lock})
-		if err != nil || !info.GetHeld() || info.GetFence() != s.fence || info.GetSessionId() != s.id || info.GetOwner() != s.owner {
+		if err != nil || !info.GetHeld() || info.GetFence() != s.fence || !info.GetSessionBound() || info.GetOwner() != s.owner {
 			t.Errorf("GetLock(%s) on %s = %v, %v; want held by session %s with fence %d", s.lock, where, info, err, s.id, s.fence)
 		}
 	}

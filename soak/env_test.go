@@ -113,6 +113,7 @@ type env struct {
 	gs      *grpc.Server
 	hs      *health.Server
 	drain   chan struct{}
+	locks   *lock.Service
 	served  chan struct{}
 	addr    string
 	stable  []*grpc.ClientConn
@@ -167,6 +168,7 @@ func newEnv(t *testing.T, backend string, conns int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.locks = svc.Locks
 	grpcMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	e.reg.MustRegister(grpcMetrics)
 	e.gs, e.hs = server.New(svc, server.Options{
@@ -284,6 +286,7 @@ func (e *env) shutdown() {
 		<-stopped
 	}
 	<-e.served
+	e.locks.Wait()
 	if err := e.st.Close(); err != nil {
 		e.t.Errorf("closing the store: %v", err)
 	}

@@ -289,7 +289,8 @@ describe('SessionService.KeepAlive', () => {
     assert.equal(grant.acquired, true);
     const held = await call(locks, 'GetLock', { name });
     assert.equal(held.held, true);
-    assert.equal(held.sessionId, sessionId);
+    assert.equal(held.sessionBound, true);
+    assert.equal(held.sessionId, undefined, 'GetLock must never name the session');
     assert.equal(held.owner, 'node-session');
   });
 

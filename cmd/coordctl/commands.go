@@ -163,8 +163,8 @@ func (c *getLockCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) err
 	if resp.GetHeld() {
 		human = fmt.Sprintf("held owner=%q fence=%d ttl=%s expire_time=%s",
 			resp.GetOwner(), resp.GetFence(), fmtDuration(resp.GetTtl()), fmtTime(resp.GetExpireTime()))
-		if resp.GetSessionId() != "" {
-			human += " session_id=" + resp.GetSessionId()
+		if resp.GetSessionBound() {
+			human += " session_bound"
 		}
 	}
 	return a.emit(resp, human)

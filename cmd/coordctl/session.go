@@ -297,6 +297,10 @@ func (s *session) handle(resp *coordv1.KeepAliveResponse, sent time.Time) {
 		s.fail(errors.New("coordd reports the session expired"))
 		return
 	}
+	if resp.GetSuperseded() {
+		s.fail(errors.New("coordd reports that another stream resumed the session"))
+		return
+	}
 	if !sent.IsZero() {
 		if d := sent.Add(resp.GetTtl().AsDuration()); d.After(s.deadline) {
 			s.deadline = d

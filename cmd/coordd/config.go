@@ -302,11 +302,15 @@ func (c *Config) Validate() error {
 	for key, n := range map[string]int{
 		"limits.max_waiters_per_namespace": c.Limits.MaxWaitersPerNamespace, "limits.max_waiters_per_connection": c.Limits.MaxWaitersPerConnection,
 		"limits.max_streams_per_namespace": c.Limits.MaxStreamsPerNamespace, "limits.max_streams_per_connection": c.Limits.MaxStreamsPerConnection,
-		"lock.max_locks_per_session": c.Lock.MaxSessionLocks, "session.max_per_namespace": c.Session.MaxPerNamespace,
+		"session.max_per_namespace": c.Session.MaxPerNamespace,
 	} {
 		if n < 0 {
 			bad(key, "must not be negative (0: no limit), got %d", n)
 		}
+	}
+	if n := c.Lock.MaxSessionLocks; n < 1 || n > lock.MaxSessionLocksLimit {
+		// Every session script walks the session's locks: they must be bounded.
+		bad("lock.max_locks_per_session", "must be between 1 and %d, got %d", lock.MaxSessionLocksLimit, n)
 	}
 	if c.Limits.MaxStreamMessageRate < 0 {
 		bad("limits.max_stream_messages_per_second", "must not be negative (0: no limit)")

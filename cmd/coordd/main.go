@@ -32,6 +32,7 @@ import (
 
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/store"
@@ -147,6 +148,7 @@ type daemon struct {
 	httpLis  net.Listener
 	drain    chan struct{}
 	draining atomic.Bool
+	locks    *lock.Service // its background clean-ups end with the drain
 	// closeClient closes the Redis client, if any, after the store.
 	closeClient func() error
 	auth        *server.Authenticator
@@ -211,6 +213,7 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.limiter = svc.Limiter
+	d.locks = svc.Locks
 
 	grpcMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	reg.MustRegister(grpcMetrics)
@@ -303,6 +306,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if herr := d.http.Shutdown(hctx); herr != nil && err == nil {
 		err = herr
 	}
+	d.locks.Wait()
 	if serr := d.closeStore(); serr != nil && err == nil {
 		err = serr
 	}

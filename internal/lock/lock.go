@@ -6,6 +6,7 @@ package lock
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -22,7 +23,9 @@ type Config struct {
 	HoldLimit    time.Duration `mapstructure:"hold_limit"`  // the longest max_hold
 	MaxWait      time.Duration `mapstructure:"-"`           // the longest wait
 	MaxNameBytes int           `mapstructure:"-"`           // the longest name and owner
-	// MaxSessionLocks caps the locks one session holds at once; 0: no cap.
+	// MaxSessionLocks caps the locks one session holds at once, counting its
+	// loss reports not yet acknowledged; between 1 and MaxSessionLocksLimit,
+	// so that every session script does bounded work.
 	MaxSessionLocks int `mapstructure:"max_locks_per_session"`
 }
 
@@ -39,12 +42,16 @@ func DefaultConfig() Config {
 	}
 }
 
+// MaxSessionLocksLimit is the largest lock.max_locks_per_session.
+const MaxSessionLocksLimit = 10000
+
 // Service hands out locks.
 type Service struct {
-	st    store.Locks
-	sub   store.Subscriber
-	cfg   Config
-	drain waiter.Drain
+	st       store.Locks
+	sub      store.Subscriber
+	cfg      Config
+	drain    waiter.Drain
+	cleanups sync.WaitGroup
 }
 
 // New returns a Service. Waits end early when drain is closed.
@@ -125,7 +132,7 @@ func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 		return g.Acquired, g.TTL, nil
 	})
 	if err != nil {
-		if !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyLocks) {
+		if !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyLocks) && !errors.Is(err, store.ErrAlreadyHeld) {
 			// The store may have granted the lock before failing to say so.
 			s.cleanUp(name, req.Token)
 		}
@@ -138,13 +145,52 @@ func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 	return out, nil
 }
 
-// cleanUp releases, best effort, a lock that a failed AcquireLock may have
-// granted: its token is known only to this call, so nobody else can.
+// cleanUpFor bounds the background clean-up of an uncertain grant: no lock
+// outlives it unrenewed (lock.max_ttl is at most an hour, and a binding
+// whose outcome was uncertain is never renewed by its session).
+const cleanUpFor = time.Hour
+
+// cleanUp releases a lock that a failed AcquireLock may have granted: its
+// token is known only to this call, so nobody else can. One try now; if the
+// store cannot be reached, tries go on in the background, with backoff,
+// until the store answers (released, or not held: either way nothing is
+// left), cleanUpFor passes, or the daemon drains.
 func (s *Service) cleanUp(name, tok string) {
+	if s.releaseOnce(name, tok) {
+		return
+	}
+	s.cleanups.Add(1)
+	go func() {
+		defer s.cleanups.Done()
+		end := time.Now().Add(cleanUpFor)
+		backoff := 50 * time.Millisecond
+		for time.Now().Before(end) {
+			t := time.NewTimer(backoff)
+			select {
+			case <-s.drain:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if s.releaseOnce(name, tok) {
+				return
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}()
+}
+
+// releaseOnce tries ReleaseLock once and reports whether the store answered.
+func (s *Service) releaseOnce(name, tok string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, _, _ = s.st.ReleaseLock(ctx, name, tok)
+	_, _, err := s.st.ReleaseLock(ctx, name, tok)
+	return err == nil
 }
+
+// Wait returns when every background clean-up has ended (they end when the
+// drain channel closes).
+func (s *Service) Wait() { s.cleanups.Wait() }
 
 // Renew extends a held lock's lease to ttl from now.
 func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Duration) (store.Lease, error) {
@@ -172,12 +218,10 @@ func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, time
 	return s.st.ReleaseLock(ctx, store.Scope(ns, name), tok)
 }
 
-// Get describes a lock's holder; its SessionID is unscoped.
+// Get describes a lock's holder (never its token nor its session's ID).
 func (s *Service) Get(ctx context.Context, ns, name string) (store.LockInfo, error) {
 	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
 		return store.LockInfo{}, err
 	}
-	info, err := s.st.GetLock(ctx, store.Scope(ns, name))
-	info.SessionID = store.Unscope(ns, info.SessionID)
-	return info, err
+	return s.st.GetLock(ctx, store.Scope(ns, name))
 }

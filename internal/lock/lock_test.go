@@ -117,7 +117,7 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 			if tc.session {
 				// The lock left the session's set too: closing the session
 				// releases nothing.
-				names, err := h.mem.CloseSession(t.Context(), store.Scope(ns, req.SessionID))
+				names, err := h.mem.CloseSession(t.Context(), store.SessionRef{ID: store.Scope(ns, req.SessionID)})
 				if err != nil || len(names) != 0 {
 					t.Errorf("CloseSession = %q, %v; want no locks", names, err)
 				}
@@ -267,5 +267,57 @@ func TestLockNotAcquiredIsNotAnError(t *testing.T) {
 	}
 	if n := h.faulty.Calls("ReleaseLock"); n != 0 {
 		t.Errorf("ReleaseLock called %d times for a plain contention, want 0", n)
+	}
+}
+
+// TestUncertainGrantCleanedUpInTheBackground: when the clean-up of an
+// uncertain grant cannot reach the store either, it goes on trying in the
+// background until the store answers, so that the lock is released long
+// before its lease (here an hour) would end it. (Before, one try was all:
+// the lock stayed held for its whole TTL, or, session-bound, for as long as
+// the session lived.)
+func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
+	for _, session := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lease", true: "session"}[session], func(t *testing.T) {
+			c := clock.NewFake(time.Unix(1_800_000_000, 0))
+			mem := memory.New(memory.Options{Clock: c})
+			f := storetest.NewFaulty(mem)
+			drain := make(chan struct{})
+			svc := lock.New(f, f, lock.DefaultConfig(), drain)
+			t.Cleanup(func() { close(drain); svc.Wait(); _ = f.Close() })
+			h := &harness{svc: svc, mem: mem, faulty: f, clock: c}
+			req := lock.Request{NS: ns, Name: "a", Owner: "me"}
+			if session {
+				req.SessionID = h.session(t)
+			} else {
+				req.TTL = time.Hour
+			}
+			f.Set("AcquireLock", storetest.Fault{FailAfter: true})
+			f.Set("ReleaseLock", storetest.Fault{Fail: true})
+			if _, err := svc.Lock(t.Context(), req); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("Lock = %v, want ErrUnavailable", err)
+			}
+			if !h.held(t, "a").Held {
+				t.Fatal("the uncertain grant is not in the store; the test tests nothing")
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for f.Calls("ReleaseLock") < 3 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := f.Calls("ReleaseLock"); n < 3 {
+				t.Fatalf("ReleaseLock tried %d times in 5s while the store was unreachable, want retries", n)
+			}
+			if !h.held(t, "a").Held {
+				t.Fatal("released while every ReleaseLock failed")
+			}
+			f.Clear() // the store is back
+			for h.held(t, "a").Held && time.Now().Before(deadline.Add(5*time.Second)) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if info := h.held(t, "a"); info.Held {
+				t.Fatalf("the uncertain grant is still held after the store came back: %+v", info)
+			}
+			svc.Wait() // the clean-up ended once it was done, before the drain
+		})
 	}
 }

@@ -850,7 +850,7 @@ func TestLimitStreamMessageRate(t *testing.T) {
 
 	// The session lives on: its lock is held, and a new stream resumes it.
 	info, err := h.locks.GetLock(a, &coordv1.GetLockRequest{Name: "bound"})
-	if err != nil || !info.GetHeld() || info.GetSessionId() != id {
+	if err != nil || !info.GetHeld() || !info.GetSessionBound() {
 		t.Fatalf("GetLock(bound) after the stream ended = %v, %v; want held by session %s", info, err, id)
 	}
 	k2, resumed, err := h.openAs(t, a, id, 0)

@@ -162,8 +162,8 @@ func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
 		if err != nil {
 			return "GetLock: " + err.Error()
 		}
-		return fmt.Sprintf("held=%v owner=%q fence=%d session=%q expire=%v acquired=%v",
-			g.GetHeld(), g.GetOwner(), g.GetFence(), g.GetSessionId(), g.GetExpireTime().AsTime(), g.GetAcquireTime().AsTime())
+		return fmt.Sprintf("held=%v owner=%q fence=%d session_bound=%v expire=%v acquired=%v",
+			g.GetHeld(), g.GetOwner(), g.GetFence(), g.GetSessionBound(), g.GetExpireTime().AsTime(), g.GetAcquireTime().AsTime())
 	}
 	s.Lock, s.SessLock = getLock(fx.lockName), getLock(fx.sessLock)
 	if b, err := h.idem.BeginIdempotent(c, &coordv1.BeginIdempotentRequest{Key: fx.idemKey, Fingerprint: fx.idemFP}); err != nil {

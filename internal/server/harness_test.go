@@ -136,8 +136,10 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	}
 	t.Cleanup(func() {
 		_ = h.conn.Close()
+		close(h.drain)
 		gs.Stop()
 		<-served
+		svc.Locks.Wait()
 		_ = h.st.Close()
 	})
 	h.locks = coordv1.NewLockServiceClient(h.conn)

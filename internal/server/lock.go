@@ -87,6 +87,6 @@ func (s *lockServer) GetLock(ctx context.Context, req *coordv1.GetLockRequest) (
 	}
 	return &coordv1.GetLockResponse{
 		Held: true, Owner: info.Owner, Fence: info.Fence, Ttl: durationpb.New(info.TTL),
-		SessionId: info.SessionID, ExpireTime: timestamp(info.ExpireTime), AcquireTime: timestamp(info.AcquireTime),
+		SessionBound: info.SessionBound, ExpireTime: timestamp(info.ExpireTime), AcquireTime: timestamp(info.AcquireTime),
 	}, nil
 }

@@ -62,7 +62,7 @@ func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain
 	}
 	return Services{
 		Locks:    lock.New(st, st, cfg.Lock, drain),
-		Sessions: session.New(st, cfg.Session),
+		Sessions: session.New(st, st, cfg.Session),
 		Limiter:  lim,
 		Idem:     idem.New(st, st, cfg.Idem, drain),
 		Queues:   queue.New(st, st, clk, cfg.Queue, drain),

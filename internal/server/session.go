@@ -35,9 +35,16 @@ const closeTimeout = 5 * time.Second
 const expirySlack = 5 * time.Millisecond
 
 // KeepAlive runs one session stream. One goroutine receives; this one
-// handles requests, the session's expiry timer, and the end of the stream,
+// handles requests, the session's timer (its expiry, or the next max hold
+// of one of its locks, whichever comes first), and the end of the stream,
 // and is the only one that sends. See the RPC's comment in session.proto for
 // the contract.
+//
+// The stream holds the session's ID, its epoch (a resume elsewhere makes
+// every later call of this stream ErrSuperseded) and what it acknowledges:
+// the loss reports it sent before the answer to a later heartbeat, so that
+// a report is in at least two responses of a healthy stream, and survives a
+// lost store reply or a failed send.
 func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer) error {
 	ctx := stream.Context()
 	ns := namespace(ctx)
@@ -61,24 +68,82 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 		}
 	}()
 
-	var id string // the stream's session, once opened
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
-	defer expiry.Stop()
-	// report sends st and arms the expiry check; an expired session ends the
-	// stream.
-	report := func(st store.SessionState) error {
+	var ref store.SessionRef // the stream's session, once opened
+	var sent uint64          // the last report sent on this stream
+	var acked uint64         // the last report a later heartbeat's answer followed
+	var counted uint64       // the last report counted in the metrics
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	// arm sets the timer to the session's expiry or its next max hold,
+	// whichever comes first.
+	arm := func(st store.SessionState) {
+		next := st.TTL
+		if !st.NextLoss.IsZero() {
+			next = min(next, st.TTL-st.ExpireTime.Sub(st.NextLoss))
+		}
+		timer.Reset(max(next, 0) + expirySlack)
+	}
+	var wake <-chan struct{} // the session's topic: a lock bound, a resume elsewhere
+	closeSub := func() {}
+	defer func() { closeSub() }()
+	// report sends st (unless unasked and with no news: no new report, no
+	// expiry) and arms the timer; an expired session ends the stream.
+	report := func(st store.SessionState, asked bool) error {
+		news := st.Expired
 		for _, l := range st.Lost {
-			s.metrics.LockLost(l.Reason)
+			news = news || l.Seq > sent
+			if l.Seq > counted {
+				s.metrics.LockLost(l.Reason)
+				counted = l.Seq
+			}
+		}
+		if !asked && !news {
+			ref.ID, ref.Stream = st.ID, st.Stream
+			arm(st)
+			return nil
 		}
 		if err := stream.Send(keepAliveResponse(st)); err != nil {
 			return err
 		}
+		if asked {
+			// A heartbeat was answered after every report sent before it.
+			acked = sent
+		}
+		if n := len(st.Lost); n > 0 {
+			sent = st.Lost[n-1].Seq
+		}
 		if st.Expired {
 			return fmt.Errorf("the session expired: %w", store.ErrSessionNotFound)
 		}
-		expiry.Reset(st.TTL + expirySlack)
+		if ref.ID == "" {
+			// Learn at once of locks bound to the session elsewhere (their
+			// max hold) and of a resume by another stream. Without the
+			// subscription the timer and the heartbeats still tell.
+			if sub, err := s.svc.Subscribe(ctx, ns, st.ID); err == nil {
+				closeSub = sub.Close
+				wake = sub.C()
+			}
+		}
+		ref.ID, ref.Stream = st.ID, st.Stream
+		arm(st)
 		return nil
+	}
+	// superseded tells the stream that another one resumed its session.
+	superseded := func(err error) error {
+		_ = stream.Send(&coordv1.KeepAliveResponse{Superseded: true})
+		return err
+	}
+	// check looks at the session unasked: at the timer, or on a wake-up.
+	check := func() error {
+		st, err := s.svc.Check(ctx, ns, ref)
+		if errors.Is(err, store.ErrSuperseded) {
+			return superseded(err)
+		}
+		if err != nil {
+			return err
+		}
+		return report(st, false)
 	}
 	for {
 		select {
@@ -93,45 +158,52 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			}
 			var st store.SessionState
 			switch {
-			case id == "":
+			case ref.ID == "":
 				st, err = s.svc.Open(ctx, ns, req.GetSessionId(), ttl)
-			case req.GetSessionId() != "" && req.GetSessionId() != id:
+			case req.GetSessionId() != "" && req.GetSessionId() != ref.ID:
 				return validate.Errorf("session_id", "is not this stream's session; open a new stream for another session")
 			default:
-				st, err = s.svc.KeepAlive(ctx, ns, id, ttl)
+				// Reports stay until a heartbeat has been answered after them.
+				ref.Ack = acked
+				st, err = s.svc.KeepAlive(ctx, ns, ref, ttl)
+			}
+			if errors.Is(err, store.ErrSuperseded) {
+				return superseded(err)
 			}
 			if err != nil {
 				return err
 			}
-			id = st.ID
-			if err := report(st); err != nil {
+			if err := report(st, true); err != nil {
 				return err
 			}
-		case <-expiry.C:
-			st, err := s.svc.Check(ctx, ns, id)
-			if err != nil {
+		case <-timer.C:
+			if err := check(); err != nil {
 				return err
 			}
-			if err := report(st); err != nil {
+		case <-wake:
+			if err := check(); err != nil {
 				return err
 			}
 		case err := <-recvErr:
 			if !errors.Is(err, io.EOF) {
 				return err // a broken stream: the session lives until its TTL
 			}
-			if id == "" {
+			if ref.ID == "" {
 				return nil
 			}
 			// The client asked for the end: finish it even if the client
 			// goes away meanwhile (within a bound).
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-			released, err := s.svc.Close(cctx, ns, id)
+			released, err := s.svc.Close(cctx, ns, ref)
 			cancel()
-			for range released {
-				s.metrics.LockReleased(0)
+			for _, l := range released {
+				s.metrics.LockReleased(l.Held)
 			}
 			if errors.Is(err, store.ErrSessionNotFound) {
 				return nil // already expired and reported, or never existed
+			}
+			if errors.Is(err, store.ErrSuperseded) {
+				return superseded(err) // another stream has the session: nothing changed
 			}
 			return err
 		case <-s.drain:

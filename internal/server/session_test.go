@@ -69,7 +69,7 @@ func TestSessionHalfCloseReleasesLocksAtOnce(t *testing.T) {
 		if g := h.lock(t, &coordv1.LockRequest{Name: name, SessionId: id, Owner: "s"}); !g.GetAcquired() {
 			t.Fatalf("Lock(%s) = %v", name, g)
 		}
-		if info := h.held(t, name); !info.GetHeld() || info.GetSessionId() != id {
+		if info := h.held(t, name); !info.GetHeld() || !info.GetSessionBound() {
 			t.Fatalf("GetLock(%s) = %v, want held by session %s", name, info, id)
 		}
 	}
@@ -148,7 +148,7 @@ func TestSessionSurvivesBrokenStreamAndResumes(t *testing.T) {
 			t.Fatalf("heartbeat %d = %v", i, r)
 		}
 	}
-	if info := h.held(t, "job"); !info.GetHeld() || info.GetSessionId() != id {
+	if info := h.held(t, "job"); !info.GetHeld() || !info.GetSessionBound() {
 		t.Fatalf("GetLock = %v, want still held by the resumed session", info)
 	}
 	// Break it again and let the TTL run out: the lock goes with it.
@@ -175,13 +175,18 @@ func TestSessionSurvivesBrokenStreamAndResumes(t *testing.T) {
 	}
 	_, err = k3.Recv()
 	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
-	// The session is gone for good: a keepalive never revives it.
+	// A keepalive never revives it: another resume gets the same report
+	// again (reports are at least once: no later heartbeat on k3
+	// acknowledged it), and the stream ends.
 	k4, err := h.sessions.KeepAlive(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := k4.Send(&coordv1.KeepAliveRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
+	}
+	if r, err := k4.Recv(); err != nil || !r.GetExpired() || len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "job" {
+		t.Fatalf("second resume after expiry = %v, %v; want expired with job lost, again", r, err)
 	}
 	_, err = k4.Recv()
 	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
@@ -214,8 +219,13 @@ func TestSessionReportsLostLocks(t *testing.T) {
 		r.GetLostLocks()[0].GetFence() != capped.GetFence() {
 		t.Fatalf("heartbeat at 6s lost %v, want capped (max_hold) only; the released lock is not a loss", r.GetLostLocks())
 	}
+	// At least once: the answer to the next heartbeat repeats the report;
+	// once that answer was sent, the report is acknowledged.
+	if r := k.beat("", 0); len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "capped" {
+		t.Fatalf("the heartbeat after the report lost %v, want capped again", r.GetLostLocks())
+	}
 	if r := k.beat("", 0); len(r.GetLostLocks()) != 0 {
-		t.Fatalf("a loss was reported twice: %v", r.GetLostLocks())
+		t.Fatalf("a loss was reported after a heartbeat's answer followed it: %v", r.GetLostLocks())
 	}
 	if info := h.held(t, "kept"); !info.GetHeld() {
 		t.Fatal("kept lock lost")

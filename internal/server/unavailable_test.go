@@ -274,7 +274,7 @@ func TestKeepAliveStoreUnavailable(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				f.Set("KeepAliveSession", mode.fault)
+				f.Set("ResumeSession", mode.fault)
 				stream := unStream(t, h)
 				unSend(t, stream, store.Unscope("default", s.ID), 0)
 				_, err = stream.Recv()

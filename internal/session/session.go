@@ -30,11 +30,20 @@ func DefaultConfig() Config {
 // Service manages sessions.
 type Service struct {
 	st  store.Sessions
+	sub store.Subscriber
 	cfg Config
 }
 
 // New returns a Service.
-func New(st store.Sessions, cfg Config) *Service { return &Service{st: st, cfg: cfg} }
+func New(st store.Sessions, sub store.Subscriber, cfg Config) *Service {
+	return &Service{st: st, sub: sub, cfg: cfg}
+}
+
+// Subscribe wakes the returned subscription when a lock is bound to the
+// session or another stream resumes it (store.SessionTopic).
+func (s *Service) Subscribe(ctx context.Context, ns, id string) (*store.Subscription, error) {
+	return s.sub.Subscribe(ctx, store.SessionTopic(store.Scope(ns, id)))
+}
 
 // CheckTTL validates a requested TTL; 0 (unset) is valid.
 func (s *Service) CheckTTL(ttl time.Duration) error {
@@ -47,14 +56,18 @@ func (s *Service) CheckTTL(ttl time.Duration) error {
 	return nil
 }
 
-// Open creates a session (id "") or renews an existing one, which is how a
-// new stream resumes it.
+// Open creates a session (id "") or resumes an existing one on a new
+// stream, which supersedes the stream that drove it until now.
 func (s *Service) Open(ctx context.Context, ns, id string, ttl time.Duration) (store.SessionState, error) {
 	if err := s.CheckTTL(ttl); err != nil {
 		return store.SessionState{}, err
 	}
 	if id != "" {
-		return s.KeepAlive(ctx, ns, id, ttl)
+		if err := validate.Token("session_id", id); err != nil {
+			return store.SessionState{}, err
+		}
+		st, err := s.st.ResumeSession(ctx, store.Scope(ns, id), ttl)
+		return unscope(ns, st), err
 	}
 	if ttl == 0 {
 		ttl = s.cfg.DefaultTTL
@@ -64,31 +77,34 @@ func (s *Service) Open(ctx context.Context, ns, id string, ttl time.Duration) (s
 	return unscope(ns, st), err
 }
 
-// KeepAlive renews a session and its locks; ttl 0 keeps its TTL.
-func (s *Service) KeepAlive(ctx context.Context, ns, id string, ttl time.Duration) (store.SessionState, error) {
-	if err := validate.Token("session_id", id); err != nil {
-		return store.SessionState{}, err
-	}
+// KeepAlive renews a session and its locks; ttl 0 keeps its TTL. ref is the
+// stream's view of the session (unscoped ID, epoch, acknowledged reports).
+func (s *Service) KeepAlive(ctx context.Context, ns string, ref store.SessionRef, ttl time.Duration) (store.SessionState, error) {
 	if err := s.CheckTTL(ttl); err != nil {
 		return store.SessionState{}, err
 	}
-	st, err := s.st.KeepAliveSession(ctx, store.Scope(ns, id), ttl)
+	st, err := s.st.KeepAliveSession(ctx, scope(ns, ref), ttl)
 	return unscope(ns, st), err
 }
 
 // Check reports a session's expiry and lost locks without renewing it.
-func (s *Service) Check(ctx context.Context, ns, id string) (store.SessionState, error) {
-	st, err := s.st.CheckSession(ctx, store.Scope(ns, id))
+func (s *Service) Check(ctx context.Context, ns string, ref store.SessionRef) (store.SessionState, error) {
+	st, err := s.st.CheckSession(ctx, scope(ns, ref))
 	return unscope(ns, st), err
 }
 
-// Close ends a session and releases its locks, returning their names.
-func (s *Service) Close(ctx context.Context, ns, id string) ([]string, error) {
-	names, err := s.st.CloseSession(ctx, store.Scope(ns, id))
-	for i := range names {
-		names[i] = store.Unscope(ns, names[i])
+// Close ends a session and releases its locks, returning them.
+func (s *Service) Close(ctx context.Context, ns string, ref store.SessionRef) ([]store.ReleasedLock, error) {
+	released, err := s.st.CloseSession(ctx, scope(ns, ref))
+	for i := range released {
+		released[i].Name = store.Unscope(ns, released[i].Name)
 	}
-	return names, err
+	return released, err
+}
+
+func scope(ns string, ref store.SessionRef) store.SessionRef {
+	ref.ID = store.Scope(ns, ref.ID)
+	return ref
 }
 
 func unscope(ns string, st store.SessionState) store.SessionState {

@@ -39,8 +39,14 @@ var (
 	ErrReceiptExpired = errors.New("receipt expired")
 	// ErrTooManySessions: the namespace has as many live sessions as it may.
 	ErrTooManySessions = errors.New("too many sessions in the namespace")
-	// ErrTooManyLocks: the session holds as many locks as it may.
+	// ErrTooManyLocks: the session holds as many locks as it may (unacknowledged
+	// loss reports count too).
 	ErrTooManyLocks = errors.New("too many locks in the session")
+	// ErrSuperseded: a newer stream resumed the session; the caller's stream
+	// no longer speaks for it.
+	ErrSuperseded = errors.New("the session was resumed by another stream")
+	// ErrAlreadyHeld: the session asking for the lock already holds it.
+	ErrAlreadyHeld = errors.New("the session already holds the lock")
 	// ErrUnavailable wraps every failure to reach the store or to get its
 	// answer. The outcome of the operation is unknown: it may have happened.
 	ErrUnavailable = errors.New("store unavailable")
@@ -78,7 +84,7 @@ type Store interface {
 // a lost wake-up only delays it.
 type Subscriber interface {
 	// Subscribe starts delivering wake-ups for topic (LockTopic, IdemTopic,
-	// QueueTopic) to the returned subscription. Events that happen after
+	// QueueTopic, SessionTopic) to the returned subscription. Events that happen after
 	// Subscribe returns are not missed. The caller must Close it.
 	Subscribe(ctx context.Context, topic string) (*Subscription, error)
 }
@@ -91,6 +97,10 @@ func IdemTopic(key string) string { return "idem:" + key }
 
 // QueueTopic is the wake-up topic of queue: a message became ready or due.
 func QueueTopic(queue string) string { return "queue:" + queue }
+
+// SessionTopic is the wake-up topic of session id: a lock was bound to it,
+// or a stream resumed it (the stream that drove it is superseded).
+func SessionTopic(id string) string { return "session:" + id }
 
 // Locks is lease storage with fencing.
 //
@@ -106,9 +116,10 @@ type Locks interface {
 	// fresh token. The lease is TTL from now, or, with SessionID, the session's
 	// remaining lease (the lock joins the session's lock set; an unknown or
 	// expired session is ErrSessionNotFound; a session that already holds
-	// MaxSessionLocks locks is ErrTooManyLocks, and nothing is granted). A
+	// MaxSessionLocks locks is ErrTooManyLocks, and nothing is granted; a
+	// lock that the session itself holds is ErrAlreadyHeld, at once). A
 	// MaxHold > 0 caps the lease at grant time + MaxHold, now and on every
-	// renewal.
+	// renewal. A session-bound grant wakes SessionTopic(SessionID).
 	//
 	// Not acquired is not an error: the grant has Acquired false and describes
 	// the live holder.
@@ -133,7 +144,9 @@ type AcquireLock struct {
 	TTL       time.Duration // the lease; ignored with SessionID
 	MaxHold   time.Duration // 0: no cap
 	SessionID string        // "": a plain lease
-	// MaxSessionLocks caps the locks a session holds at once; 0: no cap.
+	// MaxSessionLocks caps the locks a session holds at once, counting its
+	// unacknowledged loss reports; 0: no cap (tests only: lock.Config
+	// requires one).
 	MaxSessionLocks int
 }
 
@@ -157,46 +170,80 @@ type Lease struct {
 	Fence      uint64
 }
 
-// LockInfo describes a lock's live holder.
+// LockInfo describes a lock's live holder. It never carries the holder's
+// token nor its session's ID: both are secrets of the holder.
 type LockInfo struct {
-	Held        bool
-	Owner       string
-	Fence       uint64
-	SessionID   string
-	TTL         time.Duration
-	ExpireTime  time.Time
-	AcquireTime time.Time
+	Held         bool
+	Owner        string
+	Fence        uint64
+	SessionBound bool
+	TTL          time.Duration
+	ExpireTime   time.Time
+	AcquireTime  time.Time
 }
 
 // Sessions is session storage. A session is a lease with a set of locks bound
 // to it; the locks' deadlines follow the session's, capped by their MaxHold.
 //
-// An expired session is kept for SessionGrace after its deadline so that the
-// next KeepAliveSession or CheckSession can report it, with the locks it lost,
-// exactly once; after that, or after being reported, it is unknown.
+// A session ID is a bearer capability (whoever has it can renew, resume or
+// end the session), so it never leaves the stream that owns it. A session
+// is driven by one stream at a time: CreateSession and ResumeSession return
+// the stream's epoch (SessionState.Stream), a later ResumeSession raises it,
+// and from then on calls that name an older epoch are ErrSuperseded and
+// change nothing.
+//
+// Loss reports are at least once: a lock the session lost (max hold
+// reached, gone, or, when the session expired, every lock it had) becomes
+// a report with a sequence number (LostLock.Seq), returned by every later
+// call until a call acknowledges it (SessionRef.Ack >= its Seq). An expired
+// session is remembered, with its reports, until they are acknowledged or
+// SessionGrace after its deadline; after that it is unknown.
 type Sessions interface {
-	// CreateSession starts session id with a lease of ttl. id is scoped to a
-	// namespace (Scope); if the namespace already has max live sessions (max
-	// > 0), it is ErrTooManySessions and nothing is created.
+	// CreateSession starts session id with a lease of ttl, on stream epoch
+	// 1. id is scoped to a namespace (Scope); if the namespace already has
+	// max live sessions (max > 0), it is ErrTooManySessions and nothing is
+	// created.
 	CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (SessionState, error)
-	// KeepAliveSession renews a live session to now + ttl (ttl 0: its current
-	// TTL), or leaves its deadline if that is later (a deadline is never
-	// shortened, so that renewals applied out of order are harmless), and
-	// extends every lock bound to it to the session's deadline, capped by the
-	// lock's MaxHold. Locks of the session that are no longer held by it (max hold
-	// reached, or gone) leave its set and are reported in Lost.
+	// ResumeSession hands a session to a new stream: its epoch goes up by
+	// one (so the old stream's calls are ErrSuperseded from now on), and it
+	// is renewed and reported as by KeepAliveSession, acknowledging nothing;
+	// SessionTopic(id) is woken. An expired session is reported (Expired),
+	// not resumed.
+	ResumeSession(ctx context.Context, id string, ttl time.Duration) (SessionState, error)
+	// KeepAliveSession first forgets the reports ref acknowledges, then
+	// renews a live session to now + ttl (ttl 0: its current TTL), or leaves
+	// its deadline if that is later (a deadline is never shortened, so that
+	// renewals applied out of order are harmless), and extends every lock
+	// bound to it to the session's deadline, capped by the lock's MaxHold.
+	// Locks of the session that are no longer held by it (max hold reached,
+	// or gone) leave its set and become loss reports. Lost lists every
+	// unacknowledged report. A binding whose outcome was never confirmed
+	// (see AcquireLock in store/redis) is checked but never renewed.
 	// An expired session is not renewed: the state has Expired true and Lost
-	// lists its locks; the session is then forgotten. An unknown session is
-	// ErrSessionNotFound.
-	KeepAliveSession(ctx context.Context, id string, ttl time.Duration) (SessionState, error)
+	// lists its reports. An unknown session is ErrSessionNotFound; a stale
+	// ref.Stream is ErrSuperseded.
+	KeepAliveSession(ctx context.Context, ref SessionRef, ttl time.Duration) (SessionState, error)
 	// CheckSession is KeepAliveSession without the renewal: it reports lost
 	// locks and expiry the same way and changes no deadline.
-	CheckSession(ctx context.Context, id string) (SessionState, error)
+	CheckSession(ctx context.Context, ref SessionRef) (SessionState, error)
 	// CloseSession ends the session at once: it releases every lock the
-	// session holds (waking their waiters) and returns their names. An expired
+	// session holds (waking their waiters) and returns them. An expired
 	// session is forgotten and releases nothing; an unknown one is
-	// ErrSessionNotFound.
-	CloseSession(ctx context.Context, id string) ([]string, error)
+	// ErrSessionNotFound; a stale ref.Stream is ErrSuperseded, and nothing
+	// changes.
+	CloseSession(ctx context.Context, ref SessionRef) ([]ReleasedLock, error)
+}
+
+// SessionRef names a session as one stream sees it.
+type SessionRef struct {
+	ID string
+	// Stream is the epoch CreateSession or ResumeSession returned to the
+	// stream; 0 checks none (for callers that own no stream: tests and
+	// tools; the session service always passes its stream's).
+	Stream uint64
+	// Ack acknowledges every loss report with Seq <= Ack: they were sent on
+	// this stream and a later heartbeat arrived after them.
+	Ack uint64
 }
 
 // SessionGrace is how long an expired session is remembered for reporting.
@@ -205,10 +252,16 @@ const SessionGrace = time.Minute
 // SessionState describes a session after a store call.
 type SessionState struct {
 	ID         string
+	Stream     uint64        // the stream epoch the session is on
 	TTL        time.Duration // time left until ExpireTime
 	ExpireTime time.Time
 	Expired    bool
-	Lost       []LostLock
+	// Lost lists the unacknowledged loss reports, in Seq order.
+	Lost []LostLock
+	// NextLoss, if not zero, is when the next lock of the session reaches
+	// its max hold (before the session's deadline): the stream checks the
+	// session then, so that the loss is reported when it happens.
+	NextLoss time.Time
 }
 
 // LostLock is a lock a session held and holds no more.
@@ -216,6 +269,13 @@ type LostLock struct {
 	Name   string
 	Fence  uint64
 	Reason LossReason
+	Seq    uint64 // the report's sequence number in its session, from 1
+}
+
+// ReleasedLock is a lock that CloseSession released.
+type ReleasedLock struct {
+	Name string
+	Held time.Duration // how long it had been held
 }
 
 // LossReason says why a session lost a lock.

@@ -52,6 +52,7 @@ func Serve(tb testing.TB, st store.Store, clk clock.Clock) *grpc.ClientConn {
 		close(drain)
 		gs.Stop()
 		<-served
+		svc.Locks.Wait()
 	})
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

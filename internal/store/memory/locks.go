@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -20,6 +21,25 @@ type sessionRec struct {
 	ttl      time.Duration
 	deadline time.Time
 	locks    map[string]sessionLock // by lock name
+	stream   uint64                 // the epoch of the stream that drives it
+	seq      uint64                 // the last loss report's Seq
+	lost     []store.LostLock       // unacknowledged loss reports, by Seq
+}
+
+// report adds a loss report.
+func (r *sessionRec) report(l store.LostLock) {
+	r.seq++
+	l.Seq = r.seq
+	r.lost = append(r.lost, l)
+}
+
+// ack forgets the loss reports up to seq.
+func (r *sessionRec) ack(seq uint64) {
+	i := 0
+	for i < len(r.lost) && r.lost[i].Seq <= seq {
+		i++
+	}
+	r.lost = r.lost[i:]
 }
 
 // sessionLock is what a session remembers of a lock, enough to tell whether
@@ -41,11 +61,22 @@ func capHold(deadline, holdUntil time.Time) time.Time {
 }
 
 // AcquireLock implements store.Locks.
-func (s *Store) AcquireLock(_ context.Context, req store.AcquireLock) (store.LockGrant, error) {
+func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+	g, err := s.acquireLock(req)
+	if err == nil && g.Acquired && req.SessionID != "" {
+		s.hub.Notify(store.SessionTopic(req.SessionID))
+	}
+	return g, err
+}
+
+func (s *Store) acquireLock(req store.AcquireLock) (store.LockGrant, error) {
 	now := s.now()
 	s.lk.Lock()
 	defer s.lk.Unlock()
 	if l := s.locks[req.Name]; l != nil && l.live(now) {
+		if req.SessionID != "" && l.session == req.SessionID {
+			return store.LockGrant{}, store.ErrAlreadyHeld
+		}
 		return store.LockGrant{Holder: l.owner, TTL: l.deadline.Sub(now), ExpireTime: l.deadline}, nil
 	}
 	var holdUntil time.Time
@@ -59,7 +90,7 @@ func (s *Store) AcquireLock(_ context.Context, req store.AcquireLock) (store.Loc
 		if sess == nil || !sess.live(now) {
 			return store.LockGrant{}, store.ErrSessionNotFound
 		}
-		if req.MaxSessionLocks > 0 && len(sess.locks) >= req.MaxSessionLocks {
+		if req.MaxSessionLocks > 0 && len(sess.locks)+len(sess.lost) >= req.MaxSessionLocks {
 			return store.LockGrant{}, store.ErrTooManyLocks
 		}
 		deadline = sess.deadline
@@ -129,7 +160,7 @@ func (s *Store) GetLock(_ context.Context, name string) (store.LockInfo, error) 
 		return store.LockInfo{}, nil
 	}
 	return store.LockInfo{
-		Held: true, Owner: l.owner, Fence: l.fence, SessionID: l.session,
+		Held: true, Owner: l.owner, Fence: l.fence, SessionBound: l.session != "",
 		TTL: l.deadline.Sub(now), ExpireTime: l.deadline, AcquireTime: l.acquired,
 	}, nil
 }
@@ -144,13 +175,13 @@ func (s *Store) CreateSession(_ context.Context, id string, ttl time.Duration, m
 	if max > 0 && s.liveSessions(ns, now) >= max {
 		return store.SessionState{}, store.ErrTooManySessions
 	}
-	r := &sessionRec{ttl: ttl, deadline: now.Add(ttl), locks: make(map[string]sessionLock)}
+	r := &sessionRec{ttl: ttl, deadline: now.Add(ttl), locks: make(map[string]sessionLock), stream: 1}
 	s.sessions[id] = r
 	if s.byNS[ns] == nil {
 		s.byNS[ns] = make(map[string]struct{})
 	}
 	s.byNS[ns][id] = struct{}{}
-	return store.SessionState{ID: id, TTL: ttl, ExpireTime: r.deadline}, nil
+	return store.SessionState{ID: id, Stream: 1, TTL: ttl, ExpireTime: r.deadline}, nil
 }
 
 // dropSession forgets session id. s.lk must be held.
@@ -180,42 +211,81 @@ func (s *Store) liveSessions(ns string, now time.Time) int {
 	return n
 }
 
+// ResumeSession implements store.Sessions.
+func (s *Store) ResumeSession(_ context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+	st, err := s.refreshSession(store.SessionRef{ID: id}, us(ttl), modeResume)
+	if err == nil && !st.Expired {
+		s.hub.Notify(store.SessionTopic(id))
+	}
+	return st, err
+}
+
 // KeepAliveSession implements store.Sessions.
-func (s *Store) KeepAliveSession(_ context.Context, id string, ttl time.Duration) (store.SessionState, error) {
-	return s.refreshSession(id, us(ttl), true)
+func (s *Store) KeepAliveSession(_ context.Context, ref store.SessionRef, ttl time.Duration) (store.SessionState, error) {
+	return s.refreshSession(ref, us(ttl), modeRenew)
 }
 
 // CheckSession implements store.Sessions.
-func (s *Store) CheckSession(_ context.Context, id string) (store.SessionState, error) {
-	return s.refreshSession(id, 0, false)
+func (s *Store) CheckSession(_ context.Context, ref store.SessionRef) (store.SessionState, error) {
+	return s.refreshSession(ref, 0, modeCheck)
 }
 
-// refreshSession reports a session's lost locks and expiry and, if renew,
-// renews it and its locks.
-func (s *Store) refreshSession(id string, ttl time.Duration, renew bool) (store.SessionState, error) {
+type refreshMode int
+
+const (
+	modeCheck refreshMode = iota
+	modeRenew
+	modeResume
+)
+
+// session finds the session ref names, as of now. s.lk must be held.
+func (s *Store) session(ref store.SessionRef, now time.Time) (*sessionRec, error) {
+	r := s.sessions[ref.ID]
+	if r == nil || !now.Before(r.deadline.Add(store.SessionGrace)) {
+		return nil, store.ErrSessionNotFound
+	}
+	if ref.Stream != 0 && ref.Stream != r.stream {
+		return nil, store.ErrSuperseded
+	}
+	return r, nil
+}
+
+// refreshSession reports a session's lost locks and expiry and, unless
+// mode is modeCheck, renews it and its locks.
+func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode refreshMode) (store.SessionState, error) {
 	now := s.now()
 	s.lk.Lock()
 	defer s.lk.Unlock()
-	r := s.sessions[id]
-	if r == nil || !now.Before(r.deadline.Add(store.SessionGrace)) {
-		return store.SessionState{}, store.ErrSessionNotFound
+	r, err := s.session(ref, now)
+	if err != nil {
+		return store.SessionState{}, err
 	}
+	id := ref.ID
+	r.ack(ref.Ack)
 	if !r.live(now) {
-		st := store.SessionState{ID: id, ExpireTime: r.deadline, Expired: true}
+		// Its locks become reports once; the session is remembered until they
+		// are acknowledged (or the grace ends).
 		for name, sl := range r.locks {
 			reason := store.LostSessionExpired
 			if !sl.holdUntil.IsZero() && !sl.holdUntil.After(r.deadline) {
 				reason = store.LostMaxHold
 			}
-			st.Lost = append(st.Lost, store.LostLock{Name: name, Fence: sl.fence, Reason: reason})
+			r.report(store.LostLock{Name: name, Fence: sl.fence, Reason: reason})
 			if l := s.locks[name]; l != nil && l.token == sl.token {
 				delete(s.locks, name)
 			}
+			delete(r.locks, name)
 		}
-		s.dropSession(id)
-		return st, nil
+		if ref.Ack > 0 && len(r.lost) == 0 {
+			s.dropSession(id)
+			return store.SessionState{}, store.ErrSessionNotFound
+		}
+		return store.SessionState{ID: id, Stream: r.stream, ExpireTime: r.deadline, Expired: true, Lost: lostCopy(r.lost)}, nil
 	}
-	if renew {
+	if mode == modeResume {
+		r.stream++
+	}
+	if mode != modeCheck {
 		if ttl > 0 {
 			r.ttl = ttl
 		}
@@ -223,50 +293,73 @@ func (s *Store) refreshSession(id string, ttl time.Duration, renew bool) (store.
 			r.deadline = d // never shortened (store.Sessions)
 		}
 	}
-	st := store.SessionState{ID: id, TTL: r.deadline.Sub(now), ExpireTime: r.deadline}
-	for name, sl := range r.locks {
+	st := store.SessionState{ID: id, Stream: r.stream, TTL: r.deadline.Sub(now), ExpireTime: r.deadline}
+	for _, name := range sortedNames(r.locks) {
+		sl := r.locks[name]
 		l := s.locks[name]
 		switch {
 		case l != nil && l.token == sl.token && l.live(now):
-			if d := capHold(r.deadline, l.holdUntil); renew && d.After(l.deadline) {
+			if d := capHold(r.deadline, l.holdUntil); mode != modeCheck && d.After(l.deadline) {
 				l.deadline = d
+			}
+			if h := l.holdUntil; !h.IsZero() && h.Before(r.deadline) && (st.NextLoss.IsZero() || h.Before(st.NextLoss)) {
+				st.NextLoss = h
 			}
 			continue
 		case !sl.holdUntil.IsZero() && !now.Before(sl.holdUntil):
-			st.Lost = append(st.Lost, store.LostLock{Name: name, Fence: sl.fence, Reason: store.LostMaxHold})
+			r.report(store.LostLock{Name: name, Fence: sl.fence, Reason: store.LostMaxHold})
 		default:
-			st.Lost = append(st.Lost, store.LostLock{Name: name, Fence: sl.fence, Reason: store.LostGone})
+			r.report(store.LostLock{Name: name, Fence: sl.fence, Reason: store.LostGone})
 		}
 		delete(r.locks, name)
 		if l != nil && l.token == sl.token {
 			delete(s.locks, name)
 		}
 	}
+	st.Lost = lostCopy(r.lost)
 	return st, nil
 }
 
+func lostCopy(l []store.LostLock) []store.LostLock {
+	if len(l) == 0 {
+		return nil
+	}
+	return append([]store.LostLock(nil), l...)
+}
+
+// sortedNames returns a session's lock names in order, so that reports of
+// one call get their sequence numbers in a stable order.
+func sortedNames(m map[string]sessionLock) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // CloseSession implements store.Sessions.
-func (s *Store) CloseSession(_ context.Context, id string) ([]string, error) {
+func (s *Store) CloseSession(_ context.Context, ref store.SessionRef) ([]store.ReleasedLock, error) {
 	now := s.now()
 	s.lk.Lock()
-	r := s.sessions[id]
-	if r == nil || !now.Before(r.deadline.Add(store.SessionGrace)) {
+	r, err := s.session(ref, now)
+	if err != nil {
 		s.lk.Unlock()
-		return nil, store.ErrSessionNotFound
+		return nil, err
 	}
-	var released []string
+	var released []store.ReleasedLock
 	for name, sl := range r.locks {
 		if l := s.locks[name]; l != nil && l.token == sl.token {
 			if l.live(now) {
-				released = append(released, name)
+				released = append(released, store.ReleasedLock{Name: name, Held: now.Sub(l.acquired)})
 			}
 			delete(s.locks, name)
 		}
 	}
-	s.dropSession(id)
+	s.dropSession(ref.ID)
 	s.lk.Unlock()
-	for _, name := range released {
-		s.hub.Notify(store.LockTopic(name))
+	for _, l := range released {
+		s.hub.Notify(store.LockTopic(l.Name))
 	}
 	return released, nil
 }

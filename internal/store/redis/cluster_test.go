@@ -31,6 +31,7 @@ import (
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/validate"
 )
@@ -407,7 +408,7 @@ func TestNoCrossSlot(t *testing.T) {
 		}
 		info, err = st.GetLock(ctx, name)
 		if f.err("GetLock", name, err) {
-			f.want(info.Held && info.SessionID == s.id && info.Fence == g2.Fence, "GetLock(session)", name, "%+v, want held by session %q", info, s.id)
+			f.want(info.Held && info.SessionBound && info.Fence == g2.Fence, "GetLock(session)", name, "%+v, want held by session %q", info, s.id)
 		}
 		if i%2 == 1 {
 			ok, _, err := st.ReleaseLock(ctx, name, tok2)
@@ -584,15 +585,15 @@ func TestNoCrossSlot(t *testing.T) {
 		if !f.err("CreateSession", id, err) {
 			return
 		}
-		s, err := st.KeepAliveSession(ctx, id, 2*time.Minute)
+		s, err := st.KeepAliveSession(ctx, store.SessionRef{ID: id}, 2*time.Minute)
 		if f.err("KeepAliveSession", id, err) {
 			f.want(!s.Expired && len(s.Lost) == 0, "KeepAliveSession", id, "%+v", s)
 		}
-		s, err = st.CheckSession(ctx, id)
+		s, err = st.CheckSession(ctx, store.SessionRef{ID: id})
 		if f.err("CheckSession", id, err) {
 			f.want(!s.Expired && len(s.Lost) == 0, "CheckSession", id, "%+v", s)
 		}
-		released, err := st.CloseSession(ctx, id)
+		released, err := storetest.ReleasedNames(st.CloseSession(ctx, store.SessionRef{ID: id}))
 		if f.err("CloseSession", id, err) {
 			f.want(len(released) == 0, "CloseSession", id, "released %q", released)
 		}
@@ -617,15 +618,15 @@ func TestNoCrossSlot(t *testing.T) {
 	// are pipelines over all three.
 	parallel(workers, len(sessions), func(i int) {
 		s := sessions[i]
-		ka, err := st.KeepAliveSession(ctx, s.id, 3*time.Minute)
+		ka, err := st.KeepAliveSession(ctx, store.SessionRef{ID: s.id}, 3*time.Minute)
 		if f.err("KeepAliveSession", s.id, err) {
 			f.want(!ka.Expired && len(ka.Lost) == 0, "KeepAliveSession", s.id, "expired %v, lost %d", ka.Expired, len(ka.Lost))
 		}
-		ck, err := st.CheckSession(ctx, s.id)
+		ck, err := st.CheckSession(ctx, store.SessionRef{ID: s.id})
 		if f.err("CheckSession", s.id, err) {
 			f.want(!ck.Expired && len(ck.Lost) == 0, "CheckSession", s.id, "expired %v, lost %d", ck.Expired, len(ck.Lost))
 		}
-		released, err := st.CloseSession(ctx, s.id)
+		released, err := storetest.ReleasedNames(st.CloseSession(ctx, store.SessionRef{ID: s.id}))
 		if f.err("CloseSession", s.id, err) {
 			slices.Sort(released)
 			kept := slices.Sorted(slices.Values(s.kept))

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/token"
 )
 
@@ -14,32 +15,57 @@ import (
 // token as its prefix.
 
 // sessionEntry is what a session's lock set holds for one lock: the token it
-// holds the lock with, the lock's fence, and when its max hold ends (µs; 0
-// for none). Encoded as "token fence holdUntil".
+// holds the lock with, the lock's fence, when its max hold ends (µs; 0 for
+// none), and whether the binding is still pending (granted, but not yet
+// confirmed to its caller: see AcquireLock). Encoded as "token fence
+// holdUntil", with " p" after it while pending. Scripts read the token as
+// the entry's first word, and the fence and holdUntil as the next two.
 type sessionEntry struct {
 	token     string
 	fence     uint64
 	holdUntil int64
+	pending   bool
 }
 
 // errCorrupt marks a stored value coordd cannot read: a bug, not an outage.
 var errCorrupt = errors.New("redis: corrupt record")
 
 func encodeEntry(e sessionEntry) string {
-	return e.token + " " + strconv.FormatUint(e.fence, 10) + " " + strconv.FormatInt(e.holdUntil, 10)
+	s := e.token + " " + strconv.FormatUint(e.fence, 10) + " " + strconv.FormatInt(e.holdUntil, 10)
+	if e.pending {
+		s += " p"
+	}
+	return s
 }
 
+// decodeEntry reads a session entry. Its error never quotes the entry,
+// which holds a token.
 func decodeEntry(s string) (sessionEntry, error) {
 	f := strings.Split(s, " ")
-	if len(f) != 3 || !token.Valid(f[0]) {
-		return sessionEntry{}, fmt.Errorf("%w: session entry %q", errCorrupt, s)
+	if (len(f) != 3 && (len(f) != 4 || f[3] != "p")) || !token.Valid(f[0]) {
+		return sessionEntry{}, fmt.Errorf("%w: session entry of %d fields", errCorrupt, len(f))
 	}
 	fence, err1 := strconv.ParseUint(f[1], 10, 64)
 	hold, err2 := strconv.ParseInt(f[2], 10, 64)
 	if err1 != nil || err2 != nil || hold < 0 {
-		return sessionEntry{}, fmt.Errorf("%w: session entry %q", errCorrupt, s)
+		return sessionEntry{}, fmt.Errorf("%w: session entry with a bad number", errCorrupt)
 	}
-	return sessionEntry{token: f[0], fence: fence, holdUntil: hold}, nil
+	return sessionEntry{token: f[0], fence: fence, holdUntil: hold, pending: len(f) == 4}, nil
+}
+
+// A loss report is "reason fence name" (lua/prelude.lua's lossReport),
+// stored under its sequence number.
+func decodeReport(seq, s string) (store.LostLock, error) {
+	n, err0 := strconv.ParseUint(seq, 10, 64)
+	reason, rest, ok1 := strings.Cut(s, " ")
+	fence, name, ok2 := strings.Cut(rest, " ")
+	r, err1 := strconv.Atoi(reason)
+	f, err2 := strconv.ParseUint(fence, 10, 64)
+	if err0 != nil || err1 != nil || err2 != nil || !ok1 || !ok2 || n == 0 ||
+		store.LossReason(r) < store.LostMaxHold || store.LossReason(r) > store.LostGone {
+		return store.LostLock{}, fmt.Errorf("%w: loss report", errCorrupt)
+	}
+	return store.LostLock{Name: name, Fence: f, Reason: store.LossReason(r), Seq: n}, nil
 }
 
 // A message is encoded as a version byte (1) and its payload; what changes

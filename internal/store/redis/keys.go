@@ -29,10 +29,10 @@ func (k keys) lock(name string) []string {
 	return []string{t, t + ":fence"}
 }
 
-// session returns a session's hash and lock set.
+// session returns a session's hash, lock set and loss reports.
 func (k keys) session(id string) []string {
 	t := k.tag("s", id)
-	return []string{t, t + ":locks"}
+	return []string{t, t + ":locks", t + ":lost"}
 }
 
 // sessionIndex returns a namespace's index of live sessions.
@@ -59,7 +59,7 @@ func (k keys) queue(name string) []string {
 }
 
 // channel returns the shard channel of a store topic (store.LockTopic,
-// IdemTopic, QueueTopic).
+// IdemTopic, QueueTopic, SessionTopic).
 func (k keys) channel(topic string) string {
 	kind, name, _ := strings.Cut(topic, ":")
 	switch kind {
@@ -67,6 +67,8 @@ func (k keys) channel(topic string) string {
 		return k.tag("l", name) + ":ev"
 	case "idem":
 		return k.tag("i", name) + ":ev"
+	case "session":
+		return k.tag("s", name) + ":ev"
 	default:
 		return k.tag("q", name) + ":ev"
 	}

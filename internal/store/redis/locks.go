@@ -8,12 +8,18 @@ import (
 	"github.com/coordd/coordd/internal/store"
 )
 
-// AcquireLock implements store.Locks. A session-bound grant takes up to four
+// AcquireLock implements store.Locks. A session-bound grant takes up to five
 // steps over two slots: read the session's deadline; grant the lock until
-// then; add it to the session's set, which fails if the session ended
-// meanwhile (the lock is then released and the call is ErrSessionNotFound);
-// and, if a keepalive moved the session's deadline in between, renew the lock
-// to it.
+// then; add it to the session's set as a pending binding, which fails if
+// the session ended meanwhile (the lock is then released and the call is
+// ErrSessionNotFound); confirm the binding; and, if a keepalive moved the
+// session's deadline in between, renew the lock to it.
+//
+// Keepalives renew only confirmed bindings. If the add's or the confirm's
+// reply is lost, the caller is told the outcome is uncertain and has no
+// token, and a pending binding is never renewed: the lock ends at the
+// deadline it was granted with (the lock service also releases it by its
+// token), and the session reports it lost then.
 func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
 	var g store.LockGrant
 	err := s.do(ctx, "AcquireLock", s.keys.lock(req.Name)[0], func(ctx context.Context) error {
@@ -41,6 +47,8 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		switch toInt(r[0]) {
 		case -1:
 			return store.ErrSessionNotFound
+		case -2:
+			return store.ErrAlreadyHeld
 		case 0:
 			dl, now := toInt(r[2]), toInt(r[3])
 			g = store.LockGrant{Holder: toStr(r[1]), TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
@@ -58,9 +66,9 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		if req.MaxHold > 0 {
 			hold = now + req.MaxHold.Microseconds()
 		}
-		entry := encodeEntry(sessionEntry{token: req.Token, fence: uint64(fence), holdUntil: hold})
+		entry := sessionEntry{token: req.Token, fence: uint64(fence), holdUntil: hold, pending: true}
 		sk := s.keys.session(req.SessionID)
-		cmd, replicated = s.evalReplicated(ctx, sessionAddLock, sk, req.Name, entry, store.SessionGrace.Microseconds(), req.MaxSessionLocks)
+		cmd, replicated = s.evalReplicated(ctx, sessionAddLock, sk, req.Name, encodeEntry(entry), store.SessionGrace.Microseconds(), req.MaxSessionLocks)
 		newDeadline, err := cmd.Int64()
 		if err != nil {
 			return err
@@ -77,6 +85,22 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		}
 		if !replicated {
 			return errNotReplicated // a failover could lose the entry, and the lock with it
+		}
+		entry.pending = false
+		cmd, replicated = s.evalReplicated(ctx, sessionConfirmLock, sk[:2], req.Name, req.Token, encodeEntry(entry),
+			s.keys.channel(store.SessionTopic(req.SessionID)))
+		if newDeadline, err = cmd.Int64(); err != nil {
+			return err
+		}
+		if newDeadline <= 0 {
+			// The session ended, or lost the lock, since the add.
+			if _, err := s.eval(ctx, lockRelease, lk[:1], req.Token, s.keys.channel(store.LockTopic(req.Name)), "1").Result(); err != nil {
+				return err
+			}
+			return store.ErrSessionNotFound
+		}
+		if !replicated {
+			return errNotReplicated
 		}
 		if newDeadline > dl && (hold == 0 || hold > dl) {
 			// A keepalive renewed the session between the read and the add,
@@ -171,7 +195,7 @@ func (s *Store) GetLock(ctx context.Context, name string) (store.LockInfo, error
 		}
 		dl, now := toInt(r[4]), toInt(r[6])
 		info = store.LockInfo{
-			Held: true, Owner: toStr(r[1]), Fence: uint64(toInt(r[2])), SessionID: toStr(r[3]),
+			Held: true, Owner: toStr(r[1]), Fence: uint64(toInt(r[2])), SessionBound: toStr(r[3]) != "",
 			TTL: micros(dl - now), ExpireTime: unixMicro(dl), AcquireTime: unixMicro(toInt(r[5])),
 		}
 		return nil

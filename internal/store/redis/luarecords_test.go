@@ -27,6 +27,7 @@ import (
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 )
 
@@ -264,14 +265,14 @@ func luaRecords(t *testing.T, s *Store, clk *clock.Fake, seed uint64) {
 				}
 				locks = append(locks, held{name, g.Fence, hold})
 			}
-			st, err := s.KeepAliveSession(ctx, sid, 0)
+			st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
 			if err != nil || len(st.Lost) != 0 {
 				t.Fatalf("case %d: KeepAlive: %+v, %v", i, st, err)
 			}
 			// Past every max hold: the locks with one are lost, with their
 			// names and fences as the entries recorded them.
 			clk.Advance(4 * time.Second)
-			st, err = s.KeepAliveSession(ctx, sid, 0)
+			st, err = s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
 			if err != nil {
 				t.Fatalf("case %d: KeepAlive after the max holds: %v", i, err)
 			}
@@ -295,7 +296,7 @@ func luaRecords(t *testing.T, s *Store, clk *clock.Fake, seed uint64) {
 			if !slices.Equal(lost, wantLost) {
 				t.Fatalf("case %d: lost %q, want %q", i, lost, wantLost)
 			}
-			released, err := s.CloseSession(ctx, sid)
+			released, err := storetest.ReleasedNames(s.CloseSession(ctx, store.SessionRef{ID: sid}))
 			slices.Sort(released)
 			slices.Sort(kept)
 			if err != nil || !slices.Equal(released, kept) {

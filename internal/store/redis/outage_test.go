@@ -113,7 +113,11 @@ func serveCoordd(t *testing.T, st store.Store) coorddClients {
 		t.Fatal(err)
 	}
 	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
+	t.Cleanup(func() {
+		close(drain) // ends waits and the background clean-ups of uncertain grants
+		gs.Stop()
+		svc.Locks.Wait()
+	})
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

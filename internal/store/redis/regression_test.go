@@ -27,6 +27,7 @@ import (
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/waiter"
 )
@@ -187,7 +188,7 @@ func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 	var errB error
 	rgSet(h, h.after, sessionDeadline, func() {
 		clk.Advance(9 * time.Second)
-		if _, err := s.KeepAliveSession(ctx, sid, 0); err != nil {
+		if _, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0); err != nil {
 			t.Errorf("keepalive between steps 1 and 2: %v", err)
 		}
 	})
@@ -211,7 +212,7 @@ func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 		t.Errorf("GetLock = %+v, %v; want held by B with fence %d", info, err, gB.Fence)
 	}
 	// A's entry left S's set: a check does not report a lock S never had.
-	st, err := s.CheckSession(ctx, sid)
+	st, err := s.CheckSession(ctx, store.SessionRef{ID: sid})
 	if err != nil || st.Expired || len(st.Lost) != 0 {
 		t.Errorf("CheckSession after the lost acquire = %+v, %v; want live, nothing lost", st, err)
 	}
@@ -242,7 +243,7 @@ func TestRegressionAcquireNeverShortensLease(t *testing.T) {
 
 	rgSet(h, h.after, sessionDeadline, func() {
 		clk.Advance(time.Second)
-		if _, err := s.KeepAliveSession(ctx, sid, 0); err != nil {
+		if _, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0); err != nil {
 			t.Errorf("K1: %v", err)
 		}
 	})
@@ -252,7 +253,7 @@ func TestRegressionAcquireNeverShortensLease(t *testing.T) {
 	rgSet(h, h.before, lockSession, func() {
 		stepFour = true
 		clk.Advance(4 * time.Second)
-		k2, k2err = s.KeepAliveSession(ctx, sid, 0)
+		k2, k2err = s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
 	})
 	g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: token.New(), Owner: "A", SessionID: sid})
 	if err != nil || !g.Acquired {
@@ -269,7 +270,7 @@ func TestRegressionAcquireNeverShortensLease(t *testing.T) {
 	if want := rgT0.Add(15 * time.Second); err != nil || !info.Held || !info.ExpireTime.Equal(want) {
 		t.Errorf("GetLock at T0+12 = %+v, %v; want held until %v (K2's renewal), not cut back to T0+11", info, err, want)
 	}
-	st, err := s.KeepAliveSession(ctx, sid, 0)
+	st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
 	if err != nil || st.Expired || len(st.Lost) != 0 {
 		t.Errorf("keepalive at T0+12 = %+v, %v; want live, nothing lost", st, err)
 	}
@@ -294,7 +295,7 @@ func TestRegressionSessionDeadlineNeverShortens(t *testing.T) {
 	var shrunk store.SessionState
 	var shrunkErr error
 	rgSet(h, h.after, sessionDeadline, func() {
-		shrunk, shrunkErr = s.KeepAliveSession(ctx, sid, 5*time.Second)
+		shrunk, shrunkErr = s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 5*time.Second)
 	})
 	g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: token.New(), Owner: "A", SessionID: sid})
 	if err != nil || !g.Acquired {
@@ -304,7 +305,7 @@ func TestRegressionSessionDeadlineNeverShortens(t *testing.T) {
 		t.Errorf("keepalive with a 5 s TTL = %+v, %v; want the later deadline %v kept", shrunk, shrunkErr, want)
 	}
 	clk.Advance(6 * time.Second)
-	st, stErr := s.CheckSession(ctx, sid)
+	st, stErr := s.CheckSession(ctx, store.SessionRef{ID: sid})
 	info, err := s.GetLock(ctx, "ns:L")
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +355,7 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 					}
 				}
 			})
-			st, err := s.KeepAliveSession(ctx, sid, 0)
+			st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
 			if !forced {
 				t.Fatal("the keepalive ran no pipeline: the interleaving was not forced")
 			}
@@ -366,7 +367,7 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 				t.Errorf("GetLock = %+v, %v; want held=%v (fence %d)", info, err, relock, g2.Fence)
 			}
 			// The new entry (t2) is intact: the next keepalive renews it.
-			if st, err := s.KeepAliveSession(ctx, sid, 0); err != nil || len(st.Lost) != 0 {
+			if st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0); err != nil || len(st.Lost) != 0 {
 				t.Errorf("next KeepAliveSession = %+v, %v; want nothing lost", st, err)
 			}
 		})
@@ -626,7 +627,7 @@ func TestRegressionBreakerChargesTheFailingNode(t *testing.T) {
 	}
 	paused := time.Now()
 	for i := range 3 {
-		if _, err := s.KeepAliveSession(ctx, sid, 0); !errors.Is(err, store.ErrUnavailable) {
+		if _, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0); !errors.Is(err, store.ErrUnavailable) {
 			t.Fatalf("keepalive %d with the lock's master paused = %v; want store.ErrUnavailable", i, err)
 		}
 	}
@@ -660,7 +661,7 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 		}
 	}
 	rgSet(h, h.failPipe, lockSession, error(errors.New("injected: connection reset by peer")))
-	if released, err := s.CloseSession(ctx, sid); !errors.Is(err, store.ErrUnavailable) {
+	if released, err := s.CloseSession(ctx, store.SessionRef{ID: sid}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("CloseSession with its release pipeline failing = %v, %v; want store.ErrUnavailable", released, err)
 	}
 	// Half closed: the locks are still held, the session takes nothing new.
@@ -673,7 +674,7 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 		t.Errorf("AcquireLock for a closing session = %v; want store.ErrSessionNotFound", err)
 	}
 
-	released, err := s.CloseSession(ctx, sid)
+	released, err := storetest.ReleasedNames(s.CloseSession(ctx, store.SessionRef{ID: sid}))
 	slices.Sort(released)
 	if err != nil || !slices.Equal(released, names) {
 		t.Fatalf("CloseSession retried = %v, %v; want %v released", released, err, names)
@@ -683,7 +684,7 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 			t.Errorf("GetLock(%s) after the retried close = %+v, %v; want not held", n, info, err)
 		}
 	}
-	if _, err := s.CloseSession(ctx, sid); !errors.Is(err, store.ErrSessionNotFound) {
+	if _, err := s.CloseSession(ctx, store.SessionRef{ID: sid}); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("CloseSession a third time = %v; want store.ErrSessionNotFound", err)
 	}
 }
@@ -707,14 +708,14 @@ func TestRegressionHalfClosedSessionIsFinished(t *testing.T) {
 				t.Fatalf("AcquireLock = %+v, %v", g, err)
 			}
 			rgSet(h, h.failPipe, lockSession, error(errors.New("injected: connection reset by peer")))
-			if _, err := s.CloseSession(ctx, sid); !errors.Is(err, store.ErrUnavailable) {
+			if _, err := s.CloseSession(ctx, store.SessionRef{ID: sid}); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("CloseSession with its release pipeline failing = %v; want store.ErrUnavailable", err)
 			}
 			var err error
 			if op == "KeepAliveSession" {
-				_, err = s.KeepAliveSession(ctx, sid, 0)
+				_, err = s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
 			} else {
-				_, err = s.CheckSession(ctx, sid)
+				_, err = s.CheckSession(ctx, store.SessionRef{ID: sid})
 			}
 			if !errors.Is(err, store.ErrSessionNotFound) {
 				t.Fatalf("%s of a half-closed session = %v; want store.ErrSessionNotFound", op, err)
@@ -722,7 +723,7 @@ func TestRegressionHalfClosedSessionIsFinished(t *testing.T) {
 			if info, err := s.GetLock(ctx, "ns:L1"); err != nil || info.Held {
 				t.Errorf("GetLock after %s = %+v, %v; want not held (the close finished)", op, info, err)
 			}
-			if _, err := s.CloseSession(ctx, sid); !errors.Is(err, store.ErrSessionNotFound) {
+			if _, err := s.CloseSession(ctx, store.SessionRef{ID: sid}); !errors.Is(err, store.ErrSessionNotFound) {
 				t.Errorf("CloseSession after %s = %v; want store.ErrSessionNotFound (already finished)", op, err)
 			}
 		})
@@ -759,7 +760,7 @@ func TestRegressionKeepAliveIgnoresIndexFailure(t *testing.T) {
 	if err := c.Set(ctx, s.keys.sessionIndex(ns), "not a sorted set", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := s.KeepAliveSession(ctx, sid, 0); err != nil || len(st.Lost) != 0 {
+	if st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0); err != nil || len(st.Lost) != 0 {
 		t.Errorf("KeepAliveSession with its index broken = %+v, %v; want renewed, nothing lost", st, err)
 	}
 }
@@ -825,7 +826,7 @@ func TestRegressionPipelineRerunsOnlyNoscript(t *testing.T) {
 	if err := rgAdmin(victim).ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	released, err := s.CloseSession(ctx, sid)
+	released, err := storetest.ReleasedNames(s.CloseSession(ctx, store.SessionRef{ID: sid}))
 	slices.Sort(released)
 	slices.Sort(names)
 	if err != nil || !slices.Equal(released, names) {
@@ -968,7 +969,7 @@ func TestRegressionSessionEntryIsReplicated(t *testing.T) {
 			t.Errorf("session's set has %d entries after %s's release; want 0", n, name)
 		}
 	}
-	if st, err := s.CheckSession(ctx, sid); err != nil || len(st.Lost) != 0 {
+	if st, err := s.CheckSession(ctx, store.SessionRef{ID: sid}); err != nil || len(st.Lost) != 0 {
 		t.Errorf("CheckSession = %+v, %v; want nothing lost", st, err)
 	}
 }

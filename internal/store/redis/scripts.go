@@ -49,6 +49,8 @@ var (
 	sessionAddLock     = script("session_add_lock")
 	sessionDeadline    = script("session_deadline")
 	sessionRemoveLocks = script("session_remove_locks")
+	sessionMarkLost    = script("session_mark_lost")
+	sessionConfirmLock = script("session_confirm_lock")
 	sessionClose       = script("session_close")
 	sessionIndex       = script("session_index")
 
@@ -74,7 +76,7 @@ var (
 // them.
 var allScripts = []*redis.Script{
 	lockAcquire, lockRenew, lockRelease, lockGet, lockSession,
-	sessionCreate, sessionRefresh, sessionAddLock, sessionDeadline, sessionRemoveLocks, sessionClose, sessionIndex,
+	sessionCreate, sessionRefresh, sessionAddLock, sessionDeadline, sessionRemoveLocks, sessionMarkLost, sessionConfirmLock, sessionClose, sessionIndex,
 	limitFixedWindow, limitSlidingWindow, limitSlidingLog, limitGCRA,
 	idemBegin, idemFinish, idemExtend,
 	queueEnqueue, queueClaim, queueAck, queueNack, queueExtend, queueStats, queueRedrive,

@@ -196,7 +196,7 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Cont
 func isState(err error) bool {
 	for _, e := range []error{store.ErrLockNotHeld, store.ErrLockSessionBound, store.ErrSessionNotFound,
 		store.ErrFingerprintMismatch, store.ErrNotOwner, store.ErrReceiptExpired,
-		store.ErrTooManySessions, store.ErrTooManyLocks} {
+		store.ErrTooManySessions, store.ErrTooManyLocks, store.ErrSuperseded, store.ErrAlreadyHeld} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -25,6 +25,8 @@ type cutProxy struct {
 	lis   net.Listener
 	to    string
 	armed atomic.Bool
+	pass  atomic.Int32 // replies let through, once armed, before the cut
+	down  atomic.Bool  // refuse new connections (a partition)
 	wg    sync.WaitGroup
 }
 
@@ -47,6 +49,10 @@ func (p *cutProxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.down.Load() {
+			_ = c.Close()
+			continue
+		}
 		s, err := net.Dial("tcp", p.to)
 		if err != nil {
 			_ = c.Close()
@@ -64,7 +70,7 @@ func (p *cutProxy) accept() {
 			buf := make([]byte, 64<<10)
 			for {
 				n, err := s.Read(buf)
-				if n > 0 && p.armed.CompareAndSwap(true, false) {
+				if n > 0 && p.armed.Load() && p.pass.Add(-1) < 0 && p.armed.CompareAndSwap(true, false) {
 					_ = s.Close()
 					return
 				}
@@ -123,5 +129,71 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 	d, err := s.Allow(ctx, "ns:k", lim, 1, true)
 	if err != nil || d.Remaining != 6 {
 		t.Fatalf("after one lost Allow of cost 3, a peek = %+v, %v; want 6 remaining (taken once)", d, err)
+	}
+}
+
+// TestUncertainSessionBindingIsNeverRenewed: a session-bound grant whose
+// binding step's answer was lost is reported uncertain, and the session's
+// keepalives (here from another coordd instance that still reaches Redis)
+// never renew it: the lock ends at the deadline it was granted with and the
+// session reports it lost. (Before, the binding counted as the session's at
+// once: keepalives renewed a lock whose caller had been told UNAVAILABLE and
+// had no token, for as long as the session lived.)
+func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
+	addr := redistest.Standalone(t)
+	proxy := newCutProxy(t, addr)
+	c := goredis.NewClient(&goredis.Options{Addr: proxy.lis.Addr().String()})
+	defer c.Close()
+	direct := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer direct.Close()
+	prefix := "t" + token.New()[:12]
+	ctx := context.Background()
+	cut, err := redis.New(ctx, redis.Options{Client: c, Prefix: prefix, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+	other, err := redis.New(ctx, redis.Options{Client: direct, Prefix: prefix, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+
+	const ttl = 600 * time.Millisecond
+	sid := "ns:" + token.New()
+	st, err := other.CreateSession(ctx, sid, ttl, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The session's deadline, the grant, then the binding's answer is lost.
+	proxy.pass.Store(2)
+	proxy.armed.Store(true)
+	tok := token.New()
+	_, err = cut.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: tok, Owner: "me", SessionID: sid})
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("AcquireLock with the binding's answer lost = %v, want store.ErrUnavailable", err)
+	}
+	proxy.down.Store(true) // and the clean-up cannot reach Redis either
+	if got, err := direct.HGet(ctx, prefix+":{l:ns:l}", "tok").Result(); err != nil || got != tok {
+		t.Fatalf("lock token in Redis = %q, %v; want the uncertain grant's (the scripts ran)", got, err)
+	}
+	ref := store.SessionRef{ID: sid, Stream: st.Stream}
+	var lost []store.LostLock
+	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(ttl / 4) {
+		st, err := other.KeepAliveSession(ctx, ref, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost = append(lost, st.Lost...)
+	}
+	info, err := other.GetLock(ctx, "ns:l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Held {
+		t.Fatalf("4 TTLs of keepalives after an uncertain binding: the lock is held (%+v); want it never renewed", info)
+	}
+	if len(lost) == 0 || lost[0].Name != "ns:l" || lost[0].Reason != store.LostGone {
+		t.Fatalf("reports = %+v, want ns:l lost (GONE)", lost)
 	}
 }

@@ -248,19 +248,24 @@ func (f *Faulty) CreateSession(ctx context.Context, id string, ttl time.Duration
 	return do(ctx, f, "CreateSession", func() (store.SessionState, error) { return f.inner.CreateSession(ctx, id, ttl, max) }, nil)
 }
 
+// ResumeSession implements store.Sessions.
+func (f *Faulty) ResumeSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
+	return do(ctx, f, "ResumeSession", func() (store.SessionState, error) { return f.inner.ResumeSession(ctx, id, ttl) }, nil)
+}
+
 // KeepAliveSession implements store.Sessions.
-func (f *Faulty) KeepAliveSession(ctx context.Context, id string, ttl time.Duration) (store.SessionState, error) {
-	return do(ctx, f, "KeepAliveSession", func() (store.SessionState, error) { return f.inner.KeepAliveSession(ctx, id, ttl) }, nil)
+func (f *Faulty) KeepAliveSession(ctx context.Context, ref store.SessionRef, ttl time.Duration) (store.SessionState, error) {
+	return do(ctx, f, "KeepAliveSession", func() (store.SessionState, error) { return f.inner.KeepAliveSession(ctx, ref, ttl) }, nil)
 }
 
 // CheckSession implements store.Sessions.
-func (f *Faulty) CheckSession(ctx context.Context, id string) (store.SessionState, error) {
-	return do(ctx, f, "CheckSession", func() (store.SessionState, error) { return f.inner.CheckSession(ctx, id) }, nil)
+func (f *Faulty) CheckSession(ctx context.Context, ref store.SessionRef) (store.SessionState, error) {
+	return do(ctx, f, "CheckSession", func() (store.SessionState, error) { return f.inner.CheckSession(ctx, ref) }, nil)
 }
 
 // CloseSession implements store.Sessions.
-func (f *Faulty) CloseSession(ctx context.Context, id string) ([]string, error) {
-	return do(ctx, f, "CloseSession", func() ([]string, error) { return f.inner.CloseSession(ctx, id) }, nil)
+func (f *Faulty) CloseSession(ctx context.Context, ref store.SessionRef) ([]store.ReleasedLock, error) {
+	return do(ctx, f, "CloseSession", func() ([]store.ReleasedLock, error) { return f.inner.CloseSession(ctx, ref) }, nil)
 }
 
 // Allow implements store.Limits.

@@ -34,6 +34,8 @@ func lockTests() []test {
 		{"SessionBoundRelease", lockSessionBoundRelease},
 		{"ReleaseTellsHoldTime", lockReleaseTellsHoldTime},
 		{"SessionLockCap", lockSessionLockCap},
+		{"SessionLockCapCountsReports", lockSessionLockCapCountsReports},
+		{"SessionAlreadyHolds", lockSessionAlreadyHolds},
 	}
 }
 
@@ -92,7 +94,7 @@ func (e *env) wantLock(name string, want store.LockInfo) {
 	got, err := e.s.GetLock(e.ctx, name)
 	noErr(e, "GetLock "+name, err)
 	if got.Held != want.Held || got.Owner != want.Owner || got.Fence != want.Fence ||
-		got.SessionID != want.SessionID || got.TTL != want.TTL ||
+		got.SessionBound != want.SessionBound || got.TTL != want.TTL ||
 		!got.ExpireTime.Equal(want.ExpireTime) || !got.AcquireTime.Equal(want.AcquireTime) {
 		e.Errorf("GetLock(%s) =\n\t%+v\nwant\n\t%+v", name, got, want)
 	}
@@ -400,7 +402,7 @@ func lockSessionNotFound(e *env) {
 	isErr(e, "AcquireLock with an expired session", err, store.ErrSessionNotFound)
 	e.wantLock(n, store.LockInfo{})
 	// The failed acquisition does not use up the report of the expiry.
-	st, err := e.s.KeepAliveSession(e.ctx, id, 0)
+	st, err := e.s.KeepAliveSession(e.ctx, store.SessionRef{ID: id}, 0)
 	noErr(e, "KeepAliveSession after expiry", err)
 	e.wantSession("keepalive after expiry", st, store.SessionState{ID: id, Expired: true})
 }
@@ -414,7 +416,7 @@ func lockSessionBound(e *env) {
 	_, g := e.sessionLock(n, "alice", id, 0) // TTL (1h) is ignored
 	e.wantGrant("grant", g, store.LockGrant{Acquired: true, Fence: floor(t1), TTL: 8 * time.Second, ExpireTime: t0.Add(10 * time.Second)})
 	info := held("alice", g.Fence, 8*time.Second, t0.Add(10*time.Second), t1)
-	info.SessionID = id
+	info.SessionBound = true
 	e.wantLock(n, info)
 
 	e.advance(3 * time.Second)
@@ -433,7 +435,7 @@ func lockSessionBoundRenew(e *env) {
 	_, err := e.s.RenewLock(e.ctx, n, tok, time.Minute)
 	isErr(e, "RenewLock of a session-bound lock", err, store.ErrLockSessionBound)
 	info := held("alice", g.Fence, 10*time.Second, t0.Add(10*time.Second), t0)
-	info.SessionID = id
+	info.SessionBound = true
 	e.wantLock(n, info)
 }
 
@@ -446,7 +448,7 @@ func lockSessionBoundMaxHold(e *env) {
 	_, g := e.sessionLock(n, "alice", id, 6*time.Second)
 	e.wantGrant("grant", g, store.LockGrant{Acquired: true, Fence: floor(t1), TTL: 6 * time.Second, ExpireTime: t0.Add(8 * time.Second)})
 	info := held("alice", g.Fence, 6*time.Second, t0.Add(8*time.Second), t1)
-	info.SessionID = id
+	info.SessionBound = true
 	e.wantLock(n, info)
 	e.advance(3 * time.Second)
 	st := e.keepAlive(id, 10*time.Second)
@@ -473,9 +475,9 @@ func lockSessionBoundRelease(e *env) {
 	e.wantLock(n, store.LockInfo{})
 	st := e.keepAlive(id, 0)
 	wantLost(e, "keepalive after release", st.Lost, nil)
-	names, err := e.s.CloseSession(e.ctx, id)
+	names, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id})
 	noErr(e, "CloseSession", err)
-	eqStrings(e, "CloseSession names", names, nil)
+	eqStrings(e, "CloseSession names", releasedNames(names), nil)
 }
 
 // lockReleaseTellsHoldTime: a release reports how long the lock was held.
@@ -516,5 +518,44 @@ func lockSessionLockCap(e *env) {
 	g, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: over, Token: token.New(), TTL: time.Minute, SessionID: id, MaxSessionLocks: 3})
 	if err != nil || !g.Acquired {
 		e.Fatalf("a lock after one was released = %+v, %v; want acquired", g, err)
+	}
+}
+
+// lockSessionLockCapCountsReports: a loss report not yet acknowledged takes
+// a place under the cap, so that a session's reports stay bounded.
+func lockSessionLockCapCountsReports(e *env) {
+	id := e.session(time.Minute)
+	acquire := func(name string, maxHold time.Duration) error {
+		_, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: name, Token: token.New(), MaxHold: maxHold, SessionID: id, MaxSessionLocks: 2})
+		return err
+	}
+	noErr(e, "first lock", acquire(e.name("a"), time.Second))
+	noErr(e, "second lock", acquire(e.name("b"), 0))
+	e.advance(time.Second)
+	st := e.check(id)
+	wantLost(e, "check at a's max hold", st.Lost, []store.LostLock{{Name: e.name("a"), Fence: st.Lost[0].Fence, Reason: store.LostMaxHold}})
+	isErr(e, "a lock while a's report is unacknowledged", acquire(e.name("c"), 0), store.ErrTooManyLocks)
+	_, err := e.ackAll(id, st)
+	noErr(e, "acknowledge a", err)
+	noErr(e, "a lock once a's report was acknowledged", acquire(e.name("c"), 0))
+}
+
+// lockSessionAlreadyHolds: a session asking for a lock it holds gets
+// ErrAlreadyHeld at once, not a grant and not a wait for itself; the lock
+// is unchanged.
+func lockSessionAlreadyHolds(e *env) {
+	t0 := e.now()
+	id := e.session(time.Minute)
+	n := e.name("lock")
+	_, g := e.sessionLock(n, "alice", id, 0)
+	_, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: n, Token: token.New(), Owner: "alice", SessionID: id})
+	isErr(e, "AcquireLock of a lock the session holds", err, store.ErrAlreadyHeld)
+	info := held("alice", g.Fence, time.Minute, t0.Add(time.Minute), t0)
+	info.SessionBound = true
+	e.wantLock(n, info)
+	other := e.session(time.Minute)
+	g2 := e.acquire(store.AcquireLock{Name: n, Token: token.New(), Owner: "bob", SessionID: other})
+	if g2.Acquired {
+		e.Error("another session acquired a held lock")
 	}
 }

@@ -18,10 +18,14 @@ func sessionTests() []test {
 		{"CheckDoesNotRenew", sessCheckDoesNotRenew},
 		{"NamespaceCap", sessNamespaceCap},
 		{"ExpiryBoundary", sessExpiryBoundary},
-		{"ExpiredReportedOnce", sessExpiredReportedOnce},
+		{"ExpiredReportedUntilAcked", sessExpiredReportedUntilAcked},
 		{"ExpiredForgottenAfterGrace", sessExpiredForgottenAfterGrace},
 		{"KeepAliveNeverRevives", sessKeepAliveNeverRevives},
-		{"LostMaxHoldReportedOnce", sessLostMaxHoldReportedOnce},
+		{"LostMaxHoldReportedUntilAcked", sessLostMaxHoldReportedUntilAcked},
+		{"ResumeSupersedes", sessResumeSupersedes},
+		{"ResumeRepeatsReports", sessResumeRepeatsReports},
+		{"NextLoss", sessNextLoss},
+		{"CloseTellsHoldTime", sessCloseTellsHoldTime},
 		{"ReleasedNotLost", sessReleasedNotLost},
 		{"CloseReleases", sessCloseReleases},
 		{"CloseSkipsLostLocks", sessCloseSkipsLostLocks},
@@ -40,16 +44,26 @@ func (e *env) session(ttl time.Duration) string {
 
 func (e *env) keepAlive(id string, ttl time.Duration) store.SessionState {
 	e.Helper()
-	st, err := e.s.KeepAliveSession(e.ctx, id, ttl)
+	st, err := e.s.KeepAliveSession(e.ctx, store.SessionRef{ID: id}, ttl)
 	noErr(e, "KeepAliveSession", err)
 	return st
 }
 
 func (e *env) check(id string) store.SessionState {
 	e.Helper()
-	st, err := e.s.CheckSession(e.ctx, id)
+	st, err := e.s.CheckSession(e.ctx, store.SessionRef{ID: id})
 	noErr(e, "CheckSession", err)
 	return st
+}
+
+// ackAll is a check that acknowledges every report of st.
+func (e *env) ackAll(id string, st store.SessionState) (store.SessionState, error) {
+	e.Helper()
+	var ack uint64
+	for _, l := range st.Lost {
+		ack = max(ack, l.Seq)
+	}
+	return e.s.CheckSession(e.ctx, store.SessionRef{ID: id, Ack: ack})
 }
 
 // wantSession compares a session state; TTL and ExpireTime only for a live
@@ -63,10 +77,21 @@ func (e *env) wantSession(what string, got, want store.SessionState) {
 	wantLost(e, what, got.Lost, want.Lost)
 }
 
+// wantLost compares loss reports by name, fence and reason; their Seqs must
+// be distinct, positive and in order.
 func wantLost(e *env, what string, got, want []store.LostLock) {
 	e.Helper()
+	for i, l := range got {
+		if l.Seq == 0 || (i > 0 && l.Seq <= got[i-1].Seq) {
+			e.Errorf("%s: reports %+v: Seq must be positive and increasing", what, got)
+			break
+		}
+	}
 	sortLost := func(l []store.LostLock) []store.LostLock {
 		l = append([]store.LostLock(nil), l...)
+		for i := range l {
+			l[i].Seq = 0
+		}
 		sort.Slice(l, func(i, j int) bool { return l[i].Name < l[j].Name })
 		return l
 	}
@@ -79,11 +104,11 @@ func wantLost(e *env, what string, got, want []store.LostLock) {
 // wantGone checks that id is unknown to every session call.
 func (e *env) wantGone(what, id string) {
 	e.Helper()
-	_, err := e.s.KeepAliveSession(e.ctx, id, 0)
+	_, err := e.s.KeepAliveSession(e.ctx, store.SessionRef{ID: id}, 0)
 	isErr(e, what+": KeepAliveSession", err, store.ErrSessionNotFound)
-	_, err = e.s.CheckSession(e.ctx, id)
+	_, err = e.s.CheckSession(e.ctx, store.SessionRef{ID: id})
 	isErr(e, what+": CheckSession", err, store.ErrSessionNotFound)
-	_, err = e.s.CloseSession(e.ctx, id)
+	_, err = e.s.CloseSession(e.ctx, store.SessionRef{ID: id})
 	isErr(e, what+": CloseSession", err, store.ErrSessionNotFound)
 }
 
@@ -111,7 +136,7 @@ func sessKeepAliveRenews(e *env) {
 	lockAt := func(n string, g store.LockGrant, acquired time.Time, ttl time.Duration, expire time.Time) {
 		e.Helper()
 		info := held("alice", g.Fence, ttl, expire, acquired)
-		info.SessionID = id
+		info.SessionBound = true
 		e.wantLock(n, info)
 	}
 
@@ -142,13 +167,16 @@ func sessCheckDoesNotRenew(e *env) {
 	// TTL is what is left of the lease.
 	e.wantSession("check", e.check(id), store.SessionState{ID: id, TTL: time.Second, ExpireTime: t0.Add(10 * time.Second)})
 	info := held("alice", g.Fence, time.Second, t0.Add(10*time.Second), t0)
-	info.SessionID = id
+	info.SessionBound = true
 	e.wantLock(n, info)
 	e.advance(time.Second)
-	e.wantSession("check at expiry", e.check(id), store.SessionState{ID: id, Expired: true,
+	st := e.check(id)
+	e.wantSession("check at expiry", st, store.SessionState{ID: id, Expired: true,
 		Lost: []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
 	e.wantLock(n, store.LockInfo{})
-	e.wantGone("after the expiry was reported by CheckSession", id)
+	_, err := e.ackAll(id, st)
+	isErr(e, "a check that acknowledges the expiry's reports", err, store.ErrSessionNotFound)
+	e.wantGone("after the expiry was reported by CheckSession and acknowledged", id)
 }
 
 func sessExpiryBoundary(e *env) {
@@ -160,21 +188,36 @@ func sessExpiryBoundary(e *env) {
 	e.wantSession("keepalive at expiry", e.keepAlive(s2, 0), store.SessionState{ID: s2, Expired: true})
 }
 
-func sessExpiredReportedOnce(e *env) {
+// sessExpiredReportedUntilAcked: an expired session's report (Expired, and
+// every lock it had) comes with every call until one acknowledges it; then
+// the session is unknown.
+func sessExpiredReportedUntilAcked(e *env) {
 	id := e.session(10 * time.Second)
 	n1, n2 := e.name("l1"), e.name("l2")
 	_, g1 := e.sessionLock(n1, "alice", id, 0)
 	_, g2 := e.sessionLock(n2, "alice", id, time.Hour)
 	e.advance(15 * time.Second)
-	e.wantSession("keepalive after expiry", e.keepAlive(id, 10*time.Second), store.SessionState{ID: id, Expired: true, Lost: []store.LostLock{
+	want := store.SessionState{ID: id, Expired: true, Lost: []store.LostLock{
 		{Name: n1, Fence: g1.Fence, Reason: store.LostSessionExpired},
 		{Name: n2, Fence: g2.Fence, Reason: store.LostSessionExpired},
-	}})
-	e.wantGone("after the expiry was reported", id)
+	}}
+	first := e.keepAlive(id, 10*time.Second)
+	e.wantSession("keepalive after expiry", first, want)
+	// The reply was lost, or its send failed: the next call reports it
+	// again, with the same reports.
+	again := e.keepAlive(id, 10*time.Second)
+	e.wantSession("keepalive after an unacknowledged report", again, want)
+	if fmt.Sprint(again.Lost) != fmt.Sprint(first.Lost) {
+		e.Errorf("reports changed: %+v, then %+v", first.Lost, again.Lost)
+	}
+	e.wantSession("check after an unacknowledged report", e.check(id), want)
 	e.wantLock(n1, store.LockInfo{})
 	e.wantLock(n2, store.LockInfo{})
 	_, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: n1, Token: token.New(), Owner: "alice", SessionID: id})
-	isErr(e, "AcquireLock in the reported session", err, store.ErrSessionNotFound)
+	isErr(e, "AcquireLock in the expired session", err, store.ErrSessionNotFound)
+	_, err = e.ackAll(id, first)
+	isErr(e, "a call that acknowledges the reports", err, store.ErrSessionNotFound)
+	e.wantGone("after the expiry was reported and acknowledged", id)
 	e.lock(n1, "bob", time.Second)
 }
 
@@ -195,32 +238,137 @@ func sessKeepAliveNeverRevives(e *env) {
 	e.advance(10 * time.Second)
 	t1 := e.now()
 	_, gb := e.lock(n, "bob", 30*time.Second)
-	e.wantSession("keepalive after expiry", e.keepAlive(id, time.Minute), store.SessionState{ID: id, Expired: true,
+	st := e.keepAlive(id, time.Minute)
+	e.wantSession("keepalive after expiry", st, store.SessionState{ID: id, Expired: true,
 		Lost: []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
 	e.wantLock(n, held("bob", gb.Fence, 30*time.Second, t1.Add(30*time.Second), t1))
+	e.wantSession("keepalive again", e.keepAlive(id, time.Minute), store.SessionState{ID: id, Expired: true,
+		Lost: []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
+	if _, err := e.ackAll(id, st); !errors.Is(err, store.ErrSessionNotFound) {
+		e.Errorf("acknowledging the expiry: %v, want ErrSessionNotFound", err)
+	}
 	e.wantGone("after the expiry was reported", id)
 	e.wantLock(n, held("bob", gb.Fence, 30*time.Second, t1.Add(30*time.Second), t1))
 }
 
-func sessLostMaxHoldReportedOnce(e *env) {
+// sessLostMaxHoldReportedUntilAcked: a lock that reaches its max hold
+// leaves the session and is reported by every call until one acknowledges
+// the report.
+func sessLostMaxHoldReportedUntilAcked(e *env) {
 	id := e.session(10 * time.Second)
 	a, b, c := e.name("a"), e.name("b"), e.name("c")
 	_, ga := e.sessionLock(a, "alice", id, 3*time.Second)
 	_, gb := e.sessionLock(b, "alice", id, 6*time.Second)
 	_, gc := e.sessionLock(c, "alice", id, 0)
 	e.advance(3 * time.Second)
+	lostA := []store.LostLock{{Name: a, Fence: ga.Fence, Reason: store.LostMaxHold}}
 	st := e.check(id)
-	wantLost(e, "check at a's max hold", st.Lost, []store.LostLock{{Name: a, Fence: ga.Fence, Reason: store.LostMaxHold}})
-	wantLost(e, "keepalive after a was reported", e.keepAlive(id, 0).Lost, nil)
+	wantLost(e, "check at a's max hold", st.Lost, lostA)
 	e.wantLock(a, store.LockInfo{})
+	wantLost(e, "keepalive that acknowledges nothing", e.keepAlive(id, 0).Lost, lostA)
+	acked, err := e.s.KeepAliveSession(e.ctx, store.SessionRef{ID: id, Ack: st.Lost[0].Seq}, 0)
+	noErr(e, "keepalive that acknowledges a", err)
+	wantLost(e, "keepalive that acknowledges a", acked.Lost, nil)
 	e.advance(3 * time.Second)
-	wantLost(e, "keepalive at b's max hold", e.keepAlive(id, 0).Lost, []store.LostLock{{Name: b, Fence: gb.Fence, Reason: store.LostMaxHold}})
-	wantLost(e, "check after b was reported", e.check(id).Lost, nil)
-	wantLost(e, "keepalive after b was reported", e.keepAlive(id, 0).Lost, nil)
+	st = e.keepAlive(id, 0)
+	wantLost(e, "keepalive at b's max hold", st.Lost, []store.LostLock{{Name: b, Fence: gb.Fence, Reason: store.LostMaxHold}})
+	if len(st.Lost) == 1 && len(acked.Lost) == 0 && st.Lost[0].Seq <= 1 {
+		e.Errorf("b's report has Seq %d, want it after a's", st.Lost[0].Seq)
+	}
+	st, err = e.ackAll(id, st)
+	noErr(e, "check that acknowledges b", err)
+	wantLost(e, "check that acknowledges b", st.Lost, nil)
+	wantLost(e, "keepalive after b was acknowledged", e.keepAlive(id, 0).Lost, nil)
 	// a and b left the session's set: its expiry loses only c.
 	e.advance(10 * time.Second)
 	e.wantSession("keepalive after expiry", e.keepAlive(id, 0), store.SessionState{ID: id, Expired: true,
 		Lost: []store.LostLock{{Name: c, Fence: gc.Fence, Reason: store.LostSessionExpired}}})
+}
+
+// sessResumeSupersedes: ResumeSession moves the session to a new stream
+// epoch; calls naming the old one are ErrSuperseded and change nothing.
+func sessResumeSupersedes(e *env) {
+	t0 := e.now()
+	id := token.New()
+	st, err := e.s.CreateSession(e.ctx, id, 10*time.Second, 0)
+	noErr(e, "CreateSession", err)
+	eq(e, "CreateSession's stream", st.Stream, uint64(1))
+	n := e.name("lock")
+	_, g := e.sessionLock(n, "alice", id, 0)
+	e.advance(time.Second)
+	st, err = e.s.ResumeSession(e.ctx, id, 20*time.Second)
+	noErr(e, "ResumeSession", err)
+	eq(e, "ResumeSession's stream", st.Stream, uint64(2))
+	e.wantSession("resume", st, store.SessionState{ID: id, Stream: 2, TTL: 20 * time.Second, ExpireTime: t0.Add(21 * time.Second)})
+	old := store.SessionRef{ID: id, Stream: 1}
+	_, err = e.s.KeepAliveSession(e.ctx, old, time.Minute)
+	isErr(e, "KeepAliveSession on the old stream", err, store.ErrSuperseded)
+	_, err = e.s.CheckSession(e.ctx, old)
+	isErr(e, "CheckSession on the old stream", err, store.ErrSuperseded)
+	_, err = e.s.CloseSession(e.ctx, old)
+	isErr(e, "CloseSession on the old stream", err, store.ErrSuperseded)
+	info := held("alice", g.Fence, 20*time.Second, t0.Add(21*time.Second), t0)
+	info.SessionBound = true
+	e.wantLock(n, info)
+	cur := store.SessionRef{ID: id, Stream: 2}
+	st, err = e.s.KeepAliveSession(e.ctx, cur, 0)
+	noErr(e, "KeepAliveSession on the new stream", err)
+	e.wantSession("keepalive on the new stream", st, store.SessionState{ID: id, Stream: 2, TTL: 20 * time.Second, ExpireTime: t0.Add(21 * time.Second)})
+	released, err := e.s.CloseSession(e.ctx, cur)
+	noErr(e, "CloseSession on the new stream", err)
+	eqStrings(e, "CloseSession names", releasedNames(released), []string{n})
+	e.wantGone("after CloseSession", id)
+}
+
+// sessResumeRepeatsReports: a report sent to a stream that broke before
+// acknowledging it comes again on the stream that resumes the session.
+func sessResumeRepeatsReports(e *env) {
+	id := e.session(10 * time.Second)
+	n := e.name("lock")
+	_, g := e.sessionLock(n, "alice", id, time.Second)
+	e.advance(time.Second)
+	lost := []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostMaxHold}}
+	wantLost(e, "check at the max hold", e.check(id).Lost, lost)
+	st, err := e.s.ResumeSession(e.ctx, id, 0)
+	noErr(e, "ResumeSession", err)
+	wantLost(e, "resume", st.Lost, lost)
+	st, err = e.s.KeepAliveSession(e.ctx, store.SessionRef{ID: id, Stream: st.Stream, Ack: st.Lost[len(st.Lost)-1].Seq}, 0)
+	noErr(e, "keepalive that acknowledges", err)
+	wantLost(e, "keepalive that acknowledges", st.Lost, nil)
+}
+
+// sessNextLoss: a state tells when the session's next lock reaches its max
+// hold before the session's deadline.
+func sessNextLoss(e *env) {
+	t0 := e.now()
+	id := e.session(10 * time.Second)
+	if st := e.check(id); !st.NextLoss.IsZero() {
+		e.Errorf("NextLoss with no locks = %v, want zero", st.NextLoss)
+	}
+	e.sessionLock(e.name("a"), "alice", id, 20*time.Second) // after the deadline
+	if st := e.check(id); !st.NextLoss.IsZero() {
+		e.Errorf("NextLoss with a max hold after the deadline = %v, want zero", st.NextLoss)
+	}
+	e.sessionLock(e.name("b"), "alice", id, 5*time.Second)
+	e.sessionLock(e.name("c"), "alice", id, 3*time.Second)
+	eqTime(e, "NextLoss", e.keepAlive(id, 0).NextLoss, t0.Add(3*time.Second))
+}
+
+// sessCloseTellsHoldTime: CloseSession says how long each lock was held.
+func sessCloseTellsHoldTime(e *env) {
+	id := e.session(10 * time.Second)
+	a, b := e.name("a"), e.name("b")
+	e.sessionLock(a, "alice", id, 0)
+	e.advance(2 * time.Second)
+	e.sessionLock(b, "alice", id, 0)
+	e.keepAlive(id, 0)
+	e.advance(time.Second)
+	released, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id})
+	noErr(e, "CloseSession", err)
+	sort.Slice(released, func(i, j int) bool { return released[i].Name < released[j].Name })
+	if fmt.Sprint(released) != fmt.Sprint([]store.ReleasedLock{{Name: a, Held: 3 * time.Second}, {Name: b, Held: time.Second}}) {
+		e.Errorf("CloseSession = %+v, want a held 3s and b 1s", released)
+	}
 }
 
 func sessReleasedNotLost(e *env) {
@@ -247,9 +395,9 @@ func sessCloseReleases(e *env) {
 	_, gc := e.lock(c, "carol", time.Minute)
 	sub := e.subscribe(store.LockTopic(a))
 	drain(sub)
-	names, err := e.s.CloseSession(e.ctx, id)
+	names, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id})
 	noErr(e, "CloseSession", err)
-	eqStrings(e, "CloseSession names", names, []string{a, b})
+	eqStrings(e, "CloseSession names", releasedNames(names), []string{a, b})
 	e.wantWake(sub, "LockTopic after CloseSession")
 	e.wantLock(a, store.LockInfo{})
 	e.wantLock(b, store.LockInfo{})
@@ -270,9 +418,9 @@ func sessCloseSkipsLostLocks(e *env) {
 	e.advance(3 * time.Second)
 	t1 := e.now()
 	_, ga := e.lock(a, "bob", time.Minute)
-	names, err := e.s.CloseSession(e.ctx, id)
+	names, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id})
 	noErr(e, "CloseSession", err)
-	eqStrings(e, "CloseSession names", names, []string{c})
+	eqStrings(e, "CloseSession names", releasedNames(names), []string{c})
 	e.wantLock(a, held("bob", ga.Fence, time.Minute, t1.Add(time.Minute), t1))
 	e.wantLock(c, store.LockInfo{})
 }
@@ -284,9 +432,9 @@ func sessCloseExpired(e *env) {
 	e.advance(10 * time.Second)
 	t1 := e.now()
 	_, g := e.lock(n, "bob", time.Minute)
-	names, err := e.s.CloseSession(e.ctx, id)
+	names, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id})
 	noErr(e, "CloseSession of an expired session", err)
-	eqStrings(e, "CloseSession names", names, nil)
+	eqStrings(e, "CloseSession names", releasedNames(names), nil)
 	e.wantLock(n, held("bob", g.Fence, time.Minute, t1.Add(time.Minute), t1))
 	e.wantGone("after CloseSession of an expired session", id)
 }
@@ -313,7 +461,7 @@ func sessNamespaceCap(e *env) {
 	e.advance(time.Second) // a expires
 	_, err = create(ns, time.Minute)
 	noErr(e, "a session after one expired", err)
-	if _, err := e.s.CloseSession(e.ctx, b); err != nil {
+	if _, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: b}); err != nil {
 		e.Fatal(err)
 	}
 	_, err = create(ns, time.Minute)
@@ -321,4 +469,19 @@ func sessNamespaceCap(e *env) {
 	if _, err := create(ns, time.Minute); !errors.Is(err, store.ErrTooManySessions) {
 		e.Fatalf("over the cap again = %v, want ErrTooManySessions", err)
 	}
+}
+
+func releasedNames(r []store.ReleasedLock) []string {
+	names, _ := ReleasedNames(r, nil)
+	return names
+}
+
+// ReleasedNames returns the names of the locks CloseSession released, for
+// tests: ReleasedNames(s.CloseSession(ctx, ref)).
+func ReleasedNames(r []store.ReleasedLock, err error) ([]string, error) {
+	var names []string
+	for _, l := range r {
+		names = append(names, l.Name)
+	}
+	return names, err
 }

@@ -44,7 +44,8 @@ type LockRequest struct {
 	Wait *durationpb.Duration `protobuf:"bytes,3,opt,name=wait" json:"wait,omitempty"`
 	// Binds the lock to a live session (see SessionService.KeepAlive): the
 	// session's keepalives renew the lock, and the lock is released when the
-	// session ends or expires. Empty means a plain lease.
+	// session ends or expires. Empty means a plain lease. A secret: whoever
+	// has it can act for the session; no RPC returns it to anyone else.
 	SessionId string `protobuf:"bytes,4,opt,name=session_id,json=sessionId" json:"session_id,omitempty"`
 	// A label for the holder, shown to others by GetLock and by a contended
 	// Lock; at most 256 bytes, no control characters. Not a secret.
@@ -514,12 +515,13 @@ type GetLockResponse struct {
 	Fence uint64 `protobuf:"varint,3,opt,name=fence" json:"fence,omitempty"`
 	// How long the holder's lease has left.
 	Ttl *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl" json:"ttl,omitempty"`
-	// The session the lock is bound to, if any.
-	SessionId string `protobuf:"bytes,5,opt,name=session_id,json=sessionId" json:"session_id,omitempty"`
 	// When the holder's lease ends, by the store's clock.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime" json:"expire_time,omitempty"`
 	// When the holder acquired the lock, by the store's clock.
-	AcquireTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=acquire_time,json=acquireTime" json:"acquire_time,omitempty"`
+	AcquireTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=acquire_time,json=acquireTime" json:"acquire_time,omitempty"`
+	// Whether the lock is bound to a session (its lease follows the session's
+	// heartbeats), rather than a lease renewed by its token.
+	SessionBound  bool `protobuf:"varint,8,opt,name=session_bound,json=sessionBound" json:"session_bound,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -582,13 +584,6 @@ func (x *GetLockResponse) GetTtl() *durationpb.Duration {
 	return nil
 }
 
-func (x *GetLockResponse) GetSessionId() string {
-	if x != nil {
-		return x.SessionId
-	}
-	return ""
-}
-
 func (x *GetLockResponse) GetExpireTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpireTime
@@ -601,6 +596,13 @@ func (x *GetLockResponse) GetAcquireTime() *timestamppb.Timestamp {
 		return x.AcquireTime
 	}
 	return nil
+}
+
+func (x *GetLockResponse) GetSessionBound() bool {
+	if x != nil {
+		return x.SessionBound
+	}
+	return false
 }
 
 var File_coord_v1_lock_proto protoreflect.FileDescriptor
@@ -639,17 +641,17 @@ const file_coord_v1_lock_proto_rawDesc = "" +
 	"\x0fReleaseResponse\x12\x1a\n" +
 	"\breleased\x18\x01 \x01(\bR\breleased\"$\n" +
 	"\x0eGetLockRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x99\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xb1\x02\n" +
 	"\x0fGetLockResponse\x12\x12\n" +
 	"\x04held\x18\x01 \x01(\bR\x04held\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12+\n" +
-	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1d\n" +
-	"\n" +
-	"session_id\x18\x05 \x01(\tR\tsessionId\x12;\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12;\n" +
 	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12=\n" +
-	"\facquire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime2\xfe\x01\n" +
+	"\facquire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\x12#\n" +
+	"\rsession_bound\x18\b \x01(\bR\fsessionBoundJ\x04\b\x05\x10\x06R\n" +
+	"session_id2\xfe\x01\n" +
 	"\vLockService\x125\n" +
 	"\x04Lock\x12\x15.coord.v1.LockRequest\x1a\x16.coord.v1.LockResponse\x128\n" +
 	"\x05Renew\x12\x16.coord.v1.RenewRequest\x1a\x17.coord.v1.RenewResponse\x12>\n" +

@@ -55,10 +55,14 @@ type LockServiceClient interface {
 	//
 	// Retry: a retried Lock is a new acquisition attempt with a new token.
 	// Uncertain outcome: UNAVAILABLE means the lock may or may not have been
-	// granted; the server has tried to release whatever it may have taken, and
-	// the lease, if any, ends by itself at its TTL.
+	// granted; the server releases whatever it may have taken (retrying in the
+	// background while the store is unreachable), and the lease, if any, ends
+	// by itself at its TTL. A session-bound grant whose outcome was uncertain
+	// is never renewed by the session's keepalives: it ends at the deadline it
+	// was granted with, and the session reports it lost (GONE).
 	// FAILED_PRECONDITION reason SESSION_NOT_FOUND: session_id names no live
-	// session.
+	// session. FAILED_PRECONDITION reason ALREADY_HELD: the session named by
+	// session_id already holds name (answered at once, even with wait).
 	Lock(ctx context.Context, in *LockRequest, opts ...grpc.CallOption) (*LockResponse, error)
 	// Renew extends the lease of a lock held by token to ttl from now, never
 	// beyond the lock's max_hold.
@@ -153,10 +157,14 @@ type LockServiceServer interface {
 	//
 	// Retry: a retried Lock is a new acquisition attempt with a new token.
 	// Uncertain outcome: UNAVAILABLE means the lock may or may not have been
-	// granted; the server has tried to release whatever it may have taken, and
-	// the lease, if any, ends by itself at its TTL.
+	// granted; the server releases whatever it may have taken (retrying in the
+	// background while the store is unreachable), and the lease, if any, ends
+	// by itself at its TTL. A session-bound grant whose outcome was uncertain
+	// is never renewed by the session's keepalives: it ends at the deadline it
+	// was granted with, and the session reports it lost (GONE).
 	// FAILED_PRECONDITION reason SESSION_NOT_FOUND: session_id names no live
-	// session.
+	// session. FAILED_PRECONDITION reason ALREADY_HELD: the session named by
+	// session_id already holds name (answered at once, even with wait).
 	Lock(context.Context, *LockRequest) (*LockResponse, error)
 	// Renew extends the lease of a lock held by token to ttl from now, never
 	// beyond the lock's max_hold.

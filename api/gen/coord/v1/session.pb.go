@@ -39,7 +39,8 @@ const (
 	// The session expired.
 	LockLossReason_LOCK_LOSS_REASON_SESSION_EXPIRED LockLossReason = 2
 	// The lock is gone or held by someone else (for example after the store
-	// lost data in a failover).
+	// lost data in a failover, or a grant whose outcome was reported
+	// uncertain and that was never confirmed).
 	LockLossReason_LOCK_LOSS_REASON_GONE LockLossReason = 3
 )
 
@@ -219,11 +220,14 @@ type KeepAliveResponse struct {
 	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl" json:"ttl,omitempty"`
 	// When the session ends unless renewed, by the store's clock.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime" json:"expire_time,omitempty"`
-	// Locks of this session lost since the previous response, each reported
-	// once.
+	// Locks of this session it lost and no later heartbeat has acknowledged
+	// yet (see KeepAlive): a report may come more than once.
 	LostLocks []*LostLock `protobuf:"bytes,4,rep,name=lost_locks,json=lostLocks" json:"lost_locks,omitempty"`
 	// The session has expired; the server ends the stream after this response.
-	Expired       bool `protobuf:"varint,5,opt,name=expired" json:"expired,omitempty"`
+	Expired bool `protobuf:"varint,5,opt,name=expired" json:"expired,omitempty"`
+	// Another stream resumed the session: this stream no longer speaks for
+	// it, and the server ends it after this response.
+	Superseded    bool `protobuf:"varint,6,opt,name=superseded" json:"superseded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +297,13 @@ func (x *KeepAliveResponse) GetExpired() bool {
 	return false
 }
 
+func (x *KeepAliveResponse) GetSuperseded() bool {
+	if x != nil {
+		return x.Superseded
+	}
+	return false
+}
+
 var File_coord_v1_session_proto protoreflect.FileDescriptor
 
 const file_coord_v1_session_proto_rawDesc = "" +
@@ -305,7 +316,7 @@ const file_coord_v1_session_proto_rawDesc = "" +
 	"\bLostLock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x18.coord.v1.LockLossReasonR\x06reason\x12\x14\n" +
-	"\x05fence\x18\x03 \x01(\x04R\x05fence\"\xe9\x01\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\"\x89\x02\n" +
 	"\x11KeepAliveResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
@@ -314,7 +325,10 @@ const file_coord_v1_session_proto_rawDesc = "" +
 	"expireTime\x121\n" +
 	"\n" +
 	"lost_locks\x18\x04 \x03(\v2\x12.coord.v1.LostLockR\tlostLocks\x12\x18\n" +
-	"\aexpired\x18\x05 \x01(\bR\aexpired*\x92\x01\n" +
+	"\aexpired\x18\x05 \x01(\bR\aexpired\x12\x1e\n" +
+	"\n" +
+	"superseded\x18\x06 \x01(\bR\n" +
+	"superseded*\x92\x01\n" +
 	"\x0eLockLossReason\x12 \n" +
 	"\x1cLOCK_LOSS_REASON_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19LOCK_LOSS_REASON_MAX_HOLD\x10\x01\x12$\n" +

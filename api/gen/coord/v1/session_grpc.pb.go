@@ -51,10 +51,27 @@ type SessionServiceClient interface {
 	//   - The session expires: the server sends a response with expired=true and
 	//     every lock it lost, then ends the stream with FAILED_PRECONDITION reason
 	//     SESSION_NOT_FOUND. An expired session is never revived.
+	//   - Another stream resumes the session: this one is superseded. At its
+	//     next heartbeat, or at the latest when its view of the lease would
+	//     end, it receives a final response with superseded=true and ends with
+	//     FAILED_PRECONDITION reason SESSION_SUPERSEDED. Nothing it sends after
+	//     the resume, a half-close included, affects the session.
+	//   - The API key the stream was opened with is revoked (config reload):
+	//     the stream ends with UNAUTHENTICATED; the session lapses at its TTL.
+	//
+	// The session ID is a secret, like a lock token: whoever has it can renew,
+	// resume, bind locks to, or end the session. Only this stream's responses
+	// carry it; no other RPC returns it and coordd never logs it.
 	//
 	// A response lists in lost_locks every lock of the session that is no
-	// longer held (max_hold reached, or the store lost it), once; a client
-	// never has to guess whether it still holds a lock.
+	// longer held (max_hold reached, the store lost it, or a grant whose
+	// outcome was uncertain), so that a client never has to guess whether it
+	// still holds a lock. Reports are at least once: a report stays in every
+	// response until a later heartbeat on the same stream arrives after the
+	// response that carried it; a resumed session gets its unacknowledged
+	// reports again. A client must treat a repeated report (same name and
+	// fence) as one. A lock that reaches its max_hold is reported when it
+	// does, without waiting for a heartbeat.
 	//
 	// Resuming an unknown or expired session is FAILED_PRECONDITION reason
 	// SESSION_NOT_FOUND. UNAVAILABLE (store unreachable, or the instance is
@@ -108,10 +125,27 @@ type SessionServiceServer interface {
 	//   - The session expires: the server sends a response with expired=true and
 	//     every lock it lost, then ends the stream with FAILED_PRECONDITION reason
 	//     SESSION_NOT_FOUND. An expired session is never revived.
+	//   - Another stream resumes the session: this one is superseded. At its
+	//     next heartbeat, or at the latest when its view of the lease would
+	//     end, it receives a final response with superseded=true and ends with
+	//     FAILED_PRECONDITION reason SESSION_SUPERSEDED. Nothing it sends after
+	//     the resume, a half-close included, affects the session.
+	//   - The API key the stream was opened with is revoked (config reload):
+	//     the stream ends with UNAUTHENTICATED; the session lapses at its TTL.
+	//
+	// The session ID is a secret, like a lock token: whoever has it can renew,
+	// resume, bind locks to, or end the session. Only this stream's responses
+	// carry it; no other RPC returns it and coordd never logs it.
 	//
 	// A response lists in lost_locks every lock of the session that is no
-	// longer held (max_hold reached, or the store lost it), once; a client
-	// never has to guess whether it still holds a lock.
+	// longer held (max_hold reached, the store lost it, or a grant whose
+	// outcome was uncertain), so that a client never has to guess whether it
+	// still holds a lock. Reports are at least once: a report stays in every
+	// response until a later heartbeat on the same stream arrives after the
+	// response that carried it; a resumed session gets its unacknowledged
+	// reports again. A client must treat a repeated report (same name and
+	// fence) as one. A lock that reaches its max_hold is reported when it
+	// does, without waiting for a heartbeat.
 	//
 	// Resuming an unknown or expired session is FAILED_PRECONDITION reason
 	// SESSION_NOT_FOUND. UNAVAILABLE (store unreachable, or the instance is

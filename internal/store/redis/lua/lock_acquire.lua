@@ -5,9 +5,11 @@
 -- ARGV[7]: session ID ("" for a plain lease)
 -- ARGV[8]: the session's deadline µs (with a session)
 -- Returns {1, fence, deadline, now} granted; {0, holder owner, holder deadline, now}
--- held; {-1} the session's deadline has passed.
-local cur = redis.call('HMGET', KEYS[1], 'own', 'dl')
+-- held; {-1} the session's deadline has passed; {-2} the session already
+-- holds it.
+local cur = redis.call('HMGET', KEYS[1], 'own', 'dl', 'ses')
 if cur[2] and tonumber(cur[2]) > now then
+  if ARGV[7] ~= '' and cur[3] == ARGV[7] then return {-2} end
   return {0, cur[1], tonumber(cur[2]), now}
 end
 local hold = 0

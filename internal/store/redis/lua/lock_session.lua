@@ -7,16 +7,18 @@
 --          harmless), "check", or "drop" (delete it if it is still the
 --          session's)
 -- ARGV[6]: the lock's wake-up channel
--- Returns 1 if the session holds the lock live (for "drop": held it), else 0.
-local cur = redis.call('HMGET', KEYS[1], 'tok', 'dl', 'hold')
+-- Returns 1 if the session holds the lock live, else 0; for "drop", {1, µs
+-- it was held} if it held it live, else {0}.
+local cur = redis.call('HMGET', KEYS[1], 'tok', 'dl', 'hold', 'acq')
+if ARGV[5] == 'drop' then
+  if cur[1] ~= ARGV[3] then return {0} end
+  redis.call('DEL', KEYS[1])
+  if tonumber(cur[2]) <= now then return {0} end
+  redis.call('SPUBLISH', ARGV[6], '')
+  return {1, now - tonumber(cur[4])}
+end
 if cur[1] ~= ARGV[3] then return 0 end
 local live = tonumber(cur[2]) > now
-if ARGV[5] == 'drop' then
-  redis.call('DEL', KEYS[1])
-  if live then redis.call('SPUBLISH', ARGV[6], '') end
-  if live then return 1 end
-  return 0
-end
 if not live then return 0 end
 if ARGV[5] == 'renew' then
   local deadline = tonumber(ARGV[4])

@@ -29,3 +29,9 @@ local function expireAt(key, deadline)
     redis.call('DEL', key)
   end
 end
+-- Loss reasons, as store.LossReason.
+local lostMaxHold, lostExpired, lostGone = 1, 2, 3
+-- A session's loss report (decoded by decodeReport in codec.go).
+local function lossReport(reason, fence, name)
+  return s(reason) .. ' ' .. fence .. ' ' .. name
+end

@@ -2,23 +2,27 @@
 -- be finished by a retry: "begin" marks the session closing (from then on it
 -- is no session: no keepalive, no new lock) and lists its locks, for the
 -- caller to release; "finish", once they are released, deletes it.
--- KEYS[1]: the session  KEYS[2]: its lock set
+-- KEYS[1]: the session  KEYS[2]: its lock set  KEYS[3]: its loss reports
 -- ARGV[3]: "begin" or "finish"  ARGV[4]: grace µs
--- Returns, for "begin": {-1} unknown; {0} it had expired (forgotten now,
--- nothing to release); {1, indexed, name, entry, ...} closing, with its lock
+-- ARGV[5]: the caller's stream epoch (0: none)
+-- Returns, for "begin": {-1} unknown; {-3} the caller's stream was
+-- superseded (nothing changes); {0} it had expired (forgotten now, nothing
+-- to release); {1, indexed, name, entry, ...} closing, with its lock
 -- entries (again, if a close began before). For "finish": 1.
 if ARGV[3] == 'finish' then
-  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   return 1
 end
-local cur = redis.call('HMGET', KEYS[1], 'dl', 'ix', 'closing')
+local cur = redis.call('HMGET', KEYS[1], 'dl', 'ix', 'closing', 'gen')
 local deadline = tonumber(cur[1] or '-1')
 if deadline < 0 or deadline + tonumber(ARGV[4]) <= now then
-  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   return {-1}
 end
+local stream = tonumber(ARGV[5])
+if not cur[3] and stream ~= 0 and stream ~= tonumber(cur[4] or '1') then return {-3} end
 if deadline <= now and not cur[3] then
-  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   return {0}
 end
 redis.call('HSET', KEYS[1], 'closing', '1')

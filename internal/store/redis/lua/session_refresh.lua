@@ -1,39 +1,78 @@
--- Renews or checks a session, or reports it expired.
--- KEYS[1]: the session  KEYS[2]: its lock set
--- ARGV[3]: "renew" or "check"  ARGV[4]: new ttl µs (0: keep the current one)
--- ARGV[5]: grace µs
--- Returns {-1} unknown (or expired longer than the grace ago); {-2} closing
--- (a close began and did not finish: the caller finishes it);
--- {0, deadline, now, indexed, name, entry, ...} expired: the session and its
--- set are deleted and its lock entries returned (once);
--- {1, deadline, now, indexed, name, entry, ...} live, renewed if asked.
--- indexed is "1" if the session is in its namespace's index.
-local cur = redis.call('HMGET', KEYS[1], 'ttl', 'dl', 'ix', 'closing')
+-- Renews, checks or resumes a session, or reports it expired.
+-- KEYS[1]: the session  KEYS[2]: its lock set  KEYS[3]: its loss reports
+-- ARGV[3]: "renew", "check" or "resume" (renew on a new stream: the stream
+--          epoch goes up by one)
+-- ARGV[4]: new ttl µs (0: keep the current one)  ARGV[5]: grace µs
+-- ARGV[6]: the caller's stream epoch (0: none)
+-- ARGV[7]: acknowledged: forget the reports whose seq is at most this
+-- ARGV[8]: the session's wake-up channel (a resume wakes the old stream)
+-- Returns {-1} unknown (or expired longer than the grace ago, or expired and
+-- every report acknowledged: forgotten now); {-2} closing (a close began
+-- and did not finish: the caller finishes it); {-3} the caller's stream was
+-- superseded; else
+-- {code, deadline, now, indexed, epoch, n, seq, report, ... (n pairs), name, entry, ...}
+-- with code 0 expired (its locks became reports, once; nothing is renewed)
+-- or 1 live (renewed unless "check"), the unacknowledged reports, and the
+-- lock entries left in the set. indexed is "1" if the session is in its
+-- namespace's index. The set and the reports are bounded by the session's
+-- lock cap (session_add_lock.lua counts both).
+local cur = redis.call('HMGET', KEYS[1], 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq')
 if not cur[2] then return {-1} end
 if cur[4] then return {-2} end
+local epoch = tonumber(cur[5] or '1')
+local stream = tonumber(ARGV[6])
+if ARGV[3] ~= 'resume' and stream ~= 0 and stream ~= epoch then return {-3} end
 local deadline = tonumber(cur[2])
 local grace = tonumber(ARGV[5])
 if deadline + grace <= now then
-  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
   return {-1}
 end
-local out = {1, deadline, now, cur[3] or ''}
-if deadline <= now then
-  out[1] = 0
-  local entries = redis.call('HGETALL', KEYS[2])
-  for i = 1, #entries do out[#out + 1] = entries[i] end
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return out
+local ack = tonumber(ARGV[7])
+if ack > 0 then
+  local seqs = redis.call('HKEYS', KEYS[3])
+  for i = 1, #seqs do
+    if tonumber(seqs[i]) <= ack then redis.call('HDEL', KEYS[3], seqs[i]) end
+  end
 end
-if ARGV[3] == 'renew' then
+local code = 1
+if deadline <= now then
+  code = 0
+  local seq = tonumber(cur[6] or '0')
+  local entries = redis.call('HGETALL', KEYS[2])
+  for i = 1, #entries, 2 do
+    local fence, hold = string.match(entries[i + 1], '^%S+ (%d+) (%d+)')
+    local reason = lostExpired
+    if tonumber(hold) > 0 and tonumber(hold) <= deadline then reason = lostMaxHold end
+    seq = seq + 1
+    redis.call('HSET', KEYS[3], s(seq), lossReport(reason, fence, entries[i]))
+  end
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'seq', s(seq))
+  expireAt(KEYS[3], deadline + grace)
+  if ack > 0 and redis.call('HLEN', KEYS[3]) == 0 then
+    redis.call('DEL', KEYS[1], KEYS[3])
+    return {-1}
+  end
+elseif ARGV[3] ~= 'check' then
+  if ARGV[3] == 'resume' then
+    epoch = epoch + 1
+    redis.call('HSET', KEYS[1], 'gen', s(epoch))
+    redis.call('SPUBLISH', ARGV[8], '')
+  end
   local ttl = tonumber(ARGV[4])
   if ttl <= 0 then ttl = tonumber(cur[1]) end
   deadline = math.max(deadline, now + ttl) -- never shortened
-  out[2] = deadline
   redis.call('HSET', KEYS[1], 'ttl', s(ttl), 'dl', s(deadline))
   expireAt(KEYS[1], deadline + grace)
   expireAt(KEYS[2], deadline + grace)
+  expireAt(KEYS[3], deadline + grace)
 end
-local entries = redis.call('HGETALL', KEYS[2])
-for i = 1, #entries do out[#out + 1] = entries[i] end
+local reports = redis.call('HGETALL', KEYS[3])
+local out = {code, deadline, now, cur[3] or '', epoch, #reports / 2}
+for i = 1, #reports do out[#out + 1] = reports[i] end
+if code == 1 then
+  local entries = redis.call('HGETALL', KEYS[2])
+  for i = 1, #entries do out[#out + 1] = entries[i] end
+end
 return out
