@@ -1018,3 +1018,27 @@ func TestRegressionSubscribeAfterClose(t *testing.T) {
 		t.Errorf("waiter.Wait without wake-ups = %v after %d tries in %v; want done on the second, about %v later", err, tries, took, waiter.PollWithoutWakeups)
 	}
 }
+
+// TestSessionIndexExpiresWithItsSessions: a namespace's session index (kept
+// for session.max_per_namespace) lives as long as its latest session's
+// deadline, so the index of a namespace that went idle does not stay in
+// Redis forever. (Before, the index had no TTL.)
+func TestSessionIndexExpiresWithItsSessions(t *testing.T) {
+	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Options{})
+	ctx := context.Background()
+	ns := "idle" + strings.ToLower(token.New()[:8])
+	sid := ns + ":" + token.New()
+	if _, err := s.CreateSession(ctx, sid, 10*time.Second, 5); err != nil {
+		t.Fatal(err)
+	}
+	idx := s.keys.sessionIndex(ns)
+	if ttl, err := c.PTTL(ctx, idx).Result(); err != nil || ttl <= 0 || ttl > 11*time.Second {
+		t.Fatalf("the index's TTL after admitting a 10s session = %v, %v; want at most its deadline", ttl, err)
+	}
+	if _, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := c.PTTL(ctx, idx).Result(); err != nil || ttl <= 30*time.Second || ttl > 61*time.Second {
+		t.Fatalf("the index's TTL after renewing the session to 1m = %v, %v; want about 1m", ttl, err)
+	}
+}
