@@ -19,7 +19,8 @@
 // happened.
 //
 // Wake-ups travel by sharded pub/sub: scripts SPUBLISH on the object's shard
-// channel, and every coordd instance with a waiter SSUBSCRIBEs to it.
+// channel, and every coordd instance with a waiter SSUBSCRIBEs to it, on the
+// one pub/sub connection it keeps to that channel's node (pubsub.go).
 package redis
 
 import (
