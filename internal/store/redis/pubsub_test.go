@@ -328,3 +328,111 @@ func TestPubSubWakesAfterReconnect(t *testing.T) {
 		}
 	}
 }
+
+// TestPubSubFrozenNodeRecovers: a node that stops answering (SIGSTOP) is
+// noticed by the ping of its quiet pub/sub connection, and once it answers
+// again its waiters are subscribed again and woken.
+func TestPubSubFrozenNodeRecovers(t *testing.T) {
+	defer rgCloseAdmins()
+	srv := redistest.StartStandalone(t)
+	c := coorddClient(t, []string{srv.Addr()}, 300*time.Millisecond)
+	ctx := context.Background()
+	s, err := New(ctx, Options{Client: c, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	topic := store.LockTopic("ns:L")
+	sub, err := s.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	resume := freeze(t, srv.Addr())
+	time.Sleep(3 * nodePing) // the ping goes unanswered; reconnections fail
+	resume()
+	if !woken(sub) {
+		t.Fatal("the waiter was not woken once the frozen node answered again")
+	}
+	if err := eventually(10*time.Second, func() error {
+		rgDrain(sub)
+		if err := c.SPublish(ctx, s.keys.channel(topic), "x").Err(); err != nil {
+			return err
+		}
+		select {
+		case <-sub.C():
+			return nil
+		case <-time.After(time.Second):
+			return errors.New("a message did not wake the waiter")
+		}
+	}); err != nil {
+		t.Fatalf("after the node answered again: %v", err)
+	}
+}
+
+// TestPubSubChurn: waiters come and go on a few topics from many
+// goroutines; every waiter present is woken by its topic's message, and
+// once all have gone no channel is subscribed.
+func TestPubSubChurn(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) {
+		c := goredis.NewClient(&goredis.Options{Addr: redistest.Standalone(t)})
+		t.Cleanup(func() { _ = c.Close() })
+		churn(t, c)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: redistest.Cluster(t)})
+		t.Cleanup(func() { _ = cc.Close() })
+		churn(t, cc)
+	})
+}
+
+func churn(t *testing.T, c goredis.UniversalClient) {
+	ctx := context.Background()
+	s, err := New(ctx, Options{Client: c, Prefix: "ps" + token.New()[:12], Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	topics := make([]string, 6)
+	for i := range topics {
+		topics[i] = store.LockTopic("ns:C" + strconv.Itoa(i))
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				topic := topics[(g+i)%len(topics)]
+				sub, err := s.Subscribe(ctx, topic)
+				if err != nil {
+					t.Errorf("Subscribe: %v", err)
+					return
+				}
+				if i%4 == 0 {
+					rgDrain(sub)
+					if err := c.SPublish(ctx, s.keys.channel(topic), "x").Err(); err != nil {
+						t.Error(err)
+					} else if !woken(sub) {
+						t.Errorf("a waiter on %s was not woken by its message", topic)
+					}
+				}
+				sub.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if err := eventually(10*time.Second, func() error {
+		for i, topic := range topics {
+			if k := shardSubscribers(t, c, s.keys.channel(topic)); k != 0 {
+				return fmt.Errorf("topic %d's channel still has %d subscribers", i, k)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("after every waiter left: %v; want each channel unsubscribed", err)
+	}
+}
