@@ -41,8 +41,9 @@ type batcher struct {
 
 	mu     sync.Mutex
 	queues map[string]*batchQueue // by node address ("" for a single Redis)
+	closed bool                   // under mu: no new drainer goroutine
 
-	wg sync.WaitGroup // drainers
+	wg sync.WaitGroup // drainers, added under mu while not closed
 
 	batches, scripts, withdrawn atomic.Int64
 }
@@ -79,9 +80,15 @@ func (b *batcher) run(ctx context.Context, key string, cmd noRetry) error {
 	lead := !q.busy
 	q.busy = true
 	q.mu.Unlock()
-	if lead {
-		if b.flush(q) {
+	if lead && b.flush(q) {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			for b.flush(q) { // the store is closing: drain here
+			}
+		} else {
 			b.wg.Add(1)
+			b.mu.Unlock()
 			go b.drain(q)
 		}
 	}
@@ -190,7 +197,12 @@ func (b *batcher) send(batch []*batchItem) {
 }
 
 // close waits for the drainers.
-func (b *batcher) close() { b.wg.Wait() }
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
+}
 
 // queueFor returns the queue of the node that serves key.
 func (b *batcher) queueFor(ctx context.Context, key string) *batchQueue {
