@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,21 +11,29 @@ import (
 )
 
 // batcher gathers the scripts of concurrent operations bound for the same
-// Redis node into one pipeline: a group commit. A caller that finds no batch
-// in flight to its node sends its script at once, alone, so an idle store
-// adds no latency; callers that arrive while a batch is in flight queue up,
-// and when it returns, the first of them sends the queue (up to max scripts)
-// as the next batch. A caller thus waits at most for the batch in flight and
-// then its own; each batch is one round trip, whatever its size.
+// Redis node into pipelines: a group commit. A caller that finds no batch in
+// flight to its node sends its script at once, alone, so an idle store adds
+// no latency; callers that arrive while a batch is in flight queue up, and
+// when it returns, everything queued is sent at once (in pipelines of at
+// most max scripts, side by side). A script thus waits at most for the batch
+// in flight and then its own; each batch is one round trip, whatever its
+// size.
 //
-// Concurrency: each node's queue has a mutex and a busy flag. The caller
-// that sets busy leads: it takes the batch from the queue's head (its own
-// script is there), runs it, then either clears busy (queue empty) or hands
-// the lead to the script now at the head, through that caller's turn
-// channel. Every other caller just waits on its turn channel, which tells it
-// its script is done, or that it leads next. Batches run on a context of
-// their own (the store's timeout), since their scripts belong to many
-// callers.
+// A caller whose context ends while its script is still queued withdraws
+// it and returns at once: a script is sent only while its caller still
+// waits for it. A batch runs on a context of its own, since its scripts
+// belong to many callers, which ends at the latest deadline among them
+// (and at most the store's timeout after it is sent), so that no caller
+// waits for its script longer than its own deadline plus a batch's.
+//
+// Concurrency: each node's queue has a mutex, the queued items and a busy
+// flag. The caller that finds busy clear sets it and sends the queue (its
+// own script, and any that came meanwhile); when that returns, if more have
+// queued, it starts a drainer goroutine that sends them and repeats until
+// the queue is empty, then clears busy. Items are taken from the queue (or
+// withdrawn from it) under the mutex only, so a script is either sent once
+// or withdrawn, never both. Every other caller waits for its item's done
+// channel or its context.
 type batcher struct {
 	client  redis.UniversalClient
 	max     int
@@ -32,8 +41,11 @@ type batcher struct {
 
 	mu     sync.Mutex
 	queues map[string]*batchQueue // by node address ("" for a single Redis)
+	closed bool                   // under mu: no new drainer goroutine
 
-	batches, scripts atomic.Int64
+	wg sync.WaitGroup // drainers, added under mu while not closed
+
+	batches, scripts, withdrawn atomic.Int64
 }
 
 type batchQueue struct {
@@ -43,8 +55,10 @@ type batchQueue struct {
 }
 
 type batchItem struct {
-	cmd  noRetry
-	turn chan bool // false: the script is done; true: lead the next batch
+	ctx   context.Context
+	cmd   noRetry
+	taken bool          // under the queue's mu: in a batch (sent, or being sent)
+	done  chan struct{} // closed once a taken item's script is done
 }
 
 func newBatcher(client redis.UniversalClient, max int, timeout time.Duration) *batcher {
@@ -52,33 +66,120 @@ func newBatcher(client redis.UniversalClient, max int, timeout time.Duration) *b
 }
 
 // run sends cmd, which touches key, in the next batch to key's node, and
-// returns when it is done; its result is in cmd.
-func (b *batcher) run(ctx context.Context, key string, cmd noRetry) {
+// returns when it is done; its result is in cmd. If ctx ends before the
+// script was sent, run withdraws it and returns ctx's error: the script was
+// not sent, and cmd is left untouched.
+func (b *batcher) run(ctx context.Context, key string, cmd noRetry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	q := b.queueFor(ctx, key)
-	it := &batchItem{cmd: cmd, turn: make(chan bool, 1)}
+	it := &batchItem{ctx: ctx, cmd: cmd, done: make(chan struct{})}
 	q.mu.Lock()
 	q.pending = append(q.pending, it)
 	lead := !q.busy
 	q.busy = true
 	q.mu.Unlock()
-	if lead || <-it.turn {
-		b.flush(q)
+	if lead && b.flush(q) {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			for b.flush(q) { // the store is closing: drain here
+			}
+		} else {
+			b.wg.Add(1)
+			b.mu.Unlock()
+			go b.drain(q)
+		}
+	}
+	select {
+	case <-it.done:
+		return nil
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	if !it.taken {
+		if i := slices.Index(q.pending, it); i >= 0 {
+			q.pending = slices.Delete(q.pending, i, i+1)
+			b.withdrawn.Add(1)
+		} // else flush found it expired and dropped it
+		q.mu.Unlock()
+		return ctx.Err()
+	}
+	q.mu.Unlock()
+	<-it.done // in flight: bounded by the batch's deadline
+	return nil
+}
+
+// drain sends q's batches until its queue is empty.
+func (b *batcher) drain(q *batchQueue) {
+	defer b.wg.Done()
+	for b.flush(q) {
 	}
 }
 
-// flush runs one batch from the head of q, which holds the leader's script,
-// and passes the lead on.
-func (b *batcher) flush(q *batchQueue) {
+// flush sends everything queued on q that its callers still wait for, and
+// reports whether more has queued since (the caller must then flush again);
+// if not, it has cleared busy.
+func (b *batcher) flush(q *batchQueue) (more bool) {
 	q.mu.Lock()
-	n := min(len(q.pending), b.max)
-	batch := make([]*batchItem, n)
-	copy(batch, q.pending)
-	clear(q.pending[:n])
-	q.pending = q.pending[n:]
+	var batch []*batchItem
+	for _, it := range q.pending {
+		if it.ctx.Err() == nil {
+			it.taken = true
+			batch = append(batch, it)
+		} else {
+			b.withdrawn.Add(1) // its caller returns by itself, and finds it gone
+		}
+	}
+	clear(q.pending)
+	q.pending = q.pending[:0]
 	q.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-	if n == 1 {
+	if len(batch) <= b.max {
+		b.send(batch)
+	} else {
+		var wg sync.WaitGroup
+		for chunk := range slices.Chunk(batch, b.max) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b.send(chunk)
+			}()
+		}
+		wg.Wait()
+	}
+
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) == 0 {
+		q.busy = false
+		q.pending = nil // let the backing array go
+		return false
+	}
+	return true
+}
+
+// send runs one pipeline of scripts and tells their callers. Its context
+// ends at the latest of their deadlines, and at most b.timeout from now.
+func (b *batcher) send(batch []*batchItem) {
+	if len(batch) == 0 {
+		return
+	}
+	deadline := time.Now().Add(b.timeout)
+	var latest time.Time
+	for _, it := range batch {
+		d, ok := it.ctx.Deadline()
+		if !ok || d.After(deadline) {
+			latest = deadline
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), latest)
+	if len(batch) == 1 {
 		_ = b.client.Process(ctx, batch[0].cmd)
 	} else {
 		pipe := b.client.Pipeline()
@@ -89,23 +190,18 @@ func (b *batcher) flush(q *batchQueue) {
 	}
 	cancel()
 	b.batches.Add(1)
-	b.scripts.Add(int64(n))
-
-	q.mu.Lock()
-	var next *batchItem
-	if len(q.pending) > 0 {
-		next = q.pending[0]
-	} else {
-		q.busy = false
-		q.pending = nil // let the backing array go
-	}
-	q.mu.Unlock()
+	b.scripts.Add(int64(len(batch)))
 	for _, it := range batch {
-		it.turn <- false
+		close(it.done)
 	}
-	if next != nil {
-		next.turn <- true
-	}
+}
+
+// close waits for the drainers.
+func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
 }
 
 // queueFor returns the queue of the node that serves key.

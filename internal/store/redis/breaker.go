@@ -18,7 +18,9 @@ import (
 // hooks on every node's client, so that each command — whatever operation
 // it belongs to, and however many nodes that operation visits — is judged
 // by the node it goes to: after Failures consecutive failures to reach a
-// node, commands to it fail at once for Cooldown, then one probes. A dead
+// node (each command of a pipeline counting as one), commands to it fail at
+// once for Cooldown, then one probes; no connection to it is dialled
+// meanwhile. A dead
 // Cluster master thus fails fast without failing the commands that go to
 // the others.
 type Breakers struct {
@@ -86,7 +88,19 @@ func (bs *Breakers) hook(node string) breakerHook {
 // breakerHook is a go-redis hook that runs commands through a breaker.
 type breakerHook struct{ b *breaker }
 
-func (h breakerHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+// DialHook refuses to open a connection to a node whose breaker is open. The
+// commands of the main pool are refused before they need one; this keeps the
+// pub/sub connections (which carry no command the breaker sees) from dialing
+// a node known to be down: a Subscribe then fails at once, and its waiter
+// polls.
+func (h breakerHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if h.b.isOpen() {
+			return nil, errBreakerOpen
+		}
+		return next(ctx, network, addr)
+	}
+}
 
 // setupCommands are those go-redis sends while it opens a connection; they
 // belong to the command that needed the connection, so they must not take
@@ -127,7 +141,13 @@ func (h breakerHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 			return errBreakerOpen
 		}
 		err := next(ctx, cmds)
-		h.b.record(ctx, err)
+		// Each command counts, as if sent alone: a batch of scripts that
+		// a dead node failed is that many failures, not one.
+		for _, c := range cmds {
+			if !setupCommands[c.Name()] {
+				h.b.record(ctx, c.Err())
+			}
+		}
 		return err
 	}
 }

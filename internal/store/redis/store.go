@@ -19,7 +19,8 @@
 // happened.
 //
 // Wake-ups travel by sharded pub/sub: scripts SPUBLISH on the object's shard
-// channel, and every coordd instance with a waiter SSUBSCRIBEs to it.
+// channel, and every coordd instance with a waiter SSUBSCRIBEs to it, on the
+// one pub/sub connection it keeps to that channel's node (pubsub.go).
 package redis
 
 import (
@@ -125,6 +126,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 // Close stops the store's subscriptions. It does not close the client.
 func (s *Store) Close() error {
 	s.subs.close()
+	if s.batch != nil {
+		s.batch.close()
+	}
 	return nil
 }
 
@@ -243,7 +247,10 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 	all := append(s.timeArgs(), args...)
 	cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, all)
 	if s.batch != nil {
-		s.batch.run(ctx, keys[0], cmd)
+		if err := s.batch.run(ctx, keys[0], cmd); err != nil {
+			cmd.SetErr(err) // withdrawn unsent: the caller gave up first
+			return cmd.Cmd
+		}
 	} else {
 		_ = s.client.Process(ctx, cmd)
 	}
