@@ -25,7 +25,7 @@ var metricNames = []string{
 	"coordd_locks_expired_total",
 	"coordd_lock_wait_seconds_bucket",
 	"coordd_lock_hold_seconds_bucket",
-	"coordd_sessions_active",
+	"coordd_session_streams",
 	"coordd_ratelimit_decisions_total",
 	"coordd_idempotency_outcomes_total",
 	"coordd_queue_messages",

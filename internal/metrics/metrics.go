@@ -56,7 +56,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			prometheus.ExponentialBuckets(0.0005, 4, 10)),
 		lockHold: f.histogram("lock_hold_seconds", "Time from grant to release of released locks.",
 			prometheus.ExponentialBuckets(0.001, 4, 12)),
-		sessions: f.gauge("sessions_active", "KeepAlive streams open on this instance."),
+		sessions: f.gauge("session_streams", "KeepAlive streams open on this instance (streams, not sessions: a session whose stream broke lives on until its TTL, counted nowhere)."),
 		decisions: f.counterVec("ratelimit_decisions_total",
 			"Allow decisions by policy (\"inline\" for inline limits), algorithm and result (allowed, denied, shadow_denied, degraded).",
 			"policy", "algorithm", "result"),

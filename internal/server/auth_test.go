@@ -720,8 +720,8 @@ func TestLimitStreamsPerNamespace(t *testing.T) {
 	if got := counterValue(t, reg, "coordd_rejected_total", "reason", "too_many_streams"); got != 1 {
 		t.Errorf("coordd_rejected_total{reason=too_many_streams} = %v, want 1", got)
 	}
-	if got := gaugeValue(t, reg, "coordd_sessions_active"); got != 2 {
-		t.Errorf("coordd_sessions_active = %v, want 2 (the refused stream is not one)", got)
+	if got := gaugeValue(t, reg, "coordd_session_streams"); got != 2 {
+		t.Errorf("coordd_session_streams = %v, want 2 (the refused stream is not one)", got)
 	}
 	open[0].close()
 	k, _, err := h.openAs(t, as(t, keyA), "", 30*time.Second)

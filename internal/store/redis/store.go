@@ -113,6 +113,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		wait:     opts.WaitReplicas,
 		waitFor:  opts.WaitTimeout,
 		clock:    opts.Clock,
+		observe:  opts.Observe,
 	}
 	if opts.MaxBatch > 0 {
 		s.batch = newBatcher(opts.Client, opts.MaxBatch, opts.Timeout)
