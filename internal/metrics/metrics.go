@@ -73,7 +73,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Store operations that failed, by operation and kind (unavailable: the store could not be reached; other).",
 			"op", "kind"),
 		panics: f.counter("panics_total", "Handler panics turned into INTERNAL."),
-		authFailures: f.counterVec("auth_failures_total", "Calls refused by authentication, by reason.",
+		authFailures: f.counterVec("auth_failures_total", "Calls refused by authentication, by reason (UNAUTHENTICATED, PERMISSION_DENIED; REVOKED: an open stream ended by a reload that revoked its credential).",
 			"reason"),
 		rejected: f.counterVec("rejected_total", "Calls refused by a limit against abuse, by reason.",
 			"reason"),
