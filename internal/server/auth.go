@@ -254,11 +254,13 @@ func (t *authTable) namespaceFor(c credential) (string, error) {
 	return ns, nil
 }
 
-// bearer returns the API key of the call's authorization metadata.
+// bearer returns the API key of the call's authorization metadata. The
+// scheme is case-insensitive (RFC 7235: "bearer", "BEARER" are "Bearer"),
+// and may be followed by several spaces.
 func bearer(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get("authorization") {
-		if k, ok := strings.CutPrefix(v, "Bearer "); ok {
+		if scheme, k, ok := strings.Cut(strings.TrimSpace(v), " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(k)
 		}
 	}
