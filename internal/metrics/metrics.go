@@ -266,6 +266,24 @@ func WatchBreakers(reg prometheus.Registerer, open func() int) {
 	}, func() float64 { return float64(open()) }))
 }
 
+// WatchEviction exports coordd_redis_eviction_allowed (1 if
+// redis.allow_eviction is set) and coordd_redis_evicting_nodes: how many
+// Redis nodes were last read with a maxmemory-policy other than
+// noeviction, which coordd refuses to use unless eviction is allowed.
+func WatchEviction(reg prometheus.Registerer, allowed bool, evicting func() int) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "redis_eviction_allowed",
+		Help: "1 if redis.allow_eviction is set: coordd uses Redis nodes that may evict its keys (a live lock granted twice).",
+	})
+	if allowed {
+		g.Set(1)
+	}
+	reg.MustRegister(g, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "redis_evicting_nodes",
+		Help: "Redis nodes last read with a maxmemory-policy other than noeviction (refused unless redis.allow_eviction).",
+	}, func() float64 { return float64(evicting()) }))
+}
+
 var queueDesc = prometheus.NewDesc(namespace+"_queue_messages",
 	"Messages of the queues named in metrics.queues, by state (ready, delayed, in_flight, dead).",
 	[]string{"namespace", "queue", "state"}, nil)
