@@ -497,6 +497,12 @@ func TestMetricsStoreOnRedis(t *testing.T) {
 	if got := mid.value("coordd_store_errors_total"); got != 0 {
 		t.Errorf("coordd_store_errors_total = %v with Redis up, want 0", got)
 	}
+	// A noeviction Redis (the default) without redis.allow_eviction.
+	for _, name := range []string{"coordd_redis_eviction_allowed", "coordd_redis_evicting_nodes"} {
+		if mid[name] == nil || mid.value(name) != 0 {
+			t.Errorf("%s = %v (exported: %v), want 0", name, mid.value(name), mid[name] != nil)
+		}
+	}
 
 	srv.Kill()
 	_, err = locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "m-redis-lock"})
