@@ -145,7 +145,7 @@ func checkServing(t *testing.T, bin, httpAddr string, want []string) {
 var exportedAtStart = []string{
 	"grpc_server_handled_total", "grpc_server_handling_seconds_bucket",
 	"coordd_locks_granted_total", "coordd_locks_contended_total", "coordd_locks_released_total", "coordd_locks_expired_total",
-	"coordd_lock_wait_seconds_bucket", "coordd_lock_hold_seconds_bucket", "coordd_sessions_active",
+	"coordd_lock_wait_seconds_bucket", "coordd_lock_hold_seconds_bucket", "coordd_session_streams",
 }
 
 // TestCoorddRunsTheseConfigs: coordd starts with the configuration each

@@ -25,13 +25,15 @@ var metricNames = []string{
 	"coordd_locks_expired_total",
 	"coordd_lock_wait_seconds_bucket",
 	"coordd_lock_hold_seconds_bucket",
-	"coordd_sessions_active",
+	"coordd_session_streams",
 	"coordd_ratelimit_decisions_total",
 	"coordd_idempotency_outcomes_total",
 	"coordd_queue_messages",
 	"coordd_store_duration_seconds_bucket",
 	"coordd_store_errors_total",
 	"coordd_store_breaker_open",
+	"coordd_redis_eviction_allowed",
+	"coordd_redis_evicting_nodes",
 }
 
 var promql = parser.NewParser(parser.Options{})
@@ -149,7 +151,7 @@ func TestAlertRules(t *testing.T) {
 	}
 	for _, m := range []string{
 		"coordd_store_errors_total", "coordd_store_breaker_open", "coordd_queue_messages",
-		"coordd_lock_wait_seconds_bucket", "grpc_server_handled_total",
+		"coordd_lock_wait_seconds_bucket", "grpc_server_handled_total", "coordd_redis_evicting_nodes",
 	} {
 		if !covered[m] {
 			t.Errorf("no alert on %s", m)

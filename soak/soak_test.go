@@ -128,7 +128,7 @@ func TestSoak(t *testing.T) {
 	poolAfter, connsAfter, pipeAfter := e.redisPoolBytes()
 	writeProfiles(t, "after")
 	logs, logErrors, logErrorLines := e.logs.summary()
-	active, _ := e.gauge("coordd_sessions_active")
+	active, _ := e.gauge("coordd_session_streams")
 	panics, _ := e.gauge("coordd_panics_total")
 
 	// The report.
@@ -191,7 +191,7 @@ func TestSoak(t *testing.T) {
 		t.Errorf("coordd_panics_total is %v", panics)
 	}
 	if active != 0 {
-		t.Errorf("coordd_sessions_active is %v with every stream ended", active)
+		t.Errorf("coordd_session_streams is %v with every stream ended", active)
 	}
 	if after.heapAlloc > before.heapAlloc+slack(before.heapAlloc) {
 		t.Errorf("HeapAlloc grew from %s to %s, more than %s", mib(before.heapAlloc), mib(after.heapAlloc), mib(slack(before.heapAlloc)))

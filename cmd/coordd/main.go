@@ -200,6 +200,7 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		}
 		d.store, d.closeClient = st, client.Close
 		metrics.WatchBreakers(reg, st.BreakersOpen)
+		metrics.WatchEviction(reg, cfg.Redis.AllowEviction, st.EvictingNodes)
 	} else {
 		d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
 	}

@@ -18,10 +18,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/metrics"
+	"github.com/coordd/coordd/internal/redistest"
 )
 
 // scrape is one parsed GET /metrics.
@@ -233,8 +235,8 @@ func TestMetricsScrape(t *testing.T) {
 	must("KeepAlive Recv", err)
 	sid := first.GetSessionId()
 	use(sid)
-	if v := getMetrics(t, hc, p.httpAddr).value("coordd_sessions_active"); v != 1 {
-		t.Errorf("coordd_sessions_active with one stream open = %v, want 1", v)
+	if v := getMetrics(t, hc, p.httpAddr).value("coordd_session_streams"); v != 1 {
+		t.Errorf("coordd_session_streams with one stream open = %v, want 1", v)
 	}
 	ls, err := locks.Lock(ctx, &coordv1.LockRequest{Name: lockS, SessionId: sid, MaxHold: durationpb.New(200 * time.Millisecond)})
 	if err != nil || !ls.GetAcquired() {
@@ -350,7 +352,7 @@ func TestMetricsScrape(t *testing.T) {
 		{"coordd_locks_expired_total", nil, 1}, // Renew with an unknown token
 		{"coordd_lock_wait_seconds", nil, 4},   // one per grant
 		{"coordd_lock_hold_seconds", nil, 2},   // one per Release
-		{"coordd_sessions_active", nil, 0},     // the stream has ended
+		{"coordd_session_streams", nil, 0},     // the stream has ended
 		{"coordd_ratelimit_decisions_total", []string{"policy", "p", "algorithm", "fixed_window", "result", "allowed"}, 2},
 		{"coordd_ratelimit_decisions_total", []string{"policy", "p", "algorithm", "fixed_window", "result", "denied"}, 1},
 		{"coordd_ratelimit_decisions_total", []string{"policy", "inline", "algorithm", "token_bucket", "result", "allowed"}, 1},
@@ -448,9 +450,65 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("the log carries tokens, receipts or payloads: %v", leaked)
 	}
 
-	// coordd_sessions_active is back to 0 once the stream ended (checked
+	// coordd_session_streams is back to 0 once the stream ended (checked
 	// above as a delta from 0); a panic-free run leaves the gauge exact.
-	if v := after.value("coordd_sessions_active"); v != 0 {
-		t.Errorf("coordd_sessions_active = %v after the stream ended, want 0", v)
+	if v := after.value("coordd_session_streams"); v != 0 {
+		t.Errorf("coordd_session_streams = %v after the stream ended, want 0", v)
+	}
+}
+
+// TestMetricsStoreOnRedis: on the Redis store, every store operation is
+// timed in coordd_store_duration_seconds{op}, and one that cannot reach
+// Redis is counted in coordd_store_errors_total{op,kind="unavailable"}
+// (the store's observer is wired; it once was not, and both stayed empty).
+func TestMetricsStoreOnRedis(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	p := startInProcess(t, func(c *Config) {
+		c.Store = "redis"
+		c.Redis.Mode = "standalone"
+		c.Redis.Addrs = []string{srv.Addr()}
+	})
+	conn := dial(t, p.grpcAddr)
+	defer conn.Close()
+	hc := newHTTPClient()
+	defer hc.CloseIdleConnections()
+	waitServing(t, conn, 5*time.Second, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	locks := coordv1.NewLockServiceClient(conn)
+
+	before := getMetrics(t, hc, p.httpAddr)
+	g, err := locks.Lock(ctx, &coordv1.LockRequest{Name: "m-redis-lock", Ttl: durationpb.New(time.Minute)})
+	if err != nil || !g.GetAcquired() {
+		t.Fatalf("Lock = %v, %v", g, err)
+	}
+	if _, err := locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "m-redis-lock"}); err != nil {
+		t.Fatalf("GetLock: %v", err)
+	}
+	mid := getMetrics(t, hc, p.httpAddr)
+	for _, op := range []string{"AcquireLock", "GetLock"} {
+		if got := mid.value("coordd_store_duration_seconds", "op", op) - before.value("coordd_store_duration_seconds", "op", op); got != 1 {
+			t.Errorf("coordd_store_duration_seconds{op=%q} gained %v samples, want 1", op, got)
+		}
+		if h := mid.series("coordd_store_duration_seconds", "op", op).GetHistogram(); h.GetSampleSum() <= 0 {
+			t.Errorf("coordd_store_duration_seconds{op=%q} sum = %v, want the round trip's time", op, h.GetSampleSum())
+		}
+	}
+	if got := mid.value("coordd_store_errors_total"); got != 0 {
+		t.Errorf("coordd_store_errors_total = %v with Redis up, want 0", got)
+	}
+	// A noeviction Redis (the default) without redis.allow_eviction.
+	for _, name := range []string{"coordd_redis_eviction_allowed", "coordd_redis_evicting_nodes"} {
+		if mid[name] == nil || mid.value(name) != 0 {
+			t.Errorf("%s = %v (exported: %v), want 0", name, mid.value(name), mid[name] != nil)
+		}
+	}
+
+	srv.Kill()
+	_, err = locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "m-redis-lock"})
+	wantCode(t, "GetLock with Redis down", err, codes.Unavailable, "STORE_UNAVAILABLE")
+	after := getMetrics(t, hc, p.httpAddr)
+	if got := after.value("coordd_store_errors_total", "op", "GetLock", "kind", "unavailable"); got != 1 {
+		t.Errorf("coordd_store_errors_total{op=GetLock,kind=unavailable} = %v, want 1", got)
 	}
 }

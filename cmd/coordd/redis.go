@@ -36,6 +36,9 @@ type RedisConfig struct {
 	BreakerFailures int           `mapstructure:"breaker_failures"`
 	BreakerCooldown time.Duration `mapstructure:"breaker_cooldown"`
 	MaxBatch        int           `mapstructure:"max_batch"`
+	// AllowEviction lets coordd serve from Redis masters whose
+	// maxmemory-policy may evict keys; default false (GUARANTEES.md).
+	AllowEviction bool `mapstructure:"allow_eviction"`
 }
 
 // defaultRedisConfig returns the documented defaults of the redis section.
@@ -166,7 +169,10 @@ func detectMode(ctx context.Context, c RedisConfig, opts *goredis.UniversalOptio
 	}
 }
 
-// newRedisStore builds the Redis store and its client.
+// newRedisStore builds the Redis store and its client, and reads every
+// master's maxmemory-policy: coordd refuses to start on a master that may
+// evict keys, unless redis.allow_eviction (then it warns). A Redis that
+// cannot be read yet is read by the store before its first command.
 func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time.Duration, error), log *slog.Logger) (*redis.Store, goredis.UniversalClient, error) {
 	client, err := newRedisClient(ctx, c, log)
 	if err != nil {
@@ -177,13 +183,41 @@ func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time
 		Breakers:     redis.NewBreakers(client, redis.BreakerOptions{Failures: c.BreakerFailures, Cooldown: c.BreakerCooldown}),
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
 		Observe: observe, MaxBatch: c.MaxBatch,
+		Eviction: redis.EvictionOptions{Allow: c.AllowEviction, OnPolicy: func(node, policy string) {
+			switch {
+			case policy == redis.NoEviction:
+				log.Info("redis node has maxmemory-policy noeviction", "node", node)
+			case c.AllowEviction:
+				log.Warn("redis node may evict coordd's keys; serving anyway since redis.allow_eviction is true: "+
+					"a lock can be granted to a second holder while the first holds it (GUARANTEES.md)", "node", node, "maxmemory_policy", policy)
+			default:
+				log.Error("redis node may evict coordd's keys; calls to it fail UNAVAILABLE until its maxmemory-policy is noeviction "+
+					"(or redis.allow_eviction is true)", "node", node, "maxmemory_policy", policy)
+			}
+		}},
 	})
 	if err != nil {
 		_ = client.Close()
 		return nil, nil, err
 	}
-	if err := client.Ping(ctx).Err(); err != nil {
-		log.Warn("redis is not reachable yet; calls fail (or fail open) until it is", "err", err)
+	cctx, cancel := context.WithTimeout(ctx, c.DialTimeout+c.Timeout)
+	defer cancel()
+	nodes, err := st.CheckEviction(cctx)
+	if err != nil {
+		log.Warn("redis is not reachable yet; calls fail (or fail open) until it is, and each master's maxmemory-policy is read before its first call", "err", err)
+	}
+	var evicting []string
+	for _, n := range nodes {
+		if n.Policy != redis.NoEviction {
+			evicting = append(evicting, n.Node+" has maxmemory-policy "+n.Policy)
+		}
+	}
+	if len(evicting) > 0 && !c.AllowEviction {
+		_ = st.Close()
+		_ = client.Close()
+		return nil, nil, fmt.Errorf("redis: %s; coordd needs noeviction, since an evicted key is a live lock granted to a second holder, "+
+			"a lost fence or a lost message: set maxmemory-policy noeviction, or redis.allow_eviction: true to accept that (GUARANTEES.md)",
+			strings.Join(evicting, ", "))
 	}
 	return st, client, nil
 }

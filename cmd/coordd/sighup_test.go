@@ -23,7 +23,9 @@ import (
 // a reload that changes the API keys (in the file and in auth.api_keys_file)
 // and a policy: a gRPC connection and a KeepAlive stream opened before the
 // SIGHUP go on after it; a removed key is refused and an added one works,
-// on that same connection; a broken file changes nothing.
+// on that same connection; the stream of the removed key ends with
+// UNAUTHENTICATED within a second of the reload, its session left to its
+// TTL; a broken file changes nothing.
 func TestBinarySIGHUPKeepsConnections(t *testing.T) {
 	const (
 		oldKey  = "old-key-of-team-0123456789"
@@ -91,6 +93,24 @@ func TestBinarySIGHUPKeepsConnections(t *testing.T) {
 		return r
 	}
 	id := beat("before the reload").GetSessionId()
+	// A stream of the key the reload removes.
+	octx, ocancel := context.WithCancel(as(oldKey))
+	defer ocancel()
+	old, err := coordv1.NewSessionServiceClient(conn).KeepAlive(octx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(30 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Recv(); err != nil {
+		t.Fatalf("the old key's stream before the reload: %v", err)
+	}
+	oldEnd := make(chan error, 1)
+	go func() {
+		_, err := old.Recv()
+		oldEnd <- err
+	}()
 	if r, err := rl.Allow(as(keptKey), &coordv1.AllowRequest{Key: "k0", Policy: "p"}); err != nil || r.GetLimit() != 1 {
 		t.Fatalf("Allow(policy p) before the reload = %v, %v; want limit 1", r, err)
 	}
@@ -101,6 +121,12 @@ func TestBinarySIGHUPKeepsConnections(t *testing.T) {
 	write(path, config("    - namespace: team\n      key_sha256: "+keptSHA+"\n", 3))
 	p.signal(t, syscall.SIGHUP)
 	p.waitLog(t, "reloaded rate-limit policies", 1, 5*time.Second)
+	select {
+	case err := <-oldEnd:
+		wantCode(t, "the removed key's stream after the reload", err, codes.Unauthenticated, "UNAUTHENTICATED")
+	case <-time.After(time.Second):
+		t.Fatal("the removed key's stream was still open a second after the reload")
+	}
 
 	if r := beat("after the reload"); r.GetSessionId() != id || r.GetExpired() {
 		t.Fatalf("heartbeat on the stream opened before the SIGHUP = %v; want session %s, alive", r, id)

@@ -56,7 +56,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			prometheus.ExponentialBuckets(0.0005, 4, 10)),
 		lockHold: f.histogram("lock_hold_seconds", "Time from grant to release of released locks.",
 			prometheus.ExponentialBuckets(0.001, 4, 12)),
-		sessions: f.gauge("sessions_active", "KeepAlive streams open on this instance."),
+		sessions: f.gauge("session_streams", "KeepAlive streams open on this instance (streams, not sessions: a session whose stream broke lives on until its TTL, counted nowhere)."),
 		decisions: f.counterVec("ratelimit_decisions_total",
 			"Allow decisions by policy (\"inline\" for inline limits), algorithm and result (allowed, denied, shadow_denied, degraded).",
 			"policy", "algorithm", "result"),
@@ -73,7 +73,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Store operations that failed, by operation and kind (unavailable: the store could not be reached; other).",
 			"op", "kind"),
 		panics: f.counter("panics_total", "Handler panics turned into INTERNAL."),
-		authFailures: f.counterVec("auth_failures_total", "Calls refused by authentication, by reason.",
+		authFailures: f.counterVec("auth_failures_total", "Calls refused by authentication, by reason (UNAUTHENTICATED, PERMISSION_DENIED; REVOKED: an open stream ended by a reload that revoked its credential).",
 			"reason"),
 		rejected: f.counterVec("rejected_total", "Calls refused by a limit against abuse, by reason.",
 			"reason"),
@@ -264,6 +264,24 @@ func WatchBreakers(reg prometheus.Registerer, open func() int) {
 		Namespace: namespace, Name: "store_breaker_open",
 		Help: "Circuit breakers (one per Redis node) that are open: calls to that node fail at once.",
 	}, func() float64 { return float64(open()) }))
+}
+
+// WatchEviction exports coordd_redis_eviction_allowed (1 if
+// redis.allow_eviction is set) and coordd_redis_evicting_nodes: how many
+// Redis nodes were last read with a maxmemory-policy other than
+// noeviction, which coordd refuses to use unless eviction is allowed.
+func WatchEviction(reg prometheus.Registerer, allowed bool, evicting func() int) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "redis_eviction_allowed",
+		Help: "1 if redis.allow_eviction is set: coordd uses Redis nodes that may evict its keys (a live lock granted twice).",
+	})
+	if allowed {
+		g.Set(1)
+	}
+	reg.MustRegister(g, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "redis_evicting_nodes",
+		Help: "Redis nodes last read with a maxmemory-policy other than noeviction (refused unless redis.allow_eviction).",
+	}, func() float64 { return float64(evicting()) }))
 }
 
 var queueDesc = prometheus.NewDesc(namespace+"_queue_messages",

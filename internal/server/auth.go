@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
@@ -62,10 +64,43 @@ func ValidNamespace(ns string) bool {
 }
 
 // Authenticator decides callers' namespaces. Its table can be replaced while
-// serving (a configuration reload); calls in progress keep the old one.
+// serving (a configuration reload): unary calls in progress keep the old
+// one, but an open stream is checked again at once, and one whose
+// credential no longer gives it the same namespace (a revoked API key, an
+// identity unmapped or moved) is ended with UNAUTHENTICATED (follow). Its
+// session, if any, is not closed: it lapses at its TTL unless a valid
+// credential resumes it.
 type Authenticator struct {
 	table atomic.Pointer[authTable]
+
+	// mu orders Set's sweep of the open streams with the registration of a
+	// new one, so that a stream authenticated with the old table is either
+	// swept or checked against the new one when it registers.
+	mu      sync.Mutex
+	streams map[*followed]struct{}
 }
+
+// credential is what a call presented: kept for the life of a stream, to
+// check it again when the table changes.
+type credential struct {
+	cert   bool     // a verified client certificate
+	ids    []string // its identities (certIdentities)
+	key    [sha256.Size]byte
+	hasKey bool // an API key was sent; key is its digest
+}
+
+// followed is an open stream: what authenticated it, as what, and how to
+// end it.
+type followed struct {
+	cred   credential
+	ns     string
+	cancel context.CancelCauseFunc
+}
+
+// errRevoked is the cause of a stream's end when a reload revokes its
+// credential.
+var errRevoked = errors.New("the credential of this stream was revoked by a configuration reload; " +
+	"its session lives until its TTL: resume it on a new stream with a valid credential")
 
 type authTable struct {
 	enabled    bool
@@ -122,8 +157,42 @@ func (a *Authenticator) Set(cfg AuthConfig) error {
 	if t.enabled && len(t.keys) == 0 && len(t.identities) == 0 {
 		return fmt.Errorf("auth.enabled: no auth.api_keys or auth.mtls to authenticate anyone with")
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.table.Store(t)
+	for s := range a.streams {
+		s.check(t)
+	}
 	return nil
+}
+
+// check ends the stream if t does not give its credential its namespace.
+func (s *followed) check(t *authTable) {
+	if ns, err := t.namespaceFor(s.cred); err != nil || ns != s.ns {
+		s.cancel(errRevoked)
+	}
+}
+
+// follow registers a stream that cred authenticated as ns, for as long as
+// it runs: the returned context is cancelled with cause errRevoked as soon
+// as a table that does not give cred the namespace ns is Set (at once, if
+// one was Set since the stream was authenticated). stop unregisters it.
+func (a *Authenticator) follow(ctx context.Context, cred credential, ns string) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s := &followed{cred: cred, ns: ns, cancel: cancel}
+	a.mu.Lock()
+	if a.streams == nil {
+		a.streams = make(map[*followed]struct{})
+	}
+	a.streams[s] = struct{}{}
+	s.check(a.table.Load())
+	a.mu.Unlock()
+	return ctx, func() {
+		a.mu.Lock()
+		delete(a.streams, s)
+		a.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // Enabled reports whether callers must authenticate.
@@ -147,33 +216,51 @@ func (a *Authenticator) namespaceOf(ctx context.Context) (string, error) {
 	if !t.enabled {
 		return DefaultNamespace, nil
 	}
-	cert := verifiedClientCert(ctx)
-	if cert != nil {
-		for _, id := range certIdentities(cert) {
-			if ns, ok := t.identities[id]; ok {
-				return ns, nil
-			}
+	return t.namespaceFor(credentialOf(ctx))
+}
+
+// credentialOf reads what the caller of ctx presented.
+func credentialOf(ctx context.Context) credential {
+	var c credential
+	if cert := verifiedClientCert(ctx); cert != nil {
+		c.cert, c.ids = true, certIdentities(cert)
+	}
+	if key := bearer(ctx); key != "" {
+		c.key, c.hasKey = sha256.Sum256([]byte(key)), true
+	}
+	return c
+}
+
+// namespaceFor is the namespace t gives c, or why it gives none.
+func (t *authTable) namespaceFor(c credential) (string, error) {
+	if !t.enabled {
+		return DefaultNamespace, nil
+	}
+	for _, id := range c.ids {
+		if ns, ok := t.identities[id]; ok {
+			return ns, nil
 		}
 	}
-	key := bearer(ctx)
-	if key == "" {
-		if cert != nil {
+	if !c.hasKey {
+		if c.cert {
 			return "", &authError{codes.PermissionDenied, "PERMISSION_DENIED", "the client certificate's identity is not mapped to a namespace"}
 		}
 		return "", &authError{codes.Unauthenticated, "UNAUTHENTICATED", "authentication required: send \"authorization: Bearer <API key>\" or a mapped client certificate"}
 	}
-	ns, ok := t.keys[sha256.Sum256([]byte(key))]
+	ns, ok := t.keys[c.key]
 	if !ok {
 		return "", &authError{codes.Unauthenticated, "UNAUTHENTICATED", "unknown API key"}
 	}
 	return ns, nil
 }
 
-// bearer returns the API key of the call's authorization metadata.
+// bearer returns the API key of the call's authorization metadata. The
+// scheme is case-insensitive (RFC 7235: "bearer", "BEARER" are "Bearer"),
+// and may be followed by several spaces.
 func bearer(ctx context.Context) string {
 	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get("authorization") {
-		if k, ok := strings.CutPrefix(v, "Bearer "); ok {
+		if scheme, k, ok := strings.Cut(strings.TrimSpace(v), " "); ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(k)
 		}
 	}

@@ -551,15 +551,9 @@ func TestAuthReload(t *testing.T) {
 		t.Fatalf("resuming A's session with the new key = %v, %v", resumed, err)
 	}
 	k2.cancel()
-	// A call already in progress was authenticated when it started: its
-	// stream goes on ("calls in progress keep the old one", auth.go).
-	if err := k.stream.Send(&coordv1.KeepAliveRequest{}); err != nil {
-		t.Logf("observation: the stream opened with the removed key: Send: %v", err)
-	} else if r, err := k.stream.Recv(); err != nil {
-		t.Logf("observation: the stream opened with the removed key ended at its next heartbeat: %v", err)
-	} else {
-		t.Logf("observation: the stream opened with the removed key still answers heartbeats (%s)", r.GetSessionId())
-	}
+	// A stream authenticated with the removed key is ended by the reload
+	// (TestAuthReloadEndsRevokedStreams).
+	wantEnded(t, k, time.Second)
 	k.cancel()
 
 	// A table that does not check out changes nothing.
@@ -581,6 +575,123 @@ func TestAuthReload(t *testing.T) {
 		if err != nil || info.GetHeld() {
 			t.Errorf("with auth off, GetLock(mine) = %v, %v; want the default namespace's free lock", info, err)
 		}
+	}
+}
+
+// wantEnded checks that k's stream ends with UNAUTHENTICATED (reason
+// UNAUTHENTICATED) within d, without any further response.
+func wantEnded(t testing.TB, k *keepAlive, d time.Duration) {
+	t.Helper()
+	type result struct {
+		resp *coordv1.KeepAliveResponse
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		r, err := k.stream.Recv()
+		got <- result{r, err}
+	}()
+	select {
+	case r := <-got:
+		if r.err == nil {
+			t.Fatalf("the stream of a revoked credential answered %v; want it ended UNAUTHENTICATED", r.resp)
+		}
+		wantStatus(t, r.err, codes.Unauthenticated, "UNAUTHENTICATED")
+	case <-time.After(d):
+		k.cancel()
+		<-got
+		t.Fatalf("the stream of a revoked credential did not end within %v", d)
+	}
+}
+
+// TestAuthReloadEndsRevokedStreams: a reload that removes an API key ends
+// every open stream of that key with UNAUTHENTICATED within a second
+// (DESIGN, Sessions are secrets), without a heartbeat to prompt it; the
+// session is not closed — its lock stays held, and a valid key of the same
+// namespace resumes it. Streams of the keys that stay go on; a key moved to
+// another namespace, and a stream opened without a key before auth was
+// turned on, end the same way.
+func TestAuthReloadEndsRevokedStreams(t *testing.T) {
+	const keyA2 = "second-key-of-tenant-a-0123"
+	auth, err := server.NewAuthenticator(server.AuthConfig{Enabled: true, APIKeys: []server.APIKey{
+		{Namespace: nsA, Key: keyA}, {Namespace: nsA, Key: keyA2}, {Namespace: nsB, Key: keyB},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reg *prometheus.Registry
+	h := newHarness(t, withAuth(auth), withMetrics(&reg))
+
+	k, first, err := h.openAs(t, as(t, keyA), "", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.GetSessionId()
+	g, err := h.locks.Lock(as(t, keyA), &coordv1.LockRequest{Name: "bound", SessionId: id, Owner: "a"})
+	if err != nil || !g.GetAcquired() {
+		t.Fatalf("Lock bound to the session = %v, %v", g, err)
+	}
+	kA2, _, err := h.openAs(t, as(t, keyA2), "", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kB, _, err := h.openAs(t, as(t, keyB), "", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := auth.Set(server.AuthConfig{Enabled: true, APIKeys: []server.APIKey{
+		{Namespace: nsA, Key: keyA2}, {Namespace: nsB, Key: keyB},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEnded(t, k, time.Second)
+	if got := counterValue(t, reg, "coordd_auth_failures_total", "reason", "REVOKED"); got != 1 {
+		t.Errorf("coordd_auth_failures_total{reason=REVOKED} = %v, want 1", got)
+	}
+	// The session was not closed: its lock is held, and it resumes.
+	info, err := h.locks.GetLock(as(t, keyA2), &coordv1.GetLockRequest{Name: "bound"})
+	if err != nil || !info.GetHeld() || info.GetOwner() != "a" {
+		t.Fatalf("GetLock(bound) after the revocation = %v, %v; want held by a", info, err)
+	}
+	resumed, r, err := h.openAs(t, as(t, keyA2), id, 0)
+	if err != nil || r.GetSessionId() != id || r.GetExpired() {
+		t.Fatalf("resuming the session with the other key of %s = %v, %v; want it alive", nsA, r, err)
+	}
+	// The streams of the keys that stayed go on.
+	for name, s := range map[string]*keepAlive{"A's other key": kA2, "B": kB} {
+		if err := s.stream.Send(&coordv1.KeepAliveRequest{}); err != nil {
+			t.Fatalf("%s: Send after the reload: %v", name, err)
+		}
+		if r, err := s.stream.Recv(); err != nil || r.GetExpired() {
+			t.Fatalf("%s: heartbeat after the reload = %v, %v; want alive", name, r, err)
+		}
+	}
+
+	// keyA2 moves to namespace B: its streams were of A, and end.
+	if err := auth.Set(server.AuthConfig{Enabled: true, APIKeys: []server.APIKey{
+		{Namespace: nsB, Key: keyA2}, {Namespace: nsB, Key: keyB},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEnded(t, kA2, time.Second)
+	wantEnded(t, resumed, time.Second)
+	kB.close()
+
+	// Auth off, then on: a stream opened without a key ends.
+	if err := auth.Set(server.AuthConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	anon, _, err := h.openAs(t, ctx(t), "", 30*time.Second)
+	if err != nil {
+		t.Fatalf("a stream with auth off: %v", err)
+	}
+	if err := auth.Set(server.AuthConfig{Enabled: true, APIKeys: []server.APIKey{{Namespace: nsB, Key: keyB}}}); err != nil {
+		t.Fatal(err)
+	}
+	wantEnded(t, anon, time.Second)
+	if got := counterValue(t, reg, "coordd_auth_failures_total", "reason", "REVOKED"); got != 4 {
+		t.Errorf("coordd_auth_failures_total{reason=REVOKED} = %v, want 4", got)
 	}
 }
 
@@ -720,8 +831,8 @@ func TestLimitStreamsPerNamespace(t *testing.T) {
 	if got := counterValue(t, reg, "coordd_rejected_total", "reason", "too_many_streams"); got != 1 {
 		t.Errorf("coordd_rejected_total{reason=too_many_streams} = %v, want 1", got)
 	}
-	if got := gaugeValue(t, reg, "coordd_sessions_active"); got != 2 {
-		t.Errorf("coordd_sessions_active = %v, want 2 (the refused stream is not one)", got)
+	if got := gaugeValue(t, reg, "coordd_session_streams"); got != 2 {
+		t.Errorf("coordd_session_streams = %v, want 2 (the refused stream is not one)", got)
 	}
 	open[0].close()
 	k, _, err := h.openAs(t, as(t, keyA), "", 30*time.Second)

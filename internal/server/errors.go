@@ -41,12 +41,17 @@ var errorTable = []struct {
 	{store.ErrAlreadyHeld, codes.FailedPrecondition, "ALREADY_HELD"},
 	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
+	// Last: a domain error above may wrap a context error too.
+	{context.Canceled, codes.Canceled, reasonCancelled},
+	{context.DeadlineExceeded, codes.DeadlineExceeded, reasonDeadlineExceeded},
 }
 
 // Reasons of errors not in errorTable.
 const (
-	reasonInvalidArgument = "INVALID_ARGUMENT"
-	reasonInternal        = "INTERNAL"
+	reasonInvalidArgument  = "INVALID_ARGUMENT"
+	reasonInternal         = "INTERNAL"
+	reasonCancelled        = "CANCELLED"
+	reasonDeadlineExceeded = "DEADLINE_EXCEEDED"
 )
 
 type errorMapper struct {
@@ -56,8 +61,14 @@ type errorMapper struct {
 
 // toStatus turns a handler's error into a status error with an ErrorInfo.
 // Errors that already are statuses pass through; context errors become
-// Canceled or DeadlineExceeded; an error nobody expected becomes Internal
-// with a generic message (and is logged), never Unknown.
+// Canceled or DeadlineExceeded (errorTable); an error nobody expected
+// becomes Internal with a generic message (and is logged), never Unknown.
+//
+// gRPC's own statuses of a failed receive or send (a message over
+// limits.max_message_bytes, a stream cancelled under it) never come here
+// with a chance to be changed: grpc-go writes them to the client itself,
+// inside ServerStream.RecvMsg and SendMsg, before the handler sees the
+// error. They carry no ErrorInfo.
 func (e errorMapper) toStatus(ctx context.Context, method string, err error) error {
 	if err == nil {
 		return nil
@@ -74,12 +85,6 @@ func (e errorMapper) toStatus(ctx context.Context, method string, err error) err
 		if errors.Is(err, row.err) {
 			return withDetails(row.code, err.Error(), row.reason, nil)
 		}
-	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
 	e.log.ErrorContext(ctx, "unexpected error", "method", method, "err", err)
 	return withDetails(codes.Internal, "internal error", reasonInternal, nil)

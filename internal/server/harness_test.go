@@ -54,6 +54,8 @@ type config struct {
 	queue    queue.Config
 	unary    []grpc.UnaryServerInterceptor
 	register func(*grpc.Server) // registers more services before serving
+	// serverOpts are more server.Options.ServerOptions (e.g. message sizes).
+	serverOpts []grpc.ServerOption
 	// wrap, if not nil, wraps the store the services use (h.store stays the
 	// bare memory store), e.g. in a storetest.Faulty.
 	wrap func(store.Store) store.Store
@@ -117,6 +119,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	}
 	gs, _ := server.New(svc, server.Options{
 		Log: log, Unary: cfg.unary, Auth: cfg.auth, Limits: cfg.limits, Metrics: cfg.metrics,
+		ServerOptions: cfg.serverOpts,
 	})
 	if cfg.register != nil {
 		cfg.register(gs)

@@ -213,8 +213,8 @@ func TestPanicInStream(t *testing.T) {
 	header, _ = stream.Header()
 	trailer = stream.Trailer()
 	wantInternal(t, err, header, trailer)
-	if got := gaugeValue(t, reg, "coordd_sessions_active"); got != 0 {
-		t.Errorf("coordd_sessions_active after the panicked stream = %v, want 0", got)
+	if got := gaugeValue(t, reg, "coordd_session_streams"); got != 0 {
+		t.Errorf("coordd_session_streams after the panicked stream = %v, want 0", got)
 	}
 	// The panicked stream left the connection's only stream slot.
 	k, first := h.openSession(t, "", 10*time.Second)

@@ -15,6 +15,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -117,7 +118,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	stream := append([]grpc.StreamServerInterceptor{cl.stream}, o.Stream...)
 	stream = append(stream,
 		recovery.StreamServerInterceptor(recoveryOpt),
-		selector.StreamServerInterceptor(auth.StreamServerInterceptor(c.authenticate), needsAuth),
+		selector.StreamServerInterceptor(c.authStream, needsAuth),
 		c.limitStream,
 		e.stream,
 	)
@@ -184,6 +185,28 @@ func (c calls) authenticate(ctx context.Context) (context.Context, error) {
 		ci.ns = ns
 	}
 	return WithNamespace(ctx, ns), nil
+}
+
+// authStream authenticates a stream as authenticate does, and follows it
+// while it runs: a reload that revokes its credential ends it with
+// UNAUTHENTICATED at once (Authenticator.follow). The handler sees its
+// context end, and returns; what it returns is replaced by that status.
+func (c calls) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	ctx, err := c.authenticate(ss.Context())
+	if err != nil {
+		return err
+	}
+	if c.auth != nil {
+		var stop func()
+		ctx, stop = c.auth.follow(ctx, credentialOf(ctx), namespace(ctx))
+		defer stop()
+	}
+	err = h(srv, &contextStream{ServerStream: ss, ctx: ctx})
+	if errors.Is(context.Cause(ctx), errRevoked) {
+		c.metrics.AuthFailure("REVOKED")
+		return withDetails(codes.Unauthenticated, errRevoked.Error(), "UNAUTHENTICATED", map[string]string{"cause": "revoked"})
+	}
+	return err
 }
 
 func (c calls) limitUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

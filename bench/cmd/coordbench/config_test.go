@@ -230,7 +230,7 @@ go_memstats_stack_inuse_bytes 1.6384e+08
 go_memstats_sys_bytes 3.5e+08
 go_gc_duration_seconds{quantile="0"} 1e-05
 process_resident_memory_bytes 4.4e+08
-coordd_sessions_active 10000
+coordd_session_streams 10000
 coordd_locks_granted_total 12
 `
 	g, err := parseRuntime(strings.NewReader(text))

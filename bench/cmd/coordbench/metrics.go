@@ -53,7 +53,7 @@ func parseRuntime(r io.Reader) (goRuntime, error) {
 		"go_memstats_stack_inuse_bytes": &g.StackInuse,
 		"go_memstats_sys_bytes":         &g.Sys,
 		"process_resident_memory_bytes": &g.RSS,
-		"coordd_sessions_active":        &g.Sessions,
+		"coordd_session_streams":        &g.Sessions,
 	}
 	found := 0
 	sc := bufio.NewScanner(r)

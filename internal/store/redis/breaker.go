@@ -204,8 +204,13 @@ func (b *breaker) isOpen() bool {
 
 // reachFailure reports whether err means the node could not be reached or
 // could not serve: no reply at all, or one of the replies a node gives while
-// it cannot (loading, cluster down, a read-only former master).
+// it cannot (loading, cluster down, a read-only former master). A command
+// the eviction guard refused is neither: the node answered its INFO.
 func reachFailure(err error) bool {
+	var eerr *EvictionError
+	if errors.As(err, &eerr) {
+		return false // the node answered; the eviction guard refused it
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		var nerr net.Error

@@ -68,6 +68,9 @@ type Options struct {
 	// could not be reached; answers about state, such as ErrLockNotHeld, are
 	// not failures).
 	Observe func(op string, d time.Duration, err error)
+	// Eviction configures the eviction guard (eviction.go): by default no
+	// command reaches a node whose maxmemory-policy is not noeviction.
+	Eviction EvictionOptions
 }
 
 // Store is the Redis store.
@@ -83,13 +86,16 @@ type Store struct {
 	batch   *batcher // nil: no batching
 
 	breakers *Breakers
+	eviction *evictionGuard
 }
 
 var _ store.Store = (*Store)(nil)
 
-// New returns a Store on opts.Client. It tries to load every script now (so
-// that pipelined calls find them); Redis being unreachable is not an error
-// here — calls fail until it is back, and scripts load then.
+// New returns a Store on opts.Client and installs the eviction guard on it
+// (eviction.go), so New must see the client before its first command, as
+// NewBreakers must. It tries to load every script now (so that pipelined
+// calls find them); Redis being unreachable is not an error here — calls
+// fail until it is back, and scripts load then.
 func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Client == nil {
 		return nil, errors.New("redis: no client")
@@ -114,6 +120,8 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		wait:     opts.WaitReplicas,
 		waitFor:  opts.WaitTimeout,
 		clock:    opts.Clock,
+		observe:  opts.Observe,
+		eviction: newEvictionGuard(opts.Client, opts.Eviction),
 	}
 	if opts.MaxBatch > 0 {
 		s.batch = newBatcher(opts.Client, opts.MaxBatch, opts.Timeout)

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/redistest"
+)
+
+// evictingRedis starts a private Redis with maxmemory-policy volatile-lru.
+func evictingRedis(t *testing.T) *redistest.Server {
+	t.Helper()
+	srv := redistest.StartStandalone(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	if err := c.ConfigSet(context.Background(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+func redisConfig(addr string) func(*Config) {
+	return func(c *Config) {
+		c.Store = "redis"
+		c.Redis.Mode = "standalone"
+		c.Redis.Addrs = []string{addr}
+	}
+}
+
+// TestRedisEvictionRefusesToStart: coordd does not start on a Redis whose
+// maxmemory-policy may evict keys, and says which node, which policy, why,
+// and what to set.
+func TestRedisEvictionRefusesToStart(t *testing.T) {
+	srv := evictingRedis(t)
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	redisConfig(srv.Addr())(&cfg)
+	cfg.applyLimits()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		d.grpc.Stop()
+		_ = d.grpcLis.Close()
+		_ = d.httpLis.Close()
+		_ = d.closeStore()
+		t.Fatal("newDaemon on a volatile-lru Redis = nil error; want a refusal")
+	}
+	for _, want := range []string{srv.Addr(), "volatile-lru", "noeviction", "redis.allow_eviction", "second holder"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+}
+
+// TestRedisEvictionAllowed: with redis.allow_eviction, coordd starts on an
+// evicting Redis, warns at start, serves, and exports
+// coordd_redis_eviction_allowed 1 and coordd_redis_evicting_nodes 1.
+func TestRedisEvictionAllowed(t *testing.T) {
+	srv := evictingRedis(t)
+	var logs lockedBuffer
+	p := startInProcessLogging(t, &logs, func(c *Config) {
+		redisConfig(srv.Addr())(c)
+		c.Redis.AllowEviction = true
+	})
+	if out := logs.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "allow_eviction") || !strings.Contains(out, "volatile-lru") {
+		t.Errorf("no warning at start naming the policy and allow_eviction; the log:\n%s", out)
+	}
+	conn := dial(t, p.grpcAddr)
+	defer conn.Close()
+	waitServing(t, conn, 5*time.Second, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := coordv1.NewLockServiceClient(conn).Lock(ctx, &coordv1.LockRequest{Name: "x", Ttl: durationpb.New(time.Minute)})
+	if err != nil || !g.GetAcquired() {
+		t.Fatalf("Lock = %v, %v", g, err)
+	}
+	hc := newHTTPClient()
+	defer hc.CloseIdleConnections()
+	m := getMetrics(t, hc, p.httpAddr)
+	if v := m.value("coordd_redis_eviction_allowed"); v != 1 {
+		t.Errorf("coordd_redis_eviction_allowed = %v, want 1", v)
+	}
+	if v := m.value("coordd_redis_evicting_nodes"); v != 1 {
+		t.Errorf("coordd_redis_evicting_nodes = %v, want 1", v)
+	}
+}
