@@ -192,14 +192,16 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	domain := metrics.New(reg)
 	if cfg.Store == "redis" {
-		st, client, err := newRedisStore(context.Background(), cfg.Redis, domain.StoreCall, log)
+		st, client, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, domain.StoreCall, log)
 		if err != nil {
 			return nil, err
 		}
 		d.store, d.closeClient = st, client.Close
 		metrics.WatchBreakers(reg, st.BreakersOpen)
 	} else {
-		d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
+		d.store = memory.New(memory.Options{
+			Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval, DeadLetterTTL: cfg.Queue.DeadLetterTTL,
+		})
 	}
 	metrics.WatchQueues(reg, cfg.Metrics.Queues, d.store.Stats, time.Second)
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{

@@ -167,7 +167,7 @@ func detectMode(ctx context.Context, c RedisConfig, opts *goredis.UniversalOptio
 }
 
 // newRedisStore builds the Redis store and its client.
-func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time.Duration, error), log *slog.Logger) (*redis.Store, goredis.UniversalClient, error) {
+func newRedisStore(ctx context.Context, c RedisConfig, deadLetterTTL time.Duration, observe func(string, time.Duration, error), log *slog.Logger) (*redis.Store, goredis.UniversalClient, error) {
 	client, err := newRedisClient(ctx, c, log)
 	if err != nil {
 		return nil, nil, err
@@ -176,7 +176,7 @@ func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time
 		Client: client, Prefix: c.KeyPrefix, Timeout: c.Timeout,
 		Breakers:     redis.NewBreakers(client, redis.BreakerOptions{Failures: c.BreakerFailures, Cooldown: c.BreakerCooldown}),
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
-		Observe: observe, MaxBatch: c.MaxBatch,
+		Observe: observe, MaxBatch: c.MaxBatch, DeadLetterTTL: deadLetterTTL,
 	})
 	if err != nil {
 		_ = client.Close()
