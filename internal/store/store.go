@@ -360,8 +360,8 @@ type IdemState struct {
 // Nack's: now + delay; a Redrive's: now), or, when a claim of it expires,
 // at the claim's deadline: it is then ready again, or, if that claim was
 // its MaxAttempts-th delivery, dead. Ready messages are claimed in the
-// order they became due (ties: in enqueue order), whichever way they
-// became due. Stats counts exactly by these times, however many messages
+// order they became due (ties: in enqueue order, a redriven message
+// counting as enqueued when redriven), whichever way they became due. Stats counts exactly by these times, however many messages
 // came due at once.
 //
 // Lifetimes: a message lives until it is acked, or until DeadLetterTTL
@@ -376,13 +376,12 @@ type Queues interface {
 	// its DedupWindow, returns that message's ID and deliver time with
 	// Duplicate true and adds nothing. It wakes QueueTopic(queue).
 	Enqueue(ctx context.Context, queue string, msg NewMessage) (Enqueued, error)
-	// Claim hands out up to len(req.Tokens) ready messages, the one that
-	// became due first first: each one's attempt
-	// goes up by one, its claim deadline becomes now + Visibility, and its
-	// receipt is MakeReceipt(id, attempt, token). NextDue tells how long until
-	// the next delayed message is due or the next claim with attempts left
-	// expires (what can make a message ready; 0: none), for a waiter's
-	// fallback timer.
+	// Claim hands out up to len(req.Tokens) ready messages, in the order
+	// they became due: each one's attempt goes up by one, its claim deadline
+	// becomes now + Visibility, and its receipt is MakeReceipt(id, attempt,
+	// token). NextDue tells how long until the next delayed message is due
+	// or the next claim with attempts left expires (what can make a message
+	// ready; 0: none), for a waiter's fallback timer.
 	Claim(ctx context.Context, queue string, req Claim) (Claimed, error)
 	// Ack deletes the messages of live claims, all in one step: acked[i]
 	// reports whether receipts[i] was the receipt of a live claim (one that
