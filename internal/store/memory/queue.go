@@ -353,7 +353,12 @@ func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 		var m *message
 		for _, st := range []msgState{stDead, stLast} {
 			h := q.heap(st)
-			if h.Len() == 0 || !h.top().due.After(forgotten) || h.top().due.After(now) {
+			// Forgotten ones that upkeep left (more than a batch) go first:
+			// deleting them is work owed anyway.
+			for h.Len() > 0 && !h.top().due.After(forgotten) {
+				delete(q.msgs, heap.Pop(h).(*message).id)
+			}
+			if h.Len() == 0 || h.top().due.After(now) {
 				continue
 			}
 			if t := h.top(); m == nil || before(t, m) {

@@ -40,6 +40,7 @@ func queueTests() []test {
 		{"StatsManyDue", queueStatsManyDue},
 		{"DeadLetterTTL", queueDeadLetterTTL},
 		{"SeqRestart", queueSeqRestart},
+		{"RedriveAfterManyForgotten", queueRedriveAfterManyForgotten},
 	}
 }
 
@@ -905,4 +906,30 @@ func queueSeqRestart(e *env) {
 	eq(e, "redriven", moved, 1)
 	e.enqueue(q, y)
 	e.wantIDs("after the queue emptied", e.claim(q, 10, time.Minute).Messages, x, dead, y)
+}
+
+// queueRedriveAfterManyForgotten: more dead letters reach their ttl than
+// one upkeep deletes, and a later one has not: Stats counts only that one,
+// and Redrive finds it.
+func queueRedriveAfterManyForgotten(e *env) {
+	q := e.name("q")
+	const n = store.UpkeepBatch + 10
+	for i := range n {
+		m := msg(fmt.Sprint("early ", i))
+		m.MaxAttempts = 1
+		e.enqueue(q, m)
+	}
+	for claimed := 0; claimed < n; {
+		claimed += len(e.claim(q, 100, time.Second).Messages) // dead at +1s
+	}
+	late := msg("late")
+	late.MaxAttempts = 1
+	e.enqueue(q, late)
+	e.claimOne(q, 2*time.Second) // dead at +2s
+	e.advance(time.Second + store.DefaultDeadLetterTTL)
+	moved, err := e.s.Redrive(e.ctx, q, 10)
+	noErr(e, "Redrive", err)
+	eq(e, "redriven", moved, 1)
+	e.wantIDs("redriven", e.claim(q, 10, time.Minute).Messages, late)
+	e.wantStats(q, store.QueueStats{InFlight: 1})
 }
