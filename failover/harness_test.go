@@ -128,7 +128,7 @@ const (
 // Keys as internal/store/redis/keys.go builds them, in the default
 // namespace, for redistest.ClusterProc.MasterFor.
 func lockKey(name string) string   { return keyPrefix + ":{l:default:" + name + "}" }
-func queueKey(name string) string  { return keyPrefix + ":{q:default:" + name + "}:ready" }
+func queueKey(name string) string  { return keyPrefix + ":{q:default:" + name + "}:pending" }
 func limiterKey(key string) string { return keyPrefix + ":{r:default:" + key + "}" }
 
 // clients are gRPC clients of one coordd.

@@ -371,6 +371,7 @@ func (c *Config) Validate() error {
 	atLeast1("queue.max_payload_bytes", int64(c.Queue.MaxPayloadBytes))
 	positive("queue.max_delay", c.Queue.MaxDelay)
 	positive("queue.dedup_window", c.Queue.DedupWindow)
+	positive("queue.dead_letter_ttl", c.Queue.DeadLetterTTL)
 	positive("queue.nack_backoff_base", c.Queue.BackoffBase)
 	ordered("queue.nack_backoff_base", c.Queue.BackoffBase, "queue.nack_backoff_max", c.Queue.BackoffMax)
 

@@ -194,7 +194,7 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	domain := metrics.New(reg)
 	if cfg.Store == "redis" {
-		st, client, err := newRedisStore(context.Background(), cfg.Redis, domain.StoreCall, log)
+		st, client, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, domain.StoreCall, log)
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +202,9 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		metrics.WatchBreakers(reg, st.BreakersOpen)
 		metrics.WatchEviction(reg, cfg.Redis.AllowEviction, st.EvictingNodes)
 	} else {
-		d.store = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval})
+		d.store = memory.New(memory.Options{
+			Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval, DeadLetterTTL: cfg.Queue.DeadLetterTTL,
+		})
 	}
 	metrics.WatchQueues(reg, cfg.Metrics.Queues, d.store.Stats, time.Second)
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{

@@ -173,7 +173,7 @@ func detectMode(ctx context.Context, c RedisConfig, opts *goredis.UniversalOptio
 // master's maxmemory-policy: coordd refuses to start on a master that may
 // evict keys, unless redis.allow_eviction (then it warns). A Redis that
 // cannot be read yet is read by the store before its first command.
-func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time.Duration, error), log *slog.Logger) (*redis.Store, goredis.UniversalClient, error) {
+func newRedisStore(ctx context.Context, c RedisConfig, deadLetterTTL time.Duration, observe func(string, time.Duration, error), log *slog.Logger) (*redis.Store, goredis.UniversalClient, error) {
 	client, err := newRedisClient(ctx, c, log)
 	if err != nil {
 		return nil, nil, err
@@ -182,7 +182,7 @@ func newRedisStore(ctx context.Context, c RedisConfig, observe func(string, time
 		Client: client, Prefix: c.KeyPrefix, Timeout: c.Timeout,
 		Breakers:     redis.NewBreakers(client, redis.BreakerOptions{Failures: c.BreakerFailures, Cooldown: c.BreakerCooldown}),
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
-		Observe: observe, MaxBatch: c.MaxBatch,
+		Observe: observe, MaxBatch: c.MaxBatch, DeadLetterTTL: deadLetterTTL,
 		Eviction: redis.EvictionOptions{Allow: c.AllowEviction, OnPolicy: func(node, policy string) {
 			switch {
 			case policy == redis.NoEviction:

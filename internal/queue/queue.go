@@ -30,6 +30,11 @@ type Config struct {
 	BackoffMax         time.Duration `mapstructure:"nack_backoff_max"`
 	MaxWait            time.Duration `mapstructure:"-"`
 	MaxNameBytes       int           `mapstructure:"-"` // the longest queue name and dedup_id
+
+	// DeadLetterTTL is how long a dead letter is kept after it died. The
+	// store keeps it (memory.Options, redis.Options); it is here to be
+	// configured with the other queue rules.
+	DeadLetterTTL time.Duration `mapstructure:"dead_letter_ttl"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -43,6 +48,7 @@ func DefaultConfig() Config {
 		MaxPayloadBytes:    256 << 10,
 		MaxDelay:           168 * time.Hour,
 		DedupWindow:        5 * time.Minute,
+		DeadLetterTTL:      store.DefaultDeadLetterTTL,
 		BackoffBase:        time.Second,
 		BackoffMax:         5 * time.Minute,
 		MaxWait:            time.Minute,

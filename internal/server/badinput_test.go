@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -305,6 +307,10 @@ var (
 		{"U+0085", "\u0085"},
 		{"DEL", "a\x7fb"},
 		{"ESC", "\x1b[31m"},
+		{"right-to-left override U+202E", "a\u202eb"},
+		{"right-to-left isolate U+2067", "a\u2067b"},
+		{"zero-width space U+200B", "a\u200bb"},
+		{"byte order mark U+FEFF", "\ufeffa"},
 	}
 	// Invalid UTF-8, sent raw.
 	biBadUTF8 = []biVal[string]{
@@ -334,6 +340,12 @@ var (
 		{"attempt 2^31", func(s string) string { return s[:32] + "80000000" + s[40:] }},
 	}
 )
+
+// biRawDigest is a SHA-256 digest as raw bytes (of "coordd"): not UTF-8.
+var biRawDigest = func() string {
+	d := sha256.Sum256([]byte("coordd"))
+	return string(d[:])
+}()
 
 // biUpper upper-cases a hex string, making sure it changes.
 func biUpper(s string) string {
@@ -767,6 +779,10 @@ func biCases() []biCase {
 		biBegin.bad("fingerprint=empty", "fingerprint", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) { r.Fingerprint = "" }),
 		biBegin.bad("fingerprint=257 bytes", "fingerprint", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) { r.Fingerprint = strings.Repeat("f", 257) }),
 		biBegin.bad("fingerprint=invalid UTF-8", "fingerprint", nil, biRawString(2, "fp\xff")),
+		// A raw digest is not text: the fingerprint is a string, e.g. hex.
+		biBegin.bad("fingerprint=raw SHA-256 bytes", "fingerprint", nil, biRawString(2, biRawDigest)),
+		biBegin.bad("fingerprint=NUL", "fingerprint", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) { r.Fingerprint = "fp\x00" }),
+		biBegin.bad("fingerprint=U+202E", "fingerprint", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) { r.Fingerprint = "fp\u202e" }),
 	)
 	addAll(biDurCases(biBegin, "processing_ttl", time.Hour, false, func(r *coordv1.BeginIdempotentRequest, d *durationpb.Duration) { r.ProcessingTtl = d }))
 	addAll(biWaitCases(biBegin, "wait", time.Minute, func(r *coordv1.BeginIdempotentRequest, d *durationpb.Duration) { r.Wait = d }))
@@ -982,6 +998,9 @@ func TestBadInputControl(t *testing.T) {
 			r.Name, r.Owner, r.Ttl, r.MaxHold, r.Wait = "x", "", biD(time.Millisecond), biD(time.Millisecond), biD(0)
 		}),
 		biLock.control("unicode name", func(_ *biFixture, r *coordv1.LockRequest) { r.Name = "verrou-é-ロック" }),
+		biLock.control("right-to-left script, combining mark", func(_ *biFixture, r *coordv1.LockRequest) {
+			r.Name, r.Owner = "قفل-e\u0301", "مالك"
+		}),
 		biLock.control("defaults", func(_ *biFixture, r *coordv1.LockRequest) { r.Ttl, r.MaxHold, r.Wait, r.Owner = nil, nil, nil, "" }),
 		biLock.control("session-bound", func(fx *biFixture, r *coordv1.LockRequest) { r.SessionId, r.Ttl = fx.session, nil }),
 		biLock.control("raw codec", nil, biRawString(1, "raw-name")),
@@ -1010,6 +1029,12 @@ func TestBadInputControl(t *testing.T) {
 		biBegin.control("base", nil),
 		biBegin.control("at the bounds", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) {
 			r.Key, r.Fingerprint, r.ProcessingTtl, r.Wait = long, long, biD(time.Hour), biD(time.Minute)
+		}),
+		biBegin.control("hex SHA-256 fingerprint", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) {
+			r.Fingerprint = fmt.Sprintf("%x", []byte(biRawDigest))
+		}),
+		biBegin.control("base64 SHA-256 fingerprint", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) {
+			r.Fingerprint = base64.StdEncoding.EncodeToString([]byte(biRawDigest))
 		}),
 		biFinish.control("base", nil),
 		biFinish.control("result=1MiB", func(_ *biFixture, r *coordv1.FinishRequest) { r.Result = make([]byte, 1<<20) }),

@@ -41,6 +41,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -242,13 +243,14 @@ func inRange(d *durationpb.Duration, lo, hi time.Duration) bool {
 }
 
 // naiveName: 1 to max bytes of valid UTF-8 without control characters
-// (C0, DEL, C1); optional allows "".
+// (C0, DEL, C1) or format characters (Unicode Cf: bidirectional controls,
+// zero-width characters, ...); optional allows "".
 func naiveName(s string, max int, optional bool) bool {
 	if (s == "" && !optional) || len(s) > max || string([]rune(s)) != s {
 		return false
 	}
 	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r < 0xa0) {
+		if r < 0x20 || (r >= 0x7f && r < 0xa0) || unicode.Is(unicode.Cf, r) {
 			return false
 		}
 	}

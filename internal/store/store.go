@@ -416,21 +416,32 @@ type IdemState struct {
 // Queues is work-queue storage.
 //
 // A message is delayed (until its deliver time), ready, in flight (claimed,
-// until its claim deadline) or dead. Each operation first does the queue's
-// upkeep, in bounded batches of at most UpkeepBatch: due delayed messages
-// become ready; in-flight messages whose claim expired become ready again,
-// or dead once they have had MaxAttempts deliveries. Ready messages are
-// claimed in the order they became ready.
+// until its claim deadline) or dead. It becomes due at its deliver time (a
+// Nack's: now + delay; a Redrive's: now), or, when a claim of it expires,
+// at the claim's deadline: it is then ready again, or, if that claim was
+// its MaxAttempts-th delivery, dead. Ready messages are claimed in the
+// order they became due (ties: in enqueue order, a redriven message
+// counting as enqueued when redriven), whichever way they became due. Stats counts exactly by these times, however many messages
+// came due at once.
+//
+// Lifetimes: a message lives until it is acked, or until DeadLetterTTL
+// (the store's option; DefaultDeadLetterTTL) after it died; a dedup ID
+// until its DedupWindow ends. Nothing else is kept: each operation deletes,
+// in bounded batches of at most UpkeepBatch, what has ended, and a queue
+// nobody uses any more frees its records by itself (on Redis every key of
+// it has a TTL or holds only live messages; the memory store's sweep does
+// the same).
 type Queues interface {
 	// Enqueue adds a message, or, if DedupID matches a message enqueued within
 	// its DedupWindow, returns that message's ID and deliver time with
 	// Duplicate true and adds nothing. It wakes QueueTopic(queue).
 	Enqueue(ctx context.Context, queue string, msg NewMessage) (Enqueued, error)
-	// Claim hands out up to len(req.Tokens) ready messages: each one's attempt
-	// goes up by one, its claim deadline becomes now + Visibility, and its
-	// receipt is MakeReceipt(id, attempt, token). NextDue tells how long until
-	// the next delayed message is due or the next claim expires (0: none),
-	// for a waiter's fallback timer.
+	// Claim hands out up to len(req.Tokens) ready messages, in the order
+	// they became due: each one's attempt goes up by one, its claim deadline
+	// becomes now + Visibility, and its receipt is MakeReceipt(id, attempt,
+	// token). NextDue tells how long until the next delayed message is due
+	// or the next claim with attempts left expires (what can make a message
+	// ready; 0: none), for a waiter's fallback timer.
 	Claim(ctx context.Context, queue string, req Claim) (Claimed, error)
 	// Ack deletes the messages of live claims, all in one step: acked[i]
 	// reports whether receipts[i] was the receipt of a live claim (one that
@@ -444,15 +455,21 @@ type Queues interface {
 	// ExtendClaim sets a live claim's deadline to now + visibility.
 	// ErrReceiptExpired otherwise.
 	ExtendClaim(ctx context.Context, queue, receipt string, visibility time.Duration) (time.Time, error)
-	// Stats counts the queue's messages by state, after its upkeep.
+	// Stats counts the queue's messages by state, exactly.
 	Stats(ctx context.Context, queue string) (QueueStats, error)
-	// Redrive moves up to max dead messages, oldest first, to ready with their
-	// attempts reset to 0, and wakes QueueTopic(queue) if it moved any.
+	// Redrive moves up to max dead messages, oldest first, to ready (due
+	// now, after every message already ready) with their attempts reset to
+	// 0, and wakes QueueTopic(queue) if it moved any.
 	Redrive(ctx context.Context, queue string, max int) (int, error)
 }
 
-// UpkeepBatch bounds the messages one queue operation moves in its upkeep.
+// UpkeepBatch bounds the records of each kind one queue operation deletes
+// or moves in its upkeep.
 const UpkeepBatch = 1000
+
+// DefaultDeadLetterTTL is how long a dead letter is kept after it died,
+// unless the store is told otherwise (config queue.dead_letter_ttl).
+const DefaultDeadLetterTTL = 14 * 24 * time.Hour
 
 // NewMessage is a message to enqueue.
 type NewMessage struct {

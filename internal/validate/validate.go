@@ -33,7 +33,7 @@ func IsFieldError(err error) bool {
 }
 
 // Name checks a name, key or queue name: 1 to max bytes of UTF-8 without
-// control characters.
+// control characters or format characters (see Label).
 func Name(field, s string, max int) error {
 	if s == "" {
 		return Errorf(field, "is required")
@@ -42,7 +42,11 @@ func Name(field, s string, max int) error {
 }
 
 // Label checks an optional label: at most max bytes of UTF-8 without control
-// characters.
+// characters (Unicode Cc) or format characters (Unicode Cf: the
+// bidirectional overrides and isolates such as U+202E, the zero-width
+// characters such as U+200B and U+2060, the byte order mark U+FEFF, the
+// soft hyphen U+00AD, tags), which would let a name look like another one,
+// or reorder the text around it, in a log line or a UI.
 func Label(field, s string, max int) error {
 	if len(s) > max {
 		return Errorf(field, "is %d bytes long; the limit is %d", len(s), max)
@@ -53,6 +57,9 @@ func Label(field, s string, max int) error {
 	for _, r := range s {
 		if unicode.IsControl(r) {
 			return Errorf(field, "contains the control character %U", r)
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return Errorf(field, "contains the invisible format character %U (bidirectional or zero-width)", r)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/coordd/coordd/internal/validate"
 )
@@ -28,8 +29,44 @@ func naiveControl(s string) bool {
 	return false
 }
 
+// spoofing are the format characters that disguise text, listed by hand:
+// the bidirectional marks, embeddings, overrides and isolates, the
+// zero-width and invisible operators, the byte order mark, the soft hyphen
+// and the tags.
+var spoofing = [][2]rune{
+	{0x00ad, 0x00ad}, {0x061c, 0x061c}, {0x180e, 0x180e}, {0x200b, 0x200f}, {0x202a, 0x202e},
+	{0x2060, 0x2064}, {0x2066, 0x206f}, {0xfeff, 0xfeff}, {0xe0001, 0xe0001}, {0xe0020, 0xe007f},
+}
+
+// naiveFormat reports whether s has a format character (Unicode Cf): one of
+// spoofing, or any other that unicode.Cf lists (the hand list must be a
+// subset of it, which TestSpoofingIsCf checks).
+func naiveFormat(s string) bool {
+	for _, r := range s {
+		for _, rg := range spoofing {
+			if r >= rg[0] && r <= rg[1] {
+				return true
+			}
+		}
+		if unicode.Is(unicode.Cf, r) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSpoofingIsCf(t *testing.T) {
+	for _, rg := range spoofing {
+		for r := rg[0]; r <= rg[1]; r++ {
+			if !unicode.Is(unicode.Cf, r) {
+				t.Errorf("%U is in the hand list but not in Unicode Cf", r)
+			}
+		}
+	}
+}
+
 func naiveLabel(s string, max int) bool {
-	return len(s) <= max && naiveUTF8(s) && !naiveControl(s)
+	return len(s) <= max && naiveUTF8(s) && !naiveControl(s) && !naiveFormat(s)
 }
 
 func FuzzName(f *testing.F) {

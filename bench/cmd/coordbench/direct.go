@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -166,8 +167,8 @@ func (k keyLayout) idemChannel(key string) string { return k.tag("i", key) + ":e
 
 func (k keyLayout) queue(name string) []string {
 	t := k.tag("q", name)
-	return []string{t + ":ready", t + ":delayed", t + ":inflight", t + ":dead", t + ":msg", t + ":meta",
-		t + ":dedup", t + ":dedupexp", t + ":seq"}
+	return []string{t + ":pending", t + ":inflight", t + ":last", t + ":dead", t + ":msg", t + ":meta",
+		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq"}
 }
 
 func (k keyLayout) queueChannel(name string) string { return k.tag("q", name) + ":ev" }
@@ -179,6 +180,14 @@ func scope(ns, name string) string { return ns + ":" + name }
 var timeArgs = []any{-1, 0}
 
 func args(a ...any) []any { return append(append(make([]any, 0, 2+len(a)), timeArgs...), a...) }
+
+// deadLetterTTL is queue.dead_letter_ttl's default, which every queue
+// script takes as ARGV[3] (lua/queue_prelude.lua).
+const deadLetterTTL = 336 * time.Hour
+
+// queueArgs are a queue script's arguments: the time, the dead-letter ttl,
+// then a.
+func queueArgs(a ...any) []any { return args(append([]any{deadLetterTTL.Microseconds()}, a...)...) }
 
 // newRedisClient connects to the Redis of the baselines.
 func newRedisClient(cfg *config) redis.UniversalClient {

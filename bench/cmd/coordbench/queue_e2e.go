@@ -215,7 +215,7 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 				vis := queueVisibility.Microseconds()
 				return claimAck(ctx, conc, want, b.seed, b.cfg.AckBatch,
 					func(ctx context.Context, w *worker) ([]string, error) {
-						a := args(vis)
+						a := queueArgs(vis)
 						for range b.cfg.ClaimMax {
 							a = append(a, newToken())
 						}
@@ -234,7 +234,7 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 						return receipts, nil
 					},
 					func(ctx context.Context, w *worker, receipts []string) error {
-						a := args()
+						a := queueArgs()
 						for _, rc := range receipts {
 							a = append(a, rc)
 						}
@@ -245,7 +245,7 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 						return checkAcked(v, len(receipts))
 					},
 					func(ctx context.Context) (bool, error) {
-						n, err := b.lua.queueStats.Run(ctx, b.rdb, qk, args()...).Int64Slice()
+						n, err := b.lua.queueStats.Run(ctx, b.rdb, qk, queueArgs()...).Int64Slice()
 						if err != nil || len(n) < 3 {
 							return false, err
 						}

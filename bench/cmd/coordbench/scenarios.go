@@ -396,7 +396,7 @@ func (b *bench) runIdem(ctx context.Context) {
 // enqueueArgs are queue_enqueue.lua's arguments for a new message, as
 // internal/store/redis/queue.go passes them.
 func (b *bench) enqueueArgs(queue string) []any {
-	return args(newToken(), string(append([]byte{1}, payload...)), int64(0), int64(-1), queueMaxAttempts, "",
+	return queueArgs(newToken(), string(append([]byte{1}, payload...)), int64(0), int64(-1), queueMaxAttempts, "",
 		queueDedupWindow.Microseconds(), b.keys.queueChannel(queue))
 }
 

@@ -14,7 +14,8 @@ type msgState int
 const (
 	stDelayed msgState = iota
 	stReady
-	stInFlight
+	stInFlight // claimed, with attempts left
+	stLast     // claimed on its last attempt
 	stDead
 )
 
@@ -27,9 +28,12 @@ type message struct {
 	attempt     int
 	state       msgState
 	receipt     string
-	deadline    time.Time // in flight: the claim's deadline
-	index       int       // position in the delayed or in-flight heap
-	seq         uint64
+	// due orders the message in its state's heap: delayed, its deliver
+	// time; ready, when it became due; claimed, the claim's deadline; dead,
+	// when it died.
+	due   time.Time
+	seq   uint64 // enqueue order (renewed by Redrive), to break ties of due
+	index int    // position in its state's heap
 }
 
 type dedupRec struct {
@@ -38,31 +42,35 @@ type dedupRec struct {
 	expire  time.Time
 }
 
-// queueRec is one queue. Ready and dead messages are FIFOs; delayed and
-// in-flight messages are min-heaps by due time, so upkeep takes the due ones
-// from the top.
+// queueRec is one queue: a min-heap by (due, seq) for each state, so that
+// upkeep takes what has come due from the tops, Claim serves messages in
+// the order they became due across the ready, delayed and in-flight heaps,
+// and Stats counts by due times.
 type queueRec struct {
-	mu       sync.Mutex
-	seq      uint64 // enqueue order, to break ties between equal due times
-	msgs     map[string]*message
-	ready    fifo
-	dead     fifo
-	delayed  msgHeap // by deliver
-	inFlight msgHeap // by deadline
-	dedup    map[string]dedupRec
+	mu    sync.Mutex
+	seq   uint64
+	msgs  map[string]*message
+	heaps [stDead + 1]msgHeap // by state
+	dedup map[string]dedupRec
 }
+
+func (q *queueRec) heap(st msgState) *msgHeap { return &q.heaps[st] }
+
+// put moves m, in no heap, to state st with due time due.
+func (q *queueRec) put(m *message, st msgState, due time.Time) {
+	m.state, m.due = st, due
+	heap.Push(q.heap(st), m)
+}
+
+// take removes m from its state's heap.
+func (q *queueRec) take(m *message) { heap.Remove(q.heap(m.state), m.index) }
 
 func (s *Store) queue(name string) *queueRec {
 	s.qm.Lock()
 	defer s.qm.Unlock()
 	q := s.queues[name]
 	if q == nil {
-		q = &queueRec{
-			msgs:     make(map[string]*message),
-			dedup:    make(map[string]dedupRec),
-			delayed:  msgHeap{due: func(m *message) time.Time { return m.deliver }},
-			inFlight: msgHeap{due: func(m *message) time.Time { return m.deadline }},
-		}
+		q = &queueRec{msgs: make(map[string]*message), dedup: make(map[string]dedupRec)}
 		s.queues[name] = q
 	}
 	return q
@@ -91,45 +99,77 @@ func (s *Store) dropEmptyQueues() {
 	}
 }
 
-// upkeep makes due delayed messages ready and returns expired claims to ready
-// or to the dead letters, at most store.UpkeepBatch in all.
-func (q *queueRec) upkeep(now time.Time) {
-	for n := 0; n < store.UpkeepBatch; n++ {
-		switch {
-		case q.delayed.Len() > 0 && !now.Before(q.delayed.top().deliver):
-			m := heap.Pop(&q.delayed).(*message)
-			m.state = stReady
-			q.ready.push(m)
-		case q.inFlight.Len() > 0 && !now.Before(q.inFlight.top().deadline):
-			m := heap.Pop(&q.inFlight).(*message)
-			m.receipt = ""
-			if m.attempt >= m.maxAttempts {
-				m.state = stDead
-				q.dead.push(m)
-			} else {
-				m.state = stReady
-				q.ready.push(m)
+// upkeep moves or deletes what has ended, at most store.UpkeepBatch of each
+// kind: due delayed messages and expired claims with attempts left become
+// ready (due at their deliver time, or their claim's deadline), expired
+// claims on a last attempt become dead letters, and dead letters older than
+// ttl are forgotten. It reports whether a kind had more than a batch.
+// Reads do not depend on how far it got.
+func (q *queueRec) upkeep(now time.Time, ttl time.Duration) (more bool) {
+	for _, st := range []msgState{stDelayed, stInFlight, stLast, stDead} {
+		h := q.heap(st)
+		limit := now
+		if st == stDead {
+			limit = now.Add(-ttl)
+		}
+		n := 0
+		for ; n < store.UpkeepBatch && h.Len() > 0 && !h.top().due.After(limit); n++ {
+			m := heap.Pop(h).(*message)
+			switch st {
+			case stDelayed, stInFlight:
+				m.receipt = ""
+				q.put(m, stReady, m.due)
+			case stLast:
+				m.receipt = ""
+				if m.due.After(now.Add(-ttl)) {
+					q.put(m, stDead, m.due)
+				} else {
+					delete(q.msgs, m.id)
+				}
+			case stDead:
+				delete(q.msgs, m.id)
 			}
-		default:
-			return
+		}
+		more = more || n == store.UpkeepBatch
+	}
+	return more
+}
+
+// nextReady returns the ready message due first: the ready heap's top, or
+// a delayed message or an expired claim that upkeep has not moved yet.
+func (q *queueRec) nextReady(now time.Time) *message {
+	var best *message
+	for _, st := range []msgState{stReady, stDelayed, stInFlight} {
+		h := q.heap(st)
+		if h.Len() == 0 || h.top().due.After(now) {
+			continue
+		}
+		if m := h.top(); best == nil || before(m, best) {
+			best = m
 		}
 	}
+	return best
 }
 
 // nextDue is how long until the next delayed message is due or the next
-// claim expires; 0 if neither exists.
+// claim with attempts left expires (what can make a message ready); 0 if
+// neither exists. A heap whose top has come due holds a ready message, and
+// is skipped: the waiter needs no timer then.
 func (q *queueRec) nextDue(now time.Time) time.Duration {
 	var due time.Time
-	if q.delayed.Len() > 0 {
-		due = q.delayed.top().deliver
-	}
-	if q.inFlight.Len() > 0 && (due.IsZero() || q.inFlight.top().deadline.Before(due)) {
-		due = q.inFlight.top().deadline
+	for _, st := range []msgState{stDelayed, stInFlight} {
+		h := q.heap(st)
+		if h.Len() == 0 || !h.top().due.After(now) {
+			continue
+		}
+		if t := h.top().due; due.IsZero() || t.Before(due) {
+			due = t
+		}
 	}
 	if due.IsZero() {
 		return 0
 	}
-	return max(due.Sub(now), time.Microsecond)
+	return due.Sub(now)
 }
 
 // Enqueue implements store.Queues.
@@ -137,7 +177,7 @@ func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (s
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
-	q.upkeep(now)
+	q.upkeep(now, s.deadTTL)
 	if nm.DedupID != "" {
 		if d, ok := q.dedup[nm.DedupID]; ok && now.Before(d.expire) {
 			q.mu.Unlock()
@@ -158,11 +198,9 @@ func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (s
 	q.seq++
 	q.msgs[m.id] = m
 	if deliver.After(now) {
-		m.state = stDelayed
-		heap.Push(&q.delayed, m)
+		q.put(m, stDelayed, deliver)
 	} else {
-		m.state = stReady
-		q.ready.push(m)
+		q.put(m, stReady, deliver)
 	}
 	if nm.DedupID != "" {
 		q.dedup[nm.DedupID] = dedupRec{id: m.id, deliver: deliver, expire: now.Add(us(nm.DedupWindow))}
@@ -178,19 +216,22 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 	q := s.queue(queue)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.upkeep(now)
+	q.upkeep(now, s.deadTTL)
 	var out store.Claimed
 	deadline := now.Add(us(req.Visibility))
 	for _, tok := range req.Tokens {
-		m := q.ready.pop()
+		m := q.nextReady(now)
 		if m == nil {
 			break
 		}
+		q.take(m)
 		m.attempt++
-		m.state = stInFlight
 		m.receipt = store.MakeReceipt(m.id, m.attempt, tok)
-		m.deadline = deadline
-		heap.Push(&q.inFlight, m)
+		if m.attempt >= m.maxAttempts {
+			q.put(m, stLast, deadline)
+		} else {
+			q.put(m, stInFlight, deadline)
+		}
 		out.Messages = append(out.Messages, store.Message{
 			ID: m.id, Payload: m.payload, Receipt: m.receipt, Attempt: m.attempt, MaxAttempts: m.maxAttempts,
 			EnqueueTime: m.enqueued, DeliverTime: m.deliver, ExpireTime: deadline,
@@ -202,14 +243,14 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 
 // claimed returns the message of a live claim, after upkeep. q.mu must be
 // held.
-func (q *queueRec) claimed(receipt string, now time.Time) *message {
-	q.upkeep(now)
+func (q *queueRec) claimed(receipt string, now time.Time, ttl time.Duration) *message {
+	q.upkeep(now, ttl)
 	id, _, ok := store.ParseReceipt(receipt)
 	if !ok {
 		return nil
 	}
 	m := q.msgs[id]
-	if m == nil || m.state != stInFlight || m.receipt != receipt || !now.Before(m.deadline) {
+	if m == nil || (m.state != stInFlight && m.state != stLast) || m.receipt != receipt || !now.Before(m.due) {
 		return nil
 	}
 	return m
@@ -223,11 +264,11 @@ func (s *Store) Ack(_ context.Context, queue string, receipts []string) ([]bool,
 	defer q.mu.Unlock()
 	acked := make([]bool, len(receipts))
 	for i, r := range receipts {
-		m := q.claimed(r, now)
+		m := q.claimed(r, now, s.deadTTL)
 		if m == nil {
 			continue
 		}
-		heap.Remove(&q.inFlight, m.index)
+		q.take(m)
 		delete(q.msgs, m.id)
 		acked[i] = true
 	}
@@ -239,26 +280,23 @@ func (s *Store) Nack(_ context.Context, queue, receipt string, delay time.Durati
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
-	m := q.claimed(receipt, now)
+	m := q.claimed(receipt, now, s.deadTTL)
 	if m == nil {
 		q.mu.Unlock()
 		return store.Nacked{}, store.ErrReceiptExpired
 	}
-	heap.Remove(&q.inFlight, m.index)
+	q.take(m)
 	m.receipt = ""
-	if m.attempt >= m.maxAttempts {
-		m.state = stDead
-		q.dead.push(m)
+	if m.state == stLast {
+		q.put(m, stDead, now)
 		q.mu.Unlock()
 		return store.Nacked{Dead: true}, nil
 	}
 	m.deliver = now.Add(us(delay))
 	if m.deliver.After(now) {
-		m.state = stDelayed
-		heap.Push(&q.delayed, m)
+		q.put(m, stDelayed, m.deliver)
 	} else {
-		m.state = stReady
-		q.ready.push(m)
+		q.put(m, stReady, m.deliver)
 	}
 	q.mu.Unlock()
 	s.hub.Notify(store.QueueTopic(queue))
@@ -271,25 +309,32 @@ func (s *Store) ExtendClaim(_ context.Context, queue, receipt string, visibility
 	q := s.queue(queue)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	m := q.claimed(receipt, now)
+	m := q.claimed(receipt, now, s.deadTTL)
 	if m == nil {
 		return time.Time{}, store.ErrReceiptExpired
 	}
-	m.deadline = now.Add(us(visibility))
-	heap.Fix(&q.inFlight, m.index)
-	return m.deadline, nil
+	m.due = now.Add(us(visibility))
+	heap.Fix(q.heap(m.state), m.index)
+	return m.due, nil
 }
 
-// Stats implements store.Queues.
+// Stats implements store.Queues. It counts by due times, so it is exact
+// even when more has come due than upkeep has moved: counting what has come
+// due in a heap visits only those entries.
 func (s *Store) Stats(_ context.Context, queue string) (store.QueueStats, error) {
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.upkeep(now)
+	q.upkeep(now, s.deadTTL)
+	forgotten := now.Add(-s.deadTTL)
+	delayed, inFlight, last, dead := q.heap(stDelayed), q.heap(stInFlight), q.heap(stLast), q.heap(stDead)
+	dueDelayed, expired, ended := delayed.countDue(now), inFlight.countDue(now), last.countDue(now)
 	return store.QueueStats{
-		Ready: int64(q.ready.len()), Delayed: int64(q.delayed.Len()),
-		InFlight: int64(q.inFlight.Len()), Dead: int64(q.dead.len()),
+		Ready:    int64(q.heap(stReady).Len() + dueDelayed + expired),
+		Delayed:  int64(delayed.Len() - dueDelayed),
+		InFlight: int64(inFlight.Len() - expired + last.Len() - ended),
+		Dead:     int64(dead.Len() - dead.countDue(forgotten) + ended - last.countDue(forgotten)),
 	}, nil
 }
 
@@ -298,16 +343,35 @@ func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
-	q.upkeep(now)
+	q.upkeep(now, s.deadTTL)
+	forgotten := now.Add(-s.deadTTL)
 	n := 0
 	for ; n < max; n++ {
-		m := q.dead.pop()
+		// The oldest dead letter, or a claim that ended on its last attempt
+		// and that upkeep left (more than a batch ended), whichever died
+		// first.
+		var m *message
+		for _, st := range []msgState{stDead, stLast} {
+			h := q.heap(st)
+			// Forgotten ones that upkeep left (more than a batch) go first:
+			// deleting them is work owed anyway.
+			for h.Len() > 0 && !h.top().due.After(forgotten) {
+				delete(q.msgs, heap.Pop(h).(*message).id)
+			}
+			if h.Len() == 0 || h.top().due.After(now) {
+				continue
+			}
+			if t := h.top(); m == nil || before(t, m) {
+				m = t
+			}
+		}
 		if m == nil {
 			break
 		}
-		m.attempt = 0
-		m.state = stReady
-		q.ready.push(m)
+		q.take(m)
+		m.attempt, m.receipt, m.seq = 0, "", q.seq
+		q.seq++
+		q.put(m, stReady, now)
 	}
 	q.mu.Unlock()
 	if n > 0 {
@@ -316,59 +380,40 @@ func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 	return n, nil
 }
 
-// sweepDedup forgets expired dedup entries, at most sweepBatch. q.mu must be
-// held.
-func (q *queueRec) sweepDedup(now time.Time) {
-	seen := 0
+// sweep does a queue's upkeep for the store's sweep, so that the dead
+// letters of a queue nobody uses any more are forgotten too, and forgets
+// expired dedup entries, at most sweepBatch. It reports whether there may
+// be more to do.
+func (q *queueRec) sweep(now time.Time, ttl time.Duration) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	more := q.upkeep(now, ttl)
+	seen, n := 0, 0
 	for id, d := range q.dedup {
 		if seen++; seen > sweepBatch {
-			return
+			break
 		}
 		if !now.Before(d.expire) {
 			delete(q.dedup, id)
+			n++
 		}
 	}
+	return more || n > sweepBatch/4
 }
 
-// fifo is a queue of messages.
-type fifo struct {
-	items []*message
-	head  int
-}
-
-func (f *fifo) len() int { return len(f.items) - f.head }
-
-func (f *fifo) push(m *message) { f.items = append(f.items, m) }
-
-func (f *fifo) pop() *message {
-	if f.len() == 0 {
-		return nil
+// before orders messages by due time, then enqueue order.
+func before(a, b *message) bool {
+	if a.due.Equal(b.due) {
+		return a.seq < b.seq
 	}
-	m := f.items[f.head]
-	f.items[f.head] = nil
-	f.head++
-	if f.head >= 64 && f.head*2 >= len(f.items) {
-		n := copy(f.items, f.items[f.head:])
-		clear(f.items[n:])
-		f.items, f.head = f.items[:n], 0
-	}
-	return m
+	return a.due.Before(b.due)
 }
 
-// msgHeap is a container/heap of messages ordered by due.
-type msgHeap struct {
-	ms  []*message
-	due func(*message) time.Time
-}
+// msgHeap is a container/heap of messages ordered by before.
+type msgHeap struct{ ms []*message }
 
-func (h *msgHeap) Len() int { return len(h.ms) }
-func (h *msgHeap) Less(i, j int) bool {
-	a, b := h.due(h.ms[i]), h.due(h.ms[j])
-	if a.Equal(b) {
-		return h.ms[i].seq < h.ms[j].seq
-	}
-	return a.Before(b)
-}
+func (h *msgHeap) Len() int           { return len(h.ms) }
+func (h *msgHeap) Less(i, j int) bool { return before(h.ms[i], h.ms[j]) }
 func (h *msgHeap) Swap(i, j int) {
 	h.ms[i], h.ms[j] = h.ms[j], h.ms[i]
 	h.ms[i].index, h.ms[j].index = i, j
@@ -385,3 +430,21 @@ func (h *msgHeap) Pop() any {
 	return m
 }
 func (h *msgHeap) top() *message { return h.ms[0] }
+
+// countDue counts the messages due by t. A node due after t has no child
+// due by t, so the walk visits only the k counted and their children:
+// O(k), nothing when upkeep is up to date.
+func (h *msgHeap) countDue(t time.Time) int {
+	n := 0
+	stack := []int{0}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if i >= len(h.ms) || h.ms[i].due.After(t) {
+			continue
+		}
+		n++
+		stack = append(stack, 2*i+1, 2*i+2)
+	}
+	return n
+}

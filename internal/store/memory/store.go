@@ -37,12 +37,16 @@ type Options struct {
 	Clock clock.Clock
 	// SweepInterval is how often expired records are deleted; 0 means 1s.
 	SweepInterval time.Duration
+	// DeadLetterTTL is how long a dead letter is kept after it died; 0
+	// means store.DefaultDeadLetterTTL.
+	DeadLetterTTL time.Duration
 }
 
 // Store is the embedded store. Its zero value is not usable; call New.
 type Store struct {
-	clock clock.Clock
-	hub   store.Hub
+	clock   clock.Clock
+	hub     store.Hub
+	deadTTL time.Duration
 
 	lk        sync.Mutex
 	locks     map[string]*lockRec
@@ -72,8 +76,12 @@ func New(opts Options) *Store {
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Second
 	}
+	if opts.DeadLetterTTL <= 0 {
+		opts.DeadLetterTTL = store.DefaultDeadLetterTTL
+	}
 	s := &Store{
 		clock:    opts.Clock,
+		deadTTL:  us(opts.DeadLetterTTL),
 		locks:    make(map[string]*lockRec),
 		sessions: make(map[string]*sessionRec),
 		byNS:     make(map[string]map[string]struct{}),
@@ -110,8 +118,8 @@ func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscriptio
 }
 
 // Len reports how many records the store holds (locks, sessions, limiter
-// states, idempotency keys, messages and deduplication entries), expired or
-// not. Tests use it to check that a rejected request changed nothing.
+// states, idempotency keys, messages, dead letters included, and
+// deduplication entries), expired or not. Tests use it to check that a rejected request changed nothing.
 func (s *Store) Len() int {
 	s.lk.Lock()
 	n := len(s.locks) + len(s.sessions)
@@ -171,9 +179,8 @@ func (s *Store) sweep() {
 	for i := 0; i < rounds && s.sweepIdem() > sweepBatch/4; i++ {
 	}
 	for _, q := range s.queueList() {
-		q.mu.Lock()
-		q.sweepDedup(s.now())
-		q.mu.Unlock()
+		for i := 0; i < rounds && q.sweep(s.now(), s.deadTTL); i++ {
+		}
 	}
 	s.dropEmptyQueues()
 }

@@ -54,8 +54,8 @@ func (k keys) idem(key string) string { return k.tag("i", key) }
 // queue returns a queue's keys in the order queue_prelude.lua documents.
 func (k keys) queue(name string) []string {
 	t := k.tag("q", name)
-	return []string{t + ":ready", t + ":delayed", t + ":inflight", t + ":dead", t + ":msg", t + ":meta",
-		t + ":dedup", t + ":dedupexp", t + ":seq"}
+	return []string{t + ":pending", t + ":inflight", t + ":last", t + ":dead", t + ":msg", t + ":meta",
+		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq"}
 }
 
 // channel returns the shard channel of a store topic (store.LockTopic,

@@ -4,11 +4,20 @@ import (
 	"context"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/coordd/coordd/internal/store"
 )
 
 // Each queue operation is one script over the queue's keys (one hash tag),
-// which first does the queue's upkeep (lua/queue_prelude.lua).
+// which first does the queue's upkeep and last gives its keys their
+// lifetimes (lua/queue_prelude.lua).
+
+// queueEval runs a queue script with the dead-letter ttl (ARGV[3]) before
+// args.
+func (s *Store) queueEval(ctx context.Context, sc *redis.Script, queue string, args ...any) *redis.Cmd {
+	return s.eval(ctx, sc, s.keys.queue(queue), append([]any{s.deadTTL.Microseconds()}, args...)...)
+}
 
 // Enqueue implements store.Queues.
 func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (store.Enqueued, error) {
@@ -18,7 +27,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 		if !m.DeliverTime.IsZero() {
 			deliver = m.DeliverTime.Truncate(time.Microsecond).UnixMicro()
 		}
-		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), m.ID, encodeMessage(m.Payload),
+		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), s.deadTTL.Microseconds(), m.ID, encodeMessage(m.Payload),
 			m.Delay.Microseconds(), deliver, m.MaxAttempts, m.DedupID, m.DedupWindow.Microseconds(),
 			s.keys.channel(store.QueueTopic(queue)))
 		r, err := cmd.Slice()
@@ -41,7 +50,8 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store.Claimed, error) {
 	var c store.Claimed
 	err := s.do(ctx, "Claim", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		args := make([]any, 0, 1+len(req.Tokens))
+		args := make([]any, 0, 2+len(req.Tokens))
+		args = append(args, s.deadTTL.Microseconds())
 		args = append(args, req.Visibility.Microseconds())
 		for _, t := range req.Tokens {
 			args = append(args, t)
@@ -73,9 +83,10 @@ func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store
 func (s *Store) Ack(ctx context.Context, queue string, receipts []string) ([]bool, error) {
 	acked := make([]bool, len(receipts))
 	err := s.do(ctx, "Ack", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		args := make([]any, len(receipts))
-		for i, r := range receipts {
-			args[i] = r
+		args := make([]any, 1, 1+len(receipts))
+		args[0] = s.deadTTL.Microseconds()
+		for _, r := range receipts {
+			args = append(args, r)
 		}
 		r, err := s.eval(ctx, queueAck, s.keys.queue(queue), args...).Int64Slice()
 		if err != nil {
@@ -93,7 +104,7 @@ func (s *Store) Ack(ctx context.Context, queue string, receipts []string) ([]boo
 func (s *Store) Nack(ctx context.Context, queue, receipt string, delay time.Duration) (store.Nacked, error) {
 	var n store.Nacked
 	err := s.do(ctx, "Nack", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		r, err := s.eval(ctx, queueNack, s.keys.queue(queue), receipt, delay.Microseconds(),
+		r, err := s.queueEval(ctx, queueNack, queue, receipt, delay.Microseconds(),
 			s.keys.channel(store.QueueTopic(queue))).Slice()
 		if err != nil {
 			return err
@@ -115,7 +126,7 @@ func (s *Store) Nack(ctx context.Context, queue, receipt string, delay time.Dura
 func (s *Store) ExtendClaim(ctx context.Context, queue, receipt string, visibility time.Duration) (time.Time, error) {
 	var t time.Time
 	err := s.do(ctx, "ExtendClaim", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		dl, err := s.eval(ctx, queueExtend, s.keys.queue(queue), receipt, visibility.Microseconds()).Int64()
+		dl, err := s.queueEval(ctx, queueExtend, queue, receipt, visibility.Microseconds()).Int64()
 		if err != nil {
 			return err
 		}
@@ -132,7 +143,7 @@ func (s *Store) ExtendClaim(ctx context.Context, queue, receipt string, visibili
 func (s *Store) Stats(ctx context.Context, queue string) (store.QueueStats, error) {
 	var st store.QueueStats
 	err := s.do(ctx, "Stats", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		r, err := s.eval(ctx, queueStats, s.keys.queue(queue)).Slice()
+		r, err := s.queueEval(ctx, queueStats, queue).Slice()
 		if err != nil {
 			return err
 		}
@@ -147,7 +158,7 @@ func (s *Store) Redrive(ctx context.Context, queue string, max int) (int, error)
 	var n int64
 	err := s.do(ctx, "Redrive", s.keys.queue(queue)[0], func(ctx context.Context) error {
 		var err error
-		n, err = s.eval(ctx, queueRedrive, s.keys.queue(queue), max, s.keys.channel(store.QueueTopic(queue))).Int64()
+		n, err = s.queueEval(ctx, queueRedrive, queue, max, s.keys.channel(store.QueueTopic(queue))).Int64()
 		return err
 	})
 	return int(n), err

@@ -63,6 +63,9 @@ type Options struct {
 	// round trips under load, none added when idle. 0: every script is its
 	// own round trip.
 	MaxBatch int
+	// DeadLetterTTL is how long a dead letter is kept after it died; 0
+	// means store.DefaultDeadLetterTTL.
+	DeadLetterTTL time.Duration
 	// Observe, if set, is told of every operation: its name, how long it
 	// took and, if it failed, its error (wrapping ErrUnavailable if Redis
 	// could not be reached; answers about state, such as ErrLockNotHeld, are
@@ -84,6 +87,7 @@ type Store struct {
 	observe func(op string, d time.Duration, err error)
 	subs    subscriptions
 	batch   *batcher // nil: no batching
+	deadTTL time.Duration
 
 	breakers *Breakers
 	eviction *evictionGuard
@@ -109,6 +113,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 500 * time.Millisecond
 	}
+	if opts.DeadLetterTTL <= 0 {
+		opts.DeadLetterTTL = store.DefaultDeadLetterTTL
+	}
 	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = 100 * time.Millisecond
 	}
@@ -122,6 +129,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		clock:    opts.Clock,
 		observe:  opts.Observe,
 		eviction: newEvictionGuard(opts.Client, opts.Eviction),
+		deadTTL:  opts.DeadLetterTTL.Truncate(time.Microsecond),
 	}
 	if opts.MaxBatch > 0 {
 		s.batch = newBatcher(opts.Client, opts.MaxBatch, opts.Timeout)

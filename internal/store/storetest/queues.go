@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"time"
 
@@ -34,6 +35,12 @@ func queueTests() []test {
 		{"ConcurrentClaimers", queueConcurrentClaimers},
 		{"EnqueueWakes", queueEnqueueWakes},
 		{"UpkeepBatches", queueUpkeepBatches},
+		{"ClaimOrderAcrossSources", queueClaimOrderAcrossSources},
+		{"ClaimOrderManyDue", queueClaimOrderManyDue},
+		{"StatsManyDue", queueStatsManyDue},
+		{"DeadLetterTTL", queueDeadLetterTTL},
+		{"SeqRestart", queueSeqRestart},
+		{"RedriveAfterManyForgotten", queueRedriveAfterManyForgotten},
 	}
 }
 
@@ -714,4 +721,215 @@ func queueAckMany(e *env) {
 		e.Fatalf("Ack of five = %v, want %v", acked, want)
 	}
 	e.wantStats(q, store.QueueStats{})
+}
+
+// queueClaimOrderAcrossSources: messages are served in the order they
+// became due, whether they became due by their deliver time, a Nack's
+// delay or the expiry of a claim, not grouped by how they became due.
+func queueClaimOrderAcrossSources(e *env) {
+	q := e.name("q")
+	a, d, n, b, c := msg("a"), msg("d"), msg("n"), msg("b"), msg("c")
+	e.enqueue(q, a)
+	e.claimOne(q, 10*time.Second) // a: due again at +10s
+	e.enqueue(q, d)
+	e.claimOne(q, 20*time.Second) // d: at +20s
+	e.enqueue(q, n)
+	_, err := e.s.Nack(e.ctx, q, e.claimOne(q, time.Minute).Receipt, time.Second) // n: at +1s
+	noErr(e, "Nack", err)
+	b.Delay, c.Delay = 15*time.Second, 5*time.Second // b: at +15s, c: at +5s
+	e.enqueue(q, b)
+	e.enqueue(q, c)
+	e.advance(25 * time.Second)
+	e.wantIDs("by due time", e.claim(q, 10, time.Minute).Messages, n, c, a, b, d)
+}
+
+// queueClaimOrderManyDue makes more messages due than one upkeep moves,
+// expired claims and delayed messages interleaved in due time, and checks
+// that they are served in due-time order (ties: enqueue order).
+func queueClaimOrderManyDue(e *env) {
+	q := e.name("q")
+	type due struct {
+		at  time.Time
+		ord int
+		id  string
+	}
+	var want []due
+	ord := 0
+	t0 := e.now()
+	// Groups of 100 claims whose deadlines are 2µs apart, from +10s on, and
+	// between them delayed messages due 1µs after each group.
+	const groups = store.UpkeepBatch/100 + 3
+	for g := range groups {
+		var ms []store.NewMessage
+		for i := range 100 {
+			m := msg(fmt.Sprint("claim ", g, " ", i))
+			e.enqueue(q, m)
+			ms = append(ms, m)
+			ord++
+		}
+		c := e.claim(q, 100, t0.Add(10*time.Second+time.Duration(2*g)*us).Sub(e.now()))
+		e.wantIDs(fmt.Sprint("group ", g), c.Messages, ms...)
+		for i, m := range ms {
+			want = append(want, due{c.Messages[i].ExpireTime, ord - 100 + i, m.ID})
+		}
+		m := msg(fmt.Sprint("delayed ", g))
+		m.DeliverTime = t0.Add(10*time.Second + time.Duration(2*g+1)*us)
+		e.enqueue(q, m)
+		want = append(want, due{m.DeliverTime, ord, m.ID})
+		ord++
+		e.advance(us)
+	}
+	sort.Slice(want, func(i, j int) bool {
+		if !want[i].at.Equal(want[j].at) {
+			return want[i].at.Before(want[j].at)
+		}
+		return want[i].ord < want[j].ord
+	})
+	e.advance(time.Minute)
+	var got []string
+	for len(got) < len(want) {
+		c := e.claim(q, 100, time.Hour)
+		if len(c.Messages) == 0 {
+			e.Fatalf("claimed %d of %d due messages, then none", len(got), len(want))
+		}
+		for _, m := range c.Messages {
+			got = append(got, m.ID)
+		}
+	}
+	for i := range want {
+		if got[i] != want[i].id {
+			e.Fatalf("claim %d: message %s, want %s (due at %v)", i, got[i], want[i].id, want[i].at)
+		}
+	}
+}
+
+// queueStatsManyDue: Stats counts exactly right after more messages came
+// due than one upkeep moves, of every kind: delayed messages that became
+// ready, claims that expired with attempts left (ready) or on their last
+// attempt (dead), and dead letters that reached their ttl (gone).
+func queueStatsManyDue(e *env) {
+	q := e.name("q")
+	const n = store.UpkeepBatch + 200
+	for i := range n {
+		m := msg(fmt.Sprint("delayed ", i))
+		m.Delay = time.Second
+		e.enqueue(q, m)
+	}
+	e.wantStats(q, store.QueueStats{Delayed: n})
+	e.advance(time.Second)
+	e.wantStats(q, store.QueueStats{Ready: n})
+
+	q = e.name("claims")
+	for i := range 2 * n {
+		m := msg(fmt.Sprint("claimed ", i))
+		if i%2 == 1 {
+			m.MaxAttempts = 1
+		}
+		e.enqueue(q, m)
+	}
+	for claimed := 0; claimed < 2*n; {
+		claimed += len(e.claim(q, 100, 10*time.Second).Messages)
+	}
+	e.wantStats(q, store.QueueStats{InFlight: 2 * n})
+	e.advance(10 * time.Second)
+	e.wantStats(q, store.QueueStats{Ready: n, Dead: n})
+	e.advance(store.DefaultDeadLetterTTL - us)
+	e.wantStats(q, store.QueueStats{Ready: n, Dead: n})
+	e.advance(us)
+	e.wantStats(q, store.QueueStats{Ready: n})
+}
+
+// queueDeadLetterTTL: a dead letter is kept DefaultDeadLetterTTL after it
+// died (by a Nack on its last attempt, or its last claim's expiry), for
+// Stats and Redrive, and forgotten then.
+func queueDeadLetterTTL(e *env) {
+	q := e.name("q")
+	nacked, expired := msg("nacked"), msg("expired")
+	nacked.MaxAttempts, expired.MaxAttempts = 1, 1
+	e.enqueue(q, nacked)
+	n, err := e.s.Nack(e.ctx, q, e.claimOne(q, time.Minute).Receipt, 0)
+	noErr(e, "Nack", err)
+	if !n.Dead {
+		e.Fatalf("Nack on the last attempt = %+v, want dead", n)
+	}
+	e.enqueue(q, expired)
+	e.claimOne(q, time.Second) // dies at +1s
+	e.advance(time.Second)
+	e.wantStats(q, store.QueueStats{Dead: 2})
+	e.advance(store.DefaultDeadLetterTTL - time.Second - us)
+	e.wantStats(q, store.QueueStats{Dead: 2})
+	e.advance(us) // the nacked one's ttl has passed
+	e.wantStats(q, store.QueueStats{Dead: 1})
+	moved, err := e.s.Redrive(e.ctx, q, 10)
+	noErr(e, "Redrive", err)
+	eq(e, "redriven", moved, 1)
+	e.wantMessage("redriven", e.claimOne(q, time.Minute), expired, 1, base, base)
+
+	// One never redriven, its queue never touched until after its ttl.
+	q = e.name("idle")
+	dead := msg("dead")
+	dead.MaxAttempts = 1
+	e.enqueue(q, dead)
+	e.claimOne(q, time.Second)
+	e.advance(time.Second + store.DefaultDeadLetterTTL)
+	moved, err = e.s.Redrive(e.ctx, q, 10)
+	noErr(e, "Redrive after the ttl", err)
+	eq(e, "redriven after the ttl", moved, 0)
+	e.wantStats(q, store.QueueStats{})
+}
+
+// queueSeqRestart: once a queue has no message left, new messages still
+// keep their enqueue order, before and after a redriven dead letter.
+func queueSeqRestart(e *env) {
+	q := e.name("q")
+	var old []store.NewMessage
+	for i := range 3 {
+		m := msg(fmt.Sprint("old ", i))
+		e.enqueue(q, m)
+		old = append(old, m)
+	}
+	dead := msg("dead")
+	dead.MaxAttempts = 1
+	e.enqueue(q, dead)
+	c := e.claim(q, 10, time.Minute)
+	e.wantIDs("first", c.Messages, append(old, dead)...)
+	for _, m := range c.Messages[:3] {
+		e.ack(q, m.Receipt)
+	}
+	_, err := e.s.Nack(e.ctx, q, c.Messages[3].Receipt, 0)
+	noErr(e, "Nack", err)
+	e.wantStats(q, store.QueueStats{Dead: 1})
+	x, y := msg("x"), msg("y")
+	e.enqueue(q, x)
+	moved, err := e.s.Redrive(e.ctx, q, 10)
+	noErr(e, "Redrive", err)
+	eq(e, "redriven", moved, 1)
+	e.enqueue(q, y)
+	e.wantIDs("after the queue emptied", e.claim(q, 10, time.Minute).Messages, x, dead, y)
+}
+
+// queueRedriveAfterManyForgotten: more dead letters reach their ttl than
+// one upkeep deletes, and a later one has not: Stats counts only that one,
+// and Redrive finds it.
+func queueRedriveAfterManyForgotten(e *env) {
+	q := e.name("q")
+	const n = store.UpkeepBatch + 10
+	for i := range n {
+		m := msg(fmt.Sprint("early ", i))
+		m.MaxAttempts = 1
+		e.enqueue(q, m)
+	}
+	for claimed := 0; claimed < n; {
+		claimed += len(e.claim(q, 100, time.Second).Messages) // dead at +1s
+	}
+	late := msg("late")
+	late.MaxAttempts = 1
+	e.enqueue(q, late)
+	e.claimOne(q, 2*time.Second) // dead at +2s
+	e.advance(time.Second + store.DefaultDeadLetterTTL)
+	moved, err := e.s.Redrive(e.ctx, q, 10)
+	noErr(e, "Redrive", err)
+	eq(e, "redriven", moved, 1)
+	e.wantIDs("redriven", e.claim(q, 10, time.Minute).Messages, late)
+	e.wantStats(q, store.QueueStats{InFlight: 1})
 }

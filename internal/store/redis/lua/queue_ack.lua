@@ -1,13 +1,13 @@
 -- Deletes the messages of live claims.
--- KEYS: see queue_prelude.lua  ARGV[3], ...: receipts (at most
+-- KEYS: see queue_prelude.lua  ARGV[4], ...: receipts (at most
 -- queue.max_claim_messages: bounded work)
 -- Returns, per receipt, 1 deleted or 0 its claim is not live.
 upkeep()
 local out = {}
-for i = 3, #ARGV do
-  local id, m, ref = claimed(ARGV[i])
+for i = 4, #ARGV do
+  local id, _, ref, set = claimed(ARGV[i])
   if id then
-    redis.call('ZREM', KEYS[3], ref)
+    redis.call('ZREM', set, ref)
     redis.call('HDEL', KEYS[5], id)
     redis.call('HDEL', KEYS[6], id)
     out[#out + 1] = 1
@@ -15,4 +15,5 @@ for i = 3, #ARGV do
     out[#out + 1] = 0
   end
 end
+settle()
 return out

@@ -1,34 +1,33 @@
 -- Adds a message, or finds the one its dedup ID names; wakes the queue.
 -- KEYS: see queue_prelude.lua
--- ARGV[3]: message ID  ARGV[4]: encoded message  ARGV[5]: delay µs
--- ARGV[6]: deliver time µs (-1: use the delay)  ARGV[7]: max attempts
--- ARGV[8]: dedup ID ("" none)  ARGV[9]: dedup window µs  ARGV[10]: wake-up channel
+-- ARGV[4]: message ID  ARGV[5]: encoded message  ARGV[6]: delay µs
+-- ARGV[7]: deliver time µs (-1: use the delay)  ARGV[8]: max attempts
+-- ARGV[9]: dedup ID ("" none)  ARGV[10]: dedup window µs  ARGV[11]: wake-up channel
 -- Returns {0, message ID, deliver} added; {1, first message ID, its deliver}
 -- a duplicate.
 upkeep()
-local dedup = ARGV[8]
+local dedup = ARGV[9]
 if dedup ~= '' then
-  local d = redis.call('HGET', KEYS[7], dedup)
-  local exp = redis.call('ZSCORE', KEYS[8], dedup)
+  local d = redis.call('HGET', KEYS[8], dedup)
+  local exp = redis.call('ZSCORE', KEYS[9], dedup)
   if d and exp and tonumber(exp) > now then
     local id, deliver = string.match(d, '^(.*)|(%d+)$')
+    settle()
     return {1, id, tonumber(deliver)}
   end
 end
-local id = ARGV[3]
-local deliver = now + tonumber(ARGV[5])
-if tonumber(ARGV[6]) >= 0 then deliver = math.max(tonumber(ARGV[6]), now) end
-local seq = string.format('%016x', redis.call('INCR', KEYS[9]))
-redis.call('HSET', KEYS[5], id, ARGV[4])
-setMeta(id, {seq = seq, attempt = 0, max = tonumber(ARGV[7]), deliver = deliver, enqueued = now, receipt = ''})
-if deliver > now then
-  redis.call('ZADD', KEYS[2], s(deliver), seq .. id)
-else
-  redis.call('RPUSH', KEYS[1], seq .. id)
-end
+local id = ARGV[4]
+local deliver = now + tonumber(ARGV[6])
+if tonumber(ARGV[7]) >= 0 then deliver = math.max(tonumber(ARGV[7]), now) end
+local seq = nextSeq()
+redis.call('HSET', KEYS[5], id, ARGV[5])
+setMeta(id, {seq = seq, attempt = 0, max = tonumber(ARGV[8]), deliver = deliver, enqueued = now, receipt = ''})
+redis.call('ZADD', KEYS[1], s(deliver), seq .. id)
 if dedup ~= '' then
-  redis.call('HSET', KEYS[7], dedup, id .. '|' .. s(deliver))
-  redis.call('ZADD', KEYS[8], s(now + tonumber(ARGV[9])), dedup)
+  redis.call('HSET', KEYS[8], dedup, id .. '|' .. s(deliver))
+  redis.call('ZADD', KEYS[9], s(now + tonumber(ARGV[10])), dedup)
+  expireDedup()
 end
-redis.call('SPUBLISH', ARGV[10], '')
+redis.call('SPUBLISH', ARGV[11], '')
+settle()
 return {0, id, deliver}

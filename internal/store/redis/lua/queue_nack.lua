@@ -1,24 +1,24 @@
 -- Ends a live claim: the message is delayed for another attempt, or dead if
 -- it has had its max attempts; wakes the queue.
 -- KEYS: see queue_prelude.lua
--- ARGV[3]: receipt  ARGV[4]: delay µs  ARGV[5]: wake-up channel
+-- ARGV[4]: receipt  ARGV[5]: delay µs  ARGV[6]: wake-up channel
 -- Returns {0} the claim is not live; {1, deliver} delayed or ready; {2} dead.
 upkeep()
-local id, m, ref = claimed(ARGV[3])
-if not id then return {0} end
-redis.call('ZREM', KEYS[3], ref)
+local id, m, ref, set = claimed(ARGV[4])
+if not id then
+  settle()
+  return {0}
+end
+redis.call('ZREM', set, ref)
 m.receipt = ''
 if m.attempt >= m.max then
-  setMeta(id, m)
-  redis.call('RPUSH', KEYS[4], ref)
+  bury(id, m, ref, now)
+  settle()
   return {2}
 end
-m.deliver = now + tonumber(ARGV[4])
+m.deliver = now + tonumber(ARGV[5])
 setMeta(id, m)
-if m.deliver > now then
-  redis.call('ZADD', KEYS[2], s(m.deliver), ref)
-else
-  redis.call('RPUSH', KEYS[1], ref)
-end
-redis.call('SPUBLISH', ARGV[5], '')
+redis.call('ZADD', KEYS[1], s(m.deliver), ref)
+redis.call('SPUBLISH', ARGV[6], '')
+settle()
 return {1, m.deliver}

@@ -1,16 +1,40 @@
--- Moves dead letters, oldest first, back to ready with their attempts reset;
--- wakes the queue if it moved any.
--- KEYS: see queue_prelude.lua  ARGV[3]: at most this many  ARGV[4]: wake-up channel
+-- Moves dead letters, oldest first, back to ready with their attempts reset
+-- (and a new place in the enqueue order); wakes the queue if it moved any.
+-- KEYS: see queue_prelude.lua  ARGV[4]: at most this many (bounded work:
+-- at most 10 × queue.max_claim_messages)  ARGV[5]: wake-up channel
 -- Returns how many it moved.
 upkeep()
-local refs = redis.call('LPOP', KEYS[4], tonumber(ARGV[3]))
-if not refs then return 0 end
-for i = 1, #refs do
-  local id = string.sub(refs[i], 17)
-  local m = getMeta(id)
-  m.attempt = 0
+local max = tonumber(ARGV[4])
+local kept = '(' .. s(now - deadTTL)
+local n = 0
+-- revive makes the message ready now, with its attempts reset.
+local function revive(id, m, body)
+  m.attempt, m.receipt, m.seq = 0, '', nextSeq()
   setMeta(id, m)
-  redis.call('RPUSH', KEYS[1], refs[i])
+  redis.call('HSET', KEYS[5], id, body)
+  redis.call('ZADD', KEYS[1], s(now), m.seq .. id)
+  n = n + 1
 end
-redis.call('SPUBLISH', ARGV[4], '')
-return #refs
+while n < max do
+  -- The oldest dead letter, or a claim that ended on its last attempt and
+  -- that upkeep left (more than a batch ended), whichever died first.
+  local d, dd = firstIn(KEYS[4], kept, '+inf')
+  local l, ld = firstIn(KEYS[3], kept, s(now))
+  if l and (not d or before(l, ld, d, dd)) then
+    redis.call('ZREM', KEYS[3], l)
+    local id = string.sub(l, 17)
+    revive(id, getMeta(id), redis.call('HGET', KEYS[5], id))
+  elseif d then
+    redis.call('ZREM', KEYS[4], d)
+    local id = string.sub(d, 17)
+    local rec = redis.call('HGET', KEYS[7], id)
+    redis.call('HDEL', KEYS[7], id)
+    local nl = string.find(rec, '\n', 1, true)
+    revive(id, parseMeta(string.sub(rec, 1, nl - 1)), string.sub(rec, nl + 1))
+  else
+    break
+  end
+end
+if n > 0 then redis.call('SPUBLISH', ARGV[5], '') end
+settle()
+return n

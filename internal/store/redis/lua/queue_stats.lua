@@ -1,5 +1,14 @@
--- Counts a queue's messages by state, after upkeep.
+-- Counts a queue's messages by state, by their scores: exact whatever
+-- upkeep has done so far.
 -- KEYS: see queue_prelude.lua
 -- Returns {ready, delayed, in flight, dead}.
 upkeep()
-return {redis.call('LLEN', KEYS[1]), redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]), redis.call('LLEN', KEYS[4])}
+local t, after, kept = s(now), '(' .. s(now), '(' .. s(now - deadTTL)
+local r = {
+  redis.call('ZCOUNT', KEYS[1], '-inf', t) + redis.call('ZCOUNT', KEYS[2], '-inf', t),
+  redis.call('ZCOUNT', KEYS[1], after, '+inf'),
+  redis.call('ZCOUNT', KEYS[2], after, '+inf') + redis.call('ZCOUNT', KEYS[3], after, '+inf'),
+  redis.call('ZCOUNT', KEYS[4], kept, '+inf') + redis.call('ZCOUNT', KEYS[3], kept, t),
+}
+settle()
+return r
