@@ -155,6 +155,21 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 	return nil
 }
 
+// StoreKey is the store's key of key in namespace ns under policy, or under
+// an inline limit if policy is "". A policy's state is its own: the key
+// carries the policy's name after a NUL, which neither a key nor a policy
+// name contains (they have no control characters), so two policies never
+// share a counter, even with equal parameters, nor a policy and an inline
+// limit. Inline limits keep one state per key and parameters (the store
+// keeps a key's state apart for every distinct Limit).
+func StoreKey(ns, key, policy string) string {
+	k := store.Scope(ns, key)
+	if policy != "" {
+		k += "\x00" + policy
+	}
+	return k
+}
+
 // Request asks for a decision. Exactly one of Policy and Limit is set.
 type Request struct {
 	NS, Key string
@@ -203,7 +218,7 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 	if cost < 0 || cost > p.Limit.Capacity() {
 		return Result{}, validate.Errorf("cost", "is %d; it must be between 1 and %d (the limit's capacity)", cost, p.Limit.Capacity())
 	}
-	k := denyKey{store.Scope(r.NS, r.Key), p.Limit}
+	k := denyKey{StoreKey(r.NS, r.Key, r.Policy), p.Limit}
 	now := s.clock.Now()
 	d, cached := s.denied.get(k, cost, now)
 	var err error

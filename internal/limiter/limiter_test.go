@@ -301,7 +301,7 @@ func TestAllowShadow(t *testing.T) {
 		}
 	}
 	// The store's own answer is still a denial: shadow mode consumed nothing.
-	d, err := h.faulty.Inner().Allow(ctx, store.Scope("ns", "k"), policies["shadow"].Limit, 1, true)
+	d, err := h.faulty.Inner().Allow(ctx, limiter.StoreKey("ns", "k", "shadow"), policies["shadow"].Limit, 1, true)
 	if err != nil || d.Allowed || d.Remaining != 0 {
 		t.Errorf("a peek at the store after the shadow denials: %+v, %v; want denied, 0 remaining", d, err)
 	}
@@ -379,5 +379,54 @@ func TestAllowRecovers(t *testing.T) {
 		if err != nil || res.Degraded || res.Allowed != want {
 			t.Fatalf("call %d after the fault: %+v, %v; want Allowed %v, not degraded", i+1, res, err, want)
 		}
+	}
+}
+
+// TestPoliciesKeepSeparateState: two named policies with equal parameters
+// never share a counter, nor a cached denial, nor does an inline limit with
+// the same parameters.
+func TestPoliciesKeepSeparateState(t *testing.T) {
+	equal := store.Limit{Algorithm: store.FixedWindow, Limit: 2, Period: time.Minute}
+	c := clock.NewFake(time.Unix(1_800_000_000, 0))
+	mem := memory.New(memory.Options{Clock: c})
+	f := storetest.NewFaulty(mem)
+	t.Cleanup(func() { _ = f.Close() })
+	svc, err := limiter.New(f, limiter.DefaultConfig(), map[string]limiter.Policy{
+		"a": {Limit: equal}, "b": {Limit: equal},
+	}, limiter.WithClock(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := func(r limiter.Request) limiter.Result {
+		t.Helper()
+		res, err := svc.Allow(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a := limiter.Request{NS: "ns", Key: "k", Policy: "a"}
+	for i, want := range []bool{true, true, false} {
+		if res := allow(a); res.Allowed != want {
+			t.Fatalf("policy a, call %d: %+v, want allowed %v", i+1, res, want)
+		}
+	}
+	if res := allow(a); res.Allowed || !res.Cached {
+		t.Fatalf("policy a, call 4: %+v, want its denial from the deny cache", res)
+	}
+	calls := f.Calls("Allow")
+	for _, r := range []limiter.Request{
+		{NS: "ns", Key: "k", Policy: "b"},
+		{NS: "ns", Key: "k", Limit: &equal},
+	} {
+		if res := allow(r); !res.Allowed || res.Cached || res.Remaining != 1 {
+			t.Errorf("%+v after policy a is exhausted: %+v, want its own state's first admission (1 remaining)", r, res)
+		}
+	}
+	if n := f.Calls("Allow"); n != calls+2 {
+		t.Errorf("%d store calls for policy b and the inline limit, want 2", n-calls)
+	}
+	if res := allow(a); res.Allowed {
+		t.Errorf("policy a after the others: %+v, want still denied", res)
 	}
 }

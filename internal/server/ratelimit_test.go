@@ -219,3 +219,40 @@ func TestTokenBucketBurstAboveLimit(t *testing.T) {
 		t.Fatalf("admitted %d after a second, want the refill of 10", n)
 	}
 }
+
+// TestNamedPoliciesKeepSeparateCounters: two named policies with equal
+// parameters each have their own state, for every algorithm, apart from
+// each other and from an inline limit with the same parameters.
+func TestNamedPoliciesKeepSeparateCounters(t *testing.T) {
+	algs := map[string]store.Algorithm{
+		"fixed": store.FixedWindow, "sliding": store.SlidingWindow, "log": store.SlidingLog,
+		"token": store.TokenBucket, "leaky": store.LeakyBucket,
+	}
+	ps := map[string]limiter.Policy{}
+	for name, a := range algs {
+		l := store.Limit{Algorithm: a, Limit: 2, Period: time.Minute}
+		ps[name+"-a"], ps[name+"-b"] = limiter.Policy{Limit: l}, limiter.Policy{Limit: l}
+	}
+	h := newHarness(t, withFakeClock, withPolicies(ps))
+	for name, a := range algs {
+		l := ps[name+"-a"].Limit
+		capacity := l.Capacity()
+		var n int64
+		for h.allow(t, &coordv1.AllowRequest{Key: "u", Policy: name + "-a"}).GetAllowed() {
+			if n++; n > capacity {
+				t.Fatalf("policy %s-a admitted more than its capacity %d", name, capacity)
+			}
+		}
+		for _, req := range []*coordv1.AllowRequest{
+			{Key: "u", Policy: name + "-b"},
+			{Key: "u", Limit: inline(coordv1.Algorithm(a), l.Limit, l.Period, 0)},
+		} {
+			if resp := h.allow(t, req); !resp.GetAllowed() || resp.GetRemaining() != capacity-1 {
+				t.Errorf("%v after policy %s-a took all %d: %v, want its own first admission (%d remaining)", req, name, n, resp, capacity-1)
+			}
+		}
+		if resp := h.allow(t, &coordv1.AllowRequest{Key: "u", Policy: name + "-a"}); resp.GetAllowed() {
+			t.Errorf("policy %s-a after the others: %v, want still denied", name, resp)
+		}
+	}
+}
