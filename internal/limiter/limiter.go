@@ -132,7 +132,25 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 	if err := validate.Duration(field+".period", l.Period, s.cfg.MaxPeriod); err != nil {
 		return err
 	}
+	// The rate must be one the store represents exactly, never rounded:
+	// the store counts time in whole microseconds, and the buckets admit
+	// one unit every P/L of them (store/ratelimit.go).
+	if l.Period%time.Microsecond != 0 {
+		return validate.Errorf(field+".period", "is %v; it must be a whole number of microseconds, the store's resolution", l.Period)
+	}
 	bucket := l.Algorithm == store.TokenBucket || l.Algorithm == store.LeakyBucket
+	if p := l.Period.Microseconds(); bucket && p%l.Limit != 0 {
+		if p < l.Limit {
+			return validate.Errorf(field+".limit", "is %d in %v, more than one unit per microsecond: a bucket admits one unit every period/limit microseconds, "+
+				"a whole number at least 1, so at most %d in %v", l.Limit, l.Period, p, l.Period)
+		}
+		near := fmt.Sprint(time.Duration(p/l.Limit*l.Limit) * time.Microsecond)
+		if hi := time.Duration(p/l.Limit+1) * time.Duration(l.Limit) * time.Microsecond; hi <= s.cfg.MaxPeriod {
+			near += " or " + hi.String()
+		}
+		return validate.Errorf(field+".limit", "is %d, which does not divide the period %v into whole microseconds: a bucket admits one unit every "+
+			"period/limit microseconds, never rounded; periods near it that this limit divides: %s", l.Limit, l.Period, near)
+	}
 	switch {
 	case l.Burst < 0:
 		return validate.Errorf(field+".burst", "is %d; it must not be negative", l.Burst)
@@ -145,8 +163,8 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 		// A burst above the limit must refill from empty within
 		// max_period: this keeps every time the buckets compute within
 		// microsecond precision (and int64) on every backend. (Without one,
-		// the bucket refills within period + limit µs: always bounded.)
-		interval := (l.Period.Microseconds() + l.Limit - 1) / l.Limit
+		// the bucket refills within the period: always bounded.)
+		interval := l.Period.Microseconds() / l.Limit
 		if most := max(l.Limit, s.cfg.MaxPeriod.Microseconds()/interval); l.Burst > most {
 			return validate.Errorf(field+".burst", "is %d: the bucket would take longer than ratelimit.max_period (%v) to refill; at most %d at this rate",
 				l.Burst, s.cfg.MaxPeriod, most)

@@ -129,11 +129,14 @@ func TestRetryAfterIsExact(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/cost%d", alg, cost), func(t *testing.T) {
 				t.Parallel()
 				h := newHarness(t, withFakeClock)
-				burst := int64(0)
+				burst, period := int64(0), time.Second
 				if alg == coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET {
 					burst = 2
 				}
-				l := inline(alg, 3, time.Second, burst)
+				if alg == coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET || alg == coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET {
+					period = 999_999 * time.Microsecond // a bucket's 3 must divide its period: 333,333µs a unit
+				}
+				l := inline(alg, 3, period, burst)
 				rng := rand.New(rand.NewPCG(uint64(alg), uint64(cost)))
 				for round := 0; round < 30; round++ {
 					h.clock.Advance(time.Duration(rng.IntN(700_000)) * time.Microsecond)
@@ -161,7 +164,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 
 func TestDenialAndPeekConsumeNothing(t *testing.T) {
 	h := newHarness(t, withFakeClock)
-	l := inline(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 3, time.Second, 0)
+	l := inline(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 3, 999_999*time.Microsecond, 0) // 333,333µs a token
 	peek := h.allow(t, &coordv1.AllowRequest{Key: "p", Limit: l, Peek: true})
 	if !peek.GetAllowed() || peek.GetRemaining() != 2 || peek.GetLimit() != 3 {
 		t.Fatalf("peek = %v, want allowed with 2 remaining", peek)

@@ -57,9 +57,19 @@ package store
 // entries; that is P for an allowed call, unless a step back left later
 // entries. At most L entries exist, since a denial logs nothing.
 //
+// Which rates are exact. The windows and the log count units per period of
+// whole microseconds, so every L and P is exact for them, more than one unit
+// per microsecond included. The buckets admit a unit every T microseconds,
+// exact only if L divides P; internal/limiter refuses any other limit of a
+// bucket (INVALID_ARGUMENT: a rate is never rounded), and a period that is
+// not a whole number of microseconds for every algorithm. The store itself
+// takes any valid Limit and, for a bucket that L does not divide, rounds the
+// interval up as below.
+//
 // Token bucket and leaky bucket: GCRA, in integers. T = ceil(P/L) is the
-// emission interval in microseconds (a rate is rounded down by less than a
-// microsecond per unit, so that C calls of cost 1 fit a bucket of C exactly).
+// emission interval in microseconds: P/L for every limit the limiter
+// accepts (otherwise the rate is rounded down, so that C calls of cost 1
+// still fit a bucket of C exactly).
 // State: the theoretical arrival time tat (absent: now). With t0 = max(tat,
 // now), new = t0 + c*T and allowAt = new - C*T: allowed iff allowAt <= now;
 // then tat = new. With after = new if allowed else t0: Remaining =
