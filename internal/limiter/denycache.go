@@ -10,8 +10,10 @@ import (
 
 // denyCache remembers, for a short while, keys known to be over their limit,
 // so that a key being hammered is answered without a round trip to the
-// store. An entry is keyed by the scoped key and every parameter of the
-// limit, so a changed policy never meets an old entry. It answers exactly
+// store. An entry is keyed by the state's key in the store (see StoreKey:
+// the scoped key and the policy's name) and every parameter of the limit, so
+// one policy's denial never answers another's call, and a changed policy
+// never meets an old entry. It answers exactly
 // what the store would: a denial consumes nothing, nothing but time can make
 // the key admit a call of the same cost sooner than the denial's retry_after
 // (others' calls only consume more), and the entry's answer is that denial

@@ -132,7 +132,25 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 	if err := validate.Duration(field+".period", l.Period, s.cfg.MaxPeriod); err != nil {
 		return err
 	}
+	// The rate must be one the store represents exactly, never rounded:
+	// the store counts time in whole microseconds, and the buckets admit
+	// one unit every P/L of them (store/ratelimit.go).
+	if l.Period%time.Microsecond != 0 {
+		return validate.Errorf(field+".period", "is %v; it must be a whole number of microseconds, the store's resolution", l.Period)
+	}
 	bucket := l.Algorithm == store.TokenBucket || l.Algorithm == store.LeakyBucket
+	if p := l.Period.Microseconds(); bucket && p%l.Limit != 0 {
+		if p < l.Limit {
+			return validate.Errorf(field+".limit", "is %d in %v, more than one unit per microsecond: a bucket admits one unit every period/limit microseconds, "+
+				"a whole number at least 1, so at most %d in %v", l.Limit, l.Period, p, l.Period)
+		}
+		near := fmt.Sprint(time.Duration(p/l.Limit*l.Limit) * time.Microsecond)
+		if hi := time.Duration(p/l.Limit+1) * time.Duration(l.Limit) * time.Microsecond; hi <= s.cfg.MaxPeriod {
+			near += " or " + hi.String()
+		}
+		return validate.Errorf(field+".limit", "is %d, which does not divide the period %v into whole microseconds: a bucket admits one unit every "+
+			"period/limit microseconds, never rounded; periods near it that this limit divides: %s", l.Limit, l.Period, near)
+	}
 	switch {
 	case l.Burst < 0:
 		return validate.Errorf(field+".burst", "is %d; it must not be negative", l.Burst)
@@ -145,14 +163,29 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 		// A burst above the limit must refill from empty within
 		// max_period: this keeps every time the buckets compute within
 		// microsecond precision (and int64) on every backend. (Without one,
-		// the bucket refills within period + limit µs: always bounded.)
-		interval := (l.Period.Microseconds() + l.Limit - 1) / l.Limit
+		// the bucket refills within the period: always bounded.)
+		interval := l.Period.Microseconds() / l.Limit
 		if most := max(l.Limit, s.cfg.MaxPeriod.Microseconds()/interval); l.Burst > most {
 			return validate.Errorf(field+".burst", "is %d: the bucket would take longer than ratelimit.max_period (%v) to refill; at most %d at this rate",
 				l.Burst, s.cfg.MaxPeriod, most)
 		}
 	}
 	return nil
+}
+
+// StoreKey is the store's key of key in namespace ns under policy, or under
+// an inline limit if policy is "". A policy's state is its own: the key
+// carries the policy's name after a NUL, which neither a key nor a policy
+// name contains (they have no control characters), so two policies never
+// share a counter, even with equal parameters, nor a policy and an inline
+// limit. Inline limits keep one state per key and parameters (the store
+// keeps a key's state apart for every distinct Limit).
+func StoreKey(ns, key, policy string) string {
+	k := store.Scope(ns, key)
+	if policy != "" {
+		k += "\x00" + policy
+	}
+	return k
 }
 
 // Request asks for a decision. Exactly one of Policy and Limit is set.
@@ -203,7 +236,7 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 	if cost < 0 || cost > p.Limit.Capacity() {
 		return Result{}, validate.Errorf("cost", "is %d; it must be between 1 and %d (the limit's capacity)", cost, p.Limit.Capacity())
 	}
-	k := denyKey{store.Scope(r.NS, r.Key), p.Limit}
+	k := denyKey{StoreKey(r.NS, r.Key, r.Policy), p.Limit}
 	now := s.clock.Now()
 	d, cached := s.denied.get(k, cost, now)
 	var err error

@@ -122,15 +122,28 @@ func TestCheckLimit(t *testing.T) {
 		{"leaky bucket burst = limit", lim(store.LeakyBucket, 10, sec, 10), ""},
 		{"leaky bucket burst > limit", lim(store.LeakyBucket, 10, sec, 11), ""},
 		{"leaky bucket burst > max_limit", lim(store.LeakyBucket, 10, sec, 1_000_000_001), "limit.burst"},
-		// A limit that does not divide the period in µs, at max_period: its
-		// bucket refills in a few µs more than max_period, which is fine;
-		// only a burst above the limit must refill within max_period.
-		{"token bucket period at max, limit 7", lim(store.TokenBucket, 7, time.Hour, 0), ""},
-		{"leaky bucket period at max, limit 7, burst 7", lim(store.LeakyBucket, 7, time.Hour, 7), ""},
-		{"token bucket burst refilling past max_period", lim(store.TokenBucket, 7, time.Hour, 8), "limit.burst"},
-		// ceil(1m / 7) = 8,571,429 µs a token; 419 of them take 59m59.9s.
-		{"token bucket burst refilling within max_period", lim(store.TokenBucket, 7, time.Minute, 419), ""},
-		{"token bucket burst refilling just past max_period", lim(store.TokenBucket, 7, time.Minute, 420), "limit.burst"},
+		// A bucket at max_period refills within it; only a burst above the
+		// limit must refill within max_period.
+		{"token bucket period at max, limit 6", lim(store.TokenBucket, 6, time.Hour, 0), ""},
+		{"leaky bucket period at max, limit 6, burst 6", lim(store.LeakyBucket, 6, time.Hour, 6), ""},
+		{"token bucket burst refilling past max_period", lim(store.TokenBucket, 6, time.Hour, 7), "limit.burst"},
+		// 1m / 6 = 10s a token; 360 of them take 1h.
+		{"token bucket burst refilling within max_period", lim(store.TokenBucket, 6, time.Minute, 360), ""},
+		{"token bucket burst refilling just past max_period", lim(store.TokenBucket, 6, time.Minute, 361), "limit.burst"},
+
+		// Rates the store cannot represent exactly are refused, never
+		// rounded: a period of a fraction of a µs, a bucket whose emission
+		// interval period/limit is not a whole number of µs.
+		{"period not whole µs", lim(store.FixedWindow, 10, sec+time.Nanosecond, 0), "limit.period"},
+		{"period not whole µs, token bucket", lim(store.TokenBucket, 10, sec+999*time.Nanosecond, 0), "limit.period"},
+		{"token bucket limit not dividing the period", lim(store.TokenBucket, 3, sec, 0), "limit.limit"},
+		{"leaky bucket limit not dividing the period", lim(store.LeakyBucket, 7, time.Hour, 7), "limit.limit"},
+		{"token bucket interval 1µs", lim(store.TokenBucket, 1000, time.Millisecond, 0), ""},
+		{"token bucket interval 3µs", lim(store.TokenBucket, 1000, 3*time.Millisecond, 0), ""},
+		{"leaky bucket, 999 in 1ms", lim(store.LeakyBucket, 999, time.Millisecond, 0), "limit.limit"},
+		{"fixed window, limit not dividing the period", lim(store.FixedWindow, 3, sec, 0), ""},
+		{"sliding window, limit not dividing the period", lim(store.SlidingWindow, 7, time.Hour, 0), ""},
+		{"sliding log, limit not dividing the period", lim(store.SlidingLog, 7, sec, 0), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.CheckLimit("limit", tc.l)
@@ -146,6 +159,32 @@ func TestCheckLimit(t *testing.T) {
 	t.Run("prefix", func(t *testing.T) {
 		wantField(t, s.CheckLimit("ratelimit.policies.api", lim(store.FixedWindow, 0, sec, 0)), "ratelimit.policies.api.limit")
 	})
+}
+
+// TestCheckLimitOverOnePerMicrosecond: a bucket of more than one unit per
+// microsecond is refused (the store's emission interval would round to 1µs,
+// cutting the rate to half or less); a window of that rate counts exactly.
+func TestCheckLimitOverOnePerMicrosecond(t *testing.T) {
+	s, err := limiter.New(nil, limiter.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []store.Algorithm{store.TokenBucket, store.LeakyBucket} {
+		for _, l := range []int64{2000, 1001, 1_000_000_000} {
+			wantField(t, s.CheckLimit("limit", store.Limit{Algorithm: a, Limit: l, Period: time.Millisecond}), "limit.limit")
+		}
+		if err := s.CheckLimit("limit", store.Limit{Algorithm: a, Limit: 1000, Period: time.Millisecond}); err != nil {
+			t.Errorf("one unit per µs: %v", err)
+		}
+	}
+	for _, a := range []store.Algorithm{store.FixedWindow, store.SlidingWindow} {
+		if err := s.CheckLimit("limit", store.Limit{Algorithm: a, Limit: 1_000_000_000, Period: time.Millisecond}); err != nil {
+			t.Errorf("%v, 1e9 in 1ms: %v", a, err)
+		}
+	}
+	if _, err := s.Allow(t.Context(), limiter.Request{Key: "k", Limit: &store.Limit{Algorithm: store.TokenBucket, Limit: 2000, Period: time.Millisecond}}); err == nil {
+		t.Error("Allow with 2 units per µs on a token bucket: no error")
+	}
 }
 
 // harness is a limiter Service on a Faulty memory store.
@@ -301,7 +340,7 @@ func TestAllowShadow(t *testing.T) {
 		}
 	}
 	// The store's own answer is still a denial: shadow mode consumed nothing.
-	d, err := h.faulty.Inner().Allow(ctx, store.Scope("ns", "k"), policies["shadow"].Limit, 1, true)
+	d, err := h.faulty.Inner().Allow(ctx, limiter.StoreKey("ns", "k", "shadow"), policies["shadow"].Limit, 1, true)
 	if err != nil || d.Allowed || d.Remaining != 0 {
 		t.Errorf("a peek at the store after the shadow denials: %+v, %v; want denied, 0 remaining", d, err)
 	}
@@ -379,5 +418,54 @@ func TestAllowRecovers(t *testing.T) {
 		if err != nil || res.Degraded || res.Allowed != want {
 			t.Fatalf("call %d after the fault: %+v, %v; want Allowed %v, not degraded", i+1, res, err, want)
 		}
+	}
+}
+
+// TestPoliciesKeepSeparateState: two named policies with equal parameters
+// never share a counter, nor a cached denial, nor does an inline limit with
+// the same parameters.
+func TestPoliciesKeepSeparateState(t *testing.T) {
+	equal := store.Limit{Algorithm: store.FixedWindow, Limit: 2, Period: time.Minute}
+	c := clock.NewFake(time.Unix(1_800_000_000, 0))
+	mem := memory.New(memory.Options{Clock: c})
+	f := storetest.NewFaulty(mem)
+	t.Cleanup(func() { _ = f.Close() })
+	svc, err := limiter.New(f, limiter.DefaultConfig(), map[string]limiter.Policy{
+		"a": {Limit: equal}, "b": {Limit: equal},
+	}, limiter.WithClock(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := func(r limiter.Request) limiter.Result {
+		t.Helper()
+		res, err := svc.Allow(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	a := limiter.Request{NS: "ns", Key: "k", Policy: "a"}
+	for i, want := range []bool{true, true, false} {
+		if res := allow(a); res.Allowed != want {
+			t.Fatalf("policy a, call %d: %+v, want allowed %v", i+1, res, want)
+		}
+	}
+	if res := allow(a); res.Allowed || !res.Cached {
+		t.Fatalf("policy a, call 4: %+v, want its denial from the deny cache", res)
+	}
+	calls := f.Calls("Allow")
+	for _, r := range []limiter.Request{
+		{NS: "ns", Key: "k", Policy: "b"},
+		{NS: "ns", Key: "k", Limit: &equal},
+	} {
+		if res := allow(r); !res.Allowed || res.Cached || res.Remaining != 1 {
+			t.Errorf("%+v after policy a is exhausted: %+v, want its own state's first admission (1 remaining)", r, res)
+		}
+	}
+	if n := f.Calls("Allow"); n != calls+2 {
+		t.Errorf("%d store calls for policy b and the inline limit, want 2", n-calls)
+	}
+	if res := allow(a); res.Allowed {
+		t.Errorf("policy a after the others: %+v, want still denied", res)
 	}
 }

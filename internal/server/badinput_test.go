@@ -768,6 +768,11 @@ func biCases() []biCase {
 		biAllow.bad("limit.burst above ratelimit.max_limit on a token bucket", "limit.burst", biInline(biLimit(biToken, 10, time.Hour, 1_000_000_001))),
 		biAllow.bad("limit.burst above ratelimit.max_limit on a leaky bucket", "limit.burst", biInline(biLimit(biLeaky, 10, time.Hour, 1_000_000_001))),
 		biAllow.bad("limit empty", "limit.period", biInline(&coordv1.Limit{})),
+		// Rates the store cannot represent exactly: refused, never rounded.
+		biAllow.bad("limit.period=1s+1ns", "limit.period", biInline(biLimit(biFixed, 10, time.Second+time.Nanosecond, 0))),
+		biAllow.bad("token bucket limit=3 in 1s, not a whole µs a unit", "limit.limit", biInline(biLimit(biToken, 3, time.Second, 0))),
+		biAllow.bad("leaky bucket limit=2000 in 1ms, over one unit per µs", "limit.limit", biInline(biLimit(biLeaky, 2000, time.Millisecond, 0))),
+		biAllow.bad("token bucket limit=1e9 in 1ms", "limit.limit", biInline(biLimit(biToken, 1_000_000_000, time.Millisecond, 0))),
 	)
 	addAll(biDurCases(biAllow, "limit.period", 168*time.Hour, true, func(r *coordv1.AllowRequest, d *durationpb.Duration) {
 		r.Policy, r.Limit = "", &coordv1.Limit{Algorithm: biToken, Limit: 10, Period: d}
@@ -1025,6 +1030,8 @@ func TestBadInputControl(t *testing.T) {
 		biAllow.control("inline leaky bucket", biInline(biLimit(biLeaky, 10, time.Hour, 0))),
 		biAllow.control("inline fixed window", biInline(biLimit(biFixed, 1_000_000_000, 168*time.Hour, 0))),
 		biAllow.control("inline sliding window", biInline(biLimit(biSliding, 10, time.Millisecond, 0))),
+		biAllow.control("inline fixed window, 1e6 units per µs", biInline(biLimit(biFixed, 1_000_000_000, time.Millisecond, 0))),
+		biAllow.control("inline token bucket, one unit per µs", biInline(biLimit(biToken, 1000, time.Millisecond, 0))),
 		biAllow.control("inline sliding log", biInline(biLimit(biLog, 1000, time.Hour, 0))),
 		biBegin.control("base", nil),
 		biBegin.control("at the bounds", func(_ *biFixture, r *coordv1.BeginIdempotentRequest) {

@@ -384,11 +384,11 @@ func naiveCapacity(l store.Limit) int64 {
 }
 
 // naiveBucketRefills: a token or leaky bucket of capacity c refills from
-// empty within max, at one unit per ceil(period/limit) (in whole µs). Only a
-// burst above the limit is held to it.
+// empty within max, at one unit per period/limit (whole µs: a rate the store
+// cannot represent exactly is refused). Only a burst above the limit is held
+// to it.
 func naiveBucketRefills(c, limit int64, period, max time.Duration) bool {
-	interval := new(big.Int).Add(big.NewInt(period.Microseconds()), big.NewInt(limit-1))
-	interval.Div(interval, big.NewInt(limit))
+	interval := new(big.Int).Div(big.NewInt(period.Microseconds()), big.NewInt(limit))
 	refill := new(big.Int).Mul(big.NewInt(c), interval)
 	return refill.Cmp(big.NewInt(max.Microseconds())) <= 0
 }
@@ -420,6 +420,7 @@ func FuzzAllowRequest(f *testing.F) {
 			}
 			validLimit = alg >= 1 && alg <= 5 && limit >= 1 && limit <= maxLimit &&
 				req.Limit.Period != nil && inRange(req.Limit.Period, time.Millisecond, cfg.MaxPeriod) &&
+				period%time.Microsecond == 0 && (!bucket || period.Microseconds()%limit == 0) &&
 				burst >= 0 && burst <= cfg.MaxLimit && (burst == 0 || bucket) &&
 				(!bucket || burst <= limit || naiveBucketRefills(burst, limit, period, cfg.MaxPeriod))
 		}
@@ -442,7 +443,7 @@ func FuzzAllowRequest(f *testing.F) {
 
 			// No algorithm allows more over a span of time than its capacity
 			// and a limit per period started: span/T units after a full bucket
-			// (T = ceil(P/L) >= P/L), L per window touched (the windows).
+			// (T = P/L), L per window touched (the windows).
 			if resp.GetAllowed() && !peek && !fuzzPolicies[policy].Shadow {
 				taken += max(cost, 1)
 			}

@@ -129,11 +129,14 @@ func TestRetryAfterIsExact(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/cost%d", alg, cost), func(t *testing.T) {
 				t.Parallel()
 				h := newHarness(t, withFakeClock)
-				burst := int64(0)
+				burst, period := int64(0), time.Second
 				if alg == coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET {
 					burst = 2
 				}
-				l := inline(alg, 3, time.Second, burst)
+				if alg == coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET || alg == coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET {
+					period = 999_999 * time.Microsecond // a bucket's 3 must divide its period: 333,333µs a unit
+				}
+				l := inline(alg, 3, period, burst)
 				rng := rand.New(rand.NewPCG(uint64(alg), uint64(cost)))
 				for round := 0; round < 30; round++ {
 					h.clock.Advance(time.Duration(rng.IntN(700_000)) * time.Microsecond)
@@ -161,7 +164,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 
 func TestDenialAndPeekConsumeNothing(t *testing.T) {
 	h := newHarness(t, withFakeClock)
-	l := inline(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 3, time.Second, 0)
+	l := inline(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 3, 999_999*time.Microsecond, 0) // 333,333µs a token
 	peek := h.allow(t, &coordv1.AllowRequest{Key: "p", Limit: l, Peek: true})
 	if !peek.GetAllowed() || peek.GetRemaining() != 2 || peek.GetLimit() != 3 {
 		t.Fatalf("peek = %v, want allowed with 2 remaining", peek)
@@ -217,5 +220,42 @@ func TestTokenBucketBurstAboveLimit(t *testing.T) {
 	h.clock.Advance(time.Second)
 	if n := h.admitted(t, "big", l, 40); n != 10 {
 		t.Fatalf("admitted %d after a second, want the refill of 10", n)
+	}
+}
+
+// TestNamedPoliciesKeepSeparateCounters: two named policies with equal
+// parameters each have their own state, for every algorithm, apart from
+// each other and from an inline limit with the same parameters.
+func TestNamedPoliciesKeepSeparateCounters(t *testing.T) {
+	algs := map[string]store.Algorithm{
+		"fixed": store.FixedWindow, "sliding": store.SlidingWindow, "log": store.SlidingLog,
+		"token": store.TokenBucket, "leaky": store.LeakyBucket,
+	}
+	ps := map[string]limiter.Policy{}
+	for name, a := range algs {
+		l := store.Limit{Algorithm: a, Limit: 2, Period: time.Minute}
+		ps[name+"-a"], ps[name+"-b"] = limiter.Policy{Limit: l}, limiter.Policy{Limit: l}
+	}
+	h := newHarness(t, withFakeClock, withPolicies(ps))
+	for name, a := range algs {
+		l := ps[name+"-a"].Limit
+		capacity := l.Capacity()
+		var n int64
+		for h.allow(t, &coordv1.AllowRequest{Key: "u", Policy: name + "-a"}).GetAllowed() {
+			if n++; n > capacity {
+				t.Fatalf("policy %s-a admitted more than its capacity %d", name, capacity)
+			}
+		}
+		for _, req := range []*coordv1.AllowRequest{
+			{Key: "u", Policy: name + "-b"},
+			{Key: "u", Limit: inline(coordv1.Algorithm(a), l.Limit, l.Period, 0)},
+		} {
+			if resp := h.allow(t, req); !resp.GetAllowed() || resp.GetRemaining() != capacity-1 {
+				t.Errorf("%v after policy %s-a took all %d: %v, want its own first admission (%d remaining)", req, name, n, resp, capacity-1)
+			}
+		}
+		if resp := h.allow(t, &coordv1.AllowRequest{Key: "u", Policy: name + "-a"}); resp.GetAllowed() {
+			t.Errorf("policy %s-a after the others: %v, want still denied", name, resp)
+		}
 	}
 }

@@ -294,6 +294,8 @@ type Limits interface {
 	// limit, and takes them if so and if not peek. A denial takes nothing. A
 	// key's state is separate for every distinct Limit. Limit must be valid:
 	// Limit >= 1, Period >= 1µs, 1 <= cost <= capacity (see Limit.Capacity).
+	// Its rate is exact if Period is whole µs and, for the buckets, Limit
+	// divides it (ratelimit.go); internal/limiter passes no other.
 	Allow(ctx context.Context, key string, limit Limit, cost int64, peek bool) (Decision, error)
 }
 

@@ -78,8 +78,9 @@ func fixedWindow(st *limitState, now int64, l store.Limit, c int64) (store.Decis
 	p := l.Period.Microseconds()
 	w := now / p
 	n := int64(0)
-	if st != nil && st.window == w {
-		n = st.cur
+	if st != nil && st.window >= w {
+		// A later window than now's (the clock stepped back) stays current.
+		w, n = st.window, st.cur
 	}
 	end := (w + 1) * p
 	if n+c > l.Limit {
@@ -90,7 +91,7 @@ func fixedWindow(st *limitState, now int64, l store.Limit, c int64) (store.Decis
 		return d, nil
 	}
 	return store.Decision{Allowed: true, Remaining: l.Limit - n - c, ResetAfter: micros(end - now)},
-		&limitState{expire: end, window: w, cur: n + c}
+		&limitState{expire: end + p, window: w, cur: n + c}
 }
 
 // slidingEstimate is the sliding window's estimate e microseconds into the
@@ -102,16 +103,18 @@ func slidingEstimate(prev, cur, e, p int64) float64 {
 func slidingWindow(st *limitState, now int64, l store.Limit, c int64) (store.Decision, *limitState) {
 	p := l.Period.Microseconds()
 	w := now / p
-	e := now - w*p
 	var cur, prev int64
 	if st != nil {
-		switch st.window {
-		case w:
-			cur, prev = st.cur, st.prev
-		case w - 1:
+		switch {
+		case st.window >= w:
+			// A later window than now's (the clock stepped back) stays
+			// current, decided as at its start.
+			w, cur, prev = st.window, st.cur, st.prev
+		case st.window == w-1:
 			prev = st.cur
 		}
 	}
+	e := max(0, now-w*p)
 	limit := float64(l.Limit)
 	est := slidingEstimate(prev, cur, e, p)
 	if est+float64(c) <= limit {
@@ -187,8 +190,20 @@ func slidingLog(st *limitState, now int64, l store.Limit, c int64) (store.Decisi
 		}
 	}
 	if used+c <= l.Limit {
-		next := &limitState{expire: now + p, log: append(log, logEntry{now, c})}
-		return store.Decision{Allowed: true, Remaining: l.Limit - used - c, ResetAfter: micros(p)}, next
+		// In time order: after a step back of the clock, entries later than
+		// now stay after the new one.
+		i := len(log)
+		for i > 0 && log[i-1].at > now {
+			i--
+		}
+		next := append(log, logEntry{now, c})
+		if i < len(log) {
+			next = make([]logEntry, 0, len(log)+1)
+			next = append(append(append(next, log[:i]...), logEntry{now, c}), log[i:]...)
+		}
+		last := next[len(next)-1].at
+		return store.Decision{Allowed: true, Remaining: l.Limit - used - c, ResetAfter: micros(last + p - now)},
+			&limitState{expire: last + p, log: next}
 	}
 	d := store.Decision{Remaining: l.Limit - used}
 	if len(log) > 0 {

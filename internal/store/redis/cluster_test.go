@@ -981,12 +981,14 @@ func TestAllowConcurrentWindowsOnCluster(t *testing.T) {
 
 	t.Run("token_bucket", func(t *testing.T) {
 		begin := time.Now()
-		l := pb(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET)
-		// GCRA with T = ceil(P/L) µs per token: after the capacity (L) at
-		// t0, a client that takes everything at every instant has had
-		// L + floor((t-t0)/T) by t, as long as instants are closer than
-		// L*T (the bucket never fills up again).
-		T := (period.Microseconds() + limit - 1) / limit
+		// A bucket's limit must divide its period in µs: 37 per 999,999µs.
+		tbPeriod := 999_999 * time.Microsecond
+		l := &coordv1.Limit{Algorithm: coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: limit, Period: durationpb.New(tbPeriod)}
+		// GCRA with T = P/L µs per token: after the capacity (L) at t0, a
+		// client that takes everything at every instant has had L +
+		// floor((t-t0)/T) by t, as long as instants are closer than L*T
+		// (the bucket never fills up again).
+		T := tbPeriod.Microseconds() / limit
 		t0 := base.Add(200 * period)
 		cum := func(at time.Time) int64 { return limit + at.Sub(t0).Microseconds()/T }
 		var prev int64

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"math"
+	"sort"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -46,8 +47,30 @@ func (m *limitModel) allow(now, c int64, peek bool) store.Decision {
 	}
 }
 
+// lifetime is when the state may be dropped (store/ratelimit.go): until
+// then a backend must keep it; MaxInt64 without state.
+func (m *limitModel) lifetime() int64 {
+	switch {
+	case m.lim.Algorithm == store.FixedWindow || m.lim.Algorithm == store.SlidingWindow:
+		if m.win != math.MinInt64 {
+			return (m.win + 2) * m.p
+		}
+	case m.lim.Algorithm == store.SlidingLog:
+		if len(m.log) > 0 {
+			return m.log[len(m.log)-1].t + m.p
+		}
+	case m.hasTat:
+		return m.tat
+	}
+	return math.MaxInt64
+}
+
+// window is the current window at now: now's, or the stored one if it is
+// later (the clock stepped back).
+func (m *limitModel) window(now int64) int64 { return max(now/m.p, m.win) }
+
 func (m *limitModel) fixed(now, c int64, peek bool) store.Decision {
-	w := now / m.p
+	w := m.window(now)
 	n := int64(0)
 	if m.win == w {
 		n = m.cur
@@ -81,14 +104,14 @@ func (m *limitModel) counts(w int64) (cur, prev int64) {
 }
 
 func (m *limitModel) estimate(t int64) float64 {
-	w := t / m.p
+	w := m.window(t)
 	cur, prev := m.counts(w)
-	e := t - w*m.p
+	e := max(0, t-w*m.p)
 	return float64(prev)*float64(m.p-e)/float64(m.p) + float64(cur)
 }
 
 func (m *limitModel) sliding(now, c int64, peek bool) store.Decision {
-	w := now / m.p
+	w := m.window(now)
 	cur, prev := m.counts(w)
 	est := m.estimate(now)
 	d := store.Decision{Allowed: est+float64(c) <= float64(m.l)}
@@ -135,9 +158,16 @@ func (m *limitModel) slidingLog(now, c int64, peek bool) store.Decision {
 	d := store.Decision{Allowed: used+c <= m.l}
 	if d.Allowed {
 		d.Remaining = m.l - used - c
-		d.ResetAfter = usec(m.p)
+		last := now
+		if len(live) > 0 {
+			last = max(last, live[len(live)-1].t)
+		}
+		d.ResetAfter = usec(last + m.p - now)
 		if !peek {
-			live = append(live, logEntry{now, c})
+			// In time order, after the entries of the same time. Expired
+			// entries go only now: a denial or a peek changes nothing.
+			i := sort.Search(len(live), func(i int) bool { return live[i].t > now })
+			m.log = append(live[:i], append([]logEntry{{now, c}}, live[i:]...)...)
 		}
 	} else {
 		d.Remaining = m.l - used
@@ -153,7 +183,6 @@ func (m *limitModel) slidingLog(now, c int64, peek bool) store.Decision {
 			d.ResetAfter = usec(live[len(live)-1].t + m.p - now)
 		}
 	}
-	m.log = live
 	return d
 }
 

@@ -23,6 +23,9 @@ func limitTests() []test {
 		{"IndependentLimits", limitIndependent},
 		{"PeriodTruncated", limitPeriodTruncated},
 		{"Concurrent", limitConcurrent},
+		{"ClockStepBackKeepsCounts", limitClockStepBack},
+		{"ClockStepBackSpec", limitClockStepBackSpec},
+		{"ClockStepBackBounds", limitClockStepBackBounds},
 	}
 }
 
@@ -537,6 +540,150 @@ func limitConcurrent(e *env) {
 			for i, r := range rems {
 				if r != i {
 					e.Fatalf("remaining counts of the allowed calls = %v, want 0..%d", rems, want-1)
+				}
+			}
+		})
+	}
+}
+
+// limitClockStepBack is the failover to a master whose clock is behind: a
+// fixed window of 5/s takes its 5 at the start of a window, then the store's
+// clock steps back into the windows before it, twice, within 40ms of real
+// time. The later window's count stays current, so nothing more is admitted
+// until it ends, by the store's clock.
+func limitClockStepBack(e *env) {
+	for _, a := range []store.Algorithm{store.FixedWindow, store.SlidingWindow} {
+		e.sub(algName(a), func(e *env) {
+			l := store.Limit{Algorithm: a, Limit: 5, Period: time.Second}
+			key := e.name("k")
+			admitted := 0
+			take := func() {
+				for range 10 {
+					if e.allow(key, l, 1, false).Allowed {
+						admitted++
+					}
+				}
+			}
+			e.advance(time.Hour) // the start of a window
+			take()
+			e.advance(20*ms - 700*ms) // 20ms of real time later, the clock is 700ms behind
+			take()
+			e.advance(20*ms - 1200*ms) // and again, 1.2s further back
+			take()
+			if admitted != 5 {
+				e.Fatalf("%d admitted in 40ms by a limit of 5/s, its store's clock stepping back 700ms then 1.2s; want 5", admitted)
+			}
+			// Denied until the window of the 5 ends, by the store's clock:
+			// 1s - 40ms + 1.9s from now.
+			end := time.Hour + time.Second
+			now := e.now().Sub(base)
+			want := no(0, end-now, end-now)
+			if a == store.SlidingWindow {
+				want = no(0, end+200*ms-now, end+time.Second-now) // prev=5: 5(P-e)/P+1 <= 5 from e=200ms
+			}
+			if d := e.allow(key, l, 1, false); d != want {
+				e.Errorf("after the step backs: %+v, want %+v", d, want)
+			}
+		})
+	}
+}
+
+// stepBackSchedule is schedule with the store's clock stepping back now and
+// then, by up to two periods.
+func stepBackSchedule(rng *rand.Rand, l store.Limit, n int) []limitCall {
+	calls := schedule(rng, l, n)
+	for i := range calls {
+		if rng.IntN(8) == 0 {
+			calls[i].adv = -usec(rng.Int64N(2*l.Period.Microseconds() + 1))
+		}
+	}
+	return calls
+}
+
+// limitClockStepBackSpec compares every decision with the specification
+// while the store's clock steps back. It steps back only while the state
+// must still be kept, since a backend may drop it once the clock has passed
+// its lifetime.
+func limitClockStepBackSpec(e *env) {
+	for _, a := range algorithms {
+		e.sub(algName(a), func(e *env) {
+			for i, l := range specLimits(a) {
+				key := e.name(fmt.Sprint("k", i))
+				m := newLimitModel(l)
+				latest := nowMicro(e) // the latest time the clock has shown
+				steps := 0
+				for j, c := range stepBackSchedule(newRand(uint64(300+i)), l, 300) {
+					if c.adv < 0 && latest >= m.lifetime() {
+						c.adv = 0
+					}
+					if c.adv < 0 {
+						steps++
+					}
+					e.advance(c.adv)
+					latest = max(latest, nowMicro(e))
+					got := e.allow(key, l, c.cost, c.peek)
+					want := m.allow(nowMicro(e), c.cost, c.peek)
+					if got != want {
+						e.Fatalf("%s call %d (t=%v after a step of %v, cost %d, peek %v): got %+v, want %+v",
+							limitName(l), j, e.now().Sub(base), c.adv, c.cost, c.peek, got, want)
+					}
+				}
+				if steps < 10 {
+					e.Fatalf("%s: only %d step backs", limitName(l), steps)
+				}
+			}
+		})
+	}
+}
+
+// limitClockStepBackBounds checks, without the model, what each algorithm
+// admits in any period of real time while the store's clock steps back:
+// real time only moves on, the store's clock is real time less an offset
+// that only grows. The windows admit at most 2L in any period, the sliding
+// log at most L, the buckets at most C + L.
+func limitClockStepBackBounds(e *env) {
+	for _, a := range algorithms {
+		e.sub(algName(a), func(e *env) {
+			for i, l := range specLimits(a) {
+				key := e.name(fmt.Sprint("k", i))
+				rng := newRand(uint64(400 + i))
+				p := l.Period.Microseconds()
+				type adm struct{ t, c int64 }
+				var admitted []adm
+				real := int64(0)
+				for _, c := range schedule(rng, l, 400) {
+					real += c.adv.Microseconds()
+					e.advance(c.adv)
+					if rng.IntN(6) == 0 {
+						e.advance(-usec(rng.Int64N(2*p + 1)))
+					}
+					if d := e.allow(key, l, c.cost, false); d.Allowed {
+						admitted = append(admitted, adm{real, c.cost})
+					}
+				}
+				bound := 2 * l.Limit
+				switch a {
+				case store.SlidingLog:
+					bound = l.Limit
+				case store.TokenBucket, store.LeakyBucket:
+					bound = l.Capacity() + l.Limit
+				}
+				total := int64(0)
+				for j, x := range admitted {
+					total += x.c
+					sum := int64(0)
+					for _, y := range admitted[j:] {
+						if y.t >= x.t+p {
+							break
+						}
+						sum += y.c
+					}
+					if sum > bound {
+						e.Fatalf("%s: %d admitted in the %v of real time from %v, want at most %d", limitName(l), sum, l.Period, usec(x.t), bound)
+					}
+				}
+				if total < l.Limit {
+					e.Fatalf("%s: only %d admitted in all", limitName(l), total)
 				}
 			}
 		})

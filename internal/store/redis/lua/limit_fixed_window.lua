@@ -6,7 +6,8 @@ local L, P, c = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local w = math.floor(now / P)
 local cur = redis.call('HMGET', KEYS[1], 'w', 'n')
 local n = 0
-if cur[1] and tonumber(cur[1]) == w then n = tonumber(cur[2]) end
+-- A later window than now's (the clock stepped back) stays current.
+if cur[1] and tonumber(cur[1]) >= w then w, n = tonumber(cur[1]), tonumber(cur[2]) end
 local stop = (w + 1) * P
 if n + c > L then
   local reset = 0
@@ -15,6 +16,6 @@ if n + c > L then
 end
 if ARGV[6] ~= '1' then
   redis.call('HSET', KEYS[1], 'w', s(w), 'n', s(n + c))
-  expireAt(KEYS[1], stop)
+  expireAt(KEYS[1], stop + P) -- kept a period longer, for a step back
 end
 return {1, L - n - c, 0, stop - now}

@@ -4,17 +4,19 @@
 -- Returns {allowed (0/1), remaining, retry after µs, reset after µs}.
 local L, P, c = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local w = math.floor(now / P)
-local e = now - w * P
 local cur, prev = 0, 0
 local st = redis.call('HMGET', KEYS[1], 'w', 'cur', 'prev')
 if st[1] then
   local sw = tonumber(st[1])
-  if sw == w then
-    cur, prev = tonumber(st[2]), tonumber(st[3])
+  if sw >= w then
+    -- A later window than now's (the clock stepped back) stays current,
+    -- decided as at its start.
+    w, cur, prev = sw, tonumber(st[2]), tonumber(st[3])
   elseif sw == w - 1 then
     prev = tonumber(st[2])
   end
 end
+local e = math.max(0, now - w * P)
 local function estimate(p, q, x) return p * (P - x) / P + q end
 local est = estimate(prev, cur, e)
 if est + c <= L then
