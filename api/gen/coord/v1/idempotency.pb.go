@@ -148,10 +148,14 @@ func (x *Failure) GetRetryable() bool {
 // BeginIdempotentRequest claims or inspects an idempotency key.
 type BeginIdempotentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The idempotency key: 1 to 256 bytes of UTF-8 without control characters.
+	// The idempotency key: 1 to 256 bytes of UTF-8 without control or format
+	// characters (Unicode Cc and Cf: bidirectional overrides, zero-width).
 	Key string `protobuf:"bytes,1,opt,name=key" json:"key,omitempty"`
-	// A digest of the request (method, arguments) the key guards: 1 to 256
-	// bytes, required. A key is only ever answered for the same fingerprint.
+	// A digest of the request (method, arguments) the key guards, written as
+	// text, e.g. the hex or base64 of a SHA-256: 1 to 256 bytes (config
+	// idempotency.max_fingerprint_bytes) of UTF-8 without control or format
+	// characters, required; raw digest bytes are INVALID_ARGUMENT. A key is
+	// only ever answered for the same fingerprint.
 	Fingerprint string `protobuf:"bytes,2,opt,name=fingerprint" json:"fingerprint,omitempty"`
 	// How long the caller owns the key if it gets OUTCOME_EXECUTE. Unset means
 	// config idempotency.default_processing_ttl (30s); set, at least 1ms and

@@ -32,7 +32,8 @@ const (
 type LockRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The lock's name: 1 to 256 bytes (config limits.max_name_bytes) of UTF-8
-	// without control characters.
+	// without control or format characters (Unicode Cc and Cf: bidirectional
+	// overrides, zero-width characters).
 	Name string `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
 	// The lease: how long the lock is held unless renewed. Unset means the
 	// default (config lock.default_ttl, 30s); set, it must be at least 1ms and
@@ -48,7 +49,8 @@ type LockRequest struct {
 	// has it can act for the session; no RPC returns it to anyone else.
 	SessionId string `protobuf:"bytes,4,opt,name=session_id,json=sessionId" json:"session_id,omitempty"`
 	// A label for the holder, shown to others by GetLock and by a contended
-	// Lock; at most 256 bytes, no control characters. Not a secret.
+	// Lock; at most 256 bytes, no control or format characters (Unicode Cc,
+	// Cf). Not a secret.
 	Owner string `protobuf:"bytes,5,opt,name=owner" json:"owner,omitempty"`
 	// Caps the total time the lock may be held across renewals, counted from
 	// the grant. Unset means no cap; set, at least 1ms and at most config

@@ -31,7 +31,8 @@ const (
 // EnqueueRequest adds a message.
 type EnqueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The queue's name: 1 to 256 bytes of UTF-8 without control characters.
+	// The queue's name: 1 to 256 bytes of UTF-8 without control or format
+	// characters (Unicode Cc and Cf: bidirectional overrides, zero-width).
 	// Queues exist from their first message.
 	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
 	// The message body: at most config queue.max_payload_bytes (256 KiB).

@@ -59,7 +59,8 @@ type QueueServiceClient interface {
 	// Claim hands out up to max_messages ready messages, each with a fresh
 	// receipt and attempt number. With wait > 0 and nothing ready it blocks,
 	// without polling, until a message is enqueued or becomes due, or wait
-	// passes (then it returns no messages).
+	// passes (then it returns no messages). Messages are handed out in the
+	// order they became due (deliver time, Nack delay, or claim expiry).
 	// Uncertain outcome: after UNAVAILABLE messages may have been claimed;
 	// they become ready again when their visibility timeout passes.
 	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
@@ -81,10 +82,12 @@ type QueueServiceClient interface {
 	// Extend sets a claim's visibility timeout to visibility_timeout from now.
 	// FAILED_PRECONDITION reason RECEIPT_EXPIRED as for Ack. Retry: safe.
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
-	// Stats counts the queue's messages by state.
+	// Stats counts the queue's messages by state, exactly: by each message's
+	// due time, however many came due since the queue was last touched.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	// Redrive moves up to max_messages dead letters back to ready, oldest
-	// first, with their attempt count reset.
+	// first, with their attempt count reset. Dead letters are kept config
+	// queue.dead_letter_ttl (336h) after they died, then forgotten.
 	// Retry: a retry moves further dead letters, if any.
 	Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error)
 }
@@ -193,7 +196,8 @@ type QueueServiceServer interface {
 	// Claim hands out up to max_messages ready messages, each with a fresh
 	// receipt and attempt number. With wait > 0 and nothing ready it blocks,
 	// without polling, until a message is enqueued or becomes due, or wait
-	// passes (then it returns no messages).
+	// passes (then it returns no messages). Messages are handed out in the
+	// order they became due (deliver time, Nack delay, or claim expiry).
 	// Uncertain outcome: after UNAVAILABLE messages may have been claimed;
 	// they become ready again when their visibility timeout passes.
 	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
@@ -215,10 +219,12 @@ type QueueServiceServer interface {
 	// Extend sets a claim's visibility timeout to visibility_timeout from now.
 	// FAILED_PRECONDITION reason RECEIPT_EXPIRED as for Ack. Retry: safe.
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
-	// Stats counts the queue's messages by state.
+	// Stats counts the queue's messages by state, exactly: by each message's
+	// due time, however many came due since the queue was last touched.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	// Redrive moves up to max_messages dead letters back to ready, oldest
-	// first, with their attempt count reset.
+	// first, with their attempt count reset. Dead letters are kept config
+	// queue.dead_letter_ttl (336h) after they died, then forgotten.
 	// Retry: a retry moves further dead letters, if any.
 	Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()

@@ -106,10 +106,13 @@ type Limit struct {
 	// The algorithm; required.
 	Algorithm Algorithm `protobuf:"varint,1,opt,name=algorithm,enum=coord.v1.Algorithm" json:"algorithm,omitempty"`
 	// Units admitted per period: 1 to config ratelimit.max_limit (1e9); for
-	// the sliding log at most ratelimit.max_log_limit (1000).
+	// the sliding log at most ratelimit.max_log_limit (1000). For the token
+	// and leaky buckets it must divide the period in microseconds (one unit
+	// every period/limit µs, a whole number at least 1): a rate the store
+	// cannot represent exactly is INVALID_ARGUMENT, never rounded.
 	Limit int64 `protobuf:"varint,2,opt,name=limit" json:"limit,omitempty"`
-	// The period: required, at least 1ms, at most config ratelimit.max_period
-	// (168h).
+	// The period: required, a whole number of microseconds, at least 1ms, at
+	// most config ratelimit.max_period (168h).
 	Period *durationpb.Duration `protobuf:"bytes,3,opt,name=period" json:"period,omitempty"`
 	// Bucket capacity for the token and leaky buckets: 0 means the default
 	// (limit for the token bucket, 1 for the leaky bucket), at most config
@@ -184,10 +187,12 @@ func (x *Limit) GetBurst() int64 {
 type AllowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The key to limit (a user, an IP, a route...): 1 to 256 bytes of UTF-8
-	// without control characters.
+	// without control or format characters (Unicode Cc and Cf: bidirectional
+	// overrides, zero-width characters).
 	Key string `protobuf:"bytes,1,opt,name=key" json:"key,omitempty"`
 	// A policy named in config ratelimit.policies. Exactly one of policy and
-	// limit must be set.
+	// limit must be set. Each policy keeps its own state, even if another has
+	// the same parameters.
 	Policy string `protobuf:"bytes,2,opt,name=policy" json:"policy,omitempty"`
 	// An inline limit. Exactly one of policy and limit must be set.
 	Limit *Limit `protobuf:"bytes,3,opt,name=limit" json:"limit,omitempty"`
