@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -194,4 +195,37 @@ func TestLockAgainInItsSessionAnswersAtOnce(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("answered after %v, want at once", d)
 	}
+}
+
+// TestSessionCloseCountsHoldTime: the locks a half-close releases are
+// counted in coordd_lock_hold_seconds with how long they were held, like
+// released ones. (Before, they were counted with a hold of 0.)
+func TestSessionCloseCountsHoldTime(t *testing.T) {
+	var reg *prometheus.Registry
+	h := newHarness(t, withMetrics(&reg))
+	k, first := h.openSession(t, "", 30*time.Second)
+	h.lock(t, &coordv1.LockRequest{Name: "a", SessionId: first.GetSessionId()})
+	h.lock(t, &coordv1.LockRequest{Name: "b", SessionId: first.GetSessionId()})
+	time.Sleep(200 * time.Millisecond)
+	if err := k.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the half-close: %v, want io.EOF", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "coordd_lock_hold_seconds" {
+			continue
+		}
+		hist := mf.GetMetric()[0].GetHistogram()
+		if hist.GetSampleCount() != 2 || hist.GetSampleSum() < 0.4 {
+			t.Fatalf("coordd_lock_hold_seconds count %d sum %v; want 2 locks held 0.2s or more each", hist.GetSampleCount(), hist.GetSampleSum())
+		}
+		return
+	}
+	t.Fatal("no coordd_lock_hold_seconds")
 }
