@@ -427,7 +427,7 @@ type session struct {
 	id     string
 	stream coordv1.SessionService_KeepAliveClient
 	cancel context.CancelFunc
-	held   map[string]string // lock name -> token
+	held   map[string]heldLock // by lock name
 	// hung is set by the watchdog that cancels a Recv taking far too long.
 	hung atomic.Bool
 	dog  *time.Timer
@@ -492,11 +492,21 @@ func (s *session) exchange(op string, req *coordv1.KeepAliveRequest) (*coordv1.K
 	return resp, nil
 }
 
-// lost forgets the locks a response reports lost.
+// heldLock is a session-bound grant the client holds.
+type heldLock struct {
+	token string
+	fence uint64
+}
+
+// lost forgets the locks a response reports lost. Reports are at least
+// once: a report of an earlier grant of the same name (another fence) is
+// not about the grant held now.
 func (s *session) lost(resp *coordv1.KeepAliveResponse) {
 	for _, l := range resp.GetLostLocks() {
-		s.w.t.event("session lock lost: " + l.GetReason().String())
-		delete(s.held, l.GetName())
+		if h, ok := s.held[l.GetName()]; ok && h.fence == l.GetFence() {
+			s.w.t.event("session lock lost: " + l.GetReason().String())
+			delete(s.held, l.GetName())
+		}
 	}
 }
 
@@ -517,7 +527,7 @@ func (s *session) finishExpired(op string) {
 }
 
 func (w *worker) session() {
-	s := &session{w: w, ttl: w.between(minSessionTTL, maxSessionTTL+time.Millisecond).Truncate(time.Millisecond), held: map[string]string{}}
+	s := &session{w: w, ttl: w.between(minSessionTTL, maxSessionTTL+time.Millisecond).Truncate(time.Millisecond), held: map[string]heldLock{}}
 	defer func() {
 		if s.cancel != nil {
 			s.cancel()
@@ -593,16 +603,16 @@ func (s *session) live(conn *grpc.ClientConn, d time.Duration) bool {
 			}
 			var g *coordv1.LockResponse
 			if w.call(op, wait, func(ctx context.Context) (err error) { g, err = lc.Lock(ctx, req); return }, "SESSION_NOT_FOUND") == nil && g.GetAcquired() {
-				s.held[name] = g.GetToken()
+				s.held[name] = heldLock{token: g.GetToken(), fence: g.GetFence()}
 			}
 		case r < 0.45 && len(s.held) > 0:
 			name := w.pick(keys(s.held))
-			w.release(lc, name, s.held[name])
+			w.release(lc, name, s.held[name].token)
 			delete(s.held, name)
 		case r < 0.50 && len(s.held) > 0:
 			name := w.pick(keys(s.held))
 			_ = w.call("Renew(session-bound)", 0, func(ctx context.Context) error {
-				_, err := lc.Renew(ctx, &coordv1.RenewRequest{Name: name, Token: s.held[name], Ttl: dpb(time.Second)})
+				_, err := lc.Renew(ctx, &coordv1.RenewRequest{Name: name, Token: s.held[name].token, Ttl: dpb(time.Second)})
 				return err
 			}, "LOCK_SESSION_BOUND", "LOCK_NOT_HELD")
 		case r < 0.60:
@@ -616,7 +626,7 @@ func (s *session) live(conn *grpc.ClientConn, d time.Duration) bool {
 	return !w.done()
 }
 
-func keys(m map[string]string) []string {
+func keys[V any](m map[string]V) []string {
 	s := make([]string, 0, len(m))
 	for k := range m {
 		s = append(s, k)
@@ -647,14 +657,16 @@ func (s *session) close() {
 	if !w.t.record("KeepAlive(close)", err, w.chaos || w.l.run.Err() != nil, w.l.redis, "SESSION_NOT_FOUND") {
 		return
 	}
+	// A Release by the grant's token tells whether the session still holds
+	// it (GetLock never names the holder's session).
 	lc := coordv1.NewLockServiceClient(w.l.e.stable[0])
-	for name := range s.held {
+	for name, h := range s.held {
 		ctx, cancel := context.WithTimeout(w.l.run, callTimeout)
-		info, err := lc.GetLock(ctx, &coordv1.GetLockRequest{Name: name})
+		rel, err := lc.Release(ctx, &coordv1.ReleaseRequest{Name: name, Token: h.token})
 		cancel()
-		w.t.record("GetLock(after close)", err, w.l.run.Err() != nil, w.l.redis)
-		if err == nil && info.GetHeld() && info.GetSessionBound() {
-			w.t.unexpected(fmt.Sprintf("lock %s is still held by session %s after its stream was half-closed", name, s.id))
+		w.t.record("Release(after close)", err, w.l.run.Err() != nil, w.l.redis)
+		if err == nil && rel.GetReleased() {
+			w.t.unexpected(fmt.Sprintf("lock %s (fence %d) was still held by session %s after its stream was half-closed", name, h.fence, s.id))
 		}
 	}
 }

@@ -107,6 +107,11 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 
+	// A first command through the proxy, so that the store has read the
+	// node's maxmemory-policy (eviction.go) before the cut.
+	if _, err := s.GetLock(ctx, "ns:l"); err != nil {
+		t.Fatal(err)
+	}
 	tok := token.New()
 	proxy.armed.Store(true)
 	_, err = s.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: tok, Owner: "me", TTL: time.Minute})
@@ -163,6 +168,9 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 	sid := "ns:" + token.New()
 	st, err := other.CreateSession(ctx, sid, ttl, 0)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cut.GetLock(ctx, "ns:l"); err != nil { // the node's policy is read (eviction.go)
 		t.Fatal(err)
 	}
 	// The session's deadline, the grant, then the binding's answer is lost.
