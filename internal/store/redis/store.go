@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,6 +81,9 @@ type Store struct {
 	observe func(op string, d time.Duration, err error)
 	subs    subscriptions
 	batch   *batcher // nil: no batching
+	// timeSeen is the highest server time (unix µs) a lock grant has
+	// returned: the fence floor when the clock is behind it (locks.go).
+	timeSeen atomic.Int64
 
 	breakers *Breakers
 }
