@@ -79,10 +79,16 @@ func TestReplicationLoss(t *testing.T) {
 		{name: "async", waitReplicas: 0},
 		{name: "wait_replicas=1", waitReplicas: 1},
 		{name: "async,promoted-clock-5s-behind", waitReplicas: 0, clockBehind: 5 * time.Second},
+		{name: "cluster,async", waitReplicas: 0, cluster: true},
+		{name: "cluster,wait_replicas=1", waitReplicas: 1, cluster: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			replicationLoss(t, tc)
+			if tc.cluster {
+				replicationLossCluster(t, tc)
+			} else {
+				replicationLoss(t, tc)
+			}
 		})
 	}
 }
@@ -91,6 +97,7 @@ type lossCase struct {
 	name         string
 	waitReplicas int
 	clockBehind  time.Duration
+	cluster      bool // on a Redis Cluster (losscluster_test.go)
 }
 
 // lossTimeline is when the test cut the link, killed the master and
@@ -177,10 +184,11 @@ func replicationLoss(t *testing.T, tc lossCase) {
 	cc := newClients(conn)
 	idem := coordv1.NewIdempotencyServiceClient(conn)
 
+	names := defaultLossNames()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lk := startLossLocks(ctx, cc)
-	q := startLossQueue(ctx, cc)
+	lk := startLossLocks(ctx, cc, names.locks)
+	q := startLossQueue(ctx, cc, names.queue)
 	id := startLossIdem(ctx, idem)
 
 	var tl lossTimeline
@@ -192,18 +200,7 @@ func replicationLoss(t *testing.T, tc lossCase) {
 	master.Kill()
 	time.Sleep(detectFor)
 	// What the replica has, read before it is promoted and serves writes.
-	fences := map[string]uint64{}
-	for i := range lossLocks {
-		name := lossLockName(i)
-		v, _ := rdo(t, replica.Addr(), "GET", lockKey(name)+":fence").(string)
-		f, _ := strconv.ParseUint(v, 10, 64)
-		fences[name] = f
-	}
-	dedup := map[string]bool{}
-	keys, _ := rdo(t, replica.Addr(), "HKEYS", keyPrefix+":{q:default:"+lossQueue+"}:dedup").([]any)
-	for _, k := range keys {
-		dedup[fmt.Sprint(k)] = true
-	}
+	fences, dedup := replicaState(t, replica.Addr(), false, names)
 	rdo(t, replica.Addr(), "REPLICAOF", "NO", "ONE")
 	tl.promoted = time.Now()
 	front.Switch(replica.Addr())
@@ -222,6 +219,48 @@ func replicationLoss(t *testing.T, tc lossCase) {
 
 	time.Sleep(lossAfter + tc.clockBehind)
 	cancel()
+	lossResults(t, tc, tl, cc, idem, lk, q, id, fences, dedup)
+}
+
+// replicaState reads what the replica at addr holds of the run's objects
+// (READONLY first on a Cluster replica): each lock's fence counter, and
+// the dedup IDs of the queue.
+func replicaState(t *testing.T, addr string, readonly bool, names lossNames) (map[string]uint64, map[string]bool) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true, PoolSize: 1,
+		OnConnect: func(ctx context.Context, cn *goredis.Conn) error {
+			if readonly {
+				return cn.ReadOnly(ctx).Err()
+			}
+			return nil
+		}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fences := map[string]uint64{}
+	for _, name := range names.locks {
+		v, err := c.Get(ctx, lockKey(name)+":fence").Result()
+		if err != nil && err != goredis.Nil {
+			t.Fatalf("GET on the replica %s: %v", addr, err)
+		}
+		fences[name], _ = strconv.ParseUint(v, 10, 64)
+	}
+	keys, err := c.HKeys(ctx, keyPrefix+":{q:default:"+names.queue+"}:dedup").Result()
+	if err != nil {
+		t.Fatalf("HKEYS on the replica %s: %v", addr, err)
+	}
+	dedup := map[string]bool{}
+	for _, k := range keys {
+		dedup[k] = true
+	}
+	return fences, dedup
+}
+
+// lossResults stops the load (ctx was cancelled), drains the queue,
+// checks the idempotency results, and reports and checks the counts.
+func lossResults(t *testing.T, tc lossCase, tl lossTimeline, cc clients, idem coordv1.IdempotencyServiceClient,
+	lk *lockLoad, q *lossQueueLoad, id *lossIdemLoad, fences map[string]uint64, dedup map[string]bool) {
+	t.Helper()
 	lk.wg.Wait()
 	q.producers.Wait()
 	id.wg.Wait()
@@ -296,22 +335,36 @@ func lossLockName(i int) string { return "loss-lock-" + strconv.Itoa(i) }
 
 const lossQueue = "loss-queue"
 
+// lossNames are the objects of one run: lossLocks lock names and a queue.
+type lossNames struct {
+	locks []string
+	queue string
+}
+
+func defaultLossNames() lossNames {
+	n := lossNames{queue: lossQueue}
+	for i := range lossLocks {
+		n.locks = append(n.locks, lossLockName(i))
+	}
+	return n
+}
+
 // Locks.
 
 type lockLoad struct {
-	wg   sync.WaitGroup
-	errs codeCounts
-	res  [lossLocks]fencedResource
+	names []string
+	wg    sync.WaitGroup
+	errs  codeCounts
+	res   [lossLocks]fencedResource
 
 	mu     sync.Mutex
 	grants [lossLocks][]*grant
 	failed []time.Time // Locks answered with an error: when sent
 }
 
-func startLossLocks(ctx context.Context, cc clients) *lockLoad {
-	l := &lockLoad{}
-	for li := range lossLocks {
-		name := lossLockName(li)
+func startLossLocks(ctx context.Context, cc clients, names []string) *lockLoad {
+	l := &lockLoad{names: names}
+	for li, name := range names {
 		busy := li < lossBusyLocks
 		nclients := 2
 		if busy {
@@ -321,7 +374,7 @@ func startLossLocks(ctx context.Context, cc clients) *lockLoad {
 			l.wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(li*100+ci), uint64(time.Now().UnixNano())))
 				for ctx.Err() == nil {
-					zombie := rng.IntN(lossZombieEvery) == 0
+					zombie := busy && rng.IntN(lossZombieEvery) == 0 // a zombie would hold a free lock most of the time
 					send := time.Now()
 					cctx, cancelCall := context.WithTimeout(ctx, 3*time.Second)
 					g, err := cc.locks.Lock(cctx, &coordv1.LockRequest{
@@ -402,8 +455,7 @@ func (l *lockLoad) analyse(t *testing.T, tl lossTimeline, fences map[string]uint
 		}
 	}
 	var perLock []string
-	for li := range lossLocks {
-		name := lossLockName(li)
+	for li, name := range l.names {
 		grants := l.grants[li]
 		r.grants += len(grants)
 		lost := 0
@@ -442,7 +494,14 @@ func (l *lockLoad) analyse(t *testing.T, tl lossTimeline, fences map[string]uint
 				firstAfter = g.recv
 			}
 		}
-		t.Logf("%s: lost grants believed held (relative to the promotion) %v; first grant after the promotion at %v", name, lostSpans, ms(firstAfter.Sub(tl.promoted)))
+		inCut := 0
+		for _, g := range grants {
+			if !g.recv.Before(tl.cut) && g.recv.Before(tl.killed) {
+				inCut++
+			}
+		}
+		t.Logf("%s: %d grants answered in the cut; lost grants believed held (relative to the promotion) %v; first grant after the promotion at %v",
+			name, inCut, lostSpans, ms(firstAfter.Sub(tl.promoted)))
 		l.res[li].mu.Lock()
 		accepted := slices.Clone(l.res[li].accepted)
 		l.res[li].mu.Unlock()
@@ -542,6 +601,7 @@ func doubleHolders(t *testing.T, grants []*grant) (int, time.Duration) {
 // The queue.
 
 type lossQueueLoad struct {
+	name                 string
 	producers, consumers sync.WaitGroup
 	errs                 codeCounts
 	next                 atomic.Int64
@@ -559,8 +619,8 @@ type lossAck struct {
 	send, recv time.Time
 }
 
-func startLossQueue(ctx context.Context, cc clients) *lossQueueLoad {
-	q := &lossQueueLoad{deliveries: map[int64]int{}, firstOK: map[int64]struct{}{}}
+func startLossQueue(ctx context.Context, cc clients, name string) *lossQueueLoad {
+	q := &lossQueueLoad{name: name, deliveries: map[int64]int{}, firstOK: map[int64]struct{}{}}
 	for range lossProducers {
 		q.producers.Go(func() {
 			tick := time.NewTicker(6 * time.Millisecond)
@@ -576,7 +636,7 @@ func startLossQueue(ctx context.Context, cc clients) *lossQueueLoad {
 				for ctx.Err() == nil {
 					send := time.Now()
 					cctx, cancelCall := context.WithTimeout(ctx, 3*time.Second)
-					_, err := cc.queues.Enqueue(cctx, &coordv1.EnqueueRequest{Queue: lossQueue, Payload: []byte(num), DedupId: num, MaxAttempts: 100})
+					_, err := cc.queues.Enqueue(cctx, &coordv1.EnqueueRequest{Queue: q.name, Payload: []byte(num), DedupId: num, MaxAttempts: 100})
 					cancelCall()
 					q.mu.Lock()
 					if err == nil {
@@ -602,7 +662,7 @@ func startLossQueue(ctx context.Context, cc clients) *lossQueueLoad {
 			for cctx.Err() == nil {
 				c, cancelCall := context.WithTimeout(cctx, 3*time.Second)
 				r, err := cc.queues.Claim(c, &coordv1.ClaimRequest{
-					Queue: lossQueue, MaxMessages: 100, VisibilityTimeout: durationpb.New(lossVisibility),
+					Queue: q.name, MaxMessages: 100, VisibilityTimeout: durationpb.New(lossVisibility),
 				})
 				cancelCall()
 				if err != nil {
@@ -627,7 +687,7 @@ func startLossQueue(ctx context.Context, cc clients) *lossQueueLoad {
 					continue
 				}
 				c, cancelCall = context.WithTimeout(context.Background(), 3*time.Second)
-				if _, err := cc.queues.Ack(c, &coordv1.AckRequest{Queue: lossQueue, Receipts: receipts}); err != nil {
+				if _, err := cc.queues.Ack(c, &coordv1.AckRequest{Queue: q.name, Receipts: receipts}); err != nil {
 					q.errs.add("Ack", err) // redelivered after the visibility timeout
 				}
 				cancelCall()
@@ -658,7 +718,7 @@ func (q *lossQueueLoad) drain(t *testing.T, cc clients, timeout time.Duration) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		s, err := cc.queues.Stats(ctx, &coordv1.StatsRequest{Queue: lossQueue})
+		s, err := cc.queues.Stats(ctx, &coordv1.StatsRequest{Queue: q.name})
 		cancel()
 		if err == nil && s.GetReady()+s.GetDelayed()+s.GetInFlight() == 0 {
 			return // what is missing now is lost

@@ -21,6 +21,11 @@ import (
 type tcpProxy struct {
 	ln  net.Listener
 	cut atomic.Bool
+	// cutFrom, if set, limits Cut to the connections from that IP (a
+	// replica whose bind-source-addr it is), so that a master announced
+	// at the proxy's port still serves its clients.
+	cutFrom string
+	fromCut atomic.Int64 // open connections from cutFrom
 
 	mu     sync.Mutex
 	target string
@@ -33,11 +38,18 @@ type tcpProxy struct {
 // is closed, with every connection, when the test ends.
 func startProxy(t *testing.T, target string) *tcpProxy {
 	t.Helper()
+	return startProxyCutFrom(t, target, "")
+}
+
+// startProxyCutFrom is startProxy whose Cut affects only the connections
+// from the IP cutFrom ("": all).
+func startProxyCutFrom(t *testing.T, target, cutFrom string) *tcpProxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &tcpProxy{ln: ln, target: target, cutFrom: cutFrom, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -111,8 +123,15 @@ func (p *tcpProxy) accept() {
 func (p *tcpProxy) serve(in net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(in)
-	if p.cut.Load() {
-		drain(in, nil, &p.cut) // a black hole from the start
+	cut := &p.cut
+	if host, _, _ := net.SplitHostPort(in.RemoteAddr().String()); p.cutFrom != "" && host != p.cutFrom {
+		cut = &atomic.Bool{} // never cut
+	} else if p.cutFrom != "" {
+		p.fromCut.Add(1)
+		defer p.fromCut.Add(-1)
+	}
+	if cut.Load() {
+		drain(in, nil, cut) // a black hole from the start
 		return
 	}
 	p.mu.Lock()
@@ -127,8 +146,8 @@ func (p *tcpProxy) serve(in net.Conn) {
 	}
 	defer p.untrack(out)
 	done := make(chan struct{}, 2)
-	go func() { drain(in, out, &p.cut); done <- struct{}{} }()
-	go func() { drain(out, in, &p.cut); done <- struct{}{} }()
+	go func() { drain(in, out, cut); done <- struct{}{} }()
+	go func() { drain(out, in, cut); done <- struct{}{} }()
 	<-done
 	_ = in.Close()
 	_ = out.Close()
