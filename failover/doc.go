@@ -3,13 +3,13 @@
 // checks through coordd's gRPC API what clients can rely on across the
 // failure. It has no code of its own; everything is in its tests, which run
 // with `go test ./...` (so with scripts/test.sh and .ci/run). They take
-// about 1.5-2.5 minutes in all under -race on 2 cores (most of it the 20,000
-// enqueues of TestQueueFailover, twice), longer on a loaded machine; every
-// phase has a deadline.
+// about 2-3 minutes in all under -race on 2 cores (most of it the 20,000
+// enqueues of TestQueueFailover, twice; TestReplicationLoss about 50 s),
+// longer on a loaded machine; every phase has a deadline.
 //
-// Every test starts a PRIVATE Redis Cluster of 3 masters with 1 replica each
-// (redistest.StartCluster), so that it may kill nodes; it never touches the
-// shared instances of scripts/redis-cluster.sh. The Redis nodes run with a
+// Every test but TestReplicationLoss starts a PRIVATE Redis Cluster of 3
+// masters with 1 replica each (redistest.StartCluster), so that it may kill
+// nodes; none touches the shared instances of scripts/redis-cluster.sh. The Redis nodes run with a
 // node timeout of 2 s: a killed master's replica takes over 4-5 s after the
 // kill (see the redistest package documentation).
 //
@@ -52,6 +52,34 @@
 //     take them meanwhile. The third is abandoned: its lock is free once
 //     its TTL has run out. The load moves to B; then A is started again
 //     and serves.
+//   - TestReplicationLoss: a failover that really loses writes, which the
+//     kills above cannot (on one loopback a replica has every write within
+//     microseconds). A standalone master and its replica, whose replication
+//     link goes through a proxy in the test (proxy_test.go); coordd, a real
+//     process, reaches the master through a second proxy. Under load (busy
+//     locks with long holds and zombies, mostly free locks, all writing to
+//     fenced resources; a queue whose consumers poll in batches;
+//     idempotency keys) the link is cut, the master goes on acknowledging
+//     for 1.2 s and is killed; the replica, which missed all of it, is
+//     promoted 300 ms later (REPLICAOF NO ONE, as Sentinel would), the
+//     front proxy switched to it, and the old master restarted as its
+//     replica. The Cluster cases do the same on a private Cluster with its
+//     own failover (losscluster_test.go): the master announces a proxy's
+//     port, its replica connects from 127.0.0.2, and the cut drops only the
+//     replica's connections. Counted from what the replica held at the promotion:
+//     acknowledged-then-lost grants, enqueues and idempotency results;
+//     then fences that went backwards, stale fenced writes accepted, double
+//     holders and their overlap, messages never delivered, results that
+//     would execute again. Five cases, in parallel: asynchronous
+//     replication must lose acknowledged writes (else the test did not
+//     test) and redis.wait_replicas=1 must lose none, double-hold none, and
+//     answer writes during the cut UNAVAILABLE, each standalone and on a
+//     Cluster; and asynchronous replication with the promoted replica's
+//     clock 5 s behind (an LD_PRELOAD shim, testdata/clockshim.c, built
+//     with the C compiler), where some grant must be made on a clock below
+//     earlier fences (else the case did not test) and fences must still
+//     never go backwards. No stale fenced write may be accepted in any
+//     case.
 //
 // Each test logs a one-line summary of its counts (t.Logf), and TestMain
 // prints them all as a table on stdout at the end. go test shows a passing

@@ -45,7 +45,7 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	goredis.SetLogger(quietRedis{})
 	flag.Parse()
-	if wantsTest("TestCoorddRestart") {
+	if wantsTest("TestCoorddRestart") || wantsTest("TestReplicationLoss") {
 		go buildBinary() // in the background, while the other tests run
 	}
 	code := m.Run()

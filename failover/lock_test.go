@@ -62,7 +62,8 @@ type grant struct {
 	// Lock (the safe bound a client can compute), whichever is first.
 	end       time.Time
 	zombie    bool
-	wrote     bool // its write was accepted
+	wrote     bool      // its write was accepted
+	storeNow  time.Time // the store's clock at the grant: its expire_time - ttl (TestReplicationLoss)
 	writeTime time.Time
 }
 

@@ -119,6 +119,13 @@ const (
 // it).
 func startDaemon(t *testing.T, name string, addrs []string, grpcAddr, httpAddr string, env ...string) *daemon {
 	t.Helper()
+	return startDaemonMode(t, name, "cluster", addrs, grpcAddr, httpAddr, env...)
+}
+
+// startDaemonMode is startDaemon with redis.mode mode ("cluster",
+// "standalone").
+func startDaemonMode(t *testing.T, name, mode string, addrs []string, grpcAddr, httpAddr string, env ...string) *daemon {
+	t.Helper()
 	cmd := exec.Command(coorddBinary(t), "--store", "redis", "--grpc-addr", grpcAddr, "--http-addr", httpAddr)
 	cmd.Dir = t.TempDir()
 	for _, kv := range os.Environ() {
@@ -128,7 +135,7 @@ func startDaemon(t *testing.T, name string, addrs []string, grpcAddr, httpAddr s
 	}
 	cmd.Env = append(cmd.Env,
 		"COORDD_LOG_FORMAT=text",
-		"COORDD_REDIS_MODE=cluster",
+		"COORDD_REDIS_MODE="+mode,
 		"COORDD_REDIS_ADDRS="+strings.Join(addrs, ","),
 	)
 	cmd.Env = append(cmd.Env, env...)

@@ -51,7 +51,7 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int) *ClusterProc {
 		}
 	}
 	for i := 0; i < masters*(1+replicasPerMaster); i++ {
-		n, err := startServer(t, bin, parent, clusterConf)
+		n, err := startServer(t, bin, parent, clusterConf, nil)
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
 		}

@@ -29,6 +29,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	env  []string // added to the process's environment (StartStandaloneEnv)
 
 	mu   sync.Mutex
 	proc *process // nil while not running
@@ -44,8 +45,16 @@ type process struct {
 // not installed the test fails under CI and is skipped otherwise.
 func StartStandalone(t testing.TB) *Server {
 	t.Helper()
+	return StartStandaloneEnv(t)
+}
+
+// StartStandaloneEnv is StartStandalone with env ("NAME=value") added to
+// the server's environment, every time it starts: e.g. an LD_PRELOAD that
+// shifts its clock.
+func StartStandaloneEnv(t testing.TB, env ...string) *Server {
+	t.Helper()
 	bin, _ := binaries(t)
-	s, err := startServer(t, bin, t.TempDir(), nil)
+	s, err := startServer(t, bin, t.TempDir(), nil, env)
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
@@ -152,7 +161,7 @@ func (s *Server) logPath() string  { return filepath.Join(s.dir, "redis.log") }
 // adds the cluster settings with the bus port it is given. A port that
 // another process takes between its choice and redis-server's bind is
 // retried with other ports.
-func startServer(t testing.TB, bin, parent string, cluster func(busPort int) []string) (*Server, error) {
+func startServer(t testing.TB, bin, parent string, cluster func(busPort int) []string, env []string) (*Server, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		ports, err := freePorts(2)
@@ -163,7 +172,7 @@ func startServer(t testing.TB, bin, parent string, cluster func(busPort int) []s
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{t: t, bin: bin, dir: dir, port: ports[0]}
+		s := &Server{t: t, bin: bin, dir: dir, port: ports[0], env: env}
 		conf := []string{
 			"bind 127.0.0.1",
 			"port " + strconv.Itoa(s.port),
@@ -202,6 +211,9 @@ func (s *Server) start() error {
 	defer stderr.Close()
 	cmd := exec.Command(s.bin, s.confPath())
 	cmd.Dir = s.dir
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	// Files, not pipes: no goroutine copies output, and a process that
 	// redis-server forks cannot keep Wait from returning.
 	cmd.Stdout, cmd.Stderr = stderr, stderr

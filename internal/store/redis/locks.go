@@ -39,10 +39,13 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		}
 		lk := s.keys.lock(req.Name)
 		cmd, replicated := s.evalReplicated(ctx, lockAcquire, lk, req.Token, req.Owner,
-			req.TTL.Microseconds(), req.MaxHold.Microseconds(), req.SessionID, sessDeadline)
+			req.TTL.Microseconds(), req.MaxHold.Microseconds(), req.SessionID, sessDeadline, s.timeSeen.Load())
 		r, err := cmd.Slice()
 		if err != nil {
 			return err
+		}
+		if len(r) >= 4 {
+			s.sawTime(toInt(r[3]))
 		}
 		switch toInt(r[0]) {
 		case -1:
@@ -127,6 +130,24 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		return store.LockGrant{}, err
 	}
 	return g, nil
+}
+
+// sawTime raises timeSeen to now. Fences are max(counter + 1, server time)
+// (lua/lock_acquire.lua): after a failover that lost the last increments,
+// only the clock keeps them above the fences the old master issued, and a
+// promoted node whose clock is behind the old master's by more than the
+// failover took would issue smaller ones. The lock script floors its fence
+// at timeSeen + 1 when its clock is behind timeSeen, so that this coordd's
+// fences never go backwards (as far as the grants it saw go: fences another
+// instance got from the old master after this one last heard from it are
+// not covered).
+func (s *Store) sawTime(now int64) {
+	for {
+		seen := s.timeSeen.Load()
+		if now <= seen || s.timeSeen.CompareAndSwap(seen, now) {
+			return
+		}
+	}
 }
 
 // errLostInFlight: a session-bound lock was granted, but its lease ran out

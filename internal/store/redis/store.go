@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -88,6 +89,9 @@ type Store struct {
 	subs    subscriptions
 	batch   *batcher // nil: no batching
 	deadTTL time.Duration
+	// timeSeen is the highest server time (unix µs) a lock grant has
+	// returned: the fence floor when the clock is behind it (locks.go).
+	timeSeen atomic.Int64
 
 	breakers *Breakers
 	eviction *evictionGuard

@@ -4,6 +4,10 @@
 -- ARGV[3]: token  ARGV[4]: owner  ARGV[5]: ttl µs  ARGV[6]: max hold µs (0: none)
 -- ARGV[7]: session ID ("" for a plain lease)
 -- ARGV[8]: the session's deadline µs (with a session)
+-- ARGV[9]: the highest server time µs this coordd has seen from this script
+--          (0: none). A clock behind it (a failover promoted a node whose
+--          clock is behind the old master's) floors fences at it + 1, so
+--          that they stay above those the old master issued and lost.
 -- Returns {1, fence, deadline, now} granted; {0, holder owner, holder deadline, now}
 -- held; {-1} the session's deadline has passed; {-2} the session already
 -- holds it.
@@ -20,7 +24,9 @@ if ARGV[7] ~= '' then
   if deadline <= now then return {-1} end
 end
 if hold > 0 and hold < deadline then deadline = hold end
-local fence = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now)
+local floor = now
+if tonumber(ARGV[9]) > now then floor = tonumber(ARGV[9]) + 1 end
+local fence = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, floor)
 redis.call('SET', KEYS[2], s(fence))
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'tok', ARGV[3], 'own', ARGV[4], 'ses', ARGV[7],
