@@ -602,10 +602,10 @@ func (s *session) live(conn *grpc.ClientConn, d time.Duration) bool {
 				req.MaxHold = dpb(w.between(300*time.Millisecond, 1500*time.Millisecond))
 			}
 			var g *coordv1.LockResponse
-			// ALREADY_HELD: an earlier Lock of this name on this session was
+			// already_held: an earlier Lock of this name on this session was
 			// granted but its answer never reached the client (a cancelled
-			// or broken call), so the client does not know its token.
-			if w.call(op, wait, func(ctx context.Context) (err error) { g, err = lc.Lock(ctx, req); return }, "SESSION_NOT_FOUND", "ALREADY_HELD") == nil && g.GetAcquired() {
+			// or broken call); this answer is that grant, with its token.
+			if w.call(op, wait, func(ctx context.Context) (err error) { g, err = lc.Lock(ctx, req); return }, "SESSION_NOT_FOUND") == nil && g.GetAcquired() {
 				s.held[name] = heldLock{token: g.GetToken(), fence: g.GetFence()}
 			}
 		case r < 0.45 && len(s.held) > 0:

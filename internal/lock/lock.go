@@ -52,6 +52,9 @@ type Service struct {
 	cfg      Config
 	drain    waiter.Drain
 	cleanups sync.WaitGroup
+	mu       sync.Mutex // guards closed and inFlight
+	closed   bool       // Wait was called: no clean-up starts
+	inFlight int
 }
 
 // New returns a Service. Waits end early when drain is closed.
@@ -132,37 +135,62 @@ func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 		return g.Acquired, g.TTL, nil
 	})
 	if err != nil {
-		if !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyLocks) && !errors.Is(err, store.ErrAlreadyHeld) {
+		if !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyLocks) {
 			// The store may have granted the lock before failing to say so.
-			s.cleanUp(name, req.Token)
+			life := r.TTL
+			if r.SessionID != "" {
+				life = cleanUpFor // a binding may live as long as its session
+			}
+			s.cleanUp(name, req.Token, life)
 		}
 		return Grant{}, err
 	}
-	out := Grant{LockGrant: g, Contended: contended}
-	if g.Acquired {
+	out := Grant{LockGrant: g, Contended: contended && !g.AlreadyHeld}
+	switch {
+	case g.AlreadyHeld:
+		out.Token = g.Token // the session's own grant: its ID is the capability
+	case g.Acquired:
 		out.Token = req.Token
 	}
 	return out, nil
 }
 
-// cleanUpFor bounds the background clean-up of an uncertain grant: no lock
-// outlives it unrenewed (lock.max_ttl is at most an hour, and a binding
-// whose outcome was uncertain is never renewed by its session).
+// cleanUpFor bounds the background clean-up of an uncertain session-bound
+// grant (a lease's is bounded by its TTL).
 const cleanUpFor = time.Hour
 
-// cleanUp releases a lock that a failed AcquireLock may have granted: its
-// token is known only to this call, so nobody else can. One try now; if the
-// store cannot be reached, tries go on in the background, with backoff,
-// until the store answers (released, or not held: either way nothing is
-// left), cleanUpFor passes, or the daemon drains.
-func (s *Service) cleanUp(name, tok string) {
-	if s.releaseOnce(name, tok) {
+// maxCleanUps bounds the background clean-ups in flight; past it, an
+// uncertain grant is left to end by itself (at its TTL; a session-bound
+// one, unconfirmed, at the deadline it was granted with).
+const maxCleanUps = 10000
+
+// cleanUp abandons a grant that a failed AcquireLock may have made: its
+// token is known only to this call, so nobody else can. AbandonLock
+// releases a lease, and turns a session-bound grant into a loss report, so
+// that a stream that adopted it (AlreadyHeld) learns that it is gone. One
+// try now; if the store cannot be reached, tries go on in the background,
+// with backoff, until the store answers, the grant's life has passed, or
+// the daemon drains.
+func (s *Service) cleanUp(name, tok string, life time.Duration) {
+	if s.abandonOnce(name, tok) {
 		return
 	}
+	s.mu.Lock()
+	if s.closed || s.inFlight >= maxCleanUps {
+		s.mu.Unlock()
+		return
+	}
+	s.inFlight++
 	s.cleanups.Add(1)
+	s.mu.Unlock()
 	go func() {
-		defer s.cleanups.Done()
-		end := time.Now().Add(cleanUpFor)
+		defer func() {
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+			s.cleanups.Done()
+		}()
+		end := time.Now().Add(life)
 		backoff := 50 * time.Millisecond
 		for time.Now().Before(end) {
 			t := time.NewTimer(backoff)
@@ -172,7 +200,7 @@ func (s *Service) cleanUp(name, tok string) {
 				return
 			case <-t.C:
 			}
-			if s.releaseOnce(name, tok) {
+			if s.abandonOnce(name, tok) {
 				return
 			}
 			backoff = min(2*backoff, 2*time.Second)
@@ -180,17 +208,21 @@ func (s *Service) cleanUp(name, tok string) {
 	}()
 }
 
-// releaseOnce tries ReleaseLock once and reports whether the store answered.
-func (s *Service) releaseOnce(name, tok string) bool {
+// abandonOnce tries AbandonLock once and reports whether the store answered.
+func (s *Service) abandonOnce(name, tok string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, _, err := s.st.ReleaseLock(ctx, name, tok)
-	return err == nil
+	return s.st.AbandonLock(ctx, name, tok) == nil
 }
 
 // Wait returns when every background clean-up has ended (they end when the
-// drain channel closes).
-func (s *Service) Wait() { s.cleanups.Wait() }
+// drain channel closes); no clean-up starts after it is called.
+func (s *Service) Wait() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cleanups.Wait()
+}
 
 // Renew extends a held lock's lease to ttl from now.
 func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Duration) (store.Lease, error) {

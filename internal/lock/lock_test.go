@@ -33,8 +33,10 @@ func newHarness(t *testing.T) *harness {
 	c := clock.NewFake(time.Unix(1_800_000_000, 0))
 	mem := memory.New(memory.Options{Clock: c})
 	f := storetest.NewFaulty(mem)
-	t.Cleanup(func() { _ = f.Close() })
-	return &harness{svc: lock.New(f, f, lock.DefaultConfig(), nil), mem: mem, faulty: f, clock: c}
+	drain := make(chan struct{})
+	svc := lock.New(f, f, lock.DefaultConfig(), drain)
+	t.Cleanup(func() { close(drain); svc.Wait(); _ = f.Close() })
+	return &harness{svc: svc, mem: mem, faulty: f, clock: c}
 }
 
 // held reports the inner store's view of lock name, past every fault.
@@ -111,8 +113,8 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 			if g != (lock.Grant{}) {
 				t.Errorf("grant with an error = %+v, want zero (no token)", g)
 			}
-			if n := h.faulty.Calls("ReleaseLock"); n != 1 {
-				t.Errorf("ReleaseLock called %d times, want 1 (the clean-up by token)", n)
+			if n := h.faulty.Calls("AbandonLock"); n != 1 {
+				t.Errorf("AbandonLock called %d times, want 1 (the clean-up by token)", n)
 			}
 			if tc.session {
 				// The lock left the session's set too: closing the session
@@ -201,8 +203,8 @@ func TestLockSessionNotFound(t *testing.T) {
 				if !errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrUnavailable) {
 					t.Fatalf("Lock: %+v, %v; want ErrSessionNotFound", g, err)
 				}
-				if n := h.faulty.Calls("ReleaseLock"); n != 0 {
-					t.Errorf("ReleaseLock called %d times after ErrSessionNotFound, want 0", n)
+				if n := h.faulty.Calls("AbandonLock"); n != 0 {
+					t.Errorf("AbandonLock called %d times after ErrSessionNotFound, want 0", n)
 				}
 				if info := h.held(t, "a"); info.Held {
 					t.Errorf("lock held: %+v", info)
@@ -226,8 +228,8 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiter: %v, want context.DeadlineExceeded", err)
 	}
-	if n := h.faulty.Calls("ReleaseLock"); n != 1 {
-		t.Errorf("ReleaseLock called %d times, want 1 (the clean-up)", n)
+	if n := h.faulty.Calls("AbandonLock"); n != 1 {
+		t.Errorf("AbandonLock called %d times, want 1 (the clean-up)", n)
 	}
 	info := h.held(t, "a")
 	if !info.Held || info.Owner != "holder" || info.Fence != holder.Fence {
@@ -243,7 +245,7 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 func TestLockFailedCleanUp(t *testing.T) {
 	h := newHarness(t)
 	h.faulty.FailAfter("AcquireLock")
-	h.faulty.Fail("ReleaseLock")
+	h.faulty.Fail("AbandonLock")
 	_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Second})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Lock: %v, want ErrUnavailable", err)
@@ -265,8 +267,8 @@ func TestLockNotAcquiredIsNotAnError(t *testing.T) {
 	if g.Acquired || g.Token != "" || g.Fence != 0 || g.Holder != "holder" || g.TTL != time.Minute {
 		t.Fatalf("contended Lock: %+v; want not acquired, holder %q with 1m left", g, "holder")
 	}
-	if n := h.faulty.Calls("ReleaseLock"); n != 0 {
-		t.Errorf("ReleaseLock called %d times for a plain contention, want 0", n)
+	if n := h.faulty.Calls("AbandonLock"); n != 0 {
+		t.Errorf("AbandonLock called %d times for a plain contention, want 0", n)
 	}
 }
 
@@ -293,7 +295,7 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 				req.TTL = time.Hour
 			}
 			f.Set("AcquireLock", storetest.Fault{FailAfter: true})
-			f.Set("ReleaseLock", storetest.Fault{Fail: true})
+			f.Set("AbandonLock", storetest.Fault{Fail: true})
 			if _, err := svc.Lock(t.Context(), req); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("Lock = %v, want ErrUnavailable", err)
 			}
@@ -301,14 +303,14 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 				t.Fatal("the uncertain grant is not in the store; the test tests nothing")
 			}
 			deadline := time.Now().Add(5 * time.Second)
-			for f.Calls("ReleaseLock") < 3 && time.Now().Before(deadline) {
+			for f.Calls("AbandonLock") < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if n := f.Calls("ReleaseLock"); n < 3 {
-				t.Fatalf("ReleaseLock tried %d times in 5s while the store was unreachable, want retries", n)
+			if n := f.Calls("AbandonLock"); n < 3 {
+				t.Fatalf("AbandonLock tried %d times in 5s while the store was unreachable, want retries", n)
 			}
 			if !h.held(t, "a").Held {
-				t.Fatal("released while every ReleaseLock failed")
+				t.Fatal("released while every AbandonLock failed")
 			}
 			f.Clear() // the store is back
 			for h.held(t, "a").Held && time.Now().Before(deadline.Add(5*time.Second)) {

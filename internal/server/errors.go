@@ -38,7 +38,6 @@ var errorTable = []struct {
 	{store.ErrTooManySessions, codes.ResourceExhausted, "TOO_MANY_SESSIONS"},
 	{store.ErrTooManyLocks, codes.ResourceExhausted, "TOO_MANY_LOCKS"},
 	{store.ErrSuperseded, codes.FailedPrecondition, "SESSION_SUPERSEDED"},
-	{store.ErrAlreadyHeld, codes.FailedPrecondition, "ALREADY_HELD"},
 	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
 	// Last: a domain error above may wrap a context error too.

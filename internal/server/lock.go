@@ -40,14 +40,17 @@ func (s *lockServer) Lock(ctx context.Context, req *coordv1.LockRequest) (*coord
 	if err != nil {
 		return nil, err
 	}
-	if g.Acquired {
+	switch {
+	case g.AlreadyHeld: // no new grant
+	case g.Acquired:
 		s.metrics.LockGranted(time.Since(start), g.Contended)
-	} else {
+	default:
 		s.metrics.LockNotAcquired()
 	}
 	return &coordv1.LockResponse{
 		Acquired: g.Acquired, Token: g.Token, Fence: g.Fence,
 		Ttl: durationpb.New(g.TTL), ExpireTime: timestamp(g.ExpireTime), Holder: g.Holder,
+		AlreadyHeld: g.AlreadyHeld,
 	}, nil
 }
 

@@ -180,20 +180,30 @@ func TestLossReportSurvivesALostStoreReply(t *testing.T) {
 }
 
 // TestLockAgainInItsSessionAnswersAtOnce: a session that asks, with wait,
-// for a lock it already holds gets ALREADY_HELD at once instead of waiting
-// for itself.
+// for a lock it already holds gets its existing grant (already_held, the
+// same token and fence) at once instead of waiting for itself; it is how a
+// client whose Lock answer was lost finds its token. (Before, it waited the
+// whole wait, for itself, and was told the lock was held.)
 func TestLockAgainInItsSessionAnswersAtOnce(t *testing.T) {
 	h := newHarness(t)
 	_, first := h.openSession(t, "", 30*time.Second)
 	id := first.GetSessionId()
-	h.lock(t, &coordv1.LockRequest{Name: "mine", SessionId: id})
+	g := h.lock(t, &coordv1.LockRequest{Name: "mine", SessionId: id})
 	c, cancel := context.WithTimeout(ctx(t), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := h.locks.Lock(c, &coordv1.LockRequest{Name: "mine", SessionId: id, Wait: dur(20 * time.Second)})
-	wantStatus(t, err, codes.FailedPrecondition, "ALREADY_HELD")
+	again, err := h.locks.Lock(c, &coordv1.LockRequest{Name: "mine", SessionId: id, Wait: dur(20 * time.Second)})
+	if err != nil || !again.GetAcquired() || !again.GetAlreadyHeld() || again.GetToken() != g.GetToken() || again.GetFence() != g.GetFence() {
+		t.Fatalf("Lock again by its session = %v, %v; want its grant %v, already held", again, err, g)
+	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("answered after %v, want at once", d)
+	}
+	// Another session still waits, and is told who holds it.
+	_, other := h.openSession(t, "", 30*time.Second)
+	r, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "mine", SessionId: other.GetSessionId(), Wait: dur(50 * time.Millisecond)})
+	if err != nil || r.GetAcquired() || r.GetAlreadyHeld() || r.GetToken() != "" {
+		t.Fatalf("Lock by another session = %v, %v; want not acquired", r, err)
 	}
 }
 

@@ -84,9 +84,17 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 		}
 		timer.Reset(max(next, 0) + expirySlack)
 	}
-	var wake <-chan struct{} // the session's topic: a lock bound, a resume elsewhere
-	closeSub := func() {}
-	defer func() { closeSub() }()
+	// The session's topic (a lock bound, a resume elsewhere) is subscribed
+	// to in the background, so that a slow subscription never holds up a
+	// heartbeat; subscribed hands it over, and the stream closes it.
+	var wake <-chan struct{}
+	subscribed := make(chan *store.Subscription)
+	var sub *store.Subscription
+	defer func() {
+		if sub != nil {
+			sub.Close()
+		}
+	}()
 	// report sends st (unless unasked and with no news: no new report, no
 	// expiry) and arms the timer; an expired session ends the stream.
 	report := func(st store.SessionState, asked bool) error {
@@ -120,10 +128,17 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			// Learn at once of locks bound to the session elsewhere (their
 			// max hold) and of a resume by another stream. Without the
 			// subscription the timer and the heartbeats still tell.
-			if sub, err := s.svc.Subscribe(ctx, ns, st.ID); err == nil {
-				closeSub = sub.Close
-				wake = sub.C()
-			}
+			go func(id string) {
+				sub, err := s.svc.Subscribe(ctx, ns, id)
+				if err != nil {
+					return
+				}
+				select {
+				case subscribed <- sub:
+				case <-ctx.Done():
+					sub.Close() // the stream ended first
+				}
+			}(st.ID)
 		}
 		ref.ID, ref.Stream = st.ID, st.Stream
 		arm(st)
@@ -180,6 +195,12 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			if err := check(); err != nil {
 				return err
 			}
+		case sub = <-subscribed:
+			wake = sub.C()
+			// A resume or a binding between the open and now was missed.
+			if err := check(); err != nil {
+				return err
+			}
 		case <-wake:
 			if err := check(); err != nil {
 				return err
@@ -190,6 +211,11 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			}
 			if ref.ID == "" {
 				return nil
+			}
+			if ctx.Err() != nil {
+				// The stream was ended (a revoked key, a drain) as the client
+				// half-closed: the session lapses at its TTL.
+				return ctx.Err()
 			}
 			// The client asked for the end: finish it even if the client
 			// goes away meanwhile (within a bound).

@@ -45,8 +45,6 @@ var (
 	// ErrSuperseded: a newer stream resumed the session; the caller's stream
 	// no longer speaks for it.
 	ErrSuperseded = errors.New("the session was resumed by another stream")
-	// ErrAlreadyHeld: the session asking for the lock already holds it.
-	ErrAlreadyHeld = errors.New("the session already holds the lock")
 	// ErrUnavailable wraps every failure to reach the store or to get its
 	// answer. The outcome of the operation is unknown: it may have happened.
 	ErrUnavailable = errors.New("store unavailable")
@@ -117,7 +115,9 @@ type Locks interface {
 	// remaining lease (the lock joins the session's lock set; an unknown or
 	// expired session is ErrSessionNotFound; a session that already holds
 	// MaxSessionLocks locks is ErrTooManyLocks, and nothing is granted; a
-	// lock that the session itself holds is ErrAlreadyHeld, at once). A
+	// live lock that the session itself holds is answered at once with its
+	// existing grant, AlreadyHeld, its token included: the session ID is the
+	// capability to every lock of the session). A
 	// MaxHold > 0 caps the lease at grant time + MaxHold, now and on every
 	// renewal. A session-bound grant wakes SessionTopic(SessionID).
 	//
@@ -132,6 +132,13 @@ type Locks interface {
 	// its session's set) and wakes LockTopic(name). It reports whether it did,
 	// and if so for how long the lock had been held.
 	ReleaseLock(ctx context.Context, name, token string) (released bool, held time.Duration, err error)
+	// AbandonLock ends a grant whose caller was told its outcome is
+	// uncertain: it deletes the lock if token holds it live (waking
+	// LockTopic(name)), and if the lock is bound to a session, its binding
+	// becomes a loss report (LostGone) and SessionTopic is woken, so that a
+	// stream that adopted the grant (AlreadyHeld) learns that it is gone.
+	// Not held is not an error.
+	AbandonLock(ctx context.Context, name, token string) error
 	// GetLock describes the live holder of name; Held is false if none.
 	GetLock(ctx context.Context, name string) (LockInfo, error)
 }
@@ -153,6 +160,10 @@ type AcquireLock struct {
 // LockGrant is the outcome of AcquireLock.
 type LockGrant struct {
 	Acquired bool
+	// AlreadyHeld: the asking session held the lock already; the grant is
+	// that one, and Token is its token.
+	AlreadyHeld bool
+	Token       string
 	// Fence of the new grant; 0 when not acquired.
 	Fence uint64
 	// The caller's lease when acquired; otherwise the live holder's remaining
@@ -196,8 +207,8 @@ type LockInfo struct {
 // reached, gone, or, when the session expired, every lock it had) becomes
 // a report with a sequence number (LostLock.Seq), returned by every later
 // call until a call acknowledges it (SessionRef.Ack >= its Seq). An expired
-// session is remembered, with its reports, until they are acknowledged or
-// SessionGrace after its deadline; after that it is unknown.
+// session is remembered, reported Expired with its unacknowledged reports,
+// until SessionGrace after its deadline; after that it is unknown.
 type Sessions interface {
 	// CreateSession starts session id with a lease of ttl, on stream epoch
 	// 1. id is scoped to a namespace (Scope); if the namespace already has

@@ -63,7 +63,7 @@ func capHold(deadline, holdUntil time.Time) time.Time {
 // AcquireLock implements store.Locks.
 func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
 	g, err := s.acquireLock(req)
-	if err == nil && g.Acquired && req.SessionID != "" {
+	if err == nil && g.Acquired && !g.AlreadyHeld && req.SessionID != "" {
 		s.hub.Notify(store.SessionTopic(req.SessionID))
 	}
 	return g, err
@@ -75,7 +75,8 @@ func (s *Store) acquireLock(req store.AcquireLock) (store.LockGrant, error) {
 	defer s.lk.Unlock()
 	if l := s.locks[req.Name]; l != nil && l.live(now) {
 		if req.SessionID != "" && l.session == req.SessionID {
-			return store.LockGrant{}, store.ErrAlreadyHeld
+			return store.LockGrant{Acquired: true, AlreadyHeld: true, Token: l.token, Fence: l.fence,
+				TTL: l.deadline.Sub(now), ExpireTime: l.deadline}, nil
 		}
 		return store.LockGrant{Holder: l.owner, TTL: l.deadline.Sub(now), ExpireTime: l.deadline}, nil
 	}
@@ -137,6 +138,30 @@ func (s *Store) ReleaseLock(_ context.Context, name, token string) (bool, time.D
 	s.lk.Unlock()
 	s.hub.Notify(store.LockTopic(name))
 	return true, now.Sub(l.acquired), nil
+}
+
+// AbandonLock implements store.Locks.
+func (s *Store) AbandonLock(_ context.Context, name, token string) error {
+	now := s.now()
+	s.lk.Lock()
+	l := s.locks[name]
+	if l == nil || l.token != token || !l.live(now) {
+		s.lk.Unlock()
+		return nil
+	}
+	delete(s.locks, name)
+	if sess := s.sessions[l.session]; sess != nil {
+		if sl, ok := sess.locks[name]; ok && sl.token == token {
+			delete(sess.locks, name)
+			sess.report(store.LostLock{Name: name, Fence: sl.fence, Reason: store.LostGone})
+		}
+	}
+	s.lk.Unlock()
+	s.hub.Notify(store.LockTopic(name))
+	if l.session != "" {
+		s.hub.Notify(store.SessionTopic(l.session))
+	}
+	return nil
 }
 
 // deleteLock removes lock name, and its entry in its session's set. s.lk must
@@ -263,8 +288,9 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 	id := ref.ID
 	r.ack(ref.Ack)
 	if !r.live(now) {
-		// Its locks become reports once; the session is remembered until they
-		// are acknowledged (or the grace ends).
+		// Its locks become reports once; the session is remembered, and
+		// reported expired, until its grace ends (its unacknowledged reports
+		// with it).
 		for name, sl := range r.locks {
 			reason := store.LostSessionExpired
 			if !sl.holdUntil.IsZero() && !sl.holdUntil.After(r.deadline) {
@@ -275,10 +301,6 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 				delete(s.locks, name)
 			}
 			delete(r.locks, name)
-		}
-		if ref.Ack > 0 && len(r.lost) == 0 {
-			s.dropSession(id)
-			return store.SessionState{}, store.ErrSessionNotFound
 		}
 		return store.SessionState{ID: id, Stream: r.stream, ExpireTime: r.deadline, Expired: true, Lost: lostCopy(r.lost)}, nil
 	}

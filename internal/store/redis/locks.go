@@ -24,6 +24,7 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 	var g store.LockGrant
 	err := s.do(ctx, "AcquireLock", s.keys.lock(req.Name)[0], func(ctx context.Context) error {
 		var sessDeadline int64
+		full := false // the session is at its lock cap: only a held lock is answered
 		if req.SessionID != "" {
 			r, err := s.eval(ctx, sessionDeadline, s.keys.session(req.SessionID)).Slice()
 			if err != nil {
@@ -32,26 +33,33 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 			if toInt(r[0]) == 0 {
 				return store.ErrSessionNotFound
 			}
-			if req.MaxSessionLocks > 0 && toInt(r[1]) >= int64(req.MaxSessionLocks) {
-				return store.ErrTooManyLocks
-			}
+			full = req.MaxSessionLocks > 0 && toInt(r[1]) >= int64(req.MaxSessionLocks)
 			sessDeadline = toInt(r[0])
 		}
 		lk := s.keys.lock(req.Name)
 		cmd, replicated := s.evalReplicated(ctx, lockAcquire, lk, req.Token, req.Owner,
-			req.TTL.Microseconds(), req.MaxHold.Microseconds(), req.SessionID, sessDeadline, s.timeSeen.Load())
+			req.TTL.Microseconds(), req.MaxHold.Microseconds(), req.SessionID, sessDeadline, s.timeSeen.Load(), boolArg(full))
 		r, err := cmd.Slice()
 		if err != nil {
 			return err
 		}
-		if len(r) >= 4 {
+		if len(r) == 4 {
 			s.sawTime(toInt(r[3]))
 		}
 		switch toInt(r[0]) {
 		case -1:
 			return store.ErrSessionNotFound
 		case -2:
-			return store.ErrAlreadyHeld
+			if len(r) < 5 {
+				return fmt.Errorf("%w: lock_acquire replied %d values", errCorrupt, len(r))
+			}
+			tok, _ := r[1].(string)
+			dl, now := toInt(r[3]), toInt(r[4])
+			g = store.LockGrant{Acquired: true, AlreadyHeld: true, Token: tok, Fence: uint64(toInt(r[2])),
+				TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
+			return nil
+		case -3:
+			return store.ErrTooManyLocks
 		case 0:
 			dl, now := toInt(r[2]), toInt(r[3])
 			g = store.LockGrant{Holder: toStr(r[1]), TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
@@ -204,6 +212,33 @@ func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, time
 		return nil
 	})
 	return released, held, err
+}
+
+// AbandonLock implements store.Locks: a lease is released; a session-bound
+// lock's binding first becomes a loss report (waking the session's stream),
+// then the lock is deleted.
+func (s *Store) AbandonLock(ctx context.Context, name, token string) error {
+	return s.do(ctx, "AbandonLock", s.keys.lock(name)[0], func(ctx context.Context) error {
+		lk := s.keys.lock(name)[:1]
+		ch := s.keys.channel(store.LockTopic(name))
+		r, err := s.eval(ctx, lockRelease, lk, token, ch, "0").Slice()
+		if err != nil || len(r) < 2 || r[0] != int64(2) {
+			return err // released, or not held
+		}
+		ses, _ := r[1].(string)
+		if err := s.eval(ctx, sessionMarkLost, s.keys.session(ses), s.keys.channel(store.SessionTopic(ses)),
+			name, token, int(store.LostGone)).Err(); err != nil {
+			return err
+		}
+		return s.eval(ctx, lockRelease, lk, token, ch, "1").Err()
+	})
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // GetLock implements store.Locks.

@@ -192,7 +192,7 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 		}
 		// Only what this call took out of the set is lost: a lock released
 		// by its token meanwhile left the set itself.
-		seqs, err := s.eval(ctx, sessionMarkLost, sk, mark...).Int64Slice()
+		seqs, err := s.eval(ctx, sessionMarkLost, sk, append([]any{""}, mark...)...).Int64Slice()
 		if err != nil {
 			return err
 		}

@@ -220,7 +220,7 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Cont
 func isState(err error) bool {
 	for _, e := range []error{store.ErrLockNotHeld, store.ErrLockSessionBound, store.ErrSessionNotFound,
 		store.ErrFingerprintMismatch, store.ErrNotOwner, store.ErrReceiptExpired,
-		store.ErrTooManySessions, store.ErrTooManyLocks, store.ErrSuperseded, store.ErrAlreadyHeld} {
+		store.ErrTooManySessions, store.ErrTooManyLocks, store.ErrSuperseded} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -205,3 +205,63 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 		t.Fatalf("reports = %+v, want ns:l lost (GONE)", lost)
 	}
 }
+
+// TestUncertainConfirmedBindingIsFound: when the answer lost is the
+// binding's confirmation (the last step), the binding is the session's and
+// is renewed; its token is not lost with the answer: the session asking
+// again for the lock gets that grant (AlreadyHeld, with its token), and the
+// clean-up of an uncertain grant (AbandonLock, by any instance) turns it
+// into a loss report, so that a client that adopted it learns it is gone.
+func TestUncertainConfirmedBindingIsFound(t *testing.T) {
+	addr := redistest.Standalone(t)
+	proxy := newCutProxy(t, addr)
+	c := goredis.NewClient(&goredis.Options{Addr: proxy.lis.Addr().String()})
+	defer c.Close()
+	direct := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer direct.Close()
+	prefix := "t" + token.New()[:12]
+	ctx := context.Background()
+	cut, err := redis.New(ctx, redis.Options{Client: c, Prefix: prefix, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+	other, err := redis.New(ctx, redis.Options{Client: direct, Prefix: prefix, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	sid := "ns:" + token.New()
+	st, err := other.CreateSession(ctx, sid, time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cut.GetLock(ctx, "ns:l"); err != nil { // the node's policy is read (eviction.go)
+		t.Fatal(err)
+	}
+	// The session's deadline, the grant, the pending binding; then the
+	// confirmation's answer is lost.
+	proxy.pass.Store(3)
+	proxy.armed.Store(true)
+	tok := token.New()
+	if _, err := cut.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: tok, Owner: "me", SessionID: sid}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("AcquireLock with the confirmation's answer lost = %v, want store.ErrUnavailable", err)
+	}
+	g, err := other.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: token.New(), Owner: "me", SessionID: sid})
+	if err != nil || !g.Acquired || !g.AlreadyHeld || g.Token != tok {
+		t.Fatalf("the session asking again = %+v, %v; want its grant, token %s", g, err, tok)
+	}
+	if err := other.AbandonLock(ctx, "ns:l", tok); err != nil {
+		t.Fatal(err)
+	}
+	ks, err := other.KeepAliveSession(ctx, store.SessionRef{ID: sid, Stream: st.Stream}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ks.Lost) != 1 || ks.Lost[0].Name != "ns:l" || ks.Lost[0].Fence != g.Fence || ks.Lost[0].Reason != store.LostGone {
+		t.Fatalf("reports after AbandonLock = %+v, want ns:l lost (GONE)", ks.Lost)
+	}
+	if info, err := other.GetLock(ctx, "ns:l"); err != nil || info.Held {
+		t.Fatalf("GetLock after AbandonLock = %+v, %v; want free", info, err)
+	}
+}

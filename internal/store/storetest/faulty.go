@@ -238,6 +238,12 @@ func (f *Faulty) ReleaseLock(ctx context.Context, name, token string) (bool, tim
 	return r.ok, r.held, err
 }
 
+// AbandonLock implements store.Locks.
+func (f *Faulty) AbandonLock(ctx context.Context, name, token string) error {
+	_, err := do(ctx, f, "AbandonLock", func() (struct{}, error) { return struct{}{}, f.inner.AbandonLock(ctx, name, token) }, nil)
+	return err
+}
+
 // GetLock implements store.Locks.
 func (f *Faulty) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
 	return do(ctx, f, "GetLock", func() (store.LockInfo, error) { return f.inner.GetLock(ctx, name) }, nil)

@@ -36,6 +36,7 @@ func lockTests() []test {
 		{"SessionLockCap", lockSessionLockCap},
 		{"SessionLockCapCountsReports", lockSessionLockCapCountsReports},
 		{"SessionAlreadyHolds", lockSessionAlreadyHolds},
+		{"Abandon", lockAbandon},
 	}
 }
 
@@ -540,22 +541,58 @@ func lockSessionLockCapCountsReports(e *env) {
 	noErr(e, "a lock once a's report was acknowledged", acquire(e.name("c"), 0))
 }
 
-// lockSessionAlreadyHolds: a session asking for a lock it holds gets
-// ErrAlreadyHeld at once, not a grant and not a wait for itself; the lock
-// is unchanged.
+// lockSessionAlreadyHolds: a session asking for a lock it holds is
+// answered at once with its existing grant (AlreadyHeld, with the grant's
+// token and fence), not a new grant and not a wait for itself, even at its
+// lock cap; the lock is unchanged. Another session, at its cap, is told the
+// lock is held before it is told it is full.
 func lockSessionAlreadyHolds(e *env) {
 	t0 := e.now()
 	id := e.session(time.Minute)
 	n := e.name("lock")
-	_, g := e.sessionLock(n, "alice", id, 0)
-	_, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: n, Token: token.New(), Owner: "alice", SessionID: id})
-	isErr(e, "AcquireLock of a lock the session holds", err, store.ErrAlreadyHeld)
-	info := held("alice", g.Fence, time.Minute, t0.Add(time.Minute), t0)
+	tok, g := e.sessionLock(n, "alice", id, 0)
+	e.advance(time.Second)
+	again, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: n, Token: token.New(), Owner: "alice", SessionID: id, MaxSessionLocks: 1})
+	noErr(e, "AcquireLock of a lock the session holds, at its cap", err)
+	if !again.Acquired || !again.AlreadyHeld || again.Token != tok || again.Fence != g.Fence ||
+		again.TTL != time.Minute-time.Second || !again.ExpireTime.Equal(t0.Add(time.Minute)) {
+		e.Errorf("AcquireLock of a lock the session holds = %+v; want its grant (token, fence %d), already held", again, g.Fence)
+	}
+	info := held("alice", g.Fence, time.Minute-time.Second, t0.Add(time.Minute), t0)
 	info.SessionBound = true
 	e.wantLock(n, info)
 	other := e.session(time.Minute)
-	g2 := e.acquire(store.AcquireLock{Name: n, Token: token.New(), Owner: "bob", SessionID: other})
-	if g2.Acquired {
-		e.Error("another session acquired a held lock")
+	e.sessionLock(e.name("other"), "bob", other, 0)
+	g2, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: n, Token: token.New(), Owner: "bob", SessionID: other, MaxSessionLocks: 1})
+	noErr(e, "AcquireLock of a held lock by a full session", err)
+	if g2.Acquired || g2.Holder != "alice" {
+		e.Errorf("a full session asking for a held lock = %+v; want not acquired, held by alice", g2)
 	}
+	_, err = e.s.AcquireLock(e.ctx, store.AcquireLock{Name: e.name("free"), Token: token.New(), SessionID: other, MaxSessionLocks: 1})
+	isErr(e, "a full session asking for a free lock", err, store.ErrTooManyLocks)
+}
+
+// lockAbandon: AbandonLock ends an uncertain grant: a lease is released; a
+// session-bound lock is deleted and its session reports it lost (GONE) and
+// is woken; a token that does not hold the lock changes nothing.
+func lockAbandon(e *env) {
+	n := e.name("lease")
+	tok, _ := e.lock(n, "alice", time.Minute)
+	noErr(e, "AbandonLock with another token", e.s.AbandonLock(e.ctx, n, token.New()))
+	if info, err := e.s.GetLock(e.ctx, n); err != nil || !info.Held {
+		e.Fatalf("a lease after AbandonLock with another token = %+v, %v; want held", info, err)
+	}
+	noErr(e, "AbandonLock", e.s.AbandonLock(e.ctx, n, tok))
+	e.wantLock(n, store.LockInfo{})
+
+	id := e.session(time.Minute)
+	b := e.name("bound")
+	sub := e.subscribe(store.SessionTopic(id))
+	btok, g := e.sessionLock(b, "alice", id, 0)
+	drain(sub)
+	noErr(e, "AbandonLock of a session's lock", e.s.AbandonLock(e.ctx, b, btok))
+	e.wantWake(sub, "SessionTopic after AbandonLock")
+	e.wantLock(b, store.LockInfo{})
+	wantLost(e, "the session after AbandonLock", e.check(id).Lost, []store.LostLock{{Name: b, Fence: g.Fence, Reason: store.LostGone}})
+	noErr(e, "AbandonLock again", e.s.AbandonLock(e.ctx, b, btok))
 }

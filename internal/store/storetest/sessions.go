@@ -174,9 +174,11 @@ func sessCheckDoesNotRenew(e *env) {
 	e.wantSession("check at expiry", st, store.SessionState{ID: id, Expired: true,
 		Lost: []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
 	e.wantLock(n, store.LockInfo{})
-	_, err := e.ackAll(id, st)
-	isErr(e, "a check that acknowledges the expiry's reports", err, store.ErrSessionNotFound)
-	e.wantGone("after the expiry was reported by CheckSession and acknowledged", id)
+	acked, err := e.ackAll(id, st)
+	noErr(e, "a check that acknowledges the expiry's reports", err)
+	e.wantSession("a check that acknowledges the expiry's reports", acked, store.SessionState{ID: id, Expired: true})
+	e.advance(store.SessionGrace)
+	e.wantGone("after the grace", id)
 }
 
 func sessExpiryBoundary(e *env) {
@@ -188,9 +190,9 @@ func sessExpiryBoundary(e *env) {
 	e.wantSession("keepalive at expiry", e.keepAlive(s2, 0), store.SessionState{ID: s2, Expired: true})
 }
 
-// sessExpiredReportedUntilAcked: an expired session's report (Expired, and
-// every lock it had) comes with every call until one acknowledges it; then
-// the session is unknown.
+// sessExpiredReportedUntilAcked: an expired session's reports (every lock
+// it had) come with every call until one acknowledges them; the expiry
+// itself is reported until the grace ends; then the session is unknown.
 func sessExpiredReportedUntilAcked(e *env) {
 	id := e.session(10 * time.Second)
 	n1, n2 := e.name("l1"), e.name("l2")
@@ -215,10 +217,14 @@ func sessExpiredReportedUntilAcked(e *env) {
 	e.wantLock(n2, store.LockInfo{})
 	_, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: n1, Token: token.New(), Owner: "alice", SessionID: id})
 	isErr(e, "AcquireLock in the expired session", err, store.ErrSessionNotFound)
-	_, err = e.ackAll(id, first)
-	isErr(e, "a call that acknowledges the reports", err, store.ErrSessionNotFound)
-	e.wantGone("after the expiry was reported and acknowledged", id)
+	// Acknowledged reports go; the expiry itself is reported until the
+	// grace ends, so that a late heartbeat still learns it.
+	acked, err := e.ackAll(id, first)
+	noErr(e, "a call that acknowledges the reports", err)
+	e.wantSession("a call that acknowledges the reports", acked, store.SessionState{ID: id, Expired: true})
 	e.lock(n1, "bob", time.Second)
+	e.advance(store.SessionGrace)
+	e.wantGone("after the grace", id)
 }
 
 func sessExpiredForgottenAfterGrace(e *env) {
@@ -244,11 +250,12 @@ func sessKeepAliveNeverRevives(e *env) {
 	e.wantLock(n, held("bob", gb.Fence, 30*time.Second, t1.Add(30*time.Second), t1))
 	e.wantSession("keepalive again", e.keepAlive(id, time.Minute), store.SessionState{ID: id, Expired: true,
 		Lost: []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
-	if _, err := e.ackAll(id, st); !errors.Is(err, store.ErrSessionNotFound) {
-		e.Errorf("acknowledging the expiry: %v, want ErrSessionNotFound", err)
-	}
-	e.wantGone("after the expiry was reported", id)
+	acked, err := e.ackAll(id, st)
+	noErr(e, "acknowledging the expiry's reports", err)
+	e.wantSession("acknowledging the expiry's reports", acked, store.SessionState{ID: id, Expired: true})
 	e.wantLock(n, held("bob", gb.Fence, 30*time.Second, t1.Add(30*time.Second), t1))
+	e.advance(store.SessionGrace)
+	e.wantGone("after the grace", id)
 }
 
 // sessLostMaxHoldReportedUntilAcked: a lock that reaches its max hold

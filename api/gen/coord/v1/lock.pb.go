@@ -152,7 +152,13 @@ type LockResponse struct {
 	// store's clock.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expire_time,json=expireTime" json:"expire_time,omitempty"`
 	// Not acquired: the current holder's owner label (may be empty).
-	Holder        string `protobuf:"bytes,6,opt,name=holder" json:"holder,omitempty"`
+	Holder string `protobuf:"bytes,6,opt,name=holder" json:"holder,omitempty"`
+	// The session named by session_id already held the lock: this is its
+	// existing grant (the same token and fence, its lease now), answered at
+	// once, even with wait; nothing changed. The session ID is the capability
+	// to all of the session's locks, so this is how a client whose Lock
+	// answer was lost finds its token.
+	AlreadyHeld   bool `protobuf:"varint,7,opt,name=already_held,json=alreadyHeld" json:"already_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -227,6 +233,13 @@ func (x *LockResponse) GetHolder() string {
 		return x.Holder
 	}
 	return ""
+}
+
+func (x *LockResponse) GetAlreadyHeld() bool {
+	if x != nil {
+		return x.AlreadyHeld
+	}
+	return false
 }
 
 // RenewRequest extends a held lease.
@@ -619,7 +632,7 @@ const file_coord_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x04 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05owner\x18\x05 \x01(\tR\x05owner\x124\n" +
-	"\bmax_hold\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\amaxHold\"\xd8\x01\n" +
+	"\bmax_hold\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\amaxHold\"\xfb\x01\n" +
 	"\fLockResponse\x12\x1a\n" +
 	"\bacquired\x18\x01 \x01(\bR\bacquired\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
@@ -627,7 +640,8 @@ const file_coord_v1_lock_proto_rawDesc = "" +
 	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12;\n" +
 	"\vexpire_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x16\n" +
-	"\x06holder\x18\x06 \x01(\tR\x06holder\"e\n" +
+	"\x06holder\x18\x06 \x01(\tR\x06holder\x12!\n" +
+	"\falready_held\x18\a \x01(\bR\valreadyHeld\"e\n" +
 	"\fRenewRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12+\n" +

@@ -61,8 +61,9 @@ type LockServiceClient interface {
 	// is never renewed by the session's keepalives: it ends at the deadline it
 	// was granted with, and the session reports it lost (GONE).
 	// FAILED_PRECONDITION reason SESSION_NOT_FOUND: session_id names no live
-	// session. FAILED_PRECONDITION reason ALREADY_HELD: the session named by
-	// session_id already holds name (answered at once, even with wait).
+	// session. A session that already holds name gets its existing grant at
+	// once (already_held). If a grant that was reported uncertain is cleaned
+	// up after a client adopted it this way, the session reports it lost.
 	Lock(ctx context.Context, in *LockRequest, opts ...grpc.CallOption) (*LockResponse, error)
 	// Renew extends the lease of a lock held by token to ttl from now, never
 	// beyond the lock's max_hold.
@@ -163,8 +164,9 @@ type LockServiceServer interface {
 	// is never renewed by the session's keepalives: it ends at the deadline it
 	// was granted with, and the session reports it lost (GONE).
 	// FAILED_PRECONDITION reason SESSION_NOT_FOUND: session_id names no live
-	// session. FAILED_PRECONDITION reason ALREADY_HELD: the session named by
-	// session_id already holds name (answered at once, even with wait).
+	// session. A session that already holds name gets its existing grant at
+	// once (already_held). If a grant that was reported uncertain is cleaned
+	// up after a client adopted it this way, the session reports it lost.
 	Lock(context.Context, *LockRequest) (*LockResponse, error)
 	// Renew extends the lease of a lock held by token to ttl from now, never
 	// beyond the lock's max_hold.

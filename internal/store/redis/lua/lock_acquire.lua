@@ -8,14 +8,20 @@
 --          (0: none). A clock behind it (a failover promoted a node whose
 --          clock is behind the old master's) floors fences at it + 1, so
 --          that they stay above those the old master issued and lost.
+-- ARGV[10]: "1" if the session holds as many locks as it may (a lock held
+--           is still answered as held, or as the session's own)
 -- Returns {1, fence, deadline, now} granted; {0, holder owner, holder deadline, now}
--- held; {-1} the session's deadline has passed; {-2} the session already
--- holds it.
-local cur = redis.call('HMGET', KEYS[1], 'own', 'dl', 'ses')
+-- held; {-1} the session's deadline has passed; {-2, token, fence, deadline,
+-- now} the session already holds it (its existing grant); {-3} the session
+-- is full.
+local cur = redis.call('HMGET', KEYS[1], 'own', 'dl', 'ses', 'tok', 'fen')
 if cur[2] and tonumber(cur[2]) > now then
-  if ARGV[7] ~= '' and cur[3] == ARGV[7] then return {-2} end
+  if ARGV[7] ~= '' and cur[3] == ARGV[7] then
+    return {-2, cur[4], tonumber(cur[5]), tonumber(cur[2]), now}
+  end
   return {0, cur[1], tonumber(cur[2]), now}
 end
+if ARGV[10] == '1' then return {-3} end
 local hold = 0
 if tonumber(ARGV[6]) > 0 then hold = now + tonumber(ARGV[6]) end
 local deadline = now + tonumber(ARGV[5])

@@ -6,8 +6,7 @@
 -- ARGV[6]: the caller's stream epoch (0: none)
 -- ARGV[7]: acknowledged: forget the reports whose seq is at most this
 -- ARGV[8]: the session's wake-up channel (a resume wakes the old stream)
--- Returns {-1} unknown (or expired longer than the grace ago, or expired and
--- every report acknowledged: forgotten now); {-2} closing (a close began
+-- Returns {-1} unknown (or expired longer than the grace ago); {-2} closing (a close began
 -- and did not finish: the caller finishes it); {-3} the caller's stream was
 -- superseded; else
 -- {code, deadline, now, indexed, epoch, n, seq, report, ... (n pairs), name, entry, ...}
@@ -50,10 +49,6 @@ if deadline <= now then
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[1], 'seq', s(seq))
   expireAt(KEYS[3], deadline + grace)
-  if ack > 0 and redis.call('HLEN', KEYS[3]) == 0 then
-    redis.call('DEL', KEYS[1], KEYS[3])
-    return {-1}
-  end
 elseif ARGV[3] ~= 'check' then
   if ARGV[3] == 'resume' then
     epoch = epoch + 1
