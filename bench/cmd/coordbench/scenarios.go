@@ -269,7 +269,7 @@ func (b *bench) runLockRelease(ctx context.Context) {
 			name := scope(directNS, b.key(w))
 			tok := newToken()
 			lk := b.keys.lock(name)
-			r, err := b.lua.lockAcquire.Run(ctx, b.rdb, lk, args(tok, "", ttl, 0, "", 0)...).Slice()
+			r, err := b.lua.lockAcquire.Run(ctx, b.rdb, lk, args(tok, "", ttl, 0, "", 0, 0, "0")...).Slice()
 			if err != nil {
 				return err
 			}
