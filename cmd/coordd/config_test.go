@@ -272,6 +272,8 @@ func TestLoadConfigBadValues(t *testing.T) {
 	}{
 		{name: "negative duration", yaml: "lock:\n  max_ttl: -1s\n", key: "lock.max_ttl"},
 		{name: "default_ttl > max_ttl", yaml: "lock:\n  default_ttl: 2h\n  max_ttl: 1h\n", key: "lock.default_ttl"},
+		{name: "unbounded max_locks_per_session", yaml: "lock:\n  max_locks_per_session: 0\n", key: "lock.max_locks_per_session"},
+		{name: "max_locks_per_session over 10000", yaml: "lock:\n  max_locks_per_session: 10001\n", key: "lock.max_locks_per_session"},
 		{name: "store bogus", yaml: "store: bogus\n", key: "store"},
 		{name: "bad log_level", yaml: "log_level: loud\n", key: "log_level"},
 		{name: "bad log_format", yaml: "log_format: xml\n", key: "log_format"},
