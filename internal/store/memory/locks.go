@@ -302,6 +302,9 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 			}
 			delete(r.locks, name)
 		}
+		// An expired session binds no more locks: only its reports are kept
+		// for the grace, not the emptied map's table (maps never shrink).
+		r.locks = nil
 		return store.SessionState{ID: id, Stream: r.stream, ExpireTime: r.deadline, Expired: true, Lost: lostCopy(r.lost)}, nil
 	}
 	if mode == modeResume {
