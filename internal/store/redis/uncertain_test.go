@@ -137,6 +137,32 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 	}
 }
 
+// twoInstances returns two Redis stores on one key prefix of a standalone
+// server: cut reaches it through a cutProxy (returned), other directly (its
+// client returned too), as two coordd instances would.
+func twoInstances(t *testing.T) (cut, other *redis.Store, proxy *cutProxy, direct *goredis.Client, prefix string) {
+	t.Helper()
+	addr := redistest.Standalone(t)
+	proxy = newCutProxy(t, addr)
+	c := goredis.NewClient(&goredis.Options{Addr: proxy.lis.Addr().String()})
+	t.Cleanup(func() { _ = c.Close() })
+	direct = goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { _ = direct.Close() })
+	prefix = "t" + token.New()[:12]
+	var err error
+	for _, st := range []struct {
+		s **redis.Store
+		c *goredis.Client
+	}{{&cut, c}, {&other, direct}} {
+		if *st.s, err = redis.New(context.Background(), redis.Options{Client: st.c, Prefix: prefix, Timeout: 2 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		s := *st.s
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	return cut, other, proxy, direct, prefix
+}
+
 // TestUncertainSessionBindingIsNeverRenewed: a session-bound grant whose
 // binding step's answer was lost is reported uncertain, and the session's
 // keepalives (here from another coordd instance that still reaches Redis)
@@ -145,24 +171,8 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 // once: keepalives renewed a lock whose caller had been told UNAVAILABLE and
 // had no token, for as long as the session lived.)
 func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
-	addr := redistest.Standalone(t)
-	proxy := newCutProxy(t, addr)
-	c := goredis.NewClient(&goredis.Options{Addr: proxy.lis.Addr().String()})
-	defer c.Close()
-	direct := goredis.NewClient(&goredis.Options{Addr: addr})
-	defer direct.Close()
-	prefix := "t" + token.New()[:12]
 	ctx := context.Background()
-	cut, err := redis.New(ctx, redis.Options{Client: c, Prefix: prefix, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cut.Close()
-	other, err := redis.New(ctx, redis.Options{Client: direct, Prefix: prefix, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	cut, other, proxy, direct, prefix := twoInstances(t)
 
 	const ttl = 600 * time.Millisecond
 	sid := "ns:" + token.New()
@@ -213,24 +223,8 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 // clean-up of an uncertain grant (AbandonLock, by any instance) turns it
 // into a loss report, so that a client that adopted it learns it is gone.
 func TestUncertainConfirmedBindingIsFound(t *testing.T) {
-	addr := redistest.Standalone(t)
-	proxy := newCutProxy(t, addr)
-	c := goredis.NewClient(&goredis.Options{Addr: proxy.lis.Addr().String()})
-	defer c.Close()
-	direct := goredis.NewClient(&goredis.Options{Addr: addr})
-	defer direct.Close()
-	prefix := "t" + token.New()[:12]
 	ctx := context.Background()
-	cut, err := redis.New(ctx, redis.Options{Client: c, Prefix: prefix, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cut.Close()
-	other, err := redis.New(ctx, redis.Options{Client: direct, Prefix: prefix, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	cut, other, proxy, _, _ := twoInstances(t)
 	sid := "ns:" + token.New()
 	st, err := other.CreateSession(ctx, sid, time.Minute, 0)
 	if err != nil {
