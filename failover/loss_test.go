@@ -104,6 +104,31 @@ type lossCase struct {
 // promoted the replica.
 type lossTimeline struct{ cut, killed, promoted, rejoined time.Time }
 
+// cutThenKill lets the load run lossBefore, cuts the replication link, lets
+// the master acknowledge writes the replica never gets for cutFor, then
+// kills the master: the loss every case of TestReplicationLoss makes.
+func cutThenKill(cut, kill func()) lossTimeline {
+	var tl lossTimeline
+	time.Sleep(lossBefore)
+	tl.cut = time.Now()
+	cut()
+	time.Sleep(cutFor)
+	tl.killed = time.Now()
+	kill()
+	return tl
+}
+
+// inCut counts the times that fall in the cut: from the cut to the kill.
+func (tl lossTimeline) inCut(times []time.Time) int {
+	n := 0
+	for _, s := range times {
+		if !s.Before(tl.cut) && s.Before(tl.killed) {
+			n++
+		}
+	}
+	return n
+}
+
 // clockShim builds testdata/clockshim.c into dir and returns its path; it
 // skips the test (fails it under CI) without a C compiler.
 func clockShim(t *testing.T) string {
@@ -191,13 +216,7 @@ func replicationLoss(t *testing.T, tc lossCase) {
 	q := startLossQueue(ctx, cc, names.queue)
 	id := startLossIdem(ctx, idem)
 
-	var tl lossTimeline
-	time.Sleep(lossBefore)
-	tl.cut = time.Now()
-	repl.Cut()
-	time.Sleep(cutFor)
-	tl.killed = time.Now()
-	master.Kill()
+	tl := cutThenKill(repl.Cut, master.Kill)
 	time.Sleep(detectFor)
 	// What the replica has, read before it is promoted and serves writes.
 	fences, dedup := replicaState(t, replica.Addr(), false, names)
@@ -449,11 +468,7 @@ func (l *lockLoad) analyse(t *testing.T, tl lossTimeline, fences map[string]uint
 	var r lockLossResult
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range l.failed {
-		if !s.Before(tl.cut) && s.Before(tl.killed) {
-			r.cutUnavailable++
-		}
-	}
+	r.cutUnavailable = tl.inCut(l.failed)
 	var perLock []string
 	for li, name := range l.names {
 		grants := l.grants[li]
@@ -738,11 +753,7 @@ func (q *lossQueueLoad) analyse(t *testing.T, tl lossTimeline, dedup map[string]
 	var r queueLossResult
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, s := range q.failed {
-		if !s.Before(tl.cut) && s.Before(tl.killed) {
-			r.cutUnavailable++
-		}
-	}
+	r.cutUnavailable = tl.inCut(q.failed)
 	r.enqueued = len(q.firstOK)
 	var sample []int64
 	for _, a := range q.ok {
@@ -914,11 +925,7 @@ func (l *lossIdemLoad) analyse(tl lossTimeline) idemLossResult {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r.finished = len(l.finished)
-	for _, s := range l.failed {
-		if !s.Before(tl.cut) && s.Before(tl.killed) {
-			r.cutUnavailable++
-		}
-	}
+	r.cutUnavailable = tl.inCut(l.failed)
 	lostAfter := 0
 	for _, f := range l.finished {
 		if !f.send.Before(tl.cut) && f.recv.Before(tl.killed) {

@@ -92,13 +92,7 @@ func replicationLossCluster(t *testing.T, tc lossCase) {
 	q := startLossQueue(ctx, cc, names.queue)
 	id := startLossIdem(ctx, idem)
 
-	var tl lossTimeline
-	time.Sleep(lossBefore)
-	tl.cut = time.Now()
-	proxy.Cut()
-	time.Sleep(cutFor)
-	tl.killed = time.Now()
-	master.Kill()
+	tl := cutThenKill(proxy.Cut, master.Kill)
 	// What the replica has, read before the Cluster promotes it.
 	fences, dedup := replicaState(t, replica.Addr(), true, names)
 	c.WaitHealthy(healthyTimeout)
