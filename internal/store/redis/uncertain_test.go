@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,7 +225,7 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 // into a loss report, so that a client that adopted it learns it is gone.
 func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	ctx := context.Background()
-	cut, other, proxy, _, _ := twoInstances(t)
+	cut, other, proxy, direct, prefix := twoInstances(t)
 	sid := "ns:" + token.New()
 	st, err := other.CreateSession(ctx, sid, time.Minute, 0)
 	if err != nil {
@@ -240,6 +241,11 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	tok := token.New()
 	if _, err := cut.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: tok, Owner: "me", SessionID: sid}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("AcquireLock with the confirmation's answer lost = %v, want store.ErrUnavailable", err)
+	}
+	// The failure is the one named: every step ran, the binding is confirmed.
+	entry, err := direct.HGet(ctx, prefix+":{s:"+sid+"}:locks", "ns:l").Result()
+	if err != nil || !strings.HasPrefix(entry, tok+" ") || strings.HasSuffix(entry, " p") {
+		t.Fatalf("the session's entry for ns:l = %q, %v; want a confirmed binding of the uncertain grant", entry, err)
 	}
 	g, err := other.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: token.New(), Owner: "me", SessionID: sid})
 	if err != nil || !g.Acquired || !g.AlreadyHeld || g.Token != tok {
