@@ -66,7 +66,7 @@ type biFixture struct {
 	receipt             string
 }
 
-func biSetup(t *testing.T, h *harness) *biFixture {
+func biSetup(t *testing.T, h *harness, f *storetest.Faulty) *biFixture {
 	t.Helper()
 	c := ctx(t)
 	fx := &biFixture{
@@ -86,6 +86,10 @@ func biSetup(t *testing.T, h *harness) *biFixture {
 	kr, err := ka.Recv()
 	must("KeepAlive.Recv", err)
 	fx.ka, fx.session = ka, kr.GetSessionId()
+	// The stream subscribes to the session's wake-ups in the background and
+	// then checks the session once: wait for that check, so that the calls
+	// counted around a case are the case's own.
+	biAwaitCalls(t, f, "CheckSession", 1)
 
 	l, err := h.locks.Lock(c, &coordv1.LockRequest{Name: fx.lockName, Ttl: durationpb.New(10 * time.Minute), Owner: "holder", MaxHold: durationpb.New(time.Hour)})
 	must("Lock", err)
@@ -98,6 +102,8 @@ func biSetup(t *testing.T, h *harness) *biFixture {
 	if !sl.GetAcquired() {
 		t.Fatalf("setup: session Lock = %v, want acquired", sl)
 	}
+	// The binding wakes the stream, which checks the session again.
+	biAwaitCalls(t, f, "CheckSession", 2)
 
 	b, err := h.idem.BeginIdempotent(c, &coordv1.BeginIdempotentRequest{Key: fx.idemKey, Fingerprint: fx.idemFP, ProcessingTtl: durationpb.New(10 * time.Minute)})
 	must("BeginIdempotent", err)
@@ -203,6 +209,17 @@ func biCalls(f *storetest.Faulty) map[string]int {
 		m[name] = f.Calls(name)
 	}
 	return m
+}
+
+// biAwaitCalls waits until the store has had n calls of method: the
+// fixture's session stream works in the background.
+func biAwaitCalls(t *testing.T, f *storetest.Faulty, method string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); f.Calls(method) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("setup: %d %s calls after 10s, want %d", f.Calls(method), method, n)
+		}
+	}
 }
 
 // biCallsSince lists the store calls made since before, e.g. "Enqueue x1".
@@ -940,7 +957,7 @@ func TestBadInput(t *testing.T) {
 			t.Parallel()
 			var f *storetest.Faulty
 			h := newHarness(t, biPolicies, withFaulty(&f))
-			fx := biSetup(t, h)
+			fx := biSetup(t, h, f)
 			before := biSnapshot(t, h, fx)
 			calls := biCalls(f)
 			resp, err := tc.call(ctx(t), h, fx)
@@ -1092,7 +1109,7 @@ func TestBadInputControl(t *testing.T) {
 			t.Parallel()
 			var f *storetest.Faulty
 			h := newHarness(t, biPolicies, withFaulty(&f))
-			fx := biSetup(t, h)
+			fx := biSetup(t, h, f)
 			before := biSnapshot(t, h, fx)
 			calls := biCalls(f)
 			if resp, err := tc.call(ctx(t), h, fx); err != nil {
