@@ -3,12 +3,10 @@ package redis
 import (
 	"context"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/coordd/coordd/internal/store"
 )
 
-var limitScripts = map[store.Algorithm]*redis.Script{
+var limitScripts = map[store.Algorithm]*script{
 	store.FixedWindow:   limitFixedWindow,
 	store.SlidingWindow: limitSlidingWindow,
 	store.SlidingLog:    limitSlidingLog,

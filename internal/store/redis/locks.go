@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/coordd/coordd/internal/store"
 )
 
@@ -167,22 +169,27 @@ var errLostInFlight = fmt.Errorf("%w: the lock's lease ran out while it was bein
 // RenewLock implements store.Locks.
 func (s *Store) RenewLock(ctx context.Context, name, token string, ttl time.Duration) (store.Lease, error) {
 	var l store.Lease
-	err := s.do(ctx, "RenewLock", s.keys.lock(name)[0], func(ctx context.Context) error {
-		r, err := s.eval(ctx, lockRenew, s.keys.lock(name)[:1], token, ttl.Microseconds()).Slice()
-		if err != nil {
-			return err
-		}
-		switch toInt(r[0]) {
-		case 0:
-			return store.ErrLockNotHeld
-		case -1:
-			return store.ErrLockSessionBound
-		}
-		dl, now := toInt(r[1]), toInt(r[3])
-		l = store.Lease{TTL: micros(dl - now), ExpireTime: unixMicro(dl), Fence: uint64(toInt(r[2]))}
-		return nil
+	err := s.do(ctx, "RenewLock", s.keys.lock(name)[0], func(ctx context.Context) (err error) {
+		l, err = decodeRenew(s.eval(ctx, lockRenew, s.keys.lock(name)[:1], token, ttl.Microseconds()))
+		return err
 	})
 	return l, err
+}
+
+// decodeRenew reads lock_renew.lua's reply.
+func decodeRenew(cmd *redis.Cmd) (store.Lease, error) {
+	r, err := replyOf(lockRenew, cmd)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	switch r.code(codeOK, codeNo, codeSessionBound) {
+	case codeNo:
+		return store.Lease{}, store.ErrLockNotHeld
+	case codeSessionBound:
+		return store.Lease{}, store.ErrLockSessionBound
+	}
+	dl, fence, now := r.int(1), r.uint(2), r.int(3)
+	return store.Lease{TTL: micros(dl - now), ExpireTime: unixMicro(dl), Fence: fence}, r.done()
 }
 
 // ReleaseLock implements store.Locks. A session-bound lock leaves its
@@ -244,17 +251,25 @@ func boolArg(b bool) string {
 // GetLock implements store.Locks.
 func (s *Store) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
 	var info store.LockInfo
-	err := s.do(ctx, "GetLock", s.keys.lock(name)[0], func(ctx context.Context) error {
-		r, err := s.eval(ctx, lockGet, s.keys.lock(name)[:1]).Slice()
-		if err != nil || toInt(r[0]) == 0 {
-			return err
-		}
-		dl, now := toInt(r[4]), toInt(r[6])
-		info = store.LockInfo{
-			Held: true, Owner: toStr(r[1]), Fence: uint64(toInt(r[2])), SessionBound: toStr(r[3]) != "",
-			TTL: micros(dl - now), ExpireTime: unixMicro(dl), AcquireTime: unixMicro(toInt(r[5])),
-		}
-		return nil
+	err := s.do(ctx, "GetLock", s.keys.lock(name)[0], func(ctx context.Context) (err error) {
+		info, err = decodeGet(s.eval(ctx, lockGet, s.keys.lock(name)[:1]))
+		return err
 	})
 	return info, err
+}
+
+// decodeGet reads lock_get.lua's reply.
+func decodeGet(cmd *redis.Cmd) (store.LockInfo, error) {
+	r, err := replyOf(lockGet, cmd)
+	if err != nil {
+		return store.LockInfo{}, err
+	}
+	if r.code(codeOK, codeNo) != codeOK {
+		return store.LockInfo{}, r.done() // free, or a bad code
+	}
+	owner, fence, ses, dl, acq, now := r.str(1), r.uint(2), r.str(3), r.int(4), r.int(5), r.int(6)
+	return store.LockInfo{
+		Held: true, Owner: owner, Fence: fence, SessionBound: ses != "",
+		TTL: micros(dl - now), ExpireTime: unixMicro(dl), AcquireTime: unixMicro(acq),
+	}, r.done()
 }

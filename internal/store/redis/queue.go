@@ -15,7 +15,7 @@ import (
 
 // queueEval runs a queue script with the dead-letter ttl (ARGV[3]) before
 // args.
-func (s *Store) queueEval(ctx context.Context, sc *redis.Script, queue string, args ...any) *redis.Cmd {
+func (s *Store) queueEval(ctx context.Context, sc *script, queue string, args ...any) *redis.Cmd {
 	return s.eval(ctx, sc, s.keys.queue(queue), append([]any{s.deadTTL.Microseconds()}, args...)...)
 }
 

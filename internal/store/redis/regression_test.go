@@ -49,7 +49,7 @@ func newRgHook() *rgHook {
 }
 
 // set arms a callback (or a failure) for the script sc.
-func rgSet[V any](h *rgHook, m map[string]V, sc *goredis.Script, v V) {
+func rgSet[V any](h *rgHook, m map[string]V, sc *script, v V) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	m[sc.Hash()] = v

@@ -22,46 +22,58 @@ func lua(name string) string {
 	return string(b)
 }
 
-// scriptSource is each script's source, for EVAL when Redis lacks it.
-var scriptSource = map[*redis.Script]string{}
+// script is one of the store's Lua scripts: its name (its file in lua/),
+// its whole source (for EVAL when Redis lacks it) and its SHA.
+type script struct {
+	name string
+	src  string
+	*redis.Script
+}
 
-func newScript(src string) *redis.Script {
-	sc := redis.NewScript(src)
-	scriptSource[sc] = src
+// allScripts is the registry: every script, preloaded on every node, so
+// that pipelined EVALSHA finds them. newScript adds to it.
+var allScripts []*script
+
+// newScript registers script name, after lua/prelude.lua and the given
+// preludes.
+func newScript(name string, preludes ...string) *script {
+	src := lua("prelude")
+	for _, p := range preludes {
+		src += lua(p)
+	}
+	src += lua(name)
+	sc := &script{name: name, src: src, Script: redis.NewScript(src)}
+	allScripts = append(allScripts, sc)
 	return sc
 }
 
-func script(name string) *redis.Script { return newScript(lua("prelude") + lua(name)) }
-
-func queueScript(name string) *redis.Script {
-	return newScript(lua("prelude") + lua("queue_prelude") + lua(name))
-}
+func queueScript(name string) *script { return newScript(name, "queue_prelude") }
 
 var (
-	lockAcquire = script("lock_acquire")
-	lockRenew   = script("lock_renew")
-	lockRelease = script("lock_release")
-	lockGet     = script("lock_get")
-	lockSession = script("lock_session")
+	lockAcquire = newScript("lock_acquire")
+	lockRenew   = newScript("lock_renew")
+	lockRelease = newScript("lock_release")
+	lockGet     = newScript("lock_get")
+	lockSession = newScript("lock_session")
 
-	sessionCreate      = script("session_create")
-	sessionRefresh     = script("session_refresh")
-	sessionAddLock     = script("session_add_lock")
-	sessionDeadline    = script("session_deadline")
-	sessionRemoveLocks = script("session_remove_locks")
-	sessionMarkLost    = script("session_mark_lost")
-	sessionConfirmLock = script("session_confirm_lock")
-	sessionClose       = script("session_close")
-	sessionIndex       = script("session_index")
+	sessionCreate      = newScript("session_create")
+	sessionRefresh     = newScript("session_refresh")
+	sessionAddLock     = newScript("session_add_lock")
+	sessionDeadline    = newScript("session_deadline")
+	sessionRemoveLocks = newScript("session_remove_locks")
+	sessionMarkLost    = newScript("session_mark_lost")
+	sessionConfirmLock = newScript("session_confirm_lock")
+	sessionClose       = newScript("session_close")
+	sessionIndex       = newScript("session_index")
 
-	limitFixedWindow   = script("limit_fixed_window")
-	limitSlidingWindow = script("limit_sliding_window")
-	limitSlidingLog    = script("limit_sliding_log")
-	limitGCRA          = script("limit_gcra")
+	limitFixedWindow   = newScript("limit_fixed_window")
+	limitSlidingWindow = newScript("limit_sliding_window")
+	limitSlidingLog    = newScript("limit_sliding_log")
+	limitGCRA          = newScript("limit_gcra")
 
-	idemBegin  = script("idem_begin")
-	idemFinish = script("idem_finish")
-	idemExtend = script("idem_extend")
+	idemBegin  = newScript("idem_begin")
+	idemFinish = newScript("idem_finish")
+	idemExtend = newScript("idem_extend")
 
 	queueEnqueue = queueScript("queue_enqueue")
 	queueClaim   = queueScript("queue_claim")
@@ -71,13 +83,3 @@ var (
 	queueStats   = queueScript("queue_stats")
 	queueRedrive = queueScript("queue_redrive")
 )
-
-// allScripts are preloaded on every master, so that pipelined EVALSHA finds
-// them.
-var allScripts = []*redis.Script{
-	lockAcquire, lockRenew, lockRelease, lockGet, lockSession,
-	sessionCreate, sessionRefresh, sessionAddLock, sessionDeadline, sessionRemoveLocks, sessionMarkLost, sessionConfirmLock, sessionClose, sessionIndex,
-	limitFixedWindow, limitSlidingWindow, limitSlidingLog, limitGCRA,
-	idemBegin, idemFinish, idemExtend,
-	queueEnqueue, queueClaim, queueAck, queueNack, queueExtend, queueStats, queueRedrive,
-}

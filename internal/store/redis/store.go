@@ -263,7 +263,7 @@ func (s *Store) timeArgs() []any {
 
 // eval runs a script with the time arguments first: EVALSHA, and EVAL if
 // Redis does not have the script (after a restart).
-func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any) *redis.Cmd {
 	all := append(s.timeArgs(), args...)
 	cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, all)
 	if s.batch != nil {
@@ -275,7 +275,7 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 		_ = s.client.Process(ctx, cmd)
 	}
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd = evalCmd(ctx, "eval", scriptSource[sc], keys, all)
+		cmd = evalCmd(ctx, "eval", sc.src, keys, all)
 		_ = s.client.Process(ctx, cmd)
 	}
 	return cmd.Cmd
@@ -307,7 +307,7 @@ func (noRetry) NoRetry() bool { return true }
 // replicas than asked acknowledged it in time; the caller decides what that
 // means (only a write that happened is at risk). A shortfall is not a
 // failure to reach the master, which answered.
-func (s *Store) evalReplicated(ctx context.Context, sc *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, replicated bool) {
+func (s *Store) evalReplicated(ctx context.Context, sc *script, keys []string, args ...any) (cmd *redis.Cmd, replicated bool) {
 	if s.wait <= 0 {
 		return s.eval(ctx, sc, keys, args...), true
 	}
@@ -388,7 +388,7 @@ func (s *Store) evalPipelined(ctx context.Context, calls []call) []*redis.Cmd {
 
 // call is one script call of a pipeline.
 type call struct {
-	script *redis.Script
+	script *script
 	keys   []string
 	args   []any
 }

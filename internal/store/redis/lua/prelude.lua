@@ -29,6 +29,9 @@ local function expireAt(key, deadline)
     redis.call('DEL', key)
   end
 end
+-- Reply codes: the first value of most replies, named alike in reply.go.
+local NO, OK, SESSION_GONE, ALREADY_HELD, FULL = 0, 1, -1, -2, -3
+local SESSION_BOUND, CLOSING, SUPERSEDED, EXPIRED = -4, -5, -6, -7
 -- Loss reasons, as store.LossReason.
 local lostMaxHold, lostExpired, lostGone = 1, 2, 3
 -- A session's loss report (decoded by decodeReport in codec.go).
