@@ -473,3 +473,18 @@ func TestAPIKeysFile(t *testing.T) {
 		t.Fatalf("a file with an unknown field = %v, want an error naming auth.api_keys_file", err)
 	}
 }
+
+// TestLoadConfigSharedLimitOnce: limits.max_wait and limits.max_name_bytes
+// are copied into every section that uses them, and each section checks
+// them; a bad one is still reported once.
+func TestLoadConfigSharedLimitOnce(t *testing.T) {
+	for _, yaml := range []string{"limits:\n  max_wait: -1s\n", "limits:\n  max_name_bytes: 0\n"} {
+		_, err := loadConfig([]string{"--config", writeConfig(t, yaml)})
+		if err == nil {
+			t.Fatalf("loadConfig(%q) = nil error", yaml)
+		}
+		if lines := strings.Split(err.Error(), "\n"); len(lines) != 1 {
+			t.Errorf("loadConfig(%q) = %d errors, want 1:\n%v", yaml, len(lines), err)
+		}
+	}
+}
