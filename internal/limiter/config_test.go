@@ -80,3 +80,20 @@ func TestConfigCheckPolicies(t *testing.T) {
 		})
 	}
 }
+
+// TestAlgorithmName: every algorithm's name parses back to it (the metrics'
+// algorithm label is this name).
+func TestAlgorithmName(t *testing.T) {
+	for _, a := range []store.Algorithm{store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.TokenBucket, store.LeakyBucket} {
+		name := limiter.AlgorithmName(a)
+		if got, err := limiter.ParseAlgorithm(name); err != nil || got != a {
+			t.Errorf("ParseAlgorithm(AlgorithmName(%v) = %q) = %v, %v", a, name, got, err)
+		}
+	}
+	if name := limiter.AlgorithmName(0); name != "" {
+		t.Errorf("AlgorithmName(0) = %q, want \"\"", name)
+	}
+	if name := limiter.AlgorithmName(store.TokenBucket); name != "token_bucket" {
+		t.Errorf("AlgorithmName(TokenBucket) = %q, want token_bucket", name)
+	}
+}

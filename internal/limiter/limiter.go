@@ -69,6 +69,17 @@ func ParseAlgorithm(name string) (store.Algorithm, error) {
 	return a, nil
 }
 
+// AlgorithmName is the configuration name of a (such as "token_bucket"), the
+// inverse of ParseAlgorithm; "" if a is none of them.
+func AlgorithmName(a store.Algorithm) string {
+	for name, alg := range algorithmNames {
+		if alg == a {
+			return name
+		}
+	}
+	return ""
+}
+
 // Service decides.
 type Service struct {
 	st       store.Limits
