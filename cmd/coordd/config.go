@@ -30,8 +30,8 @@ import (
 )
 
 // Config is the daemon's whole configuration. Keys are the mapstructure
-// tags, nested with dots (queue.max_payload_bytes); README.md documents
-// every one with its default.
+// tags, nested with dots (queue.max_payload_bytes); docs/configuration.md
+// documents every one with its default.
 type Config struct {
 	GRPCAddr        string        `mapstructure:"grpc_addr"`
 	HTTPAddr        string        `mapstructure:"http_addr"`

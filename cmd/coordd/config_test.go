@@ -409,24 +409,24 @@ func TestLoadConfigRejectsSilentCoercion(t *testing.T) {
 	}
 }
 
-// TestReadmeDocumentsEveryKey keeps the README's configuration table whole:
-// every key the daemon reads appears there with its default.
-func TestReadmeDocumentsEveryKey(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestConfigurationDocumentsEveryKey keeps the configuration reference's
+// table whole: every key the daemon reads appears there with its default.
+func TestConfigurationDocumentsEveryKey(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := viper.New()
 	setDefaults(v, "", reflect.ValueOf(DefaultConfig()))
 	for _, key := range v.AllKeys() {
-		if !strings.Contains(string(readme), "| `"+key+"` |") {
-			t.Errorf("README.md's configuration table has no row for %s", key)
+		if !strings.Contains(string(doc), "| `"+key+"` |") {
+			t.Errorf("docs/configuration.md's table has no row for %s", key)
 		}
 	}
 }
 
-// TestExampleConfigsLoad loads the example configuration files the README
-// points to.
+// TestExampleConfigsLoad loads the example configuration files the
+// documentation points to.
 func TestExampleConfigsLoad(t *testing.T) {
 	cfg, err := loadConfig([]string{"--config", "../../deploy/coordd-redis-cluster.yaml"})
 	if err != nil {
