@@ -307,9 +307,8 @@ func (c *Config) Validate() error {
 	v.Add(c.RateLimit.Config.Validate())
 	v.Add(c.Idempotency.Validate())
 	v.Add(c.Queue.Validate())
-	if _, err := c.policies(); err != nil {
-		v.Add(err)
-	}
+	_, err := c.policies()
+	v.Add(err)
 	return v.Err()
 }
 

@@ -69,16 +69,18 @@ func ParseAlgorithm(name string) (store.Algorithm, error) {
 	return a, nil
 }
 
+// namesOfAlgorithms is algorithmNames the other way round.
+var namesOfAlgorithms = func() map[store.Algorithm]string {
+	m := make(map[store.Algorithm]string, len(algorithmNames))
+	for name, a := range algorithmNames {
+		m[a] = name
+	}
+	return m
+}()
+
 // AlgorithmName is the configuration name of a (such as "token_bucket"), the
 // inverse of ParseAlgorithm; "" if a is none of them.
-func AlgorithmName(a store.Algorithm) string {
-	for name, alg := range algorithmNames {
-		if alg == a {
-			return name
-		}
-	}
-	return ""
-}
+func AlgorithmName(a store.Algorithm) string { return namesOfAlgorithms[a] }
 
 // Service decides.
 type Service struct {
