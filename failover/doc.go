@@ -1,4 +1,4 @@
-// Package failover is coordd's failover suite (DESIGN.md, Reliability): it
+// Package failover is coordd's failover suite (GUARANTEES.md): it
 // kills Redis Cluster masters, and a coordd instance, under load, and
 // checks through coordd's gRPC API what clients can rely on across the
 // failure. It has no code of its own; everything is in its tests, which run

@@ -232,7 +232,7 @@ func (c *codeCounts) unexpected() map[string]int {
 }
 
 // checkCodes fails the test if any call failed with a code other than
-// UNAVAILABLE or DEADLINE_EXCEEDED: DESIGN.md promises UNAVAILABLE when the
+// UNAVAILABLE or DEADLINE_EXCEEDED: GUARANTEES.md promises UNAVAILABLE when the
 // store is unreachable, and INTERNAL only for bugs.
 func checkCodes(t *testing.T, c *codeCounts, ignore ...string) {
 	t.Helper()

@@ -383,7 +383,7 @@ func queueFailover(t *testing.T, waitReplicas int) {
 				waitReplicas, lost, queueMessages, lostSample)
 		}
 		if okNoReplica > 0 {
-			// README, redis.wait_replicas: "an enqueue … wait[s] until that
+			// docs/configuration.md, redis.wait_replicas: "an enqueue … wait[s] until that
 			// many replicas have [it]; fewer in time is reported UNAVAILABLE".
 			t.Errorf("with wait_replicas=%d, %d Enqueues were answered OK while the queue's master had no replica (sent after the promotion, answered before "+
 				"the old master, its only possible replica, was started again); %d of them were duplicate=true answers to a retry after UNAVAILABLE. "+

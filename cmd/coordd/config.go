@@ -26,11 +26,12 @@ import (
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/validate"
 )
 
 // Config is the daemon's whole configuration. Keys are the mapstructure
-// tags, nested with dots (queue.max_payload_bytes); README.md documents
-// every one with its default.
+// tags, nested with dots (queue.max_payload_bytes); docs/configuration.md
+// documents every one with its default.
 type Config struct {
 	GRPCAddr        string        `mapstructure:"grpc_addr"`
 	HTTPAddr        string        `mapstructure:"http_addr"`
@@ -247,138 +248,77 @@ func (c *Config) applyLimits() {
 	c.RateLimit.MaxNameBytes = c.Limits.MaxNameBytes
 }
 
-// Validate checks every field, naming the first bad one.
+// Validate checks every field, naming the key of each bad one. The domain
+// sections check themselves (lock.Config.Validate, ...); what is checked
+// here is the daemon's own: addresses, logging, transport, and the limits
+// that bind several sections at once.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	positive := func(key string, d time.Duration) {
-		if d <= 0 {
-			bad(key, "must be positive, got %v", d)
-		}
-	}
-	atLeast1 := func(key string, n int64) {
-		if n < 1 {
-			bad(key, "must be at least 1, got %d", n)
-		}
-	}
-	ordered := func(lowKey string, low time.Duration, highKey string, high time.Duration) {
-		if low > high {
-			bad(lowKey, "(%v) must not exceed %s (%v)", low, highKey, high)
-		}
-	}
+	var v validate.Checks
 	if c.GRPCAddr == "" {
-		bad("grpc_addr", "is required")
+		v.Bad("grpc_addr", "is required")
 	}
 	if c.HTTPAddr == "" {
-		bad("http_addr", "is required")
+		v.Bad("http_addr", "is required")
 	}
 	switch c.Store {
 	case "memory":
 	case "redis":
-		c.Redis.validate(bad)
+		c.Redis.validate(v.Bad)
 	default:
-		bad("store", "%q is not memory or redis", c.Store)
+		v.Bad("store", "%q is not memory or redis", c.Store)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
-		bad("log_level", "%v", err)
+		v.Bad("log_level", "%v", err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
-		bad("log_format", "%q is not text or json", c.LogFormat)
+		v.Bad("log_format", "%q is not text or json", c.LogFormat)
 	}
-	positive("shutdown_timeout", c.ShutdownTimeout)
-	atLeast1("limits.max_name_bytes", int64(c.Limits.MaxNameBytes))
+	v.Positive("shutdown_timeout", c.ShutdownTimeout)
+	// limits.max_name_bytes and limits.max_wait are copied into the domain
+	// sections (applyLimits), which check them too; v reports each once.
+	v.AtLeast1("limits.max_name_bytes", int64(c.Limits.MaxNameBytes))
 	if c.Limits.MaxWait < 0 {
-		bad("limits.max_wait", "must not be negative, got %v", c.Limits.MaxWait)
+		v.Bad("limits.max_wait", "must not be negative, got %v", c.Limits.MaxWait)
 	}
 	if min := c.Idempotency.MaxResultBytes + 64<<10; c.Limits.MaxMessageBytes < min {
-		bad("limits.max_message_bytes", "(%d) must leave room for idempotency.max_result_bytes: at least %d", c.Limits.MaxMessageBytes, min)
+		v.Bad("limits.max_message_bytes", "(%d) must leave room for idempotency.max_result_bytes: at least %d", c.Limits.MaxMessageBytes, min)
 	}
 	if min := c.Queue.MaxPayloadBytes + 64<<10; c.Limits.MaxMessageBytes < min {
-		bad("limits.max_message_bytes", "(%d) must leave room for queue.max_payload_bytes: at least %d", c.Limits.MaxMessageBytes, min)
+		v.Bad("limits.max_message_bytes", "(%d) must leave room for queue.max_payload_bytes: at least %d", c.Limits.MaxMessageBytes, min)
 	}
-	atLeast1("limits.max_concurrent_streams", int64(c.Limits.MaxConcurrentStreams))
-	for key, n := range map[string]int{
-		"limits.max_waiters_per_namespace": c.Limits.MaxWaitersPerNamespace, "limits.max_waiters_per_connection": c.Limits.MaxWaitersPerConnection,
-		"limits.max_streams_per_namespace": c.Limits.MaxStreamsPerNamespace, "limits.max_streams_per_connection": c.Limits.MaxStreamsPerConnection,
-		"session.max_per_namespace": c.Session.MaxPerNamespace,
-	} {
-		if n < 0 {
-			bad(key, "must not be negative (0: no limit), got %d", n)
-		}
-	}
-	if n := c.Lock.MaxSessionLocks; n < 1 || n > lock.MaxSessionLocksLimit {
-		// Every session script walks the session's locks: they must be bounded.
-		bad("lock.max_locks_per_session", "must be between 1 and %d, got %d", lock.MaxSessionLocksLimit, n)
-	}
-	if c.Limits.MaxStreamMessageRate < 0 {
-		bad("limits.max_stream_messages_per_second", "must not be negative (0: no limit)")
-	}
-	c.TLS.validate(bad)
-	positive("grpc.keepalive_time", c.GRPC.KeepaliveTime)
-	positive("grpc.keepalive_timeout", c.GRPC.KeepaliveTimeout)
-	positive("grpc.min_client_ping", c.GRPC.MinClientPing)
-	if c.GRPC.StreamWorkers < 0 {
-		bad("grpc.stream_workers", "must not be negative (0: one per CPU)")
-	}
+	v.AtLeast1("limits.max_concurrent_streams", int64(c.Limits.MaxConcurrentStreams))
+	v.Add(c.Limits.Limits.Validate())
+	c.TLS.validate(v.Bad)
+	c.GRPC.validate(&v)
 	if auth, err := c.Auth.config(); err != nil {
-		errs = append(errs, err)
-	} else if _, err := server.NewAuthenticator(auth); err != nil {
-		errs = append(errs, err)
+		v.Add(err)
+	} else {
+		v.Add(auth.Validate())
 	}
 	for i, q := range c.Metrics.Queues {
 		if !server.ValidNamespace(q.Namespace) || q.Name == "" {
-			bad(fmt.Sprintf("metrics.queues[%d]", i), "needs a namespace ([A-Za-z0-9._-]) and a name")
+			v.Bad(fmt.Sprintf("metrics.queues[%d]", i), "needs a namespace ([A-Za-z0-9._-]) and a name")
 		}
 	}
-	positive("memory.sweep_interval", c.Memory.SweepInterval)
+	v.Positive("memory.sweep_interval", c.Memory.SweepInterval)
 
-	positive("lock.default_ttl", c.Lock.DefaultTTL)
-	positive("lock.max_ttl", c.Lock.MaxTTL)
-	positive("lock.hold_limit", c.Lock.HoldLimit)
-	ordered("lock.default_ttl", c.Lock.DefaultTTL, "lock.max_ttl", c.Lock.MaxTTL)
+	v.Add(c.Lock.Validate())
+	v.Add(c.Session.Validate())
+	v.Add(c.RateLimit.Config.Validate())
+	v.Add(c.Idempotency.Validate())
+	v.Add(c.Queue.Validate())
+	_, err := c.policies()
+	v.Add(err)
+	return v.Err()
+}
 
-	positive("session.min_ttl", c.Session.MinTTL)
-	ordered("session.min_ttl", c.Session.MinTTL, "session.default_ttl", c.Session.DefaultTTL)
-	ordered("session.default_ttl", c.Session.DefaultTTL, "session.max_ttl", c.Session.MaxTTL)
-
-	atLeast1("ratelimit.max_limit", c.RateLimit.MaxLimit)
-	atLeast1("ratelimit.max_log_limit", c.RateLimit.MaxLogLimit)
-	positive("ratelimit.max_period", c.RateLimit.MaxPeriod)
-	if c.RateLimit.DenyCacheSize < 0 {
-		bad("ratelimit.deny_cache_size", "must not be negative (0: no cache)")
+func (c GRPCConfig) validate(v *validate.Checks) {
+	v.Positive("grpc.keepalive_time", c.KeepaliveTime)
+	v.Positive("grpc.keepalive_timeout", c.KeepaliveTimeout)
+	v.Positive("grpc.min_client_ping", c.MinClientPing)
+	if c.StreamWorkers < 0 {
+		v.Bad("grpc.stream_workers", "must not be negative (0: one per CPU)")
 	}
-	if c.RateLimit.DenyCacheSize > 0 && c.RateLimit.DenyCacheMaxAge <= 0 {
-		bad("ratelimit.deny_cache_max_age", "must be positive with a deny cache")
-	}
-
-	positive("idempotency.default_processing_ttl", c.Idempotency.DefaultProcessingTTL)
-	ordered("idempotency.default_processing_ttl", c.Idempotency.DefaultProcessingTTL, "idempotency.max_processing_ttl", c.Idempotency.MaxProcessingTTL)
-	positive("idempotency.default_result_ttl", c.Idempotency.DefaultResultTTL)
-	ordered("idempotency.default_result_ttl", c.Idempotency.DefaultResultTTL, "idempotency.max_result_ttl", c.Idempotency.MaxResultTTL)
-	atLeast1("idempotency.max_result_bytes", int64(c.Idempotency.MaxResultBytes))
-	atLeast1("idempotency.max_fingerprint_bytes", int64(c.Idempotency.MaxFingerprintBytes))
-	atLeast1("idempotency.max_failure_bytes", int64(c.Idempotency.MaxFailureBytes))
-
-	positive("queue.default_visibility_timeout", c.Queue.DefaultVisibility)
-	ordered("queue.default_visibility_timeout", c.Queue.DefaultVisibility, "queue.max_visibility_timeout", c.Queue.MaxVisibility)
-	atLeast1("queue.max_claim_messages", int64(c.Queue.MaxClaimMessages))
-	atLeast1("queue.default_max_attempts", int64(c.Queue.DefaultMaxAttempts))
-	if c.Queue.DefaultMaxAttempts > c.Queue.MaxAttemptsLimit {
-		bad("queue.default_max_attempts", "(%d) must not exceed queue.max_attempts_limit (%d)", c.Queue.DefaultMaxAttempts, c.Queue.MaxAttemptsLimit)
-	}
-	atLeast1("queue.max_payload_bytes", int64(c.Queue.MaxPayloadBytes))
-	positive("queue.max_delay", c.Queue.MaxDelay)
-	positive("queue.dedup_window", c.Queue.DedupWindow)
-	positive("queue.dead_letter_ttl", c.Queue.DeadLetterTTL)
-	positive("queue.nack_backoff_base", c.Queue.BackoffBase)
-	ordered("queue.nack_backoff_base", c.Queue.BackoffBase, "queue.nack_backoff_max", c.Queue.BackoffMax)
-
-	if _, err := c.policies(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // policies converts the configured policies, checking each against the
@@ -401,7 +341,7 @@ func (c *Config) policies() (map[string]limiter.Policy, error) {
 			Shadow: p.Shadow, FailOpen: p.FailOpen,
 		}
 	}
-	if _, err := limiter.New(nil, c.RateLimit.Config, out); err != nil {
+	if err := c.RateLimit.Config.CheckPolicies(out); err != nil {
 		return nil, err
 	}
 	return out, nil

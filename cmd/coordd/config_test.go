@@ -409,24 +409,24 @@ func TestLoadConfigRejectsSilentCoercion(t *testing.T) {
 	}
 }
 
-// TestReadmeDocumentsEveryKey keeps the README's configuration table whole:
-// every key the daemon reads appears there with its default.
-func TestReadmeDocumentsEveryKey(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// TestConfigurationDocumentsEveryKey keeps the configuration reference's
+// table whole: every key the daemon reads appears there with its default.
+func TestConfigurationDocumentsEveryKey(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := viper.New()
 	setDefaults(v, "", reflect.ValueOf(DefaultConfig()))
 	for _, key := range v.AllKeys() {
-		if !strings.Contains(string(readme), "| `"+key+"` |") {
-			t.Errorf("README.md's configuration table has no row for %s", key)
+		if !strings.Contains(string(doc), "| `"+key+"` |") {
+			t.Errorf("docs/configuration.md's table has no row for %s", key)
 		}
 	}
 }
 
-// TestExampleConfigsLoad loads the example configuration files the README
-// points to.
+// TestExampleConfigsLoad loads the example configuration files the
+// documentation points to.
 func TestExampleConfigsLoad(t *testing.T) {
 	cfg, err := loadConfig([]string{"--config", "../../deploy/coordd-redis-cluster.yaml"})
 	if err != nil {
@@ -471,5 +471,20 @@ func TestAPIKeysFile(t *testing.T) {
 	}
 	if _, err := loadConfig([]string{"--config", writeConfig(t, "auth:\n  api_keys_file: "+keys+"\n")}); err == nil || !strings.Contains(err.Error(), "auth.api_keys_file") {
 		t.Fatalf("a file with an unknown field = %v, want an error naming auth.api_keys_file", err)
+	}
+}
+
+// TestLoadConfigSharedLimitOnce: limits.max_wait and limits.max_name_bytes
+// are copied into every section that uses them, and each section checks
+// them; a bad one is still reported once.
+func TestLoadConfigSharedLimitOnce(t *testing.T) {
+	for _, yaml := range []string{"limits:\n  max_wait: -1s\n", "limits:\n  max_name_bytes: 0\n"} {
+		_, err := loadConfig([]string{"--config", writeConfig(t, yaml)})
+		if err == nil {
+			t.Fatalf("loadConfig(%q) = nil error", yaml)
+		}
+		if lines := strings.Split(err.Error(), "\n"); len(lines) != 1 {
+			t.Errorf("loadConfig(%q) = %d errors, want 1:\n%v", yaml, len(lines), err)
+		}
 	}
 }

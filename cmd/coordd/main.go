@@ -155,6 +155,20 @@ type daemon struct {
 	tls         *tlsFiles // nil without TLS
 }
 
+// storeFailure is the kind label of a store operation's error in
+// coordd_store_errors_total: "" (no error), unavailable (the store could not
+// be reached) or other.
+func storeFailure(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, store.ErrUnavailable):
+		return "unavailable"
+	default:
+		return "other"
+	}
+}
+
 // newDaemon builds the daemon and opens its listeners, so that their
 // addresses are known before serve.
 func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
@@ -194,7 +208,8 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	domain := metrics.New(reg)
 	if cfg.Store == "redis" {
-		st, client, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, domain.StoreCall, log)
+		observe := func(op string, d time.Duration, err error) { domain.StoreCall(op, d, storeFailure(err)) }
+		st, client, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, observe, log)
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +221,10 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 			Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval, DeadLetterTTL: cfg.Queue.DeadLetterTTL,
 		})
 	}
-	metrics.WatchQueues(reg, cfg.Metrics.Queues, d.store.Stats, time.Second)
+	metrics.WatchQueues(reg, cfg.Metrics.Queues, func(ctx context.Context, q metrics.QueueRef) (metrics.QueueDepth, error) {
+		st, err := d.store.Stats(ctx, store.Scope(q.Namespace, q.Name))
+		return metrics.QueueDepth{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, err
+	}, time.Second)
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{
 		Lock: cfg.Lock, Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies,
 		Idem: cfg.Idempotency, Queue: cfg.Queue,

@@ -69,6 +69,19 @@ func ParseAlgorithm(name string) (store.Algorithm, error) {
 	return a, nil
 }
 
+// namesOfAlgorithms is algorithmNames the other way round.
+var namesOfAlgorithms = func() map[store.Algorithm]string {
+	m := make(map[store.Algorithm]string, len(algorithmNames))
+	for name, a := range algorithmNames {
+		m[a] = name
+	}
+	return m
+}()
+
+// AlgorithmName is the configuration name of a (such as "token_bucket"), the
+// inverse of ParseAlgorithm; "" if a is none of them.
+func AlgorithmName(a store.Algorithm) string { return namesOfAlgorithms[a] }
+
 // Service decides.
 type Service struct {
 	st       store.Limits
@@ -101,14 +114,11 @@ func New(st store.Limits, cfg Config, policies map[string]Policy, opts ...Option
 // SetPolicies replaces the named policies at once, after checking every one;
 // on error nothing changes. Calls in progress finish with the old ones.
 func (s *Service) SetPolicies(policies map[string]Policy) error {
+	if err := s.cfg.CheckPolicies(policies); err != nil {
+		return err
+	}
 	m := make(map[string]Policy, len(policies))
 	for name, p := range policies {
-		if err := validate.Name("policy", name, s.cfg.MaxNameBytes); err != nil {
-			return fmt.Errorf("ratelimit.policies: %w", err)
-		}
-		if err := s.CheckLimit("ratelimit.policies."+name, p.Limit); err != nil {
-			return err
-		}
 		m[name] = p
 	}
 	s.policies.Store(&m)
@@ -116,20 +126,24 @@ func (s *Service) SetPolicies(policies map[string]Policy) error {
 }
 
 // CheckLimit validates a limit; field prefixes the field names in the error.
-func (s *Service) CheckLimit(field string, l store.Limit) error {
+func (s *Service) CheckLimit(field string, l store.Limit) error { return s.cfg.CheckLimit(field, l) }
+
+// CheckLimit validates a limit against c's bounds; field prefixes the field
+// names in the error.
+func (c Config) CheckLimit(field string, l store.Limit) error {
 	switch l.Algorithm {
 	case store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.TokenBucket, store.LeakyBucket:
 	default:
 		return validate.Errorf(field+".algorithm", "is required: one of the Algorithm values")
 	}
-	maxLimit := s.cfg.MaxLimit
+	maxLimit := c.MaxLimit
 	if l.Algorithm == store.SlidingLog {
-		maxLimit = s.cfg.MaxLogLimit
+		maxLimit = c.MaxLogLimit
 	}
 	if l.Limit < 1 || l.Limit > maxLimit {
 		return validate.Errorf(field+".limit", "is %d; it must be between 1 and %d", l.Limit, maxLimit)
 	}
-	if err := validate.Duration(field+".period", l.Period, s.cfg.MaxPeriod); err != nil {
+	if err := validate.Duration(field+".period", l.Period, c.MaxPeriod); err != nil {
 		return err
 	}
 	// The rate must be one the store represents exactly, never rounded:
@@ -145,7 +159,7 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 				"a whole number at least 1, so at most %d in %v", l.Limit, l.Period, p, l.Period)
 		}
 		near := fmt.Sprint(time.Duration(p/l.Limit*l.Limit) * time.Microsecond)
-		if hi := time.Duration(p/l.Limit+1) * time.Duration(l.Limit) * time.Microsecond; hi <= s.cfg.MaxPeriod {
+		if hi := time.Duration(p/l.Limit+1) * time.Duration(l.Limit) * time.Microsecond; hi <= c.MaxPeriod {
 			near += " or " + hi.String()
 		}
 		return validate.Errorf(field+".limit", "is %d, which does not divide the period %v into whole microseconds: a bucket admits one unit every "+
@@ -156,8 +170,8 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 		return validate.Errorf(field+".burst", "is %d; it must not be negative", l.Burst)
 	case l.Burst > 0 && !bucket:
 		return validate.Errorf(field+".burst", "applies to the token and leaky buckets only; leave it 0")
-	case l.Burst > s.cfg.MaxLimit:
-		return validate.Errorf(field+".burst", "is %d; it must be at most %d", l.Burst, s.cfg.MaxLimit)
+	case l.Burst > c.MaxLimit:
+		return validate.Errorf(field+".burst", "is %d; it must be at most %d", l.Burst, c.MaxLimit)
 	}
 	if bucket && l.Burst > l.Limit {
 		// A burst above the limit must refill from empty within
@@ -165,9 +179,9 @@ func (s *Service) CheckLimit(field string, l store.Limit) error {
 		// microsecond precision (and int64) on every backend. (Without one,
 		// the bucket refills within the period: always bounded.)
 		interval := l.Period.Microseconds() / l.Limit
-		if most := max(l.Limit, s.cfg.MaxPeriod.Microseconds()/interval); l.Burst > most {
+		if most := max(l.Limit, c.MaxPeriod.Microseconds()/interval); l.Burst > most {
 			return validate.Errorf(field+".burst", "is %d: the bucket would take longer than ratelimit.max_period (%v) to refill; at most %d at this rate",
-				l.Burst, s.cfg.MaxPeriod, most)
+				l.Burst, c.MaxPeriod, most)
 		}
 	}
 	return nil

@@ -5,18 +5,19 @@
 // name of a store operation — never a lock name, a key, a token or anything
 // else a client chooses.
 //
+// Label values are plain strings: the callers turn their own types into
+// them (a store.LossReason in internal/server, an algorithm by
+// limiter.AlgorithmName), so that this package depends on no store type.
+//
 // A nil *Metrics is valid and records nothing, so that tests and tools can
 // run the server without it.
 package metrics
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/coordd/coordd/internal/store"
 )
 
 const namespace = "coordd"
@@ -150,14 +151,12 @@ func (m *Metrics) LockExpired() {
 	}
 }
 
-// LockLost counts a session's lost lock.
-func (m *Metrics) LockLost(reason store.LossReason) {
-	if m == nil {
-		return
+// LockLost counts a session's lost lock; reason is max_hold,
+// session_expired or gone.
+func (m *Metrics) LockLost(reason string) {
+	if m != nil {
+		m.locksLost.WithLabelValues(reason).Inc()
 	}
-	m.locksLost.WithLabelValues(map[store.LossReason]string{
-		store.LostMaxHold: "max_hold", store.LostSessionExpired: "session_expired", store.LostGone: "gone",
-	}[reason]).Inc()
 }
 
 // SessionStreams adds delta to the open KeepAlive streams.
@@ -167,22 +166,17 @@ func (m *Metrics) SessionStreams(delta int) {
 	}
 }
 
-var algorithmNames = map[store.Algorithm]string{
-	store.FixedWindow: "fixed_window", store.SlidingWindow: "sliding_window", store.SlidingLog: "sliding_log",
-	store.TokenBucket: "token_bucket", store.LeakyBucket: "leaky_bucket",
-}
-
 // Decision counts an Allow decision. policy is a configured policy's name, or
-// "" for an inline limit; result is allowed, denied, shadow_denied or
-// degraded.
-func (m *Metrics) Decision(policy string, alg store.Algorithm, result string) {
+// "" for an inline limit; algorithm is the algorithm's configuration name
+// (token_bucket); result is allowed, denied, shadow_denied or degraded.
+func (m *Metrics) Decision(policy, algorithm, result string) {
 	if m == nil {
 		return
 	}
 	if policy == "" {
 		policy = "inline"
 	}
-	m.decisions.WithLabelValues(policy, algorithmNames[alg], result).Inc()
+	m.decisions.WithLabelValues(policy, algorithm, result).Inc()
 }
 
 // DenyCacheHit counts a denial answered from the deny cache.
@@ -206,18 +200,16 @@ func (m *Metrics) Queue(op string, n int) {
 	}
 }
 
-// StoreCall records one store operation, for the Redis store's observer.
-func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
+// StoreCall records one store operation that took d, for the Redis store's
+// observer. failure is "" if it succeeded, else the kind of its error:
+// unavailable (the store could not be reached) or other.
+func (m *Metrics) StoreCall(op string, d time.Duration, failure string) {
 	if m == nil {
 		return
 	}
 	m.storeDuration.WithLabelValues(op).Observe(d.Seconds())
-	if err != nil {
-		kind := "other"
-		if isUnavailable(err) {
-			kind = "unavailable"
-		}
-		m.storeErrors.WithLabelValues(op, kind).Inc()
+	if failure != "" {
+		m.storeErrors.WithLabelValues(op, failure).Inc()
 	}
 }
 
@@ -242,19 +234,20 @@ func (m *Metrics) Rejected(reason string) {
 	}
 }
 
-func isUnavailable(err error) bool { return errors.Is(err, store.ErrUnavailable) }
-
 // QueueRef names a queue whose depth is exported.
 type QueueRef struct {
 	Namespace string `mapstructure:"namespace"`
 	Name      string `mapstructure:"name"`
 }
 
+// QueueDepth is a queue's messages by state.
+type QueueDepth struct{ Ready, Delayed, InFlight, Dead int64 }
+
 // WatchQueues exports coordd_queue_messages{namespace,queue,state} for the
-// queues named by the operator, read with stats (store.Queues.Stats of the
-// scoped name) at every scrape, each within timeout.
-func WatchQueues(reg prometheus.Registerer, queues []QueueRef, stats func(ctx context.Context, scoped string) (store.QueueStats, error), timeout time.Duration) {
-	reg.MustRegister(&queueCollector{queues: queues, stats: stats, timeout: timeout})
+// queues named by the operator, read with depth at every scrape, each within
+// timeout.
+func WatchQueues(reg prometheus.Registerer, queues []QueueRef, depth func(ctx context.Context, q QueueRef) (QueueDepth, error), timeout time.Duration) {
+	reg.MustRegister(&queueCollector{queues: queues, depth: depth, timeout: timeout})
 }
 
 // WatchBreakers exports coordd_store_breaker_open: how many of the store's
@@ -290,7 +283,7 @@ var queueDesc = prometheus.NewDesc(namespace+"_queue_messages",
 
 type queueCollector struct {
 	queues  []QueueRef
-	stats   func(ctx context.Context, scoped string) (store.QueueStats, error)
+	depth   func(ctx context.Context, q QueueRef) (QueueDepth, error)
 	timeout time.Duration
 }
 
@@ -299,7 +292,7 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDesc 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, q := range c.queues {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		st, err := c.stats(ctx, store.Scope(q.Namespace, q.Name))
+		st, err := c.depth(ctx, q)
 		cancel()
 		if err != nil {
 			continue // a scrape must not fail for one queue; the store's errors are counted

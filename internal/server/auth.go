@@ -117,45 +117,9 @@ func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
 // Set replaces the table, after checking every entry; on error nothing
 // changes. Errors name the configuration key.
 func (a *Authenticator) Set(cfg AuthConfig) error {
-	t := &authTable{enabled: cfg.Enabled, keys: map[[sha256.Size]byte]string{}, identities: map[string]string{}}
-	for i, k := range cfg.APIKeys {
-		field := fmt.Sprintf("auth.api_keys[%d]", i)
-		if !ValidNamespace(k.Namespace) {
-			return fmt.Errorf("%s.namespace: %q is not 1 to 64 of [A-Za-z0-9._-]", field, k.Namespace)
-		}
-		var digest [sha256.Size]byte
-		switch {
-		case k.Key != "" && k.KeySHA256 != "":
-			return fmt.Errorf("%s: set key or key_sha256, not both", field)
-		case k.Key != "":
-			if len(k.Key) < 16 {
-				return fmt.Errorf("%s.key: shorter than 16 characters", field)
-			}
-			digest = sha256.Sum256([]byte(k.Key))
-		default:
-			b, err := hex.DecodeString(k.KeySHA256)
-			if err != nil || len(b) != sha256.Size {
-				return fmt.Errorf("%s.key_sha256: want 64 hex digits (sha256 of the key)", field)
-			}
-			copy(digest[:], b)
-		}
-		if _, dup := t.keys[digest]; dup {
-			return fmt.Errorf("%s: the same key is configured twice", field)
-		}
-		t.keys[digest] = k.Namespace
-	}
-	for i, id := range cfg.MTLS {
-		field := fmt.Sprintf("auth.mtls[%d]", i)
-		if id.Identity == "" {
-			return fmt.Errorf("%s.identity: is required", field)
-		}
-		if !ValidNamespace(id.Namespace) {
-			return fmt.Errorf("%s.namespace: %q is not 1 to 64 of [A-Za-z0-9._-]", field, id.Namespace)
-		}
-		t.identities[id.Identity] = id.Namespace
-	}
-	if t.enabled && len(t.keys) == 0 && len(t.identities) == 0 {
-		return fmt.Errorf("auth.enabled: no auth.api_keys or auth.mtls to authenticate anyone with")
+	t, err := cfg.table()
+	if err != nil {
+		return err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -164,6 +128,58 @@ func (a *Authenticator) Set(cfg AuthConfig) error {
 		s.check(t)
 	}
 	return nil
+}
+
+// Validate checks every entry, naming the configuration key of the first
+// bad one: the check Set makes.
+func (cfg AuthConfig) Validate() error {
+	_, err := cfg.table()
+	return err
+}
+
+// table checks every entry and builds the table of cfg.
+func (cfg AuthConfig) table() (*authTable, error) {
+	t := &authTable{enabled: cfg.Enabled, keys: map[[sha256.Size]byte]string{}, identities: map[string]string{}}
+	for i, k := range cfg.APIKeys {
+		field := fmt.Sprintf("auth.api_keys[%d]", i)
+		if !ValidNamespace(k.Namespace) {
+			return nil, fmt.Errorf("%s.namespace: %q is not 1 to 64 of [A-Za-z0-9._-]", field, k.Namespace)
+		}
+		var digest [sha256.Size]byte
+		switch {
+		case k.Key != "" && k.KeySHA256 != "":
+			return nil, fmt.Errorf("%s: set key or key_sha256, not both", field)
+		case k.Key != "":
+			if len(k.Key) < 16 {
+				return nil, fmt.Errorf("%s.key: shorter than 16 characters", field)
+			}
+			digest = sha256.Sum256([]byte(k.Key))
+		default:
+			b, err := hex.DecodeString(k.KeySHA256)
+			if err != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("%s.key_sha256: want 64 hex digits (sha256 of the key)", field)
+			}
+			copy(digest[:], b)
+		}
+		if _, dup := t.keys[digest]; dup {
+			return nil, fmt.Errorf("%s: the same key is configured twice", field)
+		}
+		t.keys[digest] = k.Namespace
+	}
+	for i, id := range cfg.MTLS {
+		field := fmt.Sprintf("auth.mtls[%d]", i)
+		if id.Identity == "" {
+			return nil, fmt.Errorf("%s.identity: is required", field)
+		}
+		if !ValidNamespace(id.Namespace) {
+			return nil, fmt.Errorf("%s.namespace: %q is not 1 to 64 of [A-Za-z0-9._-]", field, id.Namespace)
+		}
+		t.identities[id.Identity] = id.Namespace
+	}
+	if t.enabled && len(t.keys) == 0 && len(t.identities) == 0 {
+		return nil, fmt.Errorf("auth.enabled: no auth.api_keys or auth.mtls to authenticate anyone with")
+	}
+	return t, nil
 }
 
 // check ends the stream if t does not give its credential its namespace.

@@ -844,7 +844,7 @@ func TestLimitStreamsPerNamespace(t *testing.T) {
 }
 
 // TestLimitStreamsCountOnlyKeepAlive: the stream limits are on KeepAlive
-// streams (README: limits.max_streams_per_namespace is "KeepAlive streams
+// streams (docs/configuration.md: limits.max_streams_per_namespace is "KeepAlive streams
 // of one namespace open on this instance", max_streams_per_connection
 // "KeepAlive streams per connection"); health Watch and reflection streams,
 // which need no credentials, must not use them up.

@@ -39,7 +39,7 @@ func (s *rateLimitServer) Allow(ctx context.Context, req *coordv1.AllowRequest) 
 	case res.Allowed:
 		result = "allowed"
 	}
-	s.metrics.Decision(r.Policy, res.Algorithm, result)
+	s.metrics.Decision(r.Policy, limiter.AlgorithmName(res.Algorithm), result)
 	if res.Cached {
 		s.metrics.DenyCacheHit()
 	}

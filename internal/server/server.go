@@ -54,9 +54,13 @@ type Config struct {
 	Queue    queue.Config
 }
 
-// NewServices builds the domain services over st. clk should tell the
-// store's time; waits end when drain is closed.
+// NewServices builds the domain services over st, if cfg is valid
+// (Config.Validate). clk should tell the store's time; waits end when drain
+// is closed.
 func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain) (Services, error) {
+	if err := cfg.Validate(); err != nil {
+		return Services{}, err
+	}
 	lim, err := limiter.New(st, cfg.Limiter, cfg.Policies, limiter.WithClock(clk))
 	if err != nil {
 		return Services{}, err

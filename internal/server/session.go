@@ -102,7 +102,7 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 		for _, l := range st.Lost {
 			news = news || l.Seq > sent
 			if l.Seq > counted {
-				s.metrics.LockLost(l.Reason)
+				s.metrics.LockLost(lossLabels[l.Reason])
 				counted = l.Seq
 			}
 		}
@@ -254,4 +254,9 @@ var lossReasons = map[store.LossReason]coordv1.LockLossReason{
 	store.LostMaxHold:        coordv1.LockLossReason_LOCK_LOSS_REASON_MAX_HOLD,
 	store.LostSessionExpired: coordv1.LockLossReason_LOCK_LOSS_REASON_SESSION_EXPIRED,
 	store.LostGone:           coordv1.LockLossReason_LOCK_LOSS_REASON_GONE,
+}
+
+// lossLabels are the reason labels of coordd_locks_lost_total.
+var lossLabels = map[store.LossReason]string{
+	store.LostMaxHold: "max_hold", store.LostSessionExpired: "session_expired", store.LostGone: "gone",
 }

@@ -1,0 +1,23 @@
+package lock
+
+import "github.com/coordd/coordd/internal/validate"
+
+// Validate checks every rule, naming the configuration key of each bad one
+// (MaxWait and MaxNameBytes are limits.max_wait and limits.max_name_bytes).
+// server.NewServices refuses a Config that does not pass.
+func (c Config) Validate() error {
+	var v validate.Checks
+	v.Positive("lock.default_ttl", c.DefaultTTL)
+	v.Positive("lock.max_ttl", c.MaxTTL)
+	v.Positive("lock.hold_limit", c.HoldLimit)
+	v.Ordered("lock.default_ttl", c.DefaultTTL, "lock.max_ttl", c.MaxTTL)
+	if n := c.MaxSessionLocks; n < 1 || n > MaxSessionLocksLimit {
+		// Every session script walks the session's locks: they must be bounded.
+		v.Bad("lock.max_locks_per_session", "must be between 1 and %d, got %d", MaxSessionLocksLimit, n)
+	}
+	if c.MaxWait < 0 {
+		v.Bad("limits.max_wait", "must not be negative, got %v", c.MaxWait)
+	}
+	v.AtLeast1("limits.max_name_bytes", int64(c.MaxNameBytes))
+	return v.Err()
+}

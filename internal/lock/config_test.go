@@ -1,0 +1,45 @@
+package lock_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/internal/lock"
+)
+
+// TestConfigValidate: the defaults pass, and every bad value is an error
+// that names its configuration key.
+func TestConfigValidate(t *testing.T) {
+	if err := lock.DefaultConfig().Validate(); err != nil {
+		t.Fatalf("DefaultConfig().Validate() = %v", err)
+	}
+	tests := []struct {
+		name string
+		set  func(*lock.Config)
+		want string
+	}{
+		{"zero default_ttl", func(c *lock.Config) { c.DefaultTTL = 0 }, "lock.default_ttl: must be positive, got 0s"},
+		{"negative max_ttl", func(c *lock.Config) { c.MaxTTL = -time.Second }, "lock.max_ttl: must be positive, got -1s"},
+		{"zero hold_limit", func(c *lock.Config) { c.HoldLimit = 0 }, "lock.hold_limit: must be positive"},
+		{"default over max", func(c *lock.Config) { c.DefaultTTL, c.MaxTTL = 2*time.Hour, time.Hour }, "lock.default_ttl: (2h0m0s) must not exceed lock.max_ttl (1h0m0s)"},
+		{"unbounded locks per session", func(c *lock.Config) { c.MaxSessionLocks = 0 }, "lock.max_locks_per_session: must be between 1 and 10000, got 0"},
+		{"too many locks per session", func(c *lock.Config) { c.MaxSessionLocks = lock.MaxSessionLocksLimit + 1 }, "lock.max_locks_per_session: must be between 1 and 10000, got 10001"},
+		{"negative max wait", func(c *lock.Config) { c.MaxWait = -time.Second }, "limits.max_wait: must not be negative, got -1s"},
+		{"zero name bytes", func(c *lock.Config) { c.MaxNameBytes = 0 }, "limits.max_name_bytes: must be at least 1, got 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := lock.DefaultConfig()
+			tt.set(&c)
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want an error with %q", err, tt.want)
+			}
+		})
+	}
+	c := lock.DefaultConfig()
+	c.MaxSessionLocks, c.MaxWait = lock.MaxSessionLocksLimit, 0
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate() at the bounds = %v, want nil", err)
+	}
+}

@@ -1,0 +1,113 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// series gathers reg: the value of every series, by its name and label
+// values in the order of the label names ("coordd_locks_lost_total{gone}").
+func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var values []string
+			for _, l := range m.GetLabel() {
+				values = append(values, l.GetValue())
+			}
+			key := f.GetName() + "{" + strings.Join(values, ",") + "}"
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Histogram != nil:
+				out[key] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// TestLabels: the label values are the callers' strings, as given (an
+// inline limit is policy "inline"; a successful store call counts no error).
+func TestLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.LockLost("session_expired")
+	m.Decision("", "token_bucket", "allowed")
+	m.Decision("api", "fixed_window", "denied")
+	m.StoreCall("GetLock", time.Millisecond, "")
+	m.StoreCall("GetLock", time.Millisecond, "unavailable")
+	m.Queue("acked", 3)
+	got := series(t, reg)
+	for key, want := range map[string]float64{
+		"coordd_locks_lost_total{session_expired}":                      1,
+		"coordd_ratelimit_decisions_total{token_bucket,inline,allowed}": 1,
+		"coordd_ratelimit_decisions_total{fixed_window,api,denied}":     1,
+		"coordd_store_errors_total{unavailable,GetLock}":                1,
+		"coordd_store_duration_seconds{GetLock}":                        2,
+		"coordd_queue_operations_total{acked}":                          3,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	for key := range got {
+		if strings.HasPrefix(key, "coordd_store_errors_total") && key != "coordd_store_errors_total{unavailable,GetLock}" {
+			t.Errorf("%s: a call without failure counts no error", key)
+		}
+	}
+
+	var none *Metrics // records nothing, and does not panic
+	none.LockLost("gone")
+	none.Decision("", "fixed_window", "allowed")
+	none.StoreCall("GetLock", 0, "other")
+}
+
+// TestWatchQueues: each named queue is read at every scrape; one that
+// cannot be read is left out, not the scrape failed.
+func TestWatchQueues(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	WatchQueues(reg, []QueueRef{{Namespace: "a", Name: "jobs"}, {Namespace: "b", Name: "down"}},
+		func(_ context.Context, q QueueRef) (QueueDepth, error) {
+			if q.Name == "down" {
+				return QueueDepth{}, errors.New("unreachable")
+			}
+			return QueueDepth{Ready: 1, Delayed: 2, InFlight: 3, Dead: 4}, nil
+		}, time.Second)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] != "a" || labels["queue"] != "jobs" {
+				t.Errorf("%s has labels %v, want only namespace a, queue jobs", f.GetName(), labels)
+			}
+			got[labels["state"]] = m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{"ready": 1, "delayed": 2, "in_flight": 3, "dead": 4}
+	if len(got) != len(want) {
+		t.Fatalf("coordd_queue_messages = %v, want %v", got, want)
+	}
+	for state, n := range want {
+		if got[state] != n {
+			t.Errorf("coordd_queue_messages{state=%s} = %v, want %v", state, got[state], n)
+		}
+	}
+}
