@@ -69,12 +69,39 @@ var (
 	unknown = output{Unknown: true}
 )
 
+// handMadeCase is one hand-made history and the verdict the model must give.
+type handMadeCase struct {
+	name string
+	h    *handMade
+	want porcupine.CheckResult
+}
+
+// TestHandMadeHistories checks the model on hand-made histories, plain and
+// with hints, one group of them per subtest.
 func TestHandMadeHistories(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		h    *handMade
-		want porcupine.CheckResult
+	for _, g := range []struct {
+		name  string
+		cases []handMadeCase
 	}{
+		{"grants and fences", handMadeGrants()},
+		{"releases and renewals", handMadeReleases()},
+		{"GetLock", handMadeGetLocks()},
+		{"unknown outcomes", handMadeUnknown()},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			for _, tc := range g.cases {
+				t.Run(tc.name, func(t *testing.T) {
+					check(t, "plain", model(variant{}), tc.h.ops, tc.want)
+					check(t, "hinted", model(variant{}), withHints(tc.h.ops), tc.want)
+				})
+			}
+		})
+	}
+}
+
+// handMadeGrants: the Lock calls: who is granted, who is told the holder, and the fences they get.
+func handMadeGrants() []handMadeCase {
+	return []handMadeCase{
 		{"grant, release, grant", new(handMade).
 			lock(0, 0, 10, acquired("A", 5)).
 			renew(0, 12, 14, "A", renewed(5)).
@@ -108,6 +135,31 @@ func TestHandMadeHistories(t *testing.T) {
 			lock(0, 0, 10, acquired("A", 5)).
 			release(0, 20, 30, "A", released(true)).
 			lock(1, 40, 50, acquired("B", 4)), porcupine.Illegal},
+		{"not acquired when free", new(handMade).
+			lock(0, 0, 10, notAcquired("c9")), porcupine.Illegal},
+		{"the wrong holder named", new(handMade).
+			lock(0, 0, 10, acquired("A", 5)).
+			lock(1, 20, 30, notAcquired("c2")), porcupine.Illegal},
+		{"not acquired after the release returned", new(handMade).
+			lock(0, 0, 10, acquired("A", 5)).
+			release(0, 20, 30, "A", released(true)).
+			lock(1, 40, 50, notAcquired("c0")), porcupine.Illegal},
+		{"not acquired, concurrent with the release", new(handMade).
+			lock(0, 0, 10, acquired("A", 5)).
+			release(0, 20, 30, "A", released(true)).
+			lock(1, 25, 50, notAcquired("c0")), porcupine.Ok},
+		{"a Lock refused by the holder it raced with", new(handMade).
+			lock(0, 0, 10, acquired("A", 5)).
+			release(0, 20, 30, "A", released(true)).
+			lock(1, 25, 60, acquired("B", 6)).
+			lock(2, 26, 59, notAcquired("c1")).
+			get(2, 61, 62, heldBy("c1", 6)), porcupine.Ok},
+	}
+}
+
+// handMadeReleases: Release and Renew: which token may, and what they answer.
+func handMadeReleases() []handMadeCase {
+	return []handMadeCase{
 		{"a stale token releases", new(handMade).
 			lock(0, 0, 10, acquired("A", 5)).
 			release(0, 20, 30, "A", released(true)).
@@ -129,13 +181,27 @@ func TestHandMadeHistories(t *testing.T) {
 		{"the holder's Renew refused", new(handMade).
 			lock(0, 0, 10, acquired("A", 5)).
 			renew(0, 20, 30, "A", notHeld), porcupine.Illegal},
+		{"one token released twice", new(handMade).
+			lock(0, 0, 10, acquired("A", 5)).
+			release(0, 20, 30, "A", released(true)).
+			release(1, 40, 50, "A", released(true)), porcupine.Illegal},
+		{"one token released by two concurrent calls", new(handMade).
+			lock(0, 0, 10, acquired("A", 5)).
+			release(0, 20, 30, "A", released(true)).
+			release(1, 20, 30, "A", released(true)), porcupine.Illegal},
+		{"a stale token renews the next holder's lock", new(handMade).
+			lock(0, 0, 10, acquired("A", 5)).
+			release(0, 20, 30, "A", released(true)).
+			lock(1, 40, 50, acquired("B", 6)).
+			renew(0, 60, 70, "A", renewed(6)), porcupine.Illegal},
+	}
+}
+
+// handMadeGetLocks: what a GetLock may report, alone or spanning other calls.
+func handMadeGetLocks() []handMadeCase {
+	return []handMadeCase{
 		{"a holder out of nowhere", new(handMade).
 			get(0, 0, 10, heldBy("c0", 5)), porcupine.Illegal},
-		{"not acquired when free", new(handMade).
-			lock(0, 0, 10, notAcquired("c9")), porcupine.Illegal},
-		{"the wrong holder named", new(handMade).
-			lock(0, 0, 10, acquired("A", 5)).
-			lock(1, 20, 30, notAcquired("c2")), porcupine.Illegal},
 		{"a stale GetLock", new(handMade).
 			lock(0, 0, 10, acquired("A", 5)).
 			release(0, 20, 30, "A", released(true)).
@@ -156,33 +222,6 @@ func TestHandMadeHistories(t *testing.T) {
 		{"the holder's fence misreported", new(handMade).
 			lock(0, 0, 10, acquired("A", 5)).
 			get(1, 20, 30, heldBy("c0", 6)), porcupine.Illegal},
-		{"not acquired after the release returned", new(handMade).
-			lock(0, 0, 10, acquired("A", 5)).
-			release(0, 20, 30, "A", released(true)).
-			lock(1, 40, 50, notAcquired("c0")), porcupine.Illegal},
-		{"not acquired, concurrent with the release", new(handMade).
-			lock(0, 0, 10, acquired("A", 5)).
-			release(0, 20, 30, "A", released(true)).
-			lock(1, 25, 50, notAcquired("c0")), porcupine.Ok},
-		{"one token released twice", new(handMade).
-			lock(0, 0, 10, acquired("A", 5)).
-			release(0, 20, 30, "A", released(true)).
-			release(1, 40, 50, "A", released(true)), porcupine.Illegal},
-		{"one token released by two concurrent calls", new(handMade).
-			lock(0, 0, 10, acquired("A", 5)).
-			release(0, 20, 30, "A", released(true)).
-			release(1, 20, 30, "A", released(true)), porcupine.Illegal},
-		{"a stale token renews the next holder's lock", new(handMade).
-			lock(0, 0, 10, acquired("A", 5)).
-			release(0, 20, 30, "A", released(true)).
-			lock(1, 40, 50, acquired("B", 6)).
-			renew(0, 60, 70, "A", renewed(6)), porcupine.Illegal},
-		{"a Lock refused by the holder it raced with", new(handMade).
-			lock(0, 0, 10, acquired("A", 5)).
-			release(0, 20, 30, "A", released(true)).
-			lock(1, 25, 60, acquired("B", 6)).
-			lock(2, 26, 59, notAcquired("c1")).
-			get(2, 61, 62, heldBy("c1", 6)), porcupine.Ok},
 		{"a GetLock that saw the lock free between two holds", new(handMade).
 			lock(0, 0, 10, acquired("A", 5)).
 			get(2, 5, 100, free).
@@ -193,8 +232,12 @@ func TestHandMadeHistories(t *testing.T) {
 			get(2, 12, 100, free).
 			renew(0, 20, 30, "A", renewed(5)).
 			lock(1, 40, 50, notAcquired("c0")), porcupine.Illegal},
+	}
+}
 
-		// Unknown outcomes.
+// handMadeUnknown: calls that failed without an answer: they may or may not have taken effect.
+func handMadeUnknown() []handMadeCase {
+	return []handMadeCase{
 		{"a failed Lock that granted, then cleaned up", new(handMade).
 			lockUnknown(0, 0).
 			get(1, 10, 20, heldBy("c0", 9)).
@@ -223,11 +266,6 @@ func TestHandMadeHistories(t *testing.T) {
 			lock(0, 0, 10, acquired("A", 5)).
 			release(1, 20, -1, "R", unknown).
 			lock(1, 30, 40, acquired("B", 6)), porcupine.Illegal},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			check(t, "plain", model(variant{}), tc.h.ops, tc.want)
-			check(t, "hinted", model(variant{}), withHints(tc.h.ops), tc.want)
-		})
 	}
 }
 

@@ -8,8 +8,9 @@
 #
 # Usage: scripts/fuzz.sh [seconds]    seconds per target (default 3)
 #
-# The seeds in testdata/fuzz run as ordinary tests in go test ./...; this
-# script is the part that searches for new inputs.
+# The seeds (each target's f.Add calls, and the inputs the fuzzer found in
+# testdata/fuzz) run as ordinary tests in go test ./...; this script is the
+# part that searches for new inputs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

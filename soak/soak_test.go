@@ -64,146 +64,229 @@ func TestSoak(t *testing.T) {
 	if testing.Short() && !flagSet("soak.warmup") {
 		warm = time.Second
 	}
-	start := time.Now()
-	e := newEnv(t, *backendFlag, *connsFlag)
+	r := &soakRun{start: time.Now(), warm: warm}
+	r.e = newEnv(t, *backendFlag, *connsFlag)
 
-	// Warm-up: every RPC once on every stable connection, and a connection
-	// dialed and closed, so that what the first calls allocate for good
-	// (gRPC's and protobuf's lazy state, metric series, pools) is in the
-	// baseline; then a short burst of the load itself, drained, and a pause
-	// for its leases to run out.
+	r.warmUp(t)
+	r.runLoad(load)
+	r.collect(t)
+	r.awaitGrace(t)
+	r.measure(t)
+	r.report(t)
+	r.check(t)
+
+	// Clients and server down: nothing may be left running.
+	r.e.shutdown()
+	goleak.VerifyNone(t)
+	t.Logf("total runtime %v", time.Since(r.start).Round(time.Millisecond))
+}
+
+// soakRun is one TestSoak: its environment, and what each phase measured
+// for the report and the checks.
+type soakRun struct {
+	e     *env
+	start time.Time
+	warm  time.Duration // the length of the warm-up burst
+
+	// warmUp: the burst's load and its drain's tally, and the baseline.
+	wl                      *load
+	wdt                     *tally
+	warmTook                time.Duration
+	lenBefore               int // the memory store's Len()
+	before                  snapshot
+	poolBefore              uint64
+	connsBefore, pipeBefore uint32
+
+	// runLoad: the load, and the tally of the warm-up burst, the drain and
+	// the checks.
+	l                   *load
+	dt                  *tally
+	loadTook, drainTook time.Duration
+
+	// collect: what verify found, and the load's tally.
+	serverSessions, clientSessions int
+	v                              verified
+	total                          *tally
+	rtts, thinks                   []time.Duration
+	chaosConns                     int64
+	workers                        int
+
+	// awaitGrace: the heap with the sessions within their grace.
+	graceHeap snapshot
+	graceWait time.Duration
+
+	// measure
+	after                 snapshot
+	extra                 string // the goroutines over the baseline
+	poolAfter             uint64
+	connsAfter, pipeAfter uint32
+	logs                  string
+	logErrors             int
+	logErrorLines         []string
+	active, panics        float64
+}
+
+// warmUp: every RPC once on every stable connection, and a connection
+// dialed and closed, so that what the first calls allocate for good
+// (gRPC's and protobuf's lazy state, metric series, pools) is in the
+// baseline; then a short burst of the load itself, drained, and a pause
+// for its leases to run out. Then the baseline.
+func (r *soakRun) warmUp(t *testing.T) {
+	e := r.e
 	warmUp(t, e)
-	wl := newLoad(e)
-	wl.runFor(warm, *scaleFlag)
-	wdt := newTally()
-	drainQueues(wl, wdt)
+	r.wl = newLoad(e)
+	r.wl.runFor(r.warm, *scaleFlag)
+	r.wdt = newTally()
+	drainQueues(r.wl, r.wdt)
 	time.Sleep(maxLockTTL + maxProcessing/2)
-	warmTook := time.Since(start)
-	lenBefore := 0
+	r.warmTook = time.Since(r.start)
 	if e.mem != nil {
-		lenBefore = e.mem.Len()
+		r.lenBefore = e.mem.Len()
 	}
-	before := snap()
-	poolBefore, connsBefore, pipeBefore := e.redisPoolBytes()
+	r.before = snap()
+	r.poolBefore, r.connsBefore, r.pipeBefore = e.redisPoolBytes()
 	writeProfiles(t, "before")
-	l := newLoad(e)
+}
 
-	// The load.
+// runLoad: the load; then every message acked, dead letters redriven
+// first; then the quiet period.
+func (r *soakRun) runLoad(d time.Duration) {
+	r.l = newLoad(r.e)
 	t0 := time.Now()
-	l.runFor(load, *scaleFlag)
-	loadTook := time.Since(t0)
+	r.l.runFor(d, *scaleFlag)
+	r.loadTook = time.Since(t0)
 
-	// Every message acked, dead letters redriven first.
 	t0 = time.Now()
-	dt := newTally()
-	drainQueues(l, dt)
-	drainTook := time.Since(t0)
+	r.dt = newTally()
+	drainQueues(r.l, r.dt)
+	r.drainTook = time.Since(t0)
 
-	// The quiet period.
 	time.Sleep(*quietFlag)
+}
 
-	// What must be gone. The sessions to probe are those of the warm-up,
-	// of the load, and those the server answered for.
+// collect checks what must be gone (verify), then drops the test's own
+// bookkeeping before the heap is measured.
+func (r *soakRun) collect(t *testing.T) {
+	e, l, wl, dt := r.e, r.l, r.wl, r.dt
+	// The sessions to probe are those of the warm-up, of the load, and
+	// those the server answered for.
 	for _, wt := range wl.tallies {
 		dt.merge(wt)
 	}
 	dt.merge(wl.ctl)
-	dt.merge(wdt)
+	dt.merge(r.wdt)
 	e.mu.Lock()
-	serverSessions := len(e.sessions)
+	r.serverSessions = len(e.sessions)
 	maps.Copy(l.sessions, wl.sessions)
-	clientSessions := len(l.sessions)
+	r.clientSessions = len(l.sessions)
 	maps.Copy(l.sessions, e.sessions)
 	e.sessions = nil
 	e.mu.Unlock()
-	v := verify(t, l, dt)
+	r.v = verify(t, l, dt)
 
-	// Drop the test's own bookkeeping before measuring the heap.
-	total := newTally()
+	r.total = newTally()
 	for _, w := range l.tallies {
-		total.merge(w)
+		r.total.merge(w)
 	}
-	total.merge(l.ctl)
-	rtts, thinks := l.rtts, l.thinks
-	chaosConns := l.chaosConns.Load()
-	workers := len(l.tallies)
+	r.total.merge(l.ctl)
+	r.rtts, r.thinks = l.rtts, l.thinks
+	r.chaosConns = l.chaosConns.Load()
+	r.workers = len(l.tallies)
 	l.tallies, l.book, l.sessions, l.rtts, l.thinks = nil, queueBook{}, nil, nil, nil
+}
 
-	// The expired sessions the probe found within their grace are kept on
-	// purpose (store.SessionGrace, a minute). On the memory store they are
-	// in this heap: few bytes, but their records were allocated all through
-	// the load among its garbage, and each keeps a span in use, so the heap
-	// is compared with the baseline once the store has forgotten them, as
-	// it must have by the end of the last one's grace.
-	var graceHeap snapshot
-	var graceWait time.Duration
-	if e.mem != nil && v.lenFinal > 0 && len(v.graceEnds) > 0 {
-		graceHeap = snap()
-		t0 = time.Now()
-		// The sweep forgets a session within a round or two of its grace's end.
-		end := slices.MaxFunc(v.graceEnds, time.Time.Compare).Add(10 * sweepInterval)
-		for e.mem.Len() > 0 && time.Now().Before(end) {
-			time.Sleep(sweepInterval)
-		}
-		graceWait = time.Since(t0)
-		if n := e.mem.Len(); n > 0 {
-			t.Errorf("memory store: Len() is %d %v after the end of the last grace of the sessions the probe found; it holds:\n%s",
-				n, time.Since(end.Add(-10*sweepInterval)).Round(time.Millisecond), memDump(e.mem))
-		}
+// awaitGrace: the expired sessions the probe found within their grace are
+// kept on purpose (store.SessionGrace, a minute). On the memory store they
+// are in this heap: few bytes, but their records were allocated all through
+// the load among its garbage, and each keeps a span in use, so the heap is
+// compared with the baseline once the store has forgotten them, as it must
+// have by the end of the last one's grace.
+func (r *soakRun) awaitGrace(t *testing.T) {
+	e, v := r.e, r.v
+	if e.mem == nil || v.lenFinal == 0 || len(v.graceEnds) == 0 {
+		return
 	}
-	after, extra := settle(before)
-	poolAfter, connsAfter, pipeAfter := e.redisPoolBytes()
-	writeProfiles(t, "after")
-	logs, logErrors, logErrorLines := e.logs.summary()
-	active, _ := e.gauge("coordd_session_streams")
-	panics, _ := e.gauge("coordd_panics_total")
+	r.graceHeap = snap()
+	t0 := time.Now()
+	// The sweep forgets a session within a round or two of its grace's end.
+	end := slices.MaxFunc(v.graceEnds, time.Time.Compare).Add(10 * sweepInterval)
+	for e.mem.Len() > 0 && time.Now().Before(end) {
+		time.Sleep(sweepInterval)
+	}
+	r.graceWait = time.Since(t0)
+	if n := e.mem.Len(); n > 0 {
+		t.Errorf("memory store: Len() is %d %v after the end of the last grace of the sessions the probe found; it holds:\n%s",
+			n, time.Since(end.Add(-10*sweepInterval)).Round(time.Millisecond), memDump(e.mem))
+	}
+}
 
-	// The report.
-	secs := loadTook.Seconds()
+// measure: the heap and goroutines against the baseline, the pools, the
+// server's log and metrics.
+func (r *soakRun) measure(t *testing.T) {
+	e := r.e
+	r.after, r.extra = settle(r.before)
+	r.poolAfter, r.connsAfter, r.pipeAfter = e.redisPoolBytes()
+	writeProfiles(t, "after")
+	r.logs, r.logErrors, r.logErrorLines = e.logs.summary()
+	r.active, _ = e.gauge("coordd_session_streams")
+	r.panics, _ = e.gauge("coordd_panics_total")
+}
+
+// pool is what the buffers of the connections the go-redis pools opened
+// since the baseline, and keep open, take.
+func (r *soakRun) pool() uint64 {
+	if r.poolAfter > r.poolBefore {
+		return r.poolAfter - r.poolBefore
+	}
+	return 0
+}
+
+// slack is the growth allowed over b: 10 % or 1 MiB, whichever is more,
+// plus, on Redis, the pools' new connections.
+func (r *soakRun) slack(b uint64) uint64 { return max(b/10, 1<<20) + r.pool() }
+
+func (r *soakRun) report(t *testing.T) {
+	e, l, v, total, dt, before, after := r.e, r.l, r.v, r.total, r.dt, r.before, r.after
+	secs := r.loadTook.Seconds()
 	t.Logf("soak on %s: warm-up %v (a %v burst), load %v, drain %v, quiet %v, total so far %v; %d stable connections, %d workers, %d connections closed under the clients",
-		e.backend, warmTook.Round(time.Millisecond), warm, loadTook.Round(time.Millisecond), drainTook.Round(time.Millisecond), *quietFlag,
-		time.Since(start).Round(time.Millisecond), len(e.stable), workers, chaosConns)
+		e.backend, r.warmTook.Round(time.Millisecond), r.warm, r.loadTook.Round(time.Millisecond), r.drainTook.Round(time.Millisecond), *quietFlag,
+		time.Since(r.start).Round(time.Millisecond), len(e.stable), r.workers, r.chaosConns)
 	t.Logf("ops: %d calls, %.0f/s; by type:\n%s", total.total(), float64(total.total())/secs, table(total.ops))
 	t.Logf("non-OK outcomes by code/reason (CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE only where the test disrupted the call):\n%s", table(total.outcomes))
 	t.Logf("non-OK outcomes by op:\n%s", table(total.byOp))
 	t.Logf("events:\n%s", table(total.events))
 	t.Logf("adaptive pause: GetLock latency p50 %v p99 %v max %v, target %v; pause mean %v max %v (%d samples)",
-		pct(rtts, 50), pct(rtts, 99), pct(rtts, 100), l.target, mean(thinks), pct(thinks, 100), len(rtts))
-	t.Logf("server log lines at warn and above:%s", logs)
+		pct(r.rtts, 50), pct(r.rtts, 99), pct(r.rtts, 100), l.target, mean(r.thinks), pct(r.thinks, 100), len(r.rtts))
+	t.Logf("server log lines at warn and above:%s", r.logs)
 	t.Logf("warm-up burst, drain and checks: ops\n%s\n  non-OK:\n%s", table(dt.ops), table(dt.outcomes))
 	t.Logf("queues: %d messages enqueued, %d acked, %d acks of unknown outcome", v.enqueued, v.acked, v.maybeAcked)
 	t.Logf("sessions: %d IDs resumed after the quiet period (clients learned %d, the server answered for %d): %d not found, %d expired within store.SessionGrace (with %d lost locks)",
-		v.sessions, clientSessions, serverSessions, v.notFound, v.inGrace, v.graceLocks)
+		v.sessions, r.clientSessions, r.serverSessions, v.notFound, v.inGrace, v.graceLocks)
 	if e.mem != nil {
 		t.Logf("memory store: Len() %d at the baseline (the warm-up's sessions within their grace), %d after the quiet period (the sessions within their grace and their locks), %d after the session probe, 0 after a further %v (the end of their grace)",
-			lenBefore, v.lenQuiet, v.lenFinal, graceWait.Round(time.Millisecond))
-		if graceHeap.heapInuse > 0 {
+			r.lenBefore, v.lenQuiet, v.lenFinal, r.graceWait.Round(time.Millisecond))
+		if r.graceHeap.heapInuse > 0 {
 			t.Logf("heap with those %d sessions within their grace: HeapAlloc %s (%+.1f%%), HeapInuse %s (%+.1f%%)", v.lenFinal,
-				mib(graceHeap.heapAlloc), pctChange(before.heapAlloc, graceHeap.heapAlloc),
-				mib(graceHeap.heapInuse), pctChange(before.heapInuse, graceHeap.heapInuse))
+				mib(r.graceHeap.heapAlloc), pctChange(before.heapAlloc, r.graceHeap.heapAlloc),
+				mib(r.graceHeap.heapInuse), pctChange(before.heapInuse, r.graceHeap.heapInuse))
 		}
 	} else {
 		t.Logf("redis: keys left: %v", v.redisKeys)
 	}
-	// Allowed: 10 % or 1 MiB, whichever is more, plus, on Redis, the
-	// buffers of the connections the go-redis pools opened since the
-	// baseline and keep open.
-	pool := uint64(0)
-	if poolAfter > poolBefore {
-		pool = poolAfter - poolBefore
-	}
-	slack := func(b uint64) uint64 { return max(b/10, 1<<20) + pool }
 	allowed := "+max(10%, 1 MiB)"
 	if e.rdb != nil {
 		allowed += fmt.Sprintf(" + %s for the Redis pools' new connections (%d -> %d regular, %d -> %d pipeline)",
-			mib(pool), connsBefore, connsAfter, pipeBefore, pipeAfter)
+			mib(r.pool()), r.connsBefore, r.connsAfter, r.pipeBefore, r.pipeAfter)
 	}
 	t.Logf("heap: HeapAlloc %s -> %s (%+.1f%%), HeapInuse %s -> %s (%+.1f%%); allowed: %s",
 		mib(before.heapAlloc), mib(after.heapAlloc), pctChange(before.heapAlloc, after.heapAlloc),
 		mib(before.heapInuse), mib(after.heapInuse), pctChange(before.heapInuse, after.heapInuse), allowed)
 	t.Logf("goroutines: %d -> %d", before.goroutines, after.goroutines)
+}
 
-	// The assertions.
+// check: the assertions.
+func (r *soakRun) check(t *testing.T) {
+	total, dt, before, after := r.total, r.dt, r.before, r.after
 	for _, c := range []string{codes.Internal.String(), codes.Unknown.String()} {
 		for k, n := range total.outcomes {
 			if strings.HasPrefix(k, c) {
@@ -217,29 +300,24 @@ func TestSoak(t *testing.T) {
 	if dt.nbad > 0 {
 		t.Errorf("%d failures in the warm-up burst, the drain or the checks after the quiet period:\n  %s", dt.nbad, strings.Join(dt.bad, "\n  "))
 	}
-	if logErrors > 0 {
-		t.Errorf("the server logged %d errors; the first:\n  %s", logErrors, strings.Join(logErrorLines, "\n  "))
+	if r.logErrors > 0 {
+		t.Errorf("the server logged %d errors; the first:\n  %s", r.logErrors, strings.Join(r.logErrorLines, "\n  "))
 	}
-	if panics != 0 {
-		t.Errorf("coordd_panics_total is %v", panics)
+	if r.panics != 0 {
+		t.Errorf("coordd_panics_total is %v", r.panics)
 	}
-	if active != 0 {
-		t.Errorf("coordd_session_streams is %v with every stream ended", active)
+	if r.active != 0 {
+		t.Errorf("coordd_session_streams is %v with every stream ended", r.active)
 	}
-	if after.heapAlloc > before.heapAlloc+slack(before.heapAlloc) {
-		t.Errorf("HeapAlloc grew from %s to %s, more than %s", mib(before.heapAlloc), mib(after.heapAlloc), mib(slack(before.heapAlloc)))
+	if after.heapAlloc > before.heapAlloc+r.slack(before.heapAlloc) {
+		t.Errorf("HeapAlloc grew from %s to %s, more than %s", mib(before.heapAlloc), mib(after.heapAlloc), mib(r.slack(before.heapAlloc)))
 	}
-	if after.heapInuse > before.heapInuse+slack(before.heapInuse) {
-		t.Errorf("HeapInuse grew from %s to %s, more than %s", mib(before.heapInuse), mib(after.heapInuse), mib(slack(before.heapInuse)))
+	if after.heapInuse > before.heapInuse+r.slack(before.heapInuse) {
+		t.Errorf("HeapInuse grew from %s to %s, more than %s", mib(before.heapInuse), mib(after.heapInuse), mib(r.slack(before.heapInuse)))
 	}
 	if after.goroutines > before.goroutines {
-		t.Errorf("%d goroutines after the load and the quiet period, %d before; the extra ones:\n%s", after.goroutines, before.goroutines, extra)
+		t.Errorf("%d goroutines after the load and the quiet period, %d before; the extra ones:\n%s", after.goroutines, before.goroutines, r.extra)
 	}
-
-	// Clients and server down: nothing may be left running.
-	e.shutdown()
-	goleak.VerifyNone(t)
-	t.Logf("total runtime %v", time.Since(start).Round(time.Millisecond))
 }
 
 // warmUp calls every RPC once on every stable connection, dials and closes

@@ -12,8 +12,31 @@ import (
 // FuzzParseReceipt checks ParseReceipt against a naive statement of the
 // receipt format on arbitrary strings, that an accepted receipt re-encodes
 // identically, and that MakeReceipt round-trips through ParseReceipt for
-// every ID, token and attempt. Seeds: testdata/fuzz/FuzzParseReceipt.
+// every ID, token and attempt. Seeds: the f.Add calls below (testdata/fuzz:
+// only what the fuzzer found).
 func FuzzParseReceipt(f *testing.F) {
+	// Seeds, each named by what it tries.
+	f.Add("0123456789abcdef0123456789abcdef00000000fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(0))                    // attempt_0
+	f.Add("0123456789abcdef0123456789abcdeffffffffffedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(4294967295))           // attempt_all_f
+	f.Add("0123456789abcdef0123456789abcdef7ffffffffedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(2147483647))           // attempt_max
+	f.Add("0123456789abcdef0123456789abcdef80000000fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(2147483648))           // attempt_max_plus_1
+	f.Add("0123456789abcdef0123456789abcdef00000000fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(-9223372036854775808)) // attempt_minint
+	f.Add("0123456789abcdef0123456789abcdeffffffffffedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(-1))                   // attempt_negative
+	f.Add("0123456789abcdef0123456789abcdef00000001fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(4294967297))           // attempt_wraps_to_1
+	f.Add("", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                                                                                            // empty
+	f.Add("", []byte(""), []byte(""), int64(2))                                                                                                                                                                          // empty_id_and_token_bytes
+	f.Add("\xff123456789abcdef0123456789abcdef00000001fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                 // invalid_utf8
+	f.Add("0123456789abcdef0123456789abcdef00000001fedcba9876543210fedcba98765432100", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                   // long_73
+	f.Add("", []byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"), []byte("x"), int64(3))         // long_id_bytes
+	f.Add("éééééééééééééééééééééééééééééééééééé", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                                                        // multibyte_72_bytes
+	f.Add("\x00123456789abcdef0123456789abcdef00000001fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                 // nul
+	f.Add("0123456789abcdef0123456789abcdef00000001fedcba9876543210fedcba987654321|", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                    // pipe
+	f.Add("0123456789abcdef0123456789abcdef+0000001fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                    // plus_sign_in_attempt
+	f.Add("0123456789abcdef0123456789abcdef00000001fedcba9876543210fedcba987654321", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                     // short_71
+	f.Add("0123456789abcdef0123456789abcdef 0000001fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                    // space_in_attempt
+	f.Add("fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                                                            // token_only
+	f.Add("0123456789ABCDEF0123456789abcdef00000001fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                    // uppercase
+	f.Add("0123456789abcdef0123456789abcdef00000001fedcba9876543210fedcba9876543210", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), []byte("\xfeܺ\x98vT2\x10\xfeܺ\x98vT2\x10"), int64(1))                    // valid_attempt_1
 	f.Fuzz(func(t *testing.T, receipt string, idBytes, tokBytes []byte, attempt int64) {
 		// Any string: never panics, accepts exactly the receipts the naive
 		// parser accepts, and an accepted one re-encodes identically.

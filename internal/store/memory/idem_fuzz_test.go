@@ -15,8 +15,9 @@ import (
 // result and failure message, against the model in storetest
 // (storetest.IdemProgram says what it checks). The Redis store's target of
 // the same name runs the same program through its scripts.
-// Seeds: testdata/fuzz/FuzzIdempotencyRecord.
+// Seeds: storetest.IdemSeeds (testdata/fuzz: only what the fuzzer found).
 func FuzzIdempotencyRecord(f *testing.F) {
+	storetest.IdemSeeds(f)
 	f.Fuzz(func(t *testing.T, prog []byte, key1, key2, fp1, fp2 string, result []byte, message string) {
 		clk := clock.NewFake(time.Unix(1_800_000_000, 0))
 		s := memory.New(memory.Options{Clock: clk, SweepInterval: time.Hour})

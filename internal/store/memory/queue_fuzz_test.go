@@ -15,8 +15,9 @@ import (
 // the same dedup ID is a duplicate of the first and adds nothing
 // (storetest.QueuePayloads). The Redis store's target of the same name runs
 // the same program through its scripts.
-// Seeds: testdata/fuzz/FuzzQueuePayload.
+// Seeds: storetest.QueueSeeds (testdata/fuzz: only what the fuzzer found).
 func FuzzQueuePayload(f *testing.F) {
+	storetest.QueueSeeds(f)
 	f.Fuzz(func(t *testing.T, queue string, p1, p2 []byte, dedup string, delayed bool) {
 		clk := clock.NewFake(time.Unix(1_800_000_000, 0))
 		s := memory.New(memory.Options{Clock: clk, SweepInterval: time.Hour})

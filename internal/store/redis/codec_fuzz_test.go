@@ -11,9 +11,10 @@ import (
 )
 
 // Fuzz targets of the values coordd writes to Redis and reads back in Go
-// (codec.go). Seeds: testdata/fuzz. The values the Lua scripts write
-// (idempotency records, queue meta) are fuzzed in records_fuzz_test.go and
-// checked on the Cluster too in luarecords_test.go.
+// (codec.go). Seeds: the f.Add calls (testdata/fuzz: only what the fuzzer
+// found). The values the Lua scripts write (idempotency records, queue meta)
+// are fuzzed in records_fuzz_test.go and checked on the Cluster too in
+// luarecords_test.go.
 
 // FuzzSessionEntry: decodeEntry never panics and accepts exactly what a
 // naive parser accepts; an accepted entry re-encodes to the same string
@@ -22,6 +23,35 @@ import (
 // encodeEntry writes decodes to itself, or, if it has no valid token or a
 // negative hold, is refused.
 func FuzzSessionEntry(f *testing.F) {
+	// Seeds, each named by what it tries.
+	f.Add("0123456789abcdef0123456789abcdef  1 2", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                     // double_space
+	f.Add("", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                                                          // empty
+	f.Add("0123456789abcdef0123456789abcdef  ", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                        // empty_numbers
+	f.Add("", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", true, uint64(0), int64(0))                                                                            // encode_empty_token
+	f.Add("", []byte("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"), "", false, uint64(18446744073709551615), int64(9223372036854775807))                    // encode_max
+	f.Add("", []byte(""), "", false, uint64(0), int64(-9223372036854775808))                                                                                                      // encode_minint_hold
+	f.Add("", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(1), int64(-1))                                                                          // encode_negative_hold
+	f.Add("", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "0123456789abcdef 123456789abcdef", true, uint64(1), int64(1))                                            // encode_token_with_space
+	f.Add("0123456789abcdef0123456789abcdef 18446744073709551616 0", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                   // fence_overflow
+	f.Add("0123456789abcdef0123456789abcdef 1 2 3", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                    // four_fields
+	f.Add("0123456789abcdef0123456789abcdef 0x10 2", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                   // hex_number
+	f.Add("0123456789abcdef0123456789abcdef 1 9223372036854775808", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                    // hold_overflow
+	f.Add("0123456789abcdef0123456789abcdef 1 \xff", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                   // invalid_utf8
+	f.Add("0123456789abcdef0123456789abcdef 007 0009", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                 // leading_zeros
+	f.Add("0123456789abcdef0123456789abcdef 18446744073709551615 9223372036854775807", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0)) // max_fence_and_hold
+	f.Add("0123456789abcdef0123456789abcdef 1 -0", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                     // minus_zero_hold
+	f.Add("0123456789abcdef0123456789abcdef 1 -1", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                     // negative_hold
+	f.Add("0123456789abcdef0123456789abcdef 1\x00 2", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                  // nul
+	f.Add("0123456789abcdef0123456789abcdef +1 5", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                     // plus_fence
+	f.Add("0123456789abcdef0123456789abcdef 1 +5", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                     // plus_hold
+	f.Add("0123456789abcdef0123456789abcde 1 2", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                       // short_token
+	f.Add("0123456789abcdef0123456789abcdef\t1\t2", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                    // tab
+	f.Add("0123456789abcdef0123456789abcdef 1 2 ", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                     // trailing_space
+	f.Add("0123456789abcdef0123456789abcdef 1", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                        // two_fields
+	f.Add("0123456789abcdef0123456789abcdef 1_000 2", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                  // underscore
+	f.Add("0123456789ABCDEF0123456789abcdef 1 2", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                      // uppercase_token
+	f.Add("0123456789abcdef0123456789abcdef 42 0", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                                     // valid
+	f.Add("0123456789abcdef0123456789abcdef 1 1800000000000000", []byte("\x01#Eg\x89\xab\xcd\xef\x01#Eg\x89\xab\xcd\xef"), "", false, uint64(42), int64(0))                       // valid_hold
 	f.Fuzz(func(t *testing.T, s string, tokBytes []byte, rawTok string, useRaw bool, fence uint64, hold int64) {
 		e, err := decodeEntry(s)
 		want, canonical, wantOK := naiveDecodeEntry(s)
@@ -70,6 +100,18 @@ func FuzzSessionEntry(f *testing.F) {
 // strings that start with the version byte; decodeMessage(encodeMessage(p))
 // is p, byte for byte, for any payload, which encodeMessage leaves alone.
 func FuzzMessageRecord(f *testing.F) {
+	// Seeds, each named by what it tries.
+	f.Add("\x01hello", []byte("hello"))                                           // ascii
+	f.Add("\x01\x00\xff\x01", []byte("\x00\xff\x01\x00"))                         // binary
+	f.Add("\x01\r\n", []byte("$3\r\nfoo\r\n"))                                    // crlf
+	f.Add("", []byte(""))                                                         // empty
+	f.Add("\x01\xc3", []byte("\xed\xa0\x80"))                                     // invalid_utf8
+	f.Add("\x01"+strings.Repeat("x", 4096), []byte(strings.Repeat("\x00", 4096))) // large
+	f.Add("\x01%d+|(.*)$", []byte("|||%%"))                                       // lua_pattern_chars
+	f.Add("\x010000000000000001|1|5|0|0|", []byte("0000000000000001|1|5|0|0|"))   // meta_like
+	f.Add("\x00abc", []byte("abc"))                                               // version_0
+	f.Add("\x02abc", []byte("\x00"))                                              // version_2
+	f.Add("\x01", []byte(""))                                                     // version_only
 	f.Fuzz(func(t *testing.T, s string, payload []byte) {
 		p, err := decodeMessage(s)
 		if ok := len(s) > 0 && s[0] == 1; ok != (err == nil) {

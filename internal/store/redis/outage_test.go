@@ -359,6 +359,25 @@ func fenceKey(name string) string { return "coord:{l:" + name + "}:fence" }
 // cluster being healthy, through its own client (configured as cmd/coordd
 // configures it), without the test reloading the client's slot map.
 func TestFenceSurvivesDataLoss(t *testing.T) {
+	fx := newFenceFixture(t)
+	fx.start(t)
+	fx.restartEveryNode(t)
+	fx.restartOneMaster(t)
+	fx.failover(t)
+}
+
+// fenceFixture is TestFenceSurvivesDataLoss's cluster, store, lock names and
+// every fence issued so far, by name.
+type fenceFixture struct {
+	c      *redistest.ClusterProc
+	rc     goredis.UniversalClient
+	st     *redis.Store
+	main   string   // the lock whose master each phase kills
+	names  []string // main, and others until every master owns one
+	fences map[string][]uint64
+}
+
+func newFenceFixture(t *testing.T) *fenceFixture {
 	c := redistest.StartCluster(t, 3, 1)
 	rc := outageClient(t, c.Addrs())
 	st, err := redis.New(context.Background(), redis.Options{Client: rc, Timeout: time.Second})
@@ -378,154 +397,190 @@ func TestFenceSurvivesDataLoss(t *testing.T) {
 			names = append(names, n)
 		}
 	}
+	return &fenceFixture{c: c, rc: rc, st: st, main: main, names: names, fences: map[string][]uint64{}}
+}
 
-	fences := map[string][]uint64{}
-	exists := func(name string) int64 {
-		t.Helper()
-		var n int64
-		err := poll(15*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+// exists is EXISTS of name's fence key, polled through unavailability.
+func (fx *fenceFixture) exists(t *testing.T, name string) int64 {
+	t.Helper()
+	var n int64
+	err := poll(15*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var err error
+		n, err = fx.rc.Exists(ctx, fenceKey(name)).Result()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("EXISTS %s: %v", fenceKey(name), err)
+	}
+	return n
+}
+
+// use acquires and releases name n times, polling through the
+// unavailability that follows a restart, and checks each fence.
+func (fx *fenceFixture) use(t *testing.T, phase, name string, n int) {
+	t.Helper()
+	for range n {
+		var g store.LockGrant
+		tok := token.New()
+		var attempts int
+		err := poll(20*time.Second, func() error {
+			attempts++
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			var err error
-			n, err = rc.Exists(ctx, fenceKey(name)).Result()
-			return err
+			g, err = fx.st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: "fence-test", TTL: 2 * time.Second})
+			if err != nil {
+				return err
+			}
+			if !g.Acquired {
+				// An uncertain earlier attempt of this token may hold
+				// it: release by token and try again.
+				_, _, _ = fx.st.ReleaseLock(ctx, name, tok)
+				return fmt.Errorf("not acquired (holder %q)", g.Holder)
+			}
+			return nil
 		})
 		if err != nil {
-			t.Fatalf("EXISTS %s: %v", fenceKey(name), err)
+			t.Fatalf("%s: AcquireLock %s: %v", phase, name, err)
 		}
-		return n
-	}
-	// use acquires and releases name n times, polling through the
-	// unavailability that follows a restart, and checks each fence.
-	use := func(phase, name string, n int) {
-		t.Helper()
-		for range n {
-			var g store.LockGrant
-			tok := token.New()
-			var attempts int
-			err := poll(20*time.Second, func() error {
-				attempts++
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				var err error
-				g, err = st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: "fence-test", TTL: 2 * time.Second})
-				if err != nil {
-					return err
-				}
-				if !g.Acquired {
-					// An uncertain earlier attempt of this token may hold
-					// it: release by token and try again.
-					_, _, _ = st.ReleaseLock(ctx, name, tok)
-					return fmt.Errorf("not acquired (holder %q)", g.Holder)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatalf("%s: AcquireLock %s: %v", phase, name, err)
-			}
-			prev := fences[name]
-			if len(prev) > 0 && g.Fence <= slices.Max(prev) {
-				t.Errorf("%s: %s: fence %d after %v; want strictly greater than every earlier fence", phase, name, g.Fence, prev)
-			}
-			fences[name] = append(prev, g.Fence)
-			if attempts > 1 {
-				t.Logf("%s: %s: acquired after %d attempts", phase, name, attempts)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			ok, _, err := st.ReleaseLock(ctx, name, tok)
-			cancel()
-			if err != nil || !ok {
-				t.Fatalf("%s: ReleaseLock %s = %v, %v; want released", phase, name, ok, err)
-			}
+		prev := fx.fences[name]
+		if len(prev) > 0 && g.Fence <= slices.Max(prev) {
+			t.Errorf("%s: %s: fence %d after %v; want strictly greater than every earlier fence", phase, name, g.Fence, prev)
+		}
+		fx.fences[name] = append(prev, g.Fence)
+		if attempts > 1 {
+			t.Logf("%s: %s: acquired after %d attempts", phase, name, attempts)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ok, _, err := fx.st.ReleaseLock(ctx, name, tok)
+		cancel()
+		if err != nil || !ok {
+			t.Fatalf("%s: ReleaseLock %s = %v, %v; want released", phase, name, ok, err)
 		}
 	}
-	logFences := func(phase string) {
-		t.Helper()
-		for _, n := range names {
-			t.Logf("%s: %s (slot %d on %s): fences %v", phase, n, redistest.Slot(fenceKey(n)), c.MasterFor(fenceKey(n)).Addr(), fences[n])
-		}
-	}
+}
 
-	for _, n := range names {
-		use("start", n, 4)
-		if got := exists(n); got != 1 {
+// useAll uses every name n times.
+func (fx *fenceFixture) useAll(t *testing.T, phase string, n int) {
+	t.Helper()
+	for _, name := range fx.names {
+		fx.use(t, phase, name, n)
+	}
+}
+
+func (fx *fenceFixture) logFences(t *testing.T, phase string) {
+	t.Helper()
+	for _, n := range fx.names {
+		t.Logf("%s: %s (slot %d on %s): fences %v", phase, n, redistest.Slot(fenceKey(n)), fx.c.MasterFor(fenceKey(n)).Addr(), fx.fences[n])
+	}
+}
+
+// start: fences on every name, their counters in Redis.
+func (fx *fenceFixture) start(t *testing.T) {
+	for _, n := range fx.names {
+		fx.use(t, "start", n, 4)
+		if got := fx.exists(t, n); got != 1 {
 			t.Fatalf("EXISTS %s = %d after grants, want 1 (is fenceKey built as keys.go does?)", fenceKey(n), got)
 		}
 	}
-	logFences("start")
+	fx.logFences(t, "start")
+}
 
-	// 1. Every node stopped and started: the cluster comes back empty.
+// restartEveryNode: every node stopped and started, so the cluster comes
+// back empty.
+func (fx *fenceFixture) restartEveryNode(t *testing.T) {
 	t0 := time.Now()
-	c.StopAll()
-	c.StartAll()
-	c.WaitHealthy(30 * time.Second)
+	fx.c.StopAll()
+	fx.c.StartAll()
+	fx.c.WaitHealthy(30 * time.Second)
 	t.Logf("all nodes restarted and healthy in %v", time.Since(t0).Round(time.Millisecond))
-	for _, n := range names {
-		if got := exists(n); got != 0 {
+	for _, n := range fx.names {
+		if got := fx.exists(t, n); got != 0 {
 			t.Fatalf("EXISTS %s = %d after every node restarted without persistence, want 0", fenceKey(n), got)
 		}
 	}
-	for _, n := range names {
-		use("after restarting every node", n, 3)
-	}
-	logFences("after restarting every node")
+	fx.useAll(t, "after restarting every node", 3)
+	fx.logFences(t, "after restarting every node")
+}
 
-	// 2. The main lock's master killed and started again before its
-	// replica takes over: it stays master of its slots, empty.
-	m := c.MasterFor(fenceKey(main))
-	t0 = time.Now()
+// restartOneMaster: the main lock's master killed and started again before
+// its replica takes over, so it stays master of its slots, empty.
+func (fx *fenceFixture) restartOneMaster(t *testing.T) {
+	m := fx.c.MasterFor(fenceKey(fx.main))
+	t0 := time.Now()
 	m.Kill()
 	m.Start()
 	restartTook := time.Since(t0)
-	c.WaitHealthy(30 * time.Second)
+	fx.c.WaitHealthy(30 * time.Second)
 	t.Logf("master %s killed and restarted in %v; healthy after %v", m.Addr(), restartTook.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
-	if now := c.MasterFor(fenceKey(main)); now != m {
-		t.Fatalf("master of %s is %s after a restart within the node timeout, want %s still (no failover)", main, now.Addr(), m.Addr())
+	if now := fx.c.MasterFor(fenceKey(fx.main)); now != m {
+		t.Fatalf("master of %s is %s after a restart within the node timeout, want %s still (no failover)", fx.main, now.Addr(), m.Addr())
 	}
-	if got := exists(main); got != 0 {
-		t.Fatalf("EXISTS %s = %d after its master restarted empty, want 0", fenceKey(main), got)
+	if got := fx.exists(t, fx.main); got != 0 {
+		t.Fatalf("EXISTS %s = %d after its master restarted empty, want 0", fenceKey(fx.main), got)
 	}
-	for _, n := range names {
-		use("after restarting one master", n, 3)
-	}
-	logFences("after restarting one master")
+	fx.useAll(t, "after restarting one master", 3)
+	fx.logFences(t, "after restarting one master")
+}
 
-	// 3. A failover: the main lock's master killed, its replica promoted;
-	// the lock used; then the old master back (as a replica).
-	m = c.MasterFor(fenceKey(main))
-	t0 = time.Now()
+// failover: the main lock's master killed, its replica promoted; the store
+// must find the promoted master by itself, soon; the lock used; then the old
+// master back (as a replica).
+func (fx *fenceFixture) failover(t *testing.T) {
+	main := fx.main
+	m := fx.c.MasterFor(fenceKey(main))
+	t0 := time.Now()
 	m.Kill()
-	c.WaitHealthy(30 * time.Second)
+	fx.c.WaitHealthy(30 * time.Second)
 	healthy := time.Now()
-	promoted := c.MasterFor(fenceKey(main))
+	promoted := fx.c.MasterFor(fenceKey(main))
 	t.Logf("master %s killed; %s promoted, healthy after %v", m.Addr(), promoted.Addr(), healthy.Sub(t0).Round(time.Millisecond))
 	if promoted == m {
 		t.Fatalf("master of %s is still the killed %s", main, m.Addr())
 	}
-	// The store must find the promoted master by itself, soon: that is
-	// go-redis' job, and the test's client is configured as cmd/coordd
-	// configures coordd's (MaxRetries -1, ContextTimeoutEnabled, go-redis'
-	// default ClusterStateReloadInterval). A killed master refuses
-	// connections, so no MOVED ever tells the client that its slots moved.
+	fx.reachPromoted(t, m, promoted, healthy)
+	t.Logf("fence key exists on the promoted master: %d", fx.exists(t, main))
+	fx.use(t, "after failover", main, 3)
+	t0 = time.Now()
+	m.Start()
+	fx.c.WaitHealthy(30 * time.Second)
+	t.Logf("old master %s restarted; healthy after %v; master of %s now %s", m.Addr(),
+		time.Since(t0).Round(time.Millisecond), main, fx.c.MasterFor(fenceKey(main)).Addr())
+	fx.useAll(t, "after the old master's return", 3)
+	fx.logFences(t, "end")
+}
+
+// reachPromoted requires the store to reach the main lock's slot, now on
+// promoted, within 10s of the cluster being healthy (at healthy). That is
+// go-redis' job, and the test's client is configured as cmd/coordd
+// configures coordd's (MaxRetries -1, ContextTimeoutEnabled, go-redis'
+// default ClusterStateReloadInterval). A killed master (dead) refuses
+// connections, so no MOVED ever tells the client that its slots moved. If the
+// store cannot, the failure is reported, and the slot map reloaded by hand so
+// that the fences can still be checked.
+func (fx *fenceFixture) reachPromoted(t *testing.T, dead, promoted *redistest.Server, healthy time.Time) {
+	main := fx.main
 	reach := func(timeout time.Duration) error {
 		return poll(timeout, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, err := st.GetLock(ctx, main)
+			_, err := fx.st.GetLock(ctx, main)
 			return err
 		})
 	}
 	if err := reach(10 * time.Second); err != nil {
 		t.Errorf("the store still cannot reach the slot of %s 10s after the failover completed (the promoted master %s is healthy): %v\n"+
 			"(the ClusterClient keeps the dead master %s in its slot map until its state reload interval, 60s by default in go-redis v9.23, runs out)",
-			main, promoted.Addr(), err, m.Addr())
+			main, promoted.Addr(), err, dead.Addr())
 		// Meanwhile, what do the other masters' locks get? The breaker is
 		// the store's, not a node's.
 		var failed int
 		var sample error
 		for i := range 40 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := st.GetLock(ctx, names[1+i%(len(names)-1)])
+			_, err := fx.st.GetLock(ctx, fx.names[1+i%(len(fx.names)-1)])
 			cancel()
 			if err != nil {
 				failed++
@@ -535,7 +590,7 @@ func TestFenceSurvivesDataLoss(t *testing.T) {
 		}
 		t.Logf("meanwhile, GetLock on the healthy masters' locks failed %d of 40 times (e.g. %v)", failed, sample)
 		// Go on with the fences: reload the slot map by hand.
-		rc.(*goredis.ClusterClient).ReloadState(context.Background())
+		fx.rc.(*goredis.ClusterClient).ReloadState(context.Background())
 		if err := reach(10 * time.Second); err != nil {
 			t.Fatalf("the store cannot reach the slot of %s even after ReloadState: %v", main, err)
 		}
@@ -543,17 +598,6 @@ func TestFenceSurvivesDataLoss(t *testing.T) {
 	} else {
 		t.Logf("store reaches the promoted master %v after the cluster was healthy", time.Since(healthy).Round(time.Millisecond))
 	}
-	t.Logf("fence key exists on the promoted master: %d", exists(main))
-	use("after failover", main, 3)
-	t0 = time.Now()
-	m.Start()
-	c.WaitHealthy(30 * time.Second)
-	t.Logf("old master %s restarted; healthy after %v; master of %s now %s", m.Addr(),
-		time.Since(t0).Round(time.Millisecond), main, c.MasterFor(fenceKey(main)).Addr())
-	for _, n := range names {
-		use("after the old master's return", n, 3)
-	}
-	logFences("end")
 }
 
 // poll calls f until it returns nil or timeout passes, and returns its last

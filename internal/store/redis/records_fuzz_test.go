@@ -13,7 +13,9 @@ package redis
 // (a counter prepended to the fuzzed names), deleted when the input ends.
 // The store's time is a fake clock, set back to the same instant before
 // every input, so that an input always does the same.
-// Seeds: testdata/fuzz/<FuzzName>.
+// Seeds: storetest.IdemSeeds and storetest.QueueSeeds, shared with the
+// memory store's targets; testdata/fuzz/<FuzzName> holds only what the
+// fuzzer found.
 
 import (
 	"context"
@@ -87,6 +89,7 @@ func (e *fuzzEnv) input(t *testing.T) (name string, del func(keys ...string)) {
 // NUL) compared exactly, owners and deadlines as the model says, to the
 // microsecond.
 func FuzzIdempotencyRecord(f *testing.F) {
+	storetest.IdemSeeds(f)
 	e := newFuzzEnv(f)
 	f.Fuzz(func(t *testing.T, prog []byte, key1, key2, fp1, fp2 string, result []byte, message string) {
 		p, del := e.input(t)
@@ -102,6 +105,7 @@ func FuzzIdempotencyRecord(f *testing.F) {
 // payloads of arbitrary bytes come back exactly, on the first delivery,
 // after a Nack and after a Redrive; dedup IDs of arbitrary bytes dedupe.
 func FuzzQueuePayload(f *testing.F) {
+	storetest.QueueSeeds(f)
 	e := newFuzzEnv(f)
 	f.Fuzz(func(t *testing.T, queue string, p1, p2 []byte, dedup string, delayed bool) {
 		p, del := e.input(t)
