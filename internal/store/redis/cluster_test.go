@@ -272,33 +272,58 @@ var crossSlotLimits = []store.Limit{
 // topic each get their wake-up. No call may fail (a CROSSSLOT or "non local
 // key" is reported as such), every answer must be the expected one, and the
 // names must spread over all three masters (each > 20%), so that the test
-// did cross nodes.
+// did cross nodes. Its phases: every key and channel of an object in one
+// slot (slots); every operation of every kind at once (operations); the
+// multi-node pipelines of the sessions that hold locks all over (session
+// pipelines); the spread of the names (coverage).
 func TestNoCrossSlot(t *testing.T) {
-	const (
-		perKind         = 2500
-		locksPerSession = 200
-		bareSessions    = 500
-		workers         = 32
-	)
 	st, cc := clusterStore(t, Options{})
-	ctx := context.Background()
-	r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	begin := time.Now()
+	x := newNoCrossSlot(st, cc, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
+	t.Run("slots", x.slots)
+	t.Run("operations", x.operations)
+	t.Run("session pipelines", x.sessionPipelines)
+	t.Run("coverage", x.coverage)
+}
 
-	// Names, unique per kind once scoped. Locks take their session's
-	// namespace; the other kinds one of a pool.
+// TestNoCrossSlot's sizes.
+const (
+	perKind         = 2500
+	locksPerSession = 200
+	bareSessions    = 500
+	workers         = 32
+)
+
+// noCrossSlot is TestNoCrossSlot's state: its names, and what its phases
+// share. Each phase and job takes the fields it uses under their own names.
+type noCrossSlot struct {
+	st                                         *Store
+	cc                                         *goredis.ClusterClient
+	r                                          *rand.Rand
+	lockNames, limitKeys, idemKeys, queueNames []string
+	bare                                       []string // sessions without locks
+	labels                                     []string // owners, fingerprints, dedup IDs, results
+	sessions                                   []*crossSlotSession
+	f                                          *failures       // the operations' (jobs')
+	subs                                       [3]atomic.Int64 // subscriptions by kind: lock, idem, queue
+}
+
+// crossSlotSession is a session that holds locks.
+type crossSlotSession struct {
+	ns, id string
+	mu     sync.Mutex
+	kept   []string // session-bound locks left for CloseSession
+}
+
+// newNoCrossSlot draws the names, unique per kind once scoped.
+func newNoCrossSlot(st *Store, cc *goredis.ClusterClient, r *rand.Rand) *noCrossSlot {
+	// Locks take their session's namespace; the other kinds one of a pool.
 	namespaces := make([]string, 16)
 	for i := range namespaces {
 		namespaces[i] = randNamespace(r)
 	}
-	type sess struct {
-		ns, id string
-		mu     sync.Mutex
-		kept   []string // session-bound locks left for CloseSession
-	}
-	sessions := make([]*sess, (perKind+locksPerSession-1)/locksPerSession)
+	sessions := make([]*crossSlotSession, (perKind+locksPerSession-1)/locksPerSession)
 	for i := range sessions {
-		sessions[i] = &sess{ns: randNamespace(r)}
+		sessions[i] = &crossSlotSession{ns: randNamespace(r)}
 		sessions[i].id = store.Scope(sessions[i].ns, token.New())
 	}
 	names := func(ns func(i int) string) []string {
@@ -326,10 +351,14 @@ func TestNoCrossSlot(t *testing.T) {
 		labels[i] = randName(r)
 	}
 
-	var f failures
-	var subs [3]atomic.Int64 // subscriptions by kind: lock, idem, queue
+	return &noCrossSlot{st: st, cc: cc, r: r, lockNames: lockNames, limitKeys: limitKeys, idemKeys: idemKeys,
+		queueNames: queueNames, bare: bare, labels: labels, sessions: sessions, f: new(failures)}
+}
 
-	// The static part: every key and channel of an object in one slot.
+// slots is the static phase: every key and channel of an object in one slot.
+func (x *noCrossSlot) slots(t *testing.T) {
+	st, lockNames, limitKeys, idemKeys, queueNames, sessions, bare := x.st, x.lockNames, x.limitKeys, x.idemKeys, x.queueNames, x.sessions, x.bare
+	var f failures
 	for _, n := range lockNames {
 		sameSlot(&f, "lock", n, append(st.keys.lock(n), st.keys.channel(store.LockTopic(n)))...)
 	}
@@ -353,250 +382,270 @@ func TestNoCrossSlot(t *testing.T) {
 		sameSlot(&f, "session", id, st.keys.session(id)...)
 	}
 
+	f.report(t)
+}
+
+// lockJob takes lock i through every lock operation, as a plain lease and
+// then bound to its session.
+func (x *noCrossSlot) lockJob(i int) {
+	st, ctx, f, lockNames, sessions, labels, subs := x.st, context.Background(), x.f, x.lockNames, x.sessions, x.labels, &x.subs
+	name, s := lockNames[i], sessions[i/locksPerSession]
+	owner := labels[i]
+	tok := token.New()
+	var maxHold time.Duration
+	if i%2 == 0 {
+		maxHold = time.Hour
+	}
+	g, err := st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: owner, TTL: 30 * time.Second, MaxHold: maxHold})
+	if !f.err("AcquireLock", name, err) {
+		return
+	}
+	f.want(g.Acquired && g.Fence > 0, "AcquireLock", name, "grant %+v, want acquired", g)
+	info, err := st.GetLock(ctx, name)
+	if f.err("GetLock", name, err) {
+		f.want(info.Held && info.Fence == g.Fence && info.Owner == owner, "GetLock", name, "%+v, want held with fence %d", info, g.Fence)
+	}
+	l, err := st.RenewLock(ctx, name, tok, 40*time.Second)
+	if f.err("RenewLock", name, err) {
+		f.want(l.Fence == g.Fence, "RenewLock", name, "fence %d, want %d", l.Fence, g.Fence)
+	}
+	var sub *store.Subscription
+	if i%5 == 0 {
+		sub, err = st.Subscribe(ctx, store.LockTopic(name))
+		if f.err("Subscribe", store.LockTopic(name), err) {
+			subs[0].Add(1)
+		}
+	}
+	ok, _, err := st.ReleaseLock(ctx, name, tok)
+	if f.err("ReleaseLock", name, err) {
+		f.want(ok, "ReleaseLock", name, "not released")
+	}
+	if sub != nil {
+		f.wake(sub, store.LockTopic(name))
+		sub.Close()
+	}
+
+	// The same name again, bound to a session.
+	tok2 := token.New()
+	g2, err := st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok2, Owner: owner, SessionID: s.id, MaxHold: maxHold})
+	if !f.err("AcquireLock(session)", name, err) {
+		return
+	}
+	f.want(g2.Acquired && g2.Fence > g.Fence, "AcquireLock(session)", name, "grant %+v, want acquired with a fence > %d", g2, g.Fence)
+	_, err = st.RenewLock(ctx, name, tok2, time.Minute)
+	if !errors.Is(err, store.ErrLockSessionBound) {
+		f.err("RenewLock(session)", name, fmt.Errorf("want ErrLockSessionBound, got %w", err))
+	}
+	info, err = st.GetLock(ctx, name)
+	if f.err("GetLock", name, err) {
+		f.want(info.Held && info.SessionBound && info.Fence == g2.Fence, "GetLock(session)", name, "%+v, want held by session %q", info, s.id)
+	}
+	if i%2 == 1 {
+		ok, _, err := st.ReleaseLock(ctx, name, tok2)
+		if f.err("ReleaseLock(session)", name, err) {
+			f.want(ok, "ReleaseLock(session)", name, "not released")
+		}
+		return
+	}
+	s.mu.Lock()
+	s.kept = append(s.kept, name)
+	s.mu.Unlock()
+}
+
+// limitJob takes limiter key i through every algorithm: a peek, an
+// admission and a denial.
+func (x *noCrossSlot) limitJob(i int) {
+	st, ctx, f, limitKeys := x.st, context.Background(), x.f, x.limitKeys
+	key := limitKeys[i]
+	for _, l := range crossSlotLimits {
+		op := fmt.Sprintf("Allow(alg %d)", l.Algorithm)
+		d, err := st.Allow(ctx, key, l, 1, true)
+		if f.err(op+" peek", key, err) {
+			f.want(d.Allowed, op+" peek", key, "%+v, want allowed", d)
+		}
+		d, err = st.Allow(ctx, key, l, 1, false)
+		if f.err(op, key, err) {
+			f.want(d.Allowed, op, key, "%+v, want allowed", d)
+		}
+		// The whole capacity more: denied (also exercises the
+		// retry-after computations).
+		d, err = st.Allow(ctx, key, l, l.Capacity(), false)
+		if f.err(op+" denied", key, err) {
+			f.want(!d.Allowed && d.RetryAfter > 0, op+" denied", key, "%+v, want denied with a retry after", d)
+		}
+	}
+}
+
+// idemJob takes idempotency key i through every idempotency operation.
+func (x *noCrossSlot) idemJob(i int) {
+	st, ctx, f, idemKeys, labels, subs := x.st, context.Background(), x.f, x.idemKeys, x.labels, &x.subs
+	key, fp := idemKeys[i], labels[perKind+i]
+	owner := token.New()
+	req := store.BeginIdempotent{Key: key, Fingerprint: fp, OwnerToken: owner, ProcessingTTL: 30 * time.Second, Retention: time.Minute}
+	s, err := st.BeginIdempotent(ctx, req)
+	if !f.err("BeginIdempotent", key, err) {
+		return
+	}
+	f.want(s.Outcome == store.Execute, "BeginIdempotent", key, "outcome %d, want Execute", s.Outcome)
+	other := req
+	other.OwnerToken = token.New()
+	s, err = st.BeginIdempotent(ctx, other)
+	if f.err("BeginIdempotent(again)", key, err) {
+		f.want(s.Outcome == store.InProgress, "BeginIdempotent(again)", key, "outcome %d, want InProgress", s.Outcome)
+	}
+	other.Fingerprint = fp + "x"
+	if _, err = st.BeginIdempotent(ctx, other); !errors.Is(err, store.ErrFingerprintMismatch) {
+		f.err("BeginIdempotent(other fingerprint)", key, fmt.Errorf("want ErrFingerprintMismatch, got %w", err))
+	}
+	_, err = st.ExtendIdempotent(ctx, key, owner, time.Minute)
+	f.err("ExtendIdempotent", key, err)
+	var sub *store.Subscription
+	if i%5 == 0 {
+		sub, err = st.Subscribe(ctx, store.IdemTopic(key))
+		if f.err("Subscribe", store.IdemTopic(key), err) {
+			subs[1].Add(1)
+		}
+	}
+	out := labels[2*perKind+i]
+	fin := store.FinishIdempotent{Key: key, OwnerToken: owner, ResultTTL: time.Minute}
+	want := store.Completed
+	switch i % 3 {
+	case 0:
+		fin.Result = []byte(out)
+	case 1:
+		fin.Failure = &store.Failure{Message: out}
+		want = store.Failed
+	default:
+		fin.Failure = &store.Failure{Message: out, Retryable: true}
+		want = store.Execute
+	}
+	f.err("FinishIdempotent", key, st.FinishIdempotent(ctx, fin))
+	if sub != nil {
+		f.wake(sub, store.IdemTopic(key))
+		sub.Close()
+	}
+	req.OwnerToken = token.New()
+	s, err = st.BeginIdempotent(ctx, req)
+	if !f.err("BeginIdempotent(after finish)", key, err) {
+		return
+	}
+	switch want {
+	case store.Completed:
+		f.want(s.Outcome == want && string(s.Result) == out, "BeginIdempotent(after finish)", key, "%+v, want Completed with %q", s, out)
+	case store.Failed:
+		f.want(s.Outcome == want && s.Failure != nil && s.Failure.Message == out, "BeginIdempotent(after finish)", key, "%+v, want Failed with %q", s, out)
+	default:
+		f.want(s.Outcome == want, "BeginIdempotent(after retryable)", key, "%+v, want Execute", s)
+		f.err("FinishIdempotent(2)", key, st.FinishIdempotent(ctx, store.FinishIdempotent{Key: key, OwnerToken: req.OwnerToken, Result: []byte(out), ResultTTL: time.Minute}))
+	}
+}
+
+// queueJob takes queue i through every queue operation.
+func (x *noCrossSlot) queueJob(i int) {
+	st, ctx, f, queueNames, labels, subs := x.st, context.Background(), x.f, x.queueNames, x.labels, &x.subs
+	q, dedup, payload := queueNames[i], labels[3*perKind+i], []byte(labels[i])
+	stats := func(op string, want store.QueueStats) {
+		s, err := st.Stats(ctx, q)
+		if f.err("Stats", q, err) {
+			f.want(s == want, "Stats "+op, q, "%+v, want %+v", s, want)
+		}
+	}
+	enq := func(op string, m store.NewMessage) store.Enqueued {
+		m.ID, m.Payload = token.New(), payload
+		e, err := st.Enqueue(ctx, q, m)
+		f.err(op, q, err)
+		return e
+	}
+	e1 := enq("Enqueue(dedup)", store.NewMessage{MaxAttempts: 2, DedupID: dedup, DedupWindow: time.Minute})
+	dup := enq("Enqueue(duplicate)", store.NewMessage{MaxAttempts: 2, DedupID: dedup, DedupWindow: time.Minute})
+	f.want(!e1.Duplicate && dup.Duplicate && dup.ID == e1.ID, "Enqueue(duplicate)", q, "first %+v, second %+v", e1, dup)
+	enq("Enqueue(delay)", store.NewMessage{MaxAttempts: 1, Delay: time.Hour})
+	e3 := enq("Enqueue(past deliver time)", store.NewMessage{MaxAttempts: 1, DeliverTime: time.Now().Add(-time.Second)})
+	enq("Enqueue(future deliver time)", store.NewMessage{MaxAttempts: 1, DeliverTime: time.Now().Add(time.Hour)})
+	stats("after enqueue", store.QueueStats{Ready: 2, Delayed: 2})
+
+	c, err := st.Claim(ctx, q, store.Claim{Tokens: []string{token.New(), token.New(), token.New()}, Visibility: 30 * time.Second})
+	if !f.err("Claim", q, err) {
+		return
+	}
+	if len(c.Messages) != 2 || c.Messages[0].ID != e1.ID || c.Messages[1].ID != e3.ID {
+		f.want(false, "Claim", q, "got %d messages, want %s then %s", len(c.Messages), e1.ID, e3.ID)
+		return
+	}
+	m1, m3 := c.Messages[0], c.Messages[1]
+	f.want(string(m1.Payload) == string(payload), "Claim", q, "payload %q, want %q", m1.Payload, payload)
+	_, err = st.ExtendClaim(ctx, q, m1.Receipt, time.Minute)
+	f.err("ExtendClaim", q, err)
+	var sub *store.Subscription
+	if i%5 == 0 {
+		sub, err = st.Subscribe(ctx, store.QueueTopic(q))
+		if f.err("Subscribe", store.QueueTopic(q), err) {
+			subs[2].Add(1)
+		}
+	}
+	n, err := st.Nack(ctx, q, m1.Receipt, 0)
+	if f.err("Nack", q, err) {
+		f.want(!n.Dead, "Nack", q, "%+v, want ready again", n)
+	}
+	if sub != nil {
+		f.wake(sub, store.QueueTopic(q))
+		sub.Close()
+	}
+	n, err = st.Nack(ctx, q, m3.Receipt, 0)
+	if f.err("Nack(last attempt)", q, err) {
+		f.want(n.Dead, "Nack(last attempt)", q, "%+v, want dead", n)
+	}
+	stats("after nack", store.QueueStats{Ready: 1, Delayed: 2, Dead: 1})
+	moved, err := st.Redrive(ctx, q, 10)
+	if f.err("Redrive", q, err) {
+		f.want(moved == 1, "Redrive", q, "moved %d, want 1", moved)
+	}
+	c, err = st.Claim(ctx, q, store.Claim{Tokens: []string{token.New(), token.New()}, Visibility: 30 * time.Second})
+	if !f.err("Claim(2)", q, err) {
+		return
+	}
+	f.want(len(c.Messages) == 2, "Claim(2)", q, "got %d messages, want 2", len(c.Messages))
+	receipts := make([]string, len(c.Messages))
+	for i, m := range c.Messages {
+		receipts[i] = m.Receipt
+	}
+	acked, err := st.Ack(ctx, q, receipts)
+	if f.err("Ack", q, err) {
+		f.want(len(acked) == len(receipts) && !slices.Contains(acked, false), "Ack", q, "acked %v", acked)
+	}
+	stats("after ack", store.QueueStats{Delayed: 2})
+}
+
+// bareJob takes lockless session i through every session operation.
+func (x *noCrossSlot) bareJob(i int) {
+	st, ctx, f, bare := x.st, context.Background(), x.f, x.bare
+	id := bare[i]
+	_, err := st.CreateSession(ctx, id, time.Minute, 0)
+	if !f.err("CreateSession", id, err) {
+		return
+	}
+	s, err := st.KeepAliveSession(ctx, store.SessionRef{ID: id}, 2*time.Minute)
+	if f.err("KeepAliveSession", id, err) {
+		f.want(!s.Expired && len(s.Lost) == 0, "KeepAliveSession", id, "%+v", s)
+	}
+	s, err = st.CheckSession(ctx, store.SessionRef{ID: id})
+	if f.err("CheckSession", id, err) {
+		f.want(!s.Expired && len(s.Lost) == 0, "CheckSession", id, "%+v", s)
+	}
+	released, err := storetest.ReleasedNames(st.CloseSession(ctx, store.SessionRef{ID: id}))
+	if f.err("CloseSession", id, err) {
+		f.want(len(released) == 0, "CloseSession", id, "released %q", released)
+	}
+}
+
+// operations runs every kind's job at once: each name through every
+// operation of its kind.
+func (x *noCrossSlot) operations(t *testing.T) {
+	st, ctx, f, r, sessions, subs := x.st, context.Background(), x.f, x.r, x.sessions, &x.subs
+	begin := time.Now()
 	for _, s := range sessions {
 		_, err := st.CreateSession(ctx, s.id, 2*time.Minute, 0)
 		f.err("CreateSession", s.id, err)
-	}
-
-	lockJob := func(i int) {
-		name, s := lockNames[i], sessions[i/locksPerSession]
-		owner := labels[i]
-		tok := token.New()
-		var maxHold time.Duration
-		if i%2 == 0 {
-			maxHold = time.Hour
-		}
-		g, err := st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: owner, TTL: 30 * time.Second, MaxHold: maxHold})
-		if !f.err("AcquireLock", name, err) {
-			return
-		}
-		f.want(g.Acquired && g.Fence > 0, "AcquireLock", name, "grant %+v, want acquired", g)
-		info, err := st.GetLock(ctx, name)
-		if f.err("GetLock", name, err) {
-			f.want(info.Held && info.Fence == g.Fence && info.Owner == owner, "GetLock", name, "%+v, want held with fence %d", info, g.Fence)
-		}
-		l, err := st.RenewLock(ctx, name, tok, 40*time.Second)
-		if f.err("RenewLock", name, err) {
-			f.want(l.Fence == g.Fence, "RenewLock", name, "fence %d, want %d", l.Fence, g.Fence)
-		}
-		var sub *store.Subscription
-		if i%5 == 0 {
-			sub, err = st.Subscribe(ctx, store.LockTopic(name))
-			if f.err("Subscribe", store.LockTopic(name), err) {
-				subs[0].Add(1)
-			}
-		}
-		ok, _, err := st.ReleaseLock(ctx, name, tok)
-		if f.err("ReleaseLock", name, err) {
-			f.want(ok, "ReleaseLock", name, "not released")
-		}
-		if sub != nil {
-			f.wake(sub, store.LockTopic(name))
-			sub.Close()
-		}
-
-		// The same name again, bound to a session.
-		tok2 := token.New()
-		g2, err := st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok2, Owner: owner, SessionID: s.id, MaxHold: maxHold})
-		if !f.err("AcquireLock(session)", name, err) {
-			return
-		}
-		f.want(g2.Acquired && g2.Fence > g.Fence, "AcquireLock(session)", name, "grant %+v, want acquired with a fence > %d", g2, g.Fence)
-		_, err = st.RenewLock(ctx, name, tok2, time.Minute)
-		if !errors.Is(err, store.ErrLockSessionBound) {
-			f.err("RenewLock(session)", name, fmt.Errorf("want ErrLockSessionBound, got %w", err))
-		}
-		info, err = st.GetLock(ctx, name)
-		if f.err("GetLock", name, err) {
-			f.want(info.Held && info.SessionBound && info.Fence == g2.Fence, "GetLock(session)", name, "%+v, want held by session %q", info, s.id)
-		}
-		if i%2 == 1 {
-			ok, _, err := st.ReleaseLock(ctx, name, tok2)
-			if f.err("ReleaseLock(session)", name, err) {
-				f.want(ok, "ReleaseLock(session)", name, "not released")
-			}
-			return
-		}
-		s.mu.Lock()
-		s.kept = append(s.kept, name)
-		s.mu.Unlock()
-	}
-
-	limitJob := func(i int) {
-		key := limitKeys[i]
-		for _, l := range crossSlotLimits {
-			op := fmt.Sprintf("Allow(alg %d)", l.Algorithm)
-			d, err := st.Allow(ctx, key, l, 1, true)
-			if f.err(op+" peek", key, err) {
-				f.want(d.Allowed, op+" peek", key, "%+v, want allowed", d)
-			}
-			d, err = st.Allow(ctx, key, l, 1, false)
-			if f.err(op, key, err) {
-				f.want(d.Allowed, op, key, "%+v, want allowed", d)
-			}
-			// The whole capacity more: denied (also exercises the
-			// retry-after computations).
-			d, err = st.Allow(ctx, key, l, l.Capacity(), false)
-			if f.err(op+" denied", key, err) {
-				f.want(!d.Allowed && d.RetryAfter > 0, op+" denied", key, "%+v, want denied with a retry after", d)
-			}
-		}
-	}
-
-	idemJob := func(i int) {
-		key, fp := idemKeys[i], labels[perKind+i]
-		owner := token.New()
-		req := store.BeginIdempotent{Key: key, Fingerprint: fp, OwnerToken: owner, ProcessingTTL: 30 * time.Second, Retention: time.Minute}
-		s, err := st.BeginIdempotent(ctx, req)
-		if !f.err("BeginIdempotent", key, err) {
-			return
-		}
-		f.want(s.Outcome == store.Execute, "BeginIdempotent", key, "outcome %d, want Execute", s.Outcome)
-		other := req
-		other.OwnerToken = token.New()
-		s, err = st.BeginIdempotent(ctx, other)
-		if f.err("BeginIdempotent(again)", key, err) {
-			f.want(s.Outcome == store.InProgress, "BeginIdempotent(again)", key, "outcome %d, want InProgress", s.Outcome)
-		}
-		other.Fingerprint = fp + "x"
-		if _, err = st.BeginIdempotent(ctx, other); !errors.Is(err, store.ErrFingerprintMismatch) {
-			f.err("BeginIdempotent(other fingerprint)", key, fmt.Errorf("want ErrFingerprintMismatch, got %w", err))
-		}
-		_, err = st.ExtendIdempotent(ctx, key, owner, time.Minute)
-		f.err("ExtendIdempotent", key, err)
-		var sub *store.Subscription
-		if i%5 == 0 {
-			sub, err = st.Subscribe(ctx, store.IdemTopic(key))
-			if f.err("Subscribe", store.IdemTopic(key), err) {
-				subs[1].Add(1)
-			}
-		}
-		out := labels[2*perKind+i]
-		fin := store.FinishIdempotent{Key: key, OwnerToken: owner, ResultTTL: time.Minute}
-		want := store.Completed
-		switch i % 3 {
-		case 0:
-			fin.Result = []byte(out)
-		case 1:
-			fin.Failure = &store.Failure{Message: out}
-			want = store.Failed
-		default:
-			fin.Failure = &store.Failure{Message: out, Retryable: true}
-			want = store.Execute
-		}
-		f.err("FinishIdempotent", key, st.FinishIdempotent(ctx, fin))
-		if sub != nil {
-			f.wake(sub, store.IdemTopic(key))
-			sub.Close()
-		}
-		req.OwnerToken = token.New()
-		s, err = st.BeginIdempotent(ctx, req)
-		if !f.err("BeginIdempotent(after finish)", key, err) {
-			return
-		}
-		switch want {
-		case store.Completed:
-			f.want(s.Outcome == want && string(s.Result) == out, "BeginIdempotent(after finish)", key, "%+v, want Completed with %q", s, out)
-		case store.Failed:
-			f.want(s.Outcome == want && s.Failure != nil && s.Failure.Message == out, "BeginIdempotent(after finish)", key, "%+v, want Failed with %q", s, out)
-		default:
-			f.want(s.Outcome == want, "BeginIdempotent(after retryable)", key, "%+v, want Execute", s)
-			f.err("FinishIdempotent(2)", key, st.FinishIdempotent(ctx, store.FinishIdempotent{Key: key, OwnerToken: req.OwnerToken, Result: []byte(out), ResultTTL: time.Minute}))
-		}
-	}
-
-	queueJob := func(i int) {
-		q, dedup, payload := queueNames[i], labels[3*perKind+i], []byte(labels[i])
-		stats := func(op string, want store.QueueStats) {
-			s, err := st.Stats(ctx, q)
-			if f.err("Stats", q, err) {
-				f.want(s == want, "Stats "+op, q, "%+v, want %+v", s, want)
-			}
-		}
-		enq := func(op string, m store.NewMessage) store.Enqueued {
-			m.ID, m.Payload = token.New(), payload
-			e, err := st.Enqueue(ctx, q, m)
-			f.err(op, q, err)
-			return e
-		}
-		e1 := enq("Enqueue(dedup)", store.NewMessage{MaxAttempts: 2, DedupID: dedup, DedupWindow: time.Minute})
-		dup := enq("Enqueue(duplicate)", store.NewMessage{MaxAttempts: 2, DedupID: dedup, DedupWindow: time.Minute})
-		f.want(!e1.Duplicate && dup.Duplicate && dup.ID == e1.ID, "Enqueue(duplicate)", q, "first %+v, second %+v", e1, dup)
-		enq("Enqueue(delay)", store.NewMessage{MaxAttempts: 1, Delay: time.Hour})
-		e3 := enq("Enqueue(past deliver time)", store.NewMessage{MaxAttempts: 1, DeliverTime: time.Now().Add(-time.Second)})
-		enq("Enqueue(future deliver time)", store.NewMessage{MaxAttempts: 1, DeliverTime: time.Now().Add(time.Hour)})
-		stats("after enqueue", store.QueueStats{Ready: 2, Delayed: 2})
-
-		c, err := st.Claim(ctx, q, store.Claim{Tokens: []string{token.New(), token.New(), token.New()}, Visibility: 30 * time.Second})
-		if !f.err("Claim", q, err) {
-			return
-		}
-		if len(c.Messages) != 2 || c.Messages[0].ID != e1.ID || c.Messages[1].ID != e3.ID {
-			f.want(false, "Claim", q, "got %d messages, want %s then %s", len(c.Messages), e1.ID, e3.ID)
-			return
-		}
-		m1, m3 := c.Messages[0], c.Messages[1]
-		f.want(string(m1.Payload) == string(payload), "Claim", q, "payload %q, want %q", m1.Payload, payload)
-		_, err = st.ExtendClaim(ctx, q, m1.Receipt, time.Minute)
-		f.err("ExtendClaim", q, err)
-		var sub *store.Subscription
-		if i%5 == 0 {
-			sub, err = st.Subscribe(ctx, store.QueueTopic(q))
-			if f.err("Subscribe", store.QueueTopic(q), err) {
-				subs[2].Add(1)
-			}
-		}
-		n, err := st.Nack(ctx, q, m1.Receipt, 0)
-		if f.err("Nack", q, err) {
-			f.want(!n.Dead, "Nack", q, "%+v, want ready again", n)
-		}
-		if sub != nil {
-			f.wake(sub, store.QueueTopic(q))
-			sub.Close()
-		}
-		n, err = st.Nack(ctx, q, m3.Receipt, 0)
-		if f.err("Nack(last attempt)", q, err) {
-			f.want(n.Dead, "Nack(last attempt)", q, "%+v, want dead", n)
-		}
-		stats("after nack", store.QueueStats{Ready: 1, Delayed: 2, Dead: 1})
-		moved, err := st.Redrive(ctx, q, 10)
-		if f.err("Redrive", q, err) {
-			f.want(moved == 1, "Redrive", q, "moved %d, want 1", moved)
-		}
-		c, err = st.Claim(ctx, q, store.Claim{Tokens: []string{token.New(), token.New()}, Visibility: 30 * time.Second})
-		if !f.err("Claim(2)", q, err) {
-			return
-		}
-		f.want(len(c.Messages) == 2, "Claim(2)", q, "got %d messages, want 2", len(c.Messages))
-		receipts := make([]string, len(c.Messages))
-		for i, m := range c.Messages {
-			receipts[i] = m.Receipt
-		}
-		acked, err := st.Ack(ctx, q, receipts)
-		if f.err("Ack", q, err) {
-			f.want(len(acked) == len(receipts) && !slices.Contains(acked, false), "Ack", q, "acked %v", acked)
-		}
-		stats("after ack", store.QueueStats{Delayed: 2})
-	}
-
-	bareJob := func(i int) {
-		id := bare[i]
-		_, err := st.CreateSession(ctx, id, time.Minute, 0)
-		if !f.err("CreateSession", id, err) {
-			return
-		}
-		s, err := st.KeepAliveSession(ctx, store.SessionRef{ID: id}, 2*time.Minute)
-		if f.err("KeepAliveSession", id, err) {
-			f.want(!s.Expired && len(s.Lost) == 0, "KeepAliveSession", id, "%+v", s)
-		}
-		s, err = st.CheckSession(ctx, store.SessionRef{ID: id})
-		if f.err("CheckSession", id, err) {
-			f.want(!s.Expired && len(s.Lost) == 0, "CheckSession", id, "%+v", s)
-		}
-		released, err := storetest.ReleasedNames(st.CloseSession(ctx, store.SessionRef{ID: id}))
-		if f.err("CloseSession", id, err) {
-			f.want(len(released) == 0, "CloseSession", id, "released %q", released)
-		}
 	}
 
 	// Every kind at once, interleaved.
@@ -606,14 +655,30 @@ func TestNoCrossSlot(t *testing.T) {
 	}
 	var jobs []job
 	for i := range perKind {
-		jobs = append(jobs, job{lockJob, i}, job{limitJob, i}, job{idemJob, i}, job{queueJob, i})
+		jobs = append(jobs, job{x.lockJob, i}, job{x.limitJob, i}, job{x.idemJob, i}, job{x.queueJob, i})
 	}
 	for i := range bareSessions {
-		jobs = append(jobs, job{bareJob, i})
+		jobs = append(jobs, job{x.bareJob, i})
 	}
 	r.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
 	parallel(workers, len(jobs), func(i int) { jobs[i].run(jobs[i].i) })
 
+	elapsed := time.Since(begin)
+	t.Logf("subscriptions with their wake-up: %d lock, %d idem, %d queue topics", subs[0].Load(), subs[1].Load(), subs[2].Load())
+	t.Logf("%d names (+%d sessions) through every operation in %v on %d goroutines",
+		4*perKind, bareSessions+len(sessions), elapsed.Round(time.Millisecond), workers)
+	for i := range subs {
+		if n := subs[i].Load(); n < 300 {
+			t.Errorf("subscriptions of kind %d: %d, want >= 300", i, n)
+		}
+	}
+	f.report(t)
+}
+
+// sessionPipelines closes the sessions that hold locks.
+func (x *noCrossSlot) sessionPipelines(t *testing.T) {
+	st, ctx, sessions := x.st, context.Background(), x.sessions
+	var f failures
 	// Each session's locks span every master: its keepalive, check and close
 	// are pipelines over all three.
 	parallel(workers, len(sessions), func(i int) {
@@ -639,9 +704,12 @@ func TestNoCrossSlot(t *testing.T) {
 			}
 		}
 	})
-	elapsed := time.Since(begin)
+	f.report(t)
+}
 
-	// Coverage: which master serves each object.
+// coverage checks which master serves each object.
+func (x *noCrossSlot) coverage(t *testing.T) {
+	st, cc, ctx, lockNames, limitKeys, idemKeys, queueNames, bare := x.st, x.cc, context.Background(), x.lockNames, x.limitKeys, x.idemKeys, x.queueNames, x.bare
 	masters := map[string]bool{}
 	count := func(kind string, keys []string) {
 		by := map[string]int{}
@@ -686,15 +754,6 @@ func TestNoCrossSlot(t *testing.T) {
 	count("idem", keysOf(idemKeys, st.keys.idem))
 	count("queues", keysOf(queueNames, func(n string) string { return st.keys.queue(n)[0] }))
 	count("sessions", keysOf(bare, func(n string) string { return st.keys.session(n)[0] }))
-	t.Logf("subscriptions with their wake-up: %d lock, %d idem, %d queue topics", subs[0].Load(), subs[1].Load(), subs[2].Load())
-	t.Logf("%d names (+%d sessions) through every operation in %v on %d goroutines",
-		4*perKind, bareSessions+len(sessions), elapsed.Round(time.Millisecond), workers)
-	for i := range subs {
-		if n := subs[i].Load(); n < 300 {
-			t.Errorf("subscriptions of kind %d: %d, want >= 300", i, n)
-		}
-	}
-	f.report(t)
 }
 
 // fenced is a downstream resource that accepts a write only with a fence

@@ -70,7 +70,9 @@ func decodeReport(seq, s string) (store.LostLock, error) {
 
 // A message is encoded as a version byte (1) and its payload; what changes
 // while it is queued (attempt, deliver time, receipt) is kept beside it, in
-// the queue's meta hash, for the scripts.
+// the queue's meta hash, for the scripts, in a record versioned alike
+// (lua/queue_prelude.lua: a script that meets another version ends with
+// errCorrupt).
 const messageVersion = 1
 
 func encodeMessage(payload []byte) string {

@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -58,18 +60,37 @@ func (k keys) queue(name string) []string {
 		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq"}
 }
 
-// channel returns the shard channel of a store topic (store.LockTopic,
-// IdemTopic, QueueTopic, SessionTopic).
-func (k keys) channel(topic string) string {
-	kind, name, _ := strings.Cut(topic, ":")
-	switch kind {
-	case "lock":
-		return k.tag("l", name) + ":ev"
-	case "idem":
-		return k.tag("i", name) + ":ev"
-	case "session":
-		return k.tag("s", name) + ":ev"
-	default:
-		return k.tag("q", name) + ":ev"
+// topicTags maps the kind of a store topic (the prefix store.LockTopic,
+// IdemTopic, QueueTopic and SessionTopic give it) to the tag kind of its
+// object's keys, whose slot its channel shares.
+var topicTags = map[string]string{"lock": "l", "idem": "i", "queue": "q", "session": "s"}
+
+// errUnknownTopic: a topic none of store's topic functions made.
+var errUnknownTopic = errors.New("redis: unknown topic kind")
+
+// topicChannel returns the shard channel of a store topic, or
+// errUnknownTopic. The error names the kind only: a session topic's name is
+// a session ID, which never reaches a log.
+func (k keys) topicChannel(topic string) (string, error) {
+	kind, name, ok := strings.Cut(topic, ":")
+	if !ok {
+		return "", fmt.Errorf("%w: no kind", errUnknownTopic)
 	}
+	tag, ok := topicTags[kind]
+	if !ok {
+		return "", fmt.Errorf("%w %q", errUnknownTopic, kind)
+	}
+	return k.tag(tag, name) + ":ev", nil
+}
+
+// channel is topicChannel for the store's own calls, which build their
+// topics with store.LockTopic and the like: an unknown kind there is a
+// programming bug, never a client's input (Subscribe, which takes its
+// topic from outside, checks it with topicChannel).
+func (k keys) channel(topic string) string {
+	ch, err := k.topicChannel(topic)
+	if err != nil {
+		panic(err)
+	}
+	return ch
 }

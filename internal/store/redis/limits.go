@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/coordd/coordd/internal/store"
 )
 
@@ -17,21 +19,30 @@ var limitScripts = map[store.Algorithm]*script{
 // Allow implements store.Limits: one script, one round trip.
 func (s *Store) Allow(ctx context.Context, key string, l store.Limit, cost int64, peek bool) (store.Decision, error) {
 	var d store.Decision
-	err := s.do(ctx, "Allow", s.keys.limit(key, l)[0], func(ctx context.Context) error {
+	err := s.do(ctx, "Allow", s.keys.limit(key, l)[0], func(ctx context.Context) (err error) {
 		p := "0"
 		if peek {
 			p = "1"
 		}
-		r, err := s.eval(ctx, limitScripts[l.Algorithm], s.keys.limit(key, l),
-			l.Limit, l.Period.Microseconds(), cost, p, l.Capacity()).Slice()
-		if err != nil {
-			return err
-		}
-		d = store.Decision{
-			Allowed: toInt(r[0]) == 1, Remaining: toInt(r[1]),
-			RetryAfter: micros(toInt(r[2])), ResetAfter: micros(toInt(r[3])),
-		}
-		return nil
+		sc := limitScripts[l.Algorithm]
+		d, err = decodeDecision(sc, s.eval(ctx, sc, s.keys.limit(key, l),
+			l.Limit, l.Period.Microseconds(), cost, p, l.Capacity()))
+		return err
 	})
 	return d, err
+}
+
+// decodeDecision reads the reply of a limit_*.lua script (sc), which all
+// reply alike.
+func decodeDecision(sc *script, cmd *redis.Cmd) (store.Decision, error) {
+	r, err := replyOf(sc, cmd)
+	if err != nil {
+		return store.Decision{}, err
+	}
+	allowed := r.code(codeOK, codeNo) == codeOK
+	remaining, retry, reset := r.int(1), r.int(2), r.int(3)
+	if err := r.done(); err != nil {
+		return store.Decision{}, err
+	}
+	return store.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: micros(retry), ResetAfter: micros(reset)}, nil
 }

@@ -2,7 +2,7 @@ package redis
 
 // The records the Lua scripts write and read back — idempotency records
 // (hash fields st fp own dl ex out), a queue's meta strings
-// ("seq|attempt|max|deliver|enqueued|receipt") and dedup entries, session
+// ("v1|seq|attempt|max|deliver|enqueued|receipt") and dedup entries, session
 // lock-set entries. The fuzz targets of records_fuzz_test.go search the
 // idempotency and queue records on the standalone server (a few hundred
 // inputs a second: a round trip per call); TestLuaRecordsRandom runs with

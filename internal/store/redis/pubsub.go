@@ -124,8 +124,13 @@ func (t *subscriptions) init(s *Store) {
 // confirmed the topic's channel (so that an event after it returns is not
 // missed), and fails with store.ErrUnavailable if that cannot be done
 // within the store's timeout and a second, or at once if the channel's node
-// is known to be down.
+// is known to be down. A topic that none of store's topic functions made
+// fails at once, and not as ErrUnavailable: retrying cannot help.
 func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscription, error) {
+	channel, err := s.keys.topicChannel(topic)
+	if err != nil {
+		return nil, fmt.Errorf("redis Subscribe: %w", err) // a caller's bug: Internal
+	}
 	t := &s.subs
 	t.mu.Lock()
 	if t.closed {
@@ -135,7 +140,7 @@ func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscriptio
 	var ts *topicSub
 	sub, first := t.hub.Subscribe(topic, func() { t.drop(ts) })
 	if first {
-		ts = &topicSub{topic: topic, channel: s.keys.channel(topic), ready: make(chan struct{})}
+		ts = &topicSub{topic: topic, channel: channel, ready: make(chan struct{})}
 		t.topics[topic] = ts
 		ts.timer = time.AfterFunc(s.timeout+time.Second, func() {
 			t.mu.Lock()

@@ -53,7 +53,8 @@ func shardSubscribers(t *testing.T, c goredis.UniversalClient, channel string) i
 	if err != nil || len(r) != 2 {
 		t.Fatalf("PUBSUB SHARDNUMSUB %s = %v, %v", channel, r, err)
 	}
-	return int(toInt(r[1]))
+	n, _ := r[1].(int64)
+	return int(n)
 }
 
 // woken waits up to 10 s for a wake-up on sub.

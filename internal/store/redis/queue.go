@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,7 +23,7 @@ func (s *Store) queueEval(ctx context.Context, sc *script, queue string, args ..
 // Enqueue implements store.Queues.
 func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (store.Enqueued, error) {
 	var e store.Enqueued
-	err := s.do(ctx, "Enqueue", s.keys.queue(queue)[0], func(ctx context.Context) error {
+	err := s.do(ctx, "Enqueue", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
 		deliver := int64(-1)
 		if !m.DeliverTime.IsZero() {
 			deliver = m.DeliverTime.Truncate(time.Microsecond).UnixMicro()
@@ -30,8 +31,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), s.deadTTL.Microseconds(), m.ID, encodeMessage(m.Payload),
 			m.Delay.Microseconds(), deliver, m.MaxAttempts, m.DedupID, m.DedupWindow.Microseconds(),
 			s.keys.channel(store.QueueTopic(queue)))
-		r, err := cmd.Slice()
-		if err != nil {
+		if e, err = decodeEnqueue(cmd); err != nil {
 			return err
 		}
 		if !replicated {
@@ -40,126 +40,215 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 			// dedup ID.
 			return errNotReplicated
 		}
-		e = store.Enqueued{ID: toStr(r[1]), DeliverTime: unixMicro(toInt(r[2])), Duplicate: toInt(r[0]) == 1}
 		return nil
 	})
 	return e, err
 }
 
+// decodeEnqueue reads queue_enqueue.lua's reply.
+func decodeEnqueue(cmd *redis.Cmd) (store.Enqueued, error) {
+	r, err := replyOf(queueEnqueue, cmd)
+	if err != nil {
+		return store.Enqueued{}, err
+	}
+	dup := r.code(codeOK, codeDuplicate) == codeDuplicate
+	id, deliver := r.str(1), r.int(2)
+	if err := r.done(); err != nil {
+		return store.Enqueued{}, err
+	}
+	return store.Enqueued{ID: id, DeliverTime: unixMicro(deliver), Duplicate: dup}, nil
+}
+
 // Claim implements store.Queues.
 func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store.Claimed, error) {
 	var c store.Claimed
-	err := s.do(ctx, "Claim", s.keys.queue(queue)[0], func(ctx context.Context) error {
+	err := s.do(ctx, "Claim", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
 		args := make([]any, 0, 2+len(req.Tokens))
 		args = append(args, s.deadTTL.Microseconds())
 		args = append(args, req.Visibility.Microseconds())
 		for _, t := range req.Tokens {
 			args = append(args, t)
 		}
-		r, err := s.eval(ctx, queueClaim, s.keys.queue(queue), args...).Slice()
-		if err != nil {
-			return err
-		}
-		c.NextDue = micros(toInt(r[0]))
-		const fields = 8
-		for i := 1; i+fields <= len(r); i += fields {
-			payload, err := decodeMessage(toStr(r[i+1]))
-			if err != nil {
-				return err
-			}
-			c.Messages = append(c.Messages, store.Message{
-				ID: toStr(r[i]), Payload: payload, Receipt: toStr(r[i+2]),
-				Attempt: int(toInt(r[i+3])), MaxAttempts: int(toInt(r[i+4])),
-				DeliverTime: unixMicro(toInt(r[i+5])), EnqueueTime: unixMicro(toInt(r[i+6])),
-				ExpireTime: unixMicro(toInt(r[i+7])),
-			})
-		}
-		return nil
+		c, err = decodeClaim(s.eval(ctx, queueClaim, s.keys.queue(queue), args...))
+		return err
 	})
 	return c, err
 }
 
+// claimFields is the number of values queue_claim.lua gives per message.
+const claimFields = 8
+
+// decodeClaim reads queue_claim.lua's reply: the next due time, then
+// claimFields values per message.
+func decodeClaim(cmd *redis.Cmd) (store.Claimed, error) {
+	r, err := replyOf(queueClaim, cmd)
+	if err != nil {
+		return store.Claimed{}, err
+	}
+	c := store.Claimed{NextDue: micros(r.int(0))}
+	if (r.len()-1)%claimFields != 0 {
+		r.fail(r.len(), "want 1 + %d values per message", claimFields)
+	}
+	for i := 1; i+claimFields <= r.len(); i += claimFields {
+		m := store.Message{
+			ID: r.str(i), Receipt: r.str(i + 2),
+			Attempt: int(r.int(i + 3)), MaxAttempts: int(r.int(i + 4)),
+			DeliverTime: unixMicro(r.int(i + 5)), EnqueueTime: unixMicro(r.int(i + 6)),
+			ExpireTime: unixMicro(r.int(i + 7)),
+		}
+		enc := r.str(i + 1)
+		if err := r.done(); err != nil {
+			return store.Claimed{}, err
+		}
+		if m.Payload, err = decodeMessage(enc); err != nil {
+			return store.Claimed{}, err
+		}
+		c.Messages = append(c.Messages, m)
+	}
+	if err := r.done(); err != nil {
+		return store.Claimed{}, err
+	}
+	return c, nil
+}
+
 // Ack implements store.Queues: one script for all the receipts.
 func (s *Store) Ack(ctx context.Context, queue string, receipts []string) ([]bool, error) {
-	acked := make([]bool, len(receipts))
-	err := s.do(ctx, "Ack", s.keys.queue(queue)[0], func(ctx context.Context) error {
+	var acked []bool
+	err := s.do(ctx, "Ack", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
 		args := make([]any, 1, 1+len(receipts))
 		args[0] = s.deadTTL.Microseconds()
 		for _, r := range receipts {
 			args = append(args, r)
 		}
-		r, err := s.eval(ctx, queueAck, s.keys.queue(queue), args...).Int64Slice()
-		if err != nil {
-			return err
-		}
-		for i := range acked {
-			acked[i] = i < len(r) && r[i] == 1
-		}
-		return nil
+		acked, err = decodeAck(s.eval(ctx, queueAck, s.keys.queue(queue), args...), len(receipts))
+		return err
 	})
-	return acked, err
+	if err != nil {
+		return make([]bool, len(receipts)), err
+	}
+	return acked, nil
+}
+
+// decodeAck reads queue_ack.lua's reply to n receipts: a code for each.
+func decodeAck(cmd *redis.Cmd, n int) ([]bool, error) {
+	r, err := replyOf(queueAck, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if r.len() != n {
+		r.fail(r.len(), "want %d values, one per receipt", n)
+	}
+	acked := make([]bool, n)
+	for i := range acked {
+		acked[i] = r.codeAt(i, codeOK, codeNo) == codeOK
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return acked, nil
 }
 
 // Nack implements store.Queues.
 func (s *Store) Nack(ctx context.Context, queue, receipt string, delay time.Duration) (store.Nacked, error) {
 	var n store.Nacked
-	err := s.do(ctx, "Nack", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		r, err := s.queueEval(ctx, queueNack, queue, receipt, delay.Microseconds(),
-			s.keys.channel(store.QueueTopic(queue))).Slice()
-		if err != nil {
-			return err
-		}
-		switch toInt(r[0]) {
-		case 0:
-			return store.ErrReceiptExpired
-		case 2:
-			n = store.Nacked{Dead: true}
-		default:
-			n = store.Nacked{DeliverTime: unixMicro(toInt(r[1]))}
-		}
-		return nil
+	err := s.do(ctx, "Nack", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		n, err = decodeNack(s.queueEval(ctx, queueNack, queue, receipt, delay.Microseconds(),
+			s.keys.channel(store.QueueTopic(queue))))
+		return err
 	})
 	return n, err
+}
+
+// decodeNack reads queue_nack.lua's reply.
+func decodeNack(cmd *redis.Cmd) (store.Nacked, error) {
+	r, err := replyOf(queueNack, cmd)
+	if err != nil {
+		return store.Nacked{}, err
+	}
+	c := r.code(codeOK, codeNo, codeDead)
+	var deliver int64
+	if c == codeOK {
+		deliver = r.int(1)
+	}
+	if err := r.done(); err != nil {
+		return store.Nacked{}, err
+	}
+	switch c {
+	case codeNo:
+		return store.Nacked{}, store.ErrReceiptExpired
+	case codeDead:
+		return store.Nacked{Dead: true}, nil
+	}
+	return store.Nacked{DeliverTime: unixMicro(deliver)}, nil
 }
 
 // ExtendClaim implements store.Queues.
 func (s *Store) ExtendClaim(ctx context.Context, queue, receipt string, visibility time.Duration) (time.Time, error) {
 	var t time.Time
-	err := s.do(ctx, "ExtendClaim", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		dl, err := s.queueEval(ctx, queueExtend, queue, receipt, visibility.Microseconds()).Int64()
-		if err != nil {
-			return err
-		}
-		if dl == 0 {
-			return store.ErrReceiptExpired
-		}
-		t = unixMicro(dl)
-		return nil
+	err := s.do(ctx, "ExtendClaim", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		t, err = decodeQueueExtend(s.queueEval(ctx, queueExtend, queue, receipt, visibility.Microseconds()))
+		return err
 	})
 	return t, err
+}
+
+// decodeQueueExtend reads queue_extend.lua's reply.
+func decodeQueueExtend(cmd *redis.Cmd) (time.Time, error) {
+	r, err := replyOf(queueExtend, cmd)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if r.code(codeOK, codeNo) != codeOK {
+		if err := r.done(); err != nil {
+			return time.Time{}, err
+		}
+		return time.Time{}, store.ErrReceiptExpired
+	}
+	dl := r.int(1)
+	if err := r.done(); err != nil {
+		return time.Time{}, err
+	}
+	return unixMicro(dl), nil
 }
 
 // Stats implements store.Queues.
 func (s *Store) Stats(ctx context.Context, queue string) (store.QueueStats, error) {
 	var st store.QueueStats
-	err := s.do(ctx, "Stats", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		r, err := s.queueEval(ctx, queueStats, queue).Slice()
-		if err != nil {
-			return err
-		}
-		st = store.QueueStats{Ready: toInt(r[0]), Delayed: toInt(r[1]), InFlight: toInt(r[2]), Dead: toInt(r[3])}
-		return nil
+	err := s.do(ctx, "Stats", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		st, err = decodeStats(s.queueEval(ctx, queueStats, queue))
+		return err
 	})
 	return st, err
 }
 
+// decodeStats reads queue_stats.lua's reply.
+func decodeStats(cmd *redis.Cmd) (store.QueueStats, error) {
+	r, err := replyOf(queueStats, cmd)
+	if err != nil {
+		return store.QueueStats{}, err
+	}
+	st := store.QueueStats{Ready: r.int(0), Delayed: r.int(1), InFlight: r.int(2), Dead: r.int(3)}
+	if err := r.done(); err != nil {
+		return store.QueueStats{}, err
+	}
+	return st, nil
+}
+
 // Redrive implements store.Queues.
 func (s *Store) Redrive(ctx context.Context, queue string, max int) (int, error) {
-	var n int64
-	err := s.do(ctx, "Redrive", s.keys.queue(queue)[0], func(ctx context.Context) error {
-		var err error
-		n, err = s.queueEval(ctx, queueRedrive, queue, max, s.keys.channel(store.QueueTopic(queue))).Int64()
+	var n int
+	err := s.do(ctx, "Redrive", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		n, err = decodeRedrive(s.queueEval(ctx, queueRedrive, queue, max, s.keys.channel(store.QueueTopic(queue))))
 		return err
 	})
+	return n, err
+}
+
+// decodeRedrive reads queue_redrive.lua's reply: how many it moved.
+func decodeRedrive(cmd *redis.Cmd) (int, error) {
+	n, err := intOf(queueRedrive, cmd)
+	if err == nil && n < 0 {
+		return 0, fmt.Errorf("%w: %s replied %d, want a count", errCorrupt, queueRedrive.name, n)
+	}
 	return int(n), err
 }

@@ -464,7 +464,8 @@ func TestRegressionPubSubSurvivesFailover(t *testing.T) {
 	for n := 0; n == 0; {
 		for _, a := range []string{old.Addr(), replica.Addr()} {
 			if r, err := rgAdmin(a).Do(ctx, "pubsub", "shardnumsub", channel).Slice(); err == nil && len(r) == 2 {
-				n += int(toInt(r[1]))
+				k, _ := r[1].(int64)
+				n += int(k)
 			}
 		}
 		if n == 0 && time.Now().After(deadline) {

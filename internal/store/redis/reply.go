@@ -2,6 +2,7 @@ package redis
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,6 +26,9 @@ const (
 	codeClosing      = -5 // a close of the session began and did not finish
 	codeSuperseded   = -6 // the caller's stream no longer drives the session
 	codeExpired      = -7 // the session expired (and is reported so)
+	codeMismatch     = -8 // an idempotency key held with another fingerprint
+	codeDuplicate    = 3  // an enqueue found the message its dedup ID names
+	codeDead         = 4  // a nacked message had its last attempt: dead
 )
 
 // replyCodes names the codes as the prelude does.
@@ -32,6 +36,7 @@ var replyCodes = map[string]int64{
 	"NO": codeNo, "OK": codeOK, "SESSION_GONE": codeSessionGone, "ALREADY_HELD": codeAlreadyHeld,
 	"FULL": codeFull, "SESSION_BOUND": codeSessionBound, "CLOSING": codeClosing,
 	"SUPERSEDED": codeSuperseded, "EXPIRED": codeExpired,
+	"MISMATCH": codeMismatch, "DUPLICATE": codeDuplicate, "DEAD": codeDead,
 }
 
 // reply reads one array reply field by field. The first field that is
@@ -44,10 +49,11 @@ type reply struct {
 }
 
 // replyOf takes cmd's reply to sc. A failed command's error is returned as
-// it is (an outage, or Redis refusing the script); a reply that is not an
-// array is errCorrupt.
+// it is (an outage, or Redis refusing the script), but for the script's own
+// CORRUPT error (lua/prelude.lua's corrupt: a stored record it cannot
+// read), which is errCorrupt; a reply that is not an array is errCorrupt.
 func replyOf(sc *script, cmd *redis.Cmd) (*reply, error) {
-	v, err := cmd.Result()
+	v, err := result(sc, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +66,7 @@ func replyOf(sc *script, cmd *redis.Cmd) (*reply, error) {
 
 // intOf takes cmd's reply to sc, a single integer.
 func intOf(sc *script, cmd *redis.Cmd) (int64, error) {
-	v, err := cmd.Result()
+	v, err := result(sc, cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -69,6 +75,27 @@ func intOf(sc *script, cmd *redis.Cmd) (int64, error) {
 		return 0, fmt.Errorf("%w: %s replied %T, want an integer", errCorrupt, sc.name, v)
 	}
 	return n, nil
+}
+
+// result is cmd's value, or its error, a CORRUPT one as errCorrupt.
+func result(sc *script, cmd *redis.Cmd) (any, error) {
+	v, err := cmd.Result()
+	if redis.HasErrorPrefix(err, "CORRUPT ") {
+		return nil, fmt.Errorf("%w: %s: %v", errCorrupt, sc.name, err)
+	}
+	return v, err
+}
+
+// codeOf takes cmd's reply to sc, a single reply code, one of want.
+func codeOf(sc *script, cmd *redis.Cmd, want ...int64) (int64, error) {
+	c, err := intOf(sc, cmd)
+	if err != nil {
+		return 0, err
+	}
+	if !slices.Contains(want, c) {
+		return 0, fmt.Errorf("%w: %s replied code %d, want one of %v", errCorrupt, sc.name, c, want)
+	}
+	return c, nil
 }
 
 func (r *reply) fail(i int, format string, args ...any) {
@@ -124,15 +151,24 @@ func (r *reply) str(i int) string {
 }
 
 // code reads value 0, a reply code, and checks that it is one of want.
-func (r *reply) code(want ...int64) int64 {
-	c := r.int(0)
-	for _, w := range want {
-		if c == w {
-			return c
-		}
+func (r *reply) code(want ...int64) int64 { return r.codeAt(0, want...) }
+
+// codeAt reads value i, a reply code, and checks that it is one of want.
+// A missing or mistyped code is codeBad too, never the zero of codeNo.
+func (r *reply) codeAt(i int, want ...int64) int64 {
+	if !r.need(i + 1) {
+		return codeBad
 	}
-	r.fail(0, "code %d, want one of %v", c, want)
-	return codeBad
+	c, ok := r.v[i].(int64)
+	if !ok {
+		r.fail(i, "%T, want a reply code", r.v[i])
+		return codeBad
+	}
+	if !slices.Contains(want, c) {
+		r.fail(i, "code %d, want one of %v", c, want)
+		return codeBad
+	}
+	return c
 }
 
 // codeBad is what code returns for a code it does not expect: no case of a

@@ -3,9 +3,9 @@
 -- ARGV[3]: owner token  ARGV[4]: "c" result, "f" terminal failure,
 --          "x" retryable failure (the key is deleted)
 -- ARGV[5]: the encoded outcome  ARGV[6]: result ttl µs  ARGV[7]: wake-up channel
--- Returns 1 stored; 0 not the owner of a live processing key.
+-- Returns OK stored; NO not the owner of a live processing key.
 local cur = redis.call('HMGET', KEYS[1], 'st', 'own', 'dl', 'fp')
-if cur[1] ~= 'p' or cur[2] ~= ARGV[3] or tonumber(cur[3]) <= now then return 0 end
+if cur[1] ~= 'p' or cur[2] ~= ARGV[3] or tonumber(cur[3]) <= now then return NO end
 redis.call('DEL', KEYS[1])
 if ARGV[4] ~= 'x' then
   local ex = now + tonumber(ARGV[6])
@@ -13,4 +13,4 @@ if ARGV[4] ~= 'x' then
   expireAt(KEYS[1], ex)
 end
 redis.call('SPUBLISH', ARGV[7], '')
-return 1
+return OK

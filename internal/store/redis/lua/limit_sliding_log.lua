@@ -5,7 +5,7 @@
 -- KEYS[1]: the log (sorted set: score = time µs, member = "seq:cost")
 -- KEYS[2]: its totals (hash: sum seq)
 -- ARGV[3]: limit  ARGV[4]: period µs  ARGV[5]: cost  ARGV[6]: "1" to peek
--- Returns {allowed (0/1), remaining, retry after µs, reset after µs}.
+-- Returns {OK allowed or NO denied, remaining, retry after µs, reset after µs}.
 local L, P, c = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local horizon = s(now - P)
 local used = tonumber(redis.call('HGET', KEYS[2], 'sum') or '0')
@@ -29,7 +29,7 @@ if used + c <= L then
     expireAt(KEYS[1], last + P)
     expireAt(KEYS[2], last + P)
   end
-  return {1, L - used - c, 0, last + P - now}
+  return {OK, L - used - c, 0, last + P - now}
 end
 local entries = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. horizon, '+inf', 'WITHSCORES')
 local reset, retry, freed = 0, 0, 0
@@ -41,4 +41,4 @@ for i = 1, #entries, 2 do
     break
   end
 end
-return {0, L - used, retry, reset}
+return {NO, L - used, retry, reset}

@@ -1,7 +1,7 @@
 -- Sliding window counter (store/ratelimit.go).
 -- KEYS[1]: the limiter (hash: w cur prev)
 -- ARGV[3]: limit  ARGV[4]: period µs  ARGV[5]: cost  ARGV[6]: "1" to peek
--- Returns {allowed (0/1), remaining, retry after µs, reset after µs}.
+-- Returns {OK allowed or NO denied, remaining, retry after µs, reset after µs}.
 local L, P, c = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local w = math.floor(now / P)
 local cur, prev = 0, 0
@@ -24,7 +24,7 @@ if est + c <= L then
     redis.call('HSET', KEYS[1], 'w', s(w), 'cur', s(cur + c), 'prev', s(prev))
     expireAt(KEYS[1], (w + 2) * P)
   end
-  return {1, math.max(0, math.floor(L - est - c)), 0, (w + 2) * P - now}
+  return {OK, math.max(0, math.floor(L - est - c)), 0, (w + 2) * P - now}
 end
 local reset = 0
 if cur > 0 then reset = (w + 2) * P - now elseif prev > 0 then reset = (w + 1) * P - now end
@@ -48,4 +48,4 @@ else
   at = first(cur, 0, 0)
   if at >= 0 then at = (w + 1) * P + at else at = (w + 2) * P end
 end
-return {0, math.max(0, math.floor(L - est)), at - now, reset}
+return {NO, math.max(0, math.floor(L - est)), at - now, reset}

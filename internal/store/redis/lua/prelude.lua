@@ -32,9 +32,18 @@ end
 -- Reply codes: the first value of most replies, named alike in reply.go.
 local NO, OK, SESSION_GONE, ALREADY_HELD, FULL = 0, 1, -1, -2, -3
 local SESSION_BOUND, CLOSING, SUPERSEDED, EXPIRED = -4, -5, -6, -7
+local MISMATCH, DUPLICATE, DEAD = -8, 3, 4
 -- Loss reasons, as store.LossReason.
 local lostMaxHold, lostExpired, lostGone = 1, 2, 3
 -- A session's loss report (decoded by decodeReport in codec.go).
 local function lossReport(reason, fence, name)
   return s(reason) .. ' ' .. fence .. ' ' .. name
+end
+-- corrupt ends the script with a CORRUPT error: a stored record it cannot
+-- read (what names it, never quoting it), which coordd reports as a bug
+-- (errCorrupt), never misreading it. Redis keeps what a script wrote
+-- before the error: a script reads an object's records before it changes
+-- that object.
+local function corrupt(what)
+  error({err = 'CORRUPT ' .. what})
 end

@@ -1,7 +1,7 @@
 -- Deletes the messages of live claims.
 -- KEYS: see queue_prelude.lua  ARGV[4], ...: receipts (at most
 -- queue.max_claim_messages: bounded work)
--- Returns, per receipt, 1 deleted or 0 its claim is not live.
+-- Returns, per receipt, OK deleted or NO its claim is not live.
 upkeep()
 local out = {}
 for i = 4, #ARGV do
@@ -10,9 +10,9 @@ for i = 4, #ARGV do
     redis.call('ZREM', set, ref)
     redis.call('HDEL', KEYS[5], id)
     redis.call('HDEL', KEYS[6], id)
-    out[#out + 1] = 1
+    out[#out + 1] = OK
   else
-    out[#out + 1] = 0
+    out[#out + 1] = NO
   end
 end
 settle()

@@ -10,19 +10,26 @@ local deadline = now + tonumber(ARGV[4])
 local out = {0}
 local toLast = false
 local refs = readyRefs(#ARGV - 4)
+-- Every record is read before anything changes (see corrupt).
+local metas, bodies = {}, {}
+for i = 1, #refs do
+  local id = string.sub(refs[i][1], 17)
+  metas[i] = getMeta(id)
+  if not metas[i] then corrupt('queue meta record missing') end
+  bodies[i] = body(id)
+end
 for i = 1, #refs do
   local ref, from = refs[i][1], refs[i][2]
   redis.call('ZREM', from, ref)
   local id = string.sub(ref, 17)
-  local m = getMeta(id)
+  local m = metas[i]
   m.attempt = m.attempt + 1
   m.receipt = id .. string.format('%08x', m.attempt) .. ARGV[4 + i]
   setMeta(id, m)
   local set = claimSet(m)
   redis.call('ZADD', set, s(deadline), ref)
   toLast = toLast or set == KEYS[3]
-  local body = redis.call('HGET', KEYS[5], id)
-  for _, v in ipairs({id, body, m.receipt, m.attempt, m.max, m.deliver, m.enqueued, deadline}) do
+  for _, v in ipairs({id, bodies[i], m.receipt, m.attempt, m.max, m.deliver, m.enqueued, deadline}) do
     out[#out + 1] = v
   end
 end

@@ -3,8 +3,8 @@
 -- ARGV[4]: message ID  ARGV[5]: encoded message  ARGV[6]: delay µs
 -- ARGV[7]: deliver time µs (-1: use the delay)  ARGV[8]: max attempts
 -- ARGV[9]: dedup ID ("" none)  ARGV[10]: dedup window µs  ARGV[11]: wake-up channel
--- Returns {0, message ID, deliver} added; {1, first message ID, its deliver}
--- a duplicate.
+-- Returns {OK, message ID, deliver} added; {DUPLICATE, first message ID,
+-- its deliver} a duplicate.
 upkeep()
 local dedup = ARGV[9]
 if dedup ~= '' then
@@ -12,8 +12,9 @@ if dedup ~= '' then
   local exp = redis.call('ZSCORE', KEYS[9], dedup)
   if d and exp and tonumber(exp) > now then
     local id, deliver = string.match(d, '^(.*)|(%d+)$')
+    if not id then corrupt('queue dedup record') end
     settle()
-    return {1, id, tonumber(deliver)}
+    return {DUPLICATE, id, tonumber(deliver)}
   end
 end
 local id = ARGV[4]
@@ -30,4 +31,4 @@ if dedup ~= '' then
 end
 redis.call('SPUBLISH', ARGV[11], '')
 settle()
-return {0, id, deliver}
+return {OK, id, deliver}

@@ -2,23 +2,25 @@
 -- it has had its max attempts; wakes the queue.
 -- KEYS: see queue_prelude.lua
 -- ARGV[4]: receipt  ARGV[5]: delay µs  ARGV[6]: wake-up channel
--- Returns {0} the claim is not live; {1, deliver} delayed or ready; {2} dead.
+-- Returns {NO} the claim is not live; {OK, deliver} delayed or ready;
+-- {DEAD} dead.
 upkeep()
 local id, m, ref, set = claimed(ARGV[4])
 if not id then
   settle()
-  return {0}
+  return {NO}
 end
-redis.call('ZREM', set, ref)
 m.receipt = ''
 if m.attempt >= m.max then
-  bury(id, m, ref, now)
+  bury(id, m, ref, now) -- first: it reads the message (see corrupt)
+  redis.call('ZREM', set, ref)
   settle()
-  return {2}
+  return {DEAD}
 end
+redis.call('ZREM', set, ref)
 m.deliver = now + tonumber(ARGV[5])
 setMeta(id, m)
 redis.call('ZADD', KEYS[1], s(m.deliver), ref)
 redis.call('SPUBLISH', ARGV[6], '')
 settle()
-return {1, m.deliver}
+return {OK, m.deliver}

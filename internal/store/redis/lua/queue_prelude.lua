@@ -10,8 +10,9 @@
 --                    µs; forgotten dead-letter ttl after that
 -- KEYS[5]  msg       hash: message ID -> the encoded message (codec.go), of
 --                    the messages in pending, inflight and last
--- KEYS[6]  meta      hash: message ID ->
---                    "seq|attempt|max attempts|deliver µs|enqueue µs|receipt"
+-- KEYS[6]  meta      hash: message ID -> its meta record,
+--                    "v1|seq|attempt|max attempts|deliver µs|enqueue µs|receipt"
+--                    (v1: its version; a record of another is corrupt)
 -- KEYS[7]  deadmsg   hash: a dead letter's ID -> its meta, "\n", the
 --                    encoded message
 -- KEYS[8]  dedup     hash: dedup ID -> "message ID|deliver µs"
@@ -40,21 +41,38 @@
 local BATCH = 1000
 local deadTTL = tonumber(ARGV[3])
 
+-- A meta record starts with its version, so that a record of another
+-- version (or none: the unversioned records before it) is never misread.
+-- The version is a letter and a number, and a record without it starts
+-- with the seq's 16 hex digits, which no version matches.
+local META = 'v1'
+
 local function metaString(m)
-  return m.seq .. '|' .. s(m.attempt) .. '|' .. s(m.max) .. '|' .. s(m.deliver) .. '|' .. s(m.enqueued) ..
-    '|' .. m.receipt
+  return META .. '|' .. m.seq .. '|' .. s(m.attempt) .. '|' .. s(m.max) .. '|' .. s(m.deliver) .. '|' ..
+    s(m.enqueued) .. '|' .. m.receipt
 end
 
 local function parseMeta(m)
-  local seq, attempt, max, deliver, enqueued, receipt = string.match(m, '^(%x+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  local v, seq, attempt, max, deliver, enqueued, receipt =
+    string.match(m, '^(%w+)|(%x+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  if v ~= META then corrupt('queue meta record') end
   return {seq = seq, attempt = tonumber(attempt), max = tonumber(max), deliver = tonumber(deliver),
     enqueued = tonumber(enqueued), receipt = receipt}
 end
 
+-- getMeta returns the meta of message id, or nil if there is none.
 local function getMeta(id)
   local m = redis.call('HGET', KEYS[6], id)
   if not m then return nil end
   return parseMeta(m)
+end
+
+-- body returns the encoded message of a message in pending, inflight or
+-- last, which has one.
+local function body(id)
+  local b = redis.call('HGET', KEYS[5], id)
+  if not b then corrupt('queue message record missing') end
+  return b
 end
 
 local function setMeta(id, m)
@@ -96,18 +114,24 @@ local function expireDedup()
   expireAt(KEYS[9], at)
 end
 
--- bury makes the message of a claim that ended (already removed from last)
--- a dead letter since at, or forgets it if its dead-letter ttl has passed.
+-- bury makes the message of a claim that ended (already removed from last,
+-- or removed after it) a dead letter since at, or forgets it if its
+-- dead-letter ttl has passed: its meta m may be nil then, since its records
+-- expire with it (settle), but not before.
 local function bury(id, m, ref, at)
-  local body = redis.call('HGET', KEYS[5], id)
+  if at + deadTTL <= now then
+    redis.call('HDEL', KEYS[5], id)
+    redis.call('HDEL', KEYS[6], id)
+    return
+  end
+  if not m then corrupt('queue meta record missing') end
+  local b = body(id)
   redis.call('HDEL', KEYS[5], id)
   redis.call('HDEL', KEYS[6], id)
-  if at + deadTTL > now then
-    m.receipt = ''
-    redis.call('HSET', KEYS[7], id, metaString(m) .. '\n' .. body)
-    redis.call('ZADD', KEYS[4], s(at), ref)
-    expireDead()
-  end
+  m.receipt = ''
+  redis.call('HSET', KEYS[7], id, metaString(m) .. '\n' .. b)
+  redis.call('ZADD', KEYS[4], s(at), ref)
+  expireDead()
 end
 
 -- upkeep deletes what has ended, at most BATCH of each kind: claims that
@@ -119,8 +143,8 @@ local function upkeep()
   for i = 1, #ended, 2 do
     local ref = ended[i]
     local id = string.sub(ref, 17)
-    redis.call('ZREM', KEYS[3], ref)
     bury(id, getMeta(id), ref, tonumber(ended[i + 1]))
+    redis.call('ZREM', KEYS[3], ref)
   end
   local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', s(now - deadTTL), 'LIMIT', 0, BATCH)
   for i = 1, #old do

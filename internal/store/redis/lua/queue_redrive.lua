@@ -8,10 +8,10 @@ local max = tonumber(ARGV[4])
 local kept = '(' .. s(now - deadTTL)
 local n = 0
 -- revive makes the message ready now, with its attempts reset.
-local function revive(id, m, body)
+local function revive(id, m, b)
   m.attempt, m.receipt, m.seq = 0, '', nextSeq()
   setMeta(id, m)
-  redis.call('HSET', KEYS[5], id, body)
+  redis.call('HSET', KEYS[5], id, b)
   redis.call('ZADD', KEYS[1], s(now), m.seq .. id)
   n = n + 1
 end
@@ -20,17 +20,23 @@ while n < max do
   -- that upkeep left (more than a batch ended), whichever died first.
   local d, dd = firstIn(KEYS[4], kept, '+inf')
   local l, ld = firstIn(KEYS[3], kept, s(now))
+  -- Each one's records are read before anything changes (see corrupt).
   if l and (not d or before(l, ld, d, dd)) then
-    redis.call('ZREM', KEYS[3], l)
     local id = string.sub(l, 17)
-    revive(id, getMeta(id), redis.call('HGET', KEYS[5], id))
+    local m = getMeta(id)
+    if not m then corrupt('queue meta record missing') end
+    local b = body(id)
+    redis.call('ZREM', KEYS[3], l)
+    revive(id, m, b)
   elseif d then
-    redis.call('ZREM', KEYS[4], d)
     local id = string.sub(d, 17)
     local rec = redis.call('HGET', KEYS[7], id)
+    local nl = rec and string.find(rec, '\n', 1, true)
+    if not nl then corrupt('queue dead letter record') end
+    local m = parseMeta(string.sub(rec, 1, nl - 1))
+    redis.call('ZREM', KEYS[4], d)
     redis.call('HDEL', KEYS[7], id)
-    local nl = string.find(rec, '\n', 1, true)
-    revive(id, parseMeta(string.sub(rec, 1, nl - 1)), string.sub(rec, nl + 1))
+    revive(id, m, string.sub(rec, nl + 1))
   else
     break
   end

@@ -1,0 +1,88 @@
+package redis
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/token"
+)
+
+// TestQueueMetaVersioned checks that a queue's meta records (in the meta
+// hash, and at the head of a dead letter) carry their version, and that a
+// script that meets one of another version, or of none (the format before
+// it), fails with errCorrupt naming the script, having changed nothing,
+// where it would otherwise misread it.
+func TestQueueMetaVersioned(t *testing.T) {
+	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Options{})
+	ctx := t.Context()
+	const q = "ns:q"
+	k := s.keys.queue(q)
+	pending, meta, deadmsg := k[0], k[5], k[6]
+	id := token.New()
+	if _, err := s.Enqueue(ctx, q, store.NewMessage{ID: id, Payload: []byte("p"), MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.HGet(ctx, meta, id).Result()
+	if err != nil || !strings.HasPrefix(rec, "v1|") {
+		t.Fatalf("meta record %q, %v: want version v1", rec, err)
+	}
+	claim := func() (store.Claimed, error) {
+		return s.Claim(ctx, q, store.Claim{Tokens: []string{token.New()}, Visibility: time.Minute})
+	}
+	wantCorrupt := func(op, script string, err error) {
+		t.Helper()
+		if !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), script) {
+			t.Errorf("%s: %v, want errCorrupt naming %s", op, err, script)
+		}
+	}
+	for _, bad := range []string{strings.TrimPrefix(rec, "v1|"), "v2|" + strings.TrimPrefix(rec, "v1|"), "v1|x", ""} {
+		c.HSet(ctx, meta, id, bad)
+		_, err := claim()
+		wantCorrupt("Claim over meta "+bad, "queue_claim", err)
+		if got := c.HGet(ctx, meta, id).Val(); got != bad {
+			t.Errorf("Claim over meta %q left it %q", bad, got)
+		}
+		if n := c.ZCard(ctx, pending).Val(); n != 1 {
+			t.Errorf("Claim over meta %q left %d messages pending, want 1", bad, n)
+		}
+	}
+	c.HSet(ctx, meta, id, rec)
+	cl, err := claim()
+	if err != nil || len(cl.Messages) != 1 || cl.Messages[0].Attempt != 1 {
+		t.Fatalf("Claim over the restored meta: %+v, %v, want the message on its first attempt", cl, err)
+	}
+	receipt := cl.Messages[0].Receipt
+	claimedRec := c.HGet(ctx, meta, id).Val()
+	c.HSet(ctx, meta, id, strings.TrimPrefix(claimedRec, "v1|"))
+	_, err = s.Ack(ctx, q, []string{receipt})
+	wantCorrupt("Ack over an unversioned meta", "queue_ack", err)
+	c.HSet(ctx, meta, id, claimedRec)
+
+	// Dead (its one attempt nacked), its meta moves into its dead letter.
+	if n, err := s.Nack(ctx, q, receipt, 0); err != nil || !n.Dead {
+		t.Fatalf("Nack: %+v, %v, want dead", n, err)
+	}
+	dead, err := c.HGet(ctx, deadmsg, id).Result()
+	if err != nil || !strings.HasPrefix(dead, "v1|") {
+		t.Fatalf("dead letter %q, %v: want its meta of version v1 first", dead, err)
+	}
+	for _, bad := range []string{strings.TrimPrefix(dead, "v1|"), "v1|" + strings.ReplaceAll(dead, "\n", "")} {
+		c.HSet(ctx, deadmsg, id, bad)
+		_, err := s.Redrive(ctx, q, 10)
+		wantCorrupt("Redrive over dead letter "+bad, "queue_redrive", err)
+		if st, err := s.Stats(ctx, q); err != nil || st != (store.QueueStats{Dead: 1}) {
+			t.Errorf("Redrive over dead letter %q: stats %+v, %v, want the dead letter still there", bad, st, err)
+		}
+	}
+	c.HSet(ctx, deadmsg, id, dead)
+	if n, err := s.Redrive(ctx, q, 10); err != nil || n != 1 {
+		t.Fatalf("Redrive over the restored dead letter: %d, %v, want 1", n, err)
+	}
+	if cl, err := claim(); err != nil || len(cl.Messages) != 1 || string(cl.Messages[0].Payload) != "p" {
+		t.Fatalf("Claim after the redrive: %+v, %v, want the message", cl, err)
+	}
+}
