@@ -27,7 +27,9 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/daemontest"
 	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store/redis"
 )
@@ -46,7 +48,7 @@ func TestMain(m *testing.M) {
 	goredis.SetLogger(quietRedis{})
 	flag.Parse()
 	if wantsTest("TestCoorddRestart") || wantsTest("TestReplicationLoss") {
-		go buildBinary() // in the background, while the other tests run
+		go daemontest.Build() // in the background, while the other tests run
 	}
 	code := m.Run()
 	printSummary(os.Stdout)
@@ -58,7 +60,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "failover: %s: %v\n", EnvSummary, err)
 		}
 	}
-	removeBinary()
+	daemontest.RemoveBinary()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "failover: goroutines leaked: %v\n", err)
@@ -125,11 +127,23 @@ const (
 	maxBatch        = 64                     // redis.max_batch
 )
 
-// Keys as internal/store/redis/keys.go builds them, in the default
-// namespace, for redistest.ClusterProc.MasterFor.
-func lockKey(name string) string   { return keyPrefix + ":{l:default:" + name + "}" }
-func queueKey(name string) string  { return keyPrefix + ":{q:default:" + name + "}:pending" }
-func limiterKey(key string) string { return keyPrefix + ":{r:default:" + key + "}" }
+// Keys of the store's layout (internal/store/redis), in the default
+// namespace: for redistest.ClusterProc.MasterFor, and to read a replica's
+// copy.
+func lockKey(name string) string {
+	hash, _ := redis.LockKeys(keyPrefix, defaultNS(name))
+	return hash
+}
+func fenceKey(name string) string {
+	_, fence := redis.LockKeys(keyPrefix, defaultNS(name))
+	return fence
+}
+func queueKey(name string) string  { return redis.QueueKeys(keyPrefix, defaultNS(name)).Pending }
+func dedupKey(queue string) string { return redis.QueueKeys(keyPrefix, defaultNS(queue)).Dedup }
+func limiterKey(key string) string { return redis.LimiterTag(keyPrefix, defaultNS(key)) }
+
+// defaultNS is the store's name of an object in the default namespace.
+func defaultNS(name string) string { return server.DefaultNamespace + ":" + name }
 
 // clients are gRPC clients of one coordd.
 type clients struct {

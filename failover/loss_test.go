@@ -203,9 +203,9 @@ func replicationLoss(t *testing.T, tc lossCase) {
 	skew := time.Since(serverTime(t, replica.Addr()))
 	t.Logf("master %s, replica %s (replicaof the proxy %s); the replica's clock is %v behind the test's", master.Addr(), replica.Addr(), repl.Addr(), ms(skew))
 
-	d := startDaemonMode(t, "coordd", "standalone", []string{front.Addr()}, "127.0.0.1:0", "127.0.0.1:0",
+	d := startDaemonMode(t, "coordd", "standalone", []string{front.Addr()},
 		"COORDD_REDIS_WAIT_REPLICAS="+strconv.Itoa(tc.waitReplicas))
-	conn := dial(t, d.grpcAddr)
+	conn := dial(t, d.GRPCAddr)
 	cc := newClients(conn)
 	idem := coordv1.NewIdempotencyServiceClient(conn)
 
@@ -258,13 +258,13 @@ func replicaState(t *testing.T, addr string, readonly bool, names lossNames) (ma
 	defer cancel()
 	fences := map[string]uint64{}
 	for _, name := range names.locks {
-		v, err := c.Get(ctx, lockKey(name)+":fence").Result()
+		v, err := c.Get(ctx, fenceKey(name)).Result()
 		if err != nil && err != goredis.Nil {
 			t.Fatalf("GET on the replica %s: %v", addr, err)
 		}
 		fences[name], _ = strconv.ParseUint(v, 10, 64)
 	}
-	keys, err := c.HKeys(ctx, keyPrefix+":{q:default:"+names.queue+"}:dedup").Result()
+	keys, err := c.HKeys(ctx, dedupKey(names.queue)).Result()
 	if err != nil {
 		t.Fatalf("HKEYS on the replica %s: %v", addr, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/daemontest"
 )
 
 const (
@@ -133,13 +134,17 @@ type keptSession struct {
 // At the end the resumed sessions are closed (half-close on B), which
 // releases their locks at once.
 func TestCoorddRestart(t *testing.T) {
-	coorddBinary(t) // built first, so that the timings below do not include it
-	t.Logf("coordd built (race %v) in %v", raceEnabled, ms(buildTook))
+	// Built first, so that the timings below do not include it.
+	if _, took, err := daemontest.Build(); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("coordd built (race %v) in %v", daemontest.Race, ms(took))
+	}
 	c := startCluster(t)
 	env := "COORDD_REDIS_KEY_PREFIX=restart"
-	a := startDaemon(t, "A", c.Addrs(), "127.0.0.1:0", "127.0.0.1:0", env)
-	b := startDaemon(t, "B", c.Addrs(), "127.0.0.1:0", "127.0.0.1:0", env)
-	connA, connB := dial(t, a.grpcAddr), dial(t, b.grpcAddr)
+	a := startDaemon(t, "A", c.Addrs(), env)
+	b := startDaemon(t, "B", c.Addrs(), env)
+	connA, connB := dial(t, a.GRPCAddr), dial(t, b.GRPCAddr)
 	ends := [2]clients{newClients(connA), newClients(connB)}
 	names := [2]string{"A", "B"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -280,7 +285,7 @@ func TestCoorddRestart(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	killed := time.Now()
 	killedAt.Store(killed.UnixMicro())
-	a.kill(t)
+	a.Kill(t)
 	t.Logf("coordd A killed (SIGKILL) with %d sessions, each holding a lock", len(sessions))
 
 	// Every session's stream breaks.
@@ -354,7 +359,7 @@ func TestCoorddRestart(t *testing.T) {
 
 	// A again, on the same ports: the clients' addresses are still good.
 	restarted := time.Now()
-	a2 := startDaemon(t, "A (restarted)", c.Addrs(), a.grpcAddr, a.httpAddr, env)
+	a2 := a.Restart(t, "A (restarted)")
 	serving := time.Now()
 	connA.ResetConnectBackoff()
 	var again time.Time
@@ -373,7 +378,7 @@ func TestCoorddRestart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("coordd A restarted at %s: serving %v after its start, answering the clients' connection %v after that",
-		a2.grpcAddr, ms(serving.Sub(restarted)), ms(again.Sub(serving)))
+		a2.GRPCAddr, ms(serving.Sub(restarted)), ms(again.Sub(serving)))
 	for _, s := range sessions[:2] {
 		wantHeld(s, ends[0], "A (restarted)")
 	}
