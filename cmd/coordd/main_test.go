@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,9 +29,15 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/daemontest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		daemontest.RemoveBinary()
+		os.Exit(code)
+	}))
+}
 
 // wantServices are the services a coordd must register, as reflection
 // names them.
@@ -67,6 +72,13 @@ type inProcess struct {
 // serves it until stop or the end of the test.
 func startInProcess(t *testing.T, mutate func(*Config)) *inProcess {
 	t.Helper()
+	return startInProcessLogging(t, io.Discard, mutate)
+}
+
+// startInProcessLogging is startInProcess with the daemon's log also
+// written to w.
+func startInProcessLogging(t *testing.T, w io.Writer, mutate func(*Config)) *inProcess {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if mutate != nil {
@@ -76,7 +88,7 @@ func startInProcess(t *testing.T, mutate func(*Config)) *inProcess {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(tlogWriter{t}, w), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d, err := newDaemon(cfg, log)
 	if err != nil {
 		t.Fatalf("newDaemon: %v", err)
@@ -478,7 +490,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects a process's output while the test reads it.
+// lockedBuffer collects a log while the test reads it.
 type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -496,100 +508,16 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// buildBinary builds cmd/coordd into a temporary directory.
-func buildBinary(t *testing.T) string {
+// startBinary starts the coordd binary (daemontest) with args, on loopback
+// ports the kernel chooses unless defaultAddrs. The process is killed at
+// the end of the test if still running; Stop gives it 5s to exit 0 after
+// SIGTERM.
+func startBinary(t *testing.T, defaultAddrs bool, args ...string) *daemontest.Daemon {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "coordd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// proc is a running coordd binary.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-	exited chan struct{} // closed when the process has exited
-	err    error         // Wait's result, once exited is closed
-}
-
-// startBinary starts bin with args and an environment without COORDD_*
-// variables. The process is killed at the end of the test if still running.
-func startBinary(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = t.TempDir()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "COORDD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("coordd output:\n%s", p.stderr)
-		}
-	})
-	return p
-}
-
-func (p *proc) signal(t *testing.T, sig os.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v: %v", sig, err)
-	}
-}
-
-// terminate sends SIGTERM and checks that the process exits with status 0
-// within the deadline.
-func (p *proc) terminate(t *testing.T, within time.Duration) {
-	t.Helper()
-	p.signal(t, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(within):
-		t.Fatalf("coordd did not exit within %v of SIGTERM", within)
-	}
-	if p.err != nil {
-		t.Errorf("coordd exited with %v after SIGTERM, want exit status 0", p.err)
-	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("coordd exit code = %d, want 0", code)
-	}
-}
-
-// waitLog polls the process's output until it contains substr n times.
-func (p *proc) waitLog(t *testing.T, substr string, n int, within time.Duration) {
-	t.Helper()
-	for end := time.Now().Add(within); strings.Count(p.stderr.String(), substr) < n; {
-		if time.Now().After(end) {
-			t.Fatalf("coordd did not log %q (%d times) within %v", substr, n, within)
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("coordd exited (%v) while waiting for %q in its log", p.err, substr)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return daemontest.Start(t, daemontest.Options{Args: args, DefaultAddrs: defaultAddrs, KillAtEnd: true, StopTimeout: 5 * time.Second})
 }
 
 // TestBinaryServesDefaults is "go run ./cmd/coordd serves on 127.0.0.1:7070":
@@ -604,12 +532,11 @@ func TestBinaryServesDefaults(t *testing.T) {
 		}
 		l.Close()
 	}
-	bin := buildBinary(t)
-	p := startBinary(t, bin)
+	p := startBinary(t, true)
 
 	conn := dial(t, "127.0.0.1:7070")
 	defer conn.Close()
-	waitServing(t, conn, 10*time.Second, p.exited)
+	waitServing(t, conn, 10*time.Second, p.Exited())
 	checkServices(t, conn)
 
 	hc := newHTTPClient()
@@ -622,8 +549,8 @@ func TestBinaryServesDefaults(t *testing.T) {
 		t.Errorf("GET /healthz = %d, want 200", code)
 	}
 
-	p.terminate(t, 5*time.Second)
-	if out := p.stderr.String(); !strings.Contains(out, "coordd stopped") {
+	p.Stop(t)
+	if out := p.Output(); !strings.Contains(out, "coordd stopped") {
 		t.Errorf("coordd did not log a clean stop:\n%s", out)
 	}
 }
@@ -655,12 +582,10 @@ func TestBinaryReloadsPoliciesOnSIGHUP(t *testing.T) {
 	}
 	write(policyYAML("fixed_window", 1))
 
-	bin := buildBinary(t)
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-	p := startBinary(t, bin, "--config", path, "--grpc-addr", grpcAddr, "--http-addr", httpAddr)
-	conn := dial(t, grpcAddr)
+	p := startBinary(t, false, "--config", path)
+	conn := dial(t, p.GRPCAddr)
 	defer conn.Close()
-	waitServing(t, conn, 10*time.Second, p.exited)
+	waitServing(t, conn, 10*time.Second, p.Exited())
 
 	rl := coordv1.NewRateLimitServiceClient(conn)
 	allow := func(key string) *coordv1.AllowResponse {
@@ -683,7 +608,7 @@ func TestBinaryReloadsPoliciesOnSIGHUP(t *testing.T) {
 
 	// Raise the limit to 3 and reload.
 	write(policyYAML("fixed_window", 3))
-	p.signal(t, syscall.SIGHUP)
+	p.Signal(t, syscall.SIGHUP)
 	var key string
 	for i, end := 1, time.Now().Add(5*time.Second); ; i++ {
 		key = fmt.Sprintf("k%d", i)
@@ -706,7 +631,7 @@ func TestBinaryReloadsPoliciesOnSIGHUP(t *testing.T) {
 	if r := allow(key); r.GetAllowed() {
 		t.Errorf("Allow #4 on %s after reload = %v; want denied by limit 3", key, r)
 	}
-	p.waitLog(t, "reloaded rate-limit policies", 1, 5*time.Second)
+	p.WaitLog(t, "reloaded rate-limit policies", 1, 5*time.Second)
 
 	// Broken files are logged and ignored.
 	broken := []struct{ name, content string }{
@@ -716,19 +641,19 @@ func TestBinaryReloadsPoliciesOnSIGHUP(t *testing.T) {
 	}
 	for i, b := range broken {
 		write(b.content)
-		p.signal(t, syscall.SIGHUP)
-		p.waitLog(t, "reload failed", i+1, 5*time.Second)
+		p.Signal(t, syscall.SIGHUP)
+		p.WaitLog(t, "reload failed", i+1, 5*time.Second)
 		r := allow(fmt.Sprintf("broken%d", i))
 		if !r.GetAllowed() || r.GetLimit() != 3 {
 			t.Errorf("after a reload of a file with %s: Allow = %v; want allowed with the running limit 3", b.name, r)
 		}
 	}
-	if strings.Count(p.stderr.String(), "reloaded rate-limit policies") != 1 {
-		t.Errorf("a broken file was reported as reloaded:\n%s", p.stderr)
+	if strings.Count(p.Output(), "reloaded rate-limit policies") != 1 {
+		t.Errorf("a broken file was reported as reloaded:\n%s", p.Output())
 	}
-	waitServing(t, conn, 2*time.Second, p.exited)
+	waitServing(t, conn, 2*time.Second, p.Exited())
 
-	p.terminate(t, 5*time.Second)
+	p.Stop(t)
 }
 
 // newDaemon's errors must not leave anything running: the store's sweep,

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -83,41 +82,6 @@ func (s scrape) value(name string, labels ...string) float64 {
 		return float64(m.GetHistogram().GetSampleCount())
 	}
 	return 0
-}
-
-// startInProcessLogging is startInProcess with the daemon's log also
-// written to w.
-func startInProcessLogging(t *testing.T, w io.Writer, mutate func(*Config)) *inProcess {
-	t.Helper()
-	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	cfg.applyLimits()
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(tlogWriter{t}, w), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := newDaemon(cfg, log)
-	if err != nil {
-		t.Fatalf("newDaemon: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &inProcess{
-		d: d, grpcAddr: d.grpcLis.Addr().String(), httpAddr: d.httpLis.Addr().String(),
-		cancel: cancel, served: make(chan error, 1),
-	}
-	go func() { p.served <- d.serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-p.served:
-		case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
-			t.Errorf("serve did not return after its context ended")
-		}
-	})
-	return p
 }
 
 // TestMetricsScrape runs a scripted scenario through gRPC against a daemon
