@@ -102,10 +102,9 @@ func newFuzzEnv(t *testing.T) *fuzzEnv {
 	st := memory.New(memory.Options{Clock: clk, SweepInterval: time.Hour})
 	drain := make(chan struct{})
 	close(drain)
-	svc, err := NewServices(st, clk, Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Policies: fuzzPolicies, Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-	}, drain)
+	cfg := DefaultConfig()
+	cfg.Policies = fuzzPolicies
+	svc, err := NewServices(st, clk, cfg, drain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,14 +19,9 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
-	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/redis"
@@ -45,13 +40,8 @@ var epoch = time.Unix(1_800_000_000, 0)
 
 // config is what a test may change about its harness.
 type config struct {
-	fake     bool // drive the store with a fake clock
-	lock     lock.Config
-	session  session.Config
-	limiter  limiter.Config
-	policies map[string]limiter.Policy
-	idem     idem.Config
-	queue    queue.Config
+	fake     bool          // drive the store with a fake clock
+	services server.Config // the domain services' configuration
 	unary    []grpc.UnaryServerInterceptor
 	register func(*grpc.Server) // registers more services before serving
 	// serverOpts are more server.Options.ServerOptions (e.g. message sizes).
@@ -86,11 +76,8 @@ func withFakeClock(c *config) { c.fake = true }
 
 func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	t.Helper()
-	cfg := config{
-		lock: lock.DefaultConfig(), session: session.DefaultConfig(), limiter: limiter.DefaultConfig(),
-		idem: idem.DefaultConfig(), queue: queue.DefaultConfig(),
-	}
-	cfg.session.MinTTL = 10 * time.Millisecond
+	cfg := config{services: server.DefaultConfig()}
+	cfg.services.Session.MinTTL = 10 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -106,10 +93,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	if cfg.wrap != nil {
 		st = cfg.wrap(st)
 	}
-	svc, err := server.NewServices(st, c, server.Config{
-		Lock: cfg.lock, Session: cfg.session, Limiter: cfg.limiter, Policies: cfg.policies,
-		Idem: cfg.idem, Queue: cfg.queue,
-	}, h.drain)
+	svc, err := server.NewServices(st, c, cfg.services, h.drain)
 	if err != nil {
 		t.Fatal(err)
 	}
