@@ -22,14 +22,11 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
-	sessionpkg "github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/redis"
@@ -58,24 +55,22 @@ const (
 // serverConfig is coordd's configuration for the soak: the defaults, with
 // every default and cap on a lifetime cut to the constants above.
 func serverConfig() server.Config {
-	lc := lock.DefaultConfig()
+	c := server.DefaultConfig()
+	lc, sc, ic, qc, lim := &c.Lock, &c.Session, &c.Idem, &c.Queue, &c.Limiter
 	lc.DefaultTTL, lc.MaxTTL, lc.HoldLimit = maxLockTTL, maxLockTTL, maxLockTTL
-	sc := sessionpkg.DefaultConfig()
 	sc.DefaultTTL, sc.MinTTL, sc.MaxTTL = maxSessionTTL, minSessionTTL, maxSessionTTL
-	ic := idem.DefaultConfig()
 	ic.DefaultProcessingTTL, ic.MaxProcessingTTL = maxProcessing, maxProcessing
 	ic.DefaultResultTTL, ic.MaxResultTTL = maxResultTTL, maxResultTTL
-	qc := queue.DefaultConfig()
 	qc.DefaultVisibility, qc.MaxVisibility = maxVisibility, maxVisibility
 	qc.DedupWindow = dedupWindow
 	qc.BackoffBase, qc.BackoffMax = 100*time.Millisecond, maxDelay
 	qc.MaxDelay = maxDelay
-	lim := limiter.DefaultConfig()
 	lim.MaxPeriod = 2 * maxPeriod // a burst of twice the limit refills in 2 periods
 	for _, w := range []*time.Duration{&lc.MaxWait, &ic.MaxWait, &qc.MaxWait} {
 		*w = maxWait
 	}
-	return server.Config{Lock: lc, Session: sc, Limiter: lim, Policies: policies(), Idem: ic, Queue: qc}
+	c.Policies = policies()
+	return c
 }
 
 // policies are the named rate-limit policies: one per algorithm, and one in

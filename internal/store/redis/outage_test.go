@@ -5,29 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"slices"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/redis"
 	"github.com/coordd/coordd/internal/token"
@@ -95,34 +88,12 @@ type coorddClients struct {
 func serveCoordd(t *testing.T, st store.Store) coorddClients {
 	t.Helper()
 	limit := store.Limit{Algorithm: store.FixedWindow, Limit: 1_000_000, Period: time.Minute}
-	drain := make(chan struct{})
-	svc, err := server.NewServices(st, clock.Real{}, server.Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-		Policies: map[string]limiter.Policy{
+	conn := servertest.Serve(t, st, clock.Real{}, servertest.WithConfig(func(c *server.Config) {
+		c.Policies = map[string]limiter.Policy{
 			"open":   {Limit: limit, FailOpen: true},
 			"closed": {Limit: limit},
-		},
-	}, drain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler)})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(func() {
-		close(drain) // ends waits and the background clean-ups of uncertain grants
-		gs.Stop()
-		svc.Locks.Wait()
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+		}
+	}))
 	return coorddClients{
 		locks:    coordv1.NewLockServiceClient(conn),
 		limits:   coordv1.NewRateLimitServiceClient(conn),
