@@ -115,17 +115,9 @@ func printSummary(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// The coordd configuration the in-process servers use: cmd/coordd's
-// defaults for the redis section.
-const (
-	storeTimeout    = 500 * time.Millisecond // redis.timeout
-	dialTimeout     = 2 * time.Second        // redis.dial_timeout
-	waitTimeout     = 100 * time.Millisecond // redis.wait_timeout
-	breakerFailures = 5                      // redis.breaker_failures
-	breakerCooldown = time.Second            // redis.breaker_cooldown
-	keyPrefix       = "coord"                // redis.key_prefix
-	maxBatch        = 64                     // redis.max_batch
-)
+// keyPrefix is redis.key_prefix's default, which the in-process servers and
+// the daemons use.
+var keyPrefix = redis.DefaultConfig().Prefix
 
 // Keys of the store's layout (internal/store/redis), in the default
 // namespace: for redistest.ClusterProc.MasterFor, and to read a replica's
@@ -163,25 +155,17 @@ func newClients(conn *grpc.ClientConn) clients {
 }
 
 // startCoordd runs coordd's gRPC server in this process on a Redis store
-// over addrs, configured as cmd/coordd configures it in cluster mode
-// (cmd/coordd/redis.go: a go-redis ClusterClient without retries, with the
-// context's deadline on the socket and the store timeout as read and write
-// timeout; one circuit breaker per node; concurrent scripts batched per
-// node), with waitReplicas as
-// redis.wait_replicas. Everything ends with the test.
+// over addrs, opened as cmd/coordd opens it in cluster mode with its
+// default redis section (redis.Open: a go-redis ClusterClient without
+// retries, with the context's deadline on the socket and the store timeout
+// as read and write timeout; one circuit breaker per node; concurrent
+// scripts batched per node), with waitReplicas as redis.wait_replicas.
+// Everything ends with the test.
 func startCoordd(t *testing.T, addrs []string, waitReplicas int) clients {
 	t.Helper()
-	opts := &goredis.UniversalOptions{
-		Addrs: addrs, DialTimeout: dialTimeout, ReadTimeout: storeTimeout, WriteTimeout: storeTimeout,
-		ContextTimeoutEnabled: true, MaxRetries: -1,
-	}
-	rc := goredis.NewClusterClient(opts.Cluster())
-	t.Cleanup(func() { _ = rc.Close() })
-	st, err := redis.New(context.Background(), redis.Options{
-		Client: rc, Prefix: keyPrefix, Timeout: storeTimeout,
-		Breakers:     redis.NewBreakers(rc, redis.BreakerOptions{Failures: breakerFailures, Cooldown: breakerCooldown}),
-		WaitReplicas: waitReplicas, WaitTimeout: waitTimeout, MaxBatch: maxBatch,
-	})
+	cfg := redis.DefaultConfig()
+	cfg.Mode, cfg.Addrs, cfg.WaitReplicas = "cluster", addrs, waitReplicas
+	st, err := redis.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

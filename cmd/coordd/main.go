@@ -149,10 +149,8 @@ type daemon struct {
 	drain    chan struct{}
 	draining atomic.Bool
 	locks    *lock.Service // its background clean-ups end with the drain
-	// closeClient closes the Redis client, if any, after the store.
-	closeClient func() error
-	auth        *server.Authenticator
-	tls         *tlsFiles // nil without TLS
+	auth     *server.Authenticator
+	tls      *tlsFiles // nil without TLS
 }
 
 // newDaemon builds the daemon and opens its listeners, so that their
@@ -194,11 +192,11 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	domain := metrics.New(reg)
 	if cfg.Store == "redis" {
-		st, client, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, domain.StoreCall, log)
+		st, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, domain.StoreCall, log)
 		if err != nil {
 			return nil, err
 		}
-		d.store, d.closeClient = st, client.Close
+		d.store = st
 		metrics.WatchBreakers(reg, st.BreakersOpen)
 		metrics.WatchEviction(reg, cfg.Redis.AllowEviction, st.EvictingNodes)
 	} else {
@@ -256,14 +254,8 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	return d, nil
 }
 
-// closeStore closes the store, then its Redis client if it has one.
-func (d *daemon) closeStore() error {
-	err := d.store.Close()
-	if d.closeClient != nil {
-		err = errors.Join(err, d.closeClient())
-	}
-	return err
-}
+// closeStore closes the store (and with it its Redis client, if any).
+func (d *daemon) closeStore() error { return d.store.Close() }
 
 func isLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)

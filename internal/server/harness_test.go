@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -184,25 +183,18 @@ func newBackend(t testing.TB, c clock.Clock) store.Store {
 	default:
 		t.Fatalf("-coordd.backend=%q: want memory, redis or cluster", *backend)
 	}
-	// A key prefix of its own keeps every harness apart on the shared Redis.
-	opts := redis.Options{Client: redisClient(t, addrs), Prefix: "t" + token.New()[:12], Timeout: 5 * time.Second, MaxBatch: 64}
-	if _, fake := c.(*clock.Fake); fake {
-		opts.Clock = c
+	mode := "standalone"
+	if len(addrs) > 1 {
+		mode = "cluster"
 	}
-	st, err := redis.New(context.Background(), opts)
+	// A key prefix of its own keeps every harness apart on the shared Redis.
+	cfg := redis.Config{Mode: mode, Addrs: addrs, Prefix: "t" + token.New()[:12], Timeout: 5 * time.Second, MaxBatch: 64}
+	if _, fake := c.(*clock.Fake); fake {
+		cfg.Clock = c
+	}
+	st, err := redis.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st
-}
-
-func redisClient(t testing.TB, addrs []string) goredis.UniversalClient {
-	var c goredis.UniversalClient
-	if len(addrs) > 1 {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
-	} else {
-		c = goredis.NewClient(&goredis.Options{Addr: addrs[0], MaxRetries: -1})
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }

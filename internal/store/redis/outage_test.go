@@ -36,36 +36,37 @@ const (
 	outageFailures     = 3
 )
 
-// outageClient returns a client for addrs (a Cluster client for more than
-// one) with no retries of its own, the context's deadline on the socket, and
-// short dial and read timeouts, as a daemon that must answer during an
-// outage would configure it.
+// outageConfig is the store configuration of the outage tests for addrs (a
+// Cluster for more than one): coordd's client settings (no retries of its
+// own, the context's deadline on the socket), with short dial and read
+// timeouts, as a daemon that must answer during an outage would configure
+// it, and the outage tests' breaker.
+func outageConfig(addrs []string) redis.Config {
+	mode := "standalone"
+	if len(addrs) > 1 {
+		mode = "cluster"
+	}
+	return redis.Config{
+		Mode: mode, Addrs: addrs, Timeout: outageStoreTimeout, DialTimeout: outageStoreTimeout,
+		BreakerFailures: outageFailures, BreakerCooldown: outageCooldown,
+	}
+}
+
+// outageClient returns a client for addrs as outageConfig configures it.
 func outageClient(t *testing.T, addrs []string) goredis.UniversalClient {
 	t.Helper()
-	var c goredis.UniversalClient
-	if len(addrs) > 1 {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true,
-			DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
-		})
-	} else {
-		c = goredis.NewClient(&goredis.Options{
-			Addr: addrs[0], MaxRetries: -1, ContextTimeoutEnabled: true,
-			DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
-		})
+	c, err := redis.NewClient(context.Background(), outageConfig(addrs))
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// outageStore returns a Store on c with the outage tests' timeout and
-// breaker.
-func outageStore(t *testing.T, c goredis.UniversalClient) *redis.Store {
+// outageStore opens a Store on addrs as outageConfig configures it.
+func outageStore(t *testing.T, addrs []string) *redis.Store {
 	t.Helper()
-	st, err := redis.New(context.Background(), redis.Options{
-		Client: c, Timeout: outageStoreTimeout,
-		Breakers: redis.NewBreakers(c, redis.BreakerOptions{Failures: outageFailures, Cooldown: outageCooldown}),
-	})
+	st, err := redis.Open(context.Background(), outageConfig(addrs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestOutageFailOpenClosedAndRecovery(t *testing.T) {
 }
 
 func outageScenario(t *testing.T, addrs []string, stop, start func()) {
-	st := outageStore(t, outageClient(t, addrs))
+	st := outageStore(t, addrs)
 	cc := serveCoordd(t, st)
 	ttl := durationpb.New(30 * time.Second)
 
@@ -317,9 +318,12 @@ func outageScenario(t *testing.T, addrs []string, stop, start func()) {
 	}
 }
 
-// fenceKey is the fence counter of a store lock, built as keys.go builds it
-// with the default prefix.
-func fenceKey(name string) string { return "coord:{l:" + name + "}:fence" }
+// fenceKey is the fence counter of a store lock under the default prefix
+// (the store's layout, redis.LockKeys).
+func fenceKey(name string) string {
+	_, fence := redis.LockKeys("coord", name)
+	return fence
+}
 
 // TestFenceSurvivesDataLoss acquires locks, loses Redis' data in three ways
 // (every node restarted empty; one master restarted empty before a
@@ -567,7 +571,7 @@ return 1`
 //     until its TTL, and free after it.
 func TestUncertainLockIsNotReportedAsNo(t *testing.T) {
 	srv := redistest.StartStandalone(t)
-	st := outageStore(t, outageClient(t, []string{srv.Addr()}))
+	st := outageStore(t, []string{srv.Addr()})
 	cc := serveCoordd(t, st)
 
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), MaxRetries: -1, ReadTimeout: 5 * time.Second})
