@@ -260,7 +260,7 @@ const healthyTimeout = 30 * time.Second
 // replicationInfo returns the role and connected_slaves of a node's INFO
 // replication, for the log.
 func replicationInfo(addr string) string {
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
+	c := goredis.NewClient(redistest.Options(addr))
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

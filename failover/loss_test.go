@@ -151,7 +151,7 @@ func clockShim(t *testing.T) string {
 
 func rdo(t *testing.T, addr string, args ...any) any {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
+	c := goredis.NewClient(redistest.Options(addr))
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -246,13 +246,14 @@ func replicationLoss(t *testing.T, tc lossCase) {
 // the dedup IDs of the queue.
 func replicaState(t *testing.T, addr string, readonly bool, names lossNames) (map[string]uint64, map[string]bool) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true, PoolSize: 1,
-		OnConnect: func(ctx context.Context, cn *goredis.Conn) error {
-			if readonly {
-				return cn.ReadOnly(ctx).Err()
-			}
-			return nil
-		}})
+	opts := redistest.Options(addr)
+	opts.OnConnect = func(ctx context.Context, cn *goredis.Conn) error {
+		if readonly {
+			return cn.ReadOnly(ctx).Err()
+		}
+		return nil
+	}
+	c := goredis.NewClient(opts)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -193,25 +193,31 @@ func newEnv(t *testing.T, backend string, conns int) *env {
 }
 
 func (e *env) newRedis(t *testing.T, backend string) store.Store {
-	var addrs []string
+	cfg := redis.Config{Mode: "standalone", Timeout: 2 * time.Second}
 	if backend == "cluster" {
-		addrs = redistest.Cluster(t)
-		e.rdb = goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs: addrs, MaxRetries: -1,
-			ReadBufferSize: redisBuf, WriteBufferSize: redisBuf, PipelineReadBufferSize: redisPipeBuf, PipelineWriteBufferSize: redisPipeBuf,
-		})
+		cfg.Mode, cfg.Addrs = "cluster", redistest.Cluster(t)
 	} else {
-		addrs = []string{redistest.Standalone(t)}
-		e.rdb = goredis.NewClient(&goredis.Options{
-			Addr: addrs[0], MaxRetries: -1,
-			ReadBufferSize: redisBuf, WriteBufferSize: redisBuf, PipelineReadBufferSize: redisPipeBuf, PipelineWriteBufferSize: redisPipeBuf,
-		})
+		cfg.Addrs = []string{redistest.Standalone(t)}
 	}
 	// A prefix of its own keeps the soak apart on the shared instances; its
 	// keys are deleted at the end, the fence counters (which never expire)
 	// included.
 	e.prefix = "soak" + token.New()[:12]
-	st, err := redis.New(context.Background(), redis.Options{Client: e.rdb, Prefix: e.prefix, Timeout: 2 * time.Second})
+	cfg.Prefix = e.prefix
+	// The client is the soak's own, for that clean-up, from coordd's
+	// settings with go-redis' buffer sizes stated (redisPoolBytes).
+	opts, err := redis.ClientOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ReadBufferSize, opts.WriteBufferSize = redisBuf, redisBuf
+	opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize = redisPipeBuf, redisPipeBuf
+	if cfg.Mode == "cluster" {
+		e.rdb = goredis.NewClusterClient(opts.Cluster())
+	} else {
+		e.rdb = goredis.NewClient(opts.Simple())
+	}
+	st, err := redis.New(context.Background(), redis.Options{Client: e.rdb, Prefix: e.prefix, Timeout: cfg.Timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
