@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/coordd/coordd/internal/store/redis"
 )
 
