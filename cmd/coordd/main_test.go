@@ -250,134 +250,167 @@ func TestDaemonEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	t.Run("health", func(t *testing.T) { endToEndHealth(ctx, t, conn) })
+	t.Run("LockService", func(t *testing.T) { endToEndLocks(ctx, t, conn) })
+	t.Run("SessionService", func(t *testing.T) { endToEndSessions(ctx, t, conn) })
+	t.Run("RateLimitService", func(t *testing.T) { endToEndRateLimit(ctx, t, conn) })
+	t.Run("IdempotencyService", func(t *testing.T) { endToEndIdempotency(ctx, t, conn) })
+	t.Run("QueueService", func(t *testing.T) { endToEndQueues(ctx, t, conn) })
+	t.Run("http", func(t *testing.T) { endToEndHTTP(t, hc, p.httpAddr) })
 
-	t.Run("health", func(t *testing.T) {
-		health := healthpb.NewHealthClient(conn)
-		for _, svc := range append([]string{""}, wantServices[:5]...) {
-			resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
-			if err != nil {
-				t.Errorf("health Check(%q): %v", svc, err)
-				continue
-			}
-			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-				t.Errorf("health Check(%q) = %v, want SERVING", svc, resp.GetStatus())
-			}
-		}
-	})
+	endToEndShutdown(t, p, conn, hc)
 
-	t.Run("LockService", func(t *testing.T) {
-		locks := coordv1.NewLockServiceClient(conn)
-		got, err := locks.Lock(ctx, &coordv1.LockRequest{Name: "e2e", Ttl: durationpb.New(10 * time.Second), Owner: "test"})
+	conn.Close()
+	hc.CloseIdleConnections()
+	goleak.VerifyNone(t, before)
+}
+
+// endToEndHealth: every service reports SERVING.
+func endToEndHealth(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	health := healthpb.NewHealthClient(conn)
+	for _, svc := range append([]string{""}, wantServices[:5]...) {
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil {
-			t.Fatalf("Lock: %v", err)
+			t.Errorf("health Check(%q): %v", svc, err)
+			continue
 		}
-		if !got.GetAcquired() || got.GetToken() == "" || got.GetFence() == 0 {
-			t.Fatalf("Lock = %v; want acquired with a token and a fence", got)
+		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health Check(%q) = %v, want SERVING", svc, resp.GetStatus())
 		}
-		info, err := locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "e2e"})
-		if err != nil || !info.GetHeld() || info.GetOwner() != "test" || info.GetFence() != got.GetFence() {
-			t.Errorf("GetLock = %v, %v; want held by test with fence %d", info, err, got.GetFence())
-		}
-		rel, err := locks.Release(ctx, &coordv1.ReleaseRequest{Name: "e2e", Token: got.GetToken()})
-		if err != nil || !rel.GetReleased() {
-			t.Errorf("Release = %v, %v; want released", rel, err)
-		}
-	})
+	}
+}
 
-	t.Run("SessionService", func(t *testing.T) {
-		sctx, scancel := context.WithCancel(ctx)
-		defer scancel()
-		stream, err := coordv1.NewSessionServiceClient(conn).KeepAlive(sctx)
-		if err != nil {
-			t.Fatalf("KeepAlive: %v", err)
-		}
-		if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(5 * time.Second)}); err != nil {
-			t.Fatalf("KeepAlive Send: %v", err)
-		}
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("KeepAlive Recv: %v", err)
-		}
-		if resp.GetSessionId() == "" || resp.GetTtl().AsDuration() != 5*time.Second {
-			t.Errorf("KeepAlive response = %v; want a session id and ttl 5s", resp)
-		}
-		if err := stream.CloseSend(); err != nil {
-			t.Fatalf("CloseSend: %v", err)
-		}
-		if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
-			t.Errorf("KeepAlive after half-close: %v, want EOF", err)
-		}
-	})
+// endToEndLocks: Lock, GetLock and Release.
+func endToEndLocks(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	locks := coordv1.NewLockServiceClient(conn)
+	got, err := locks.Lock(ctx, &coordv1.LockRequest{Name: "e2e", Ttl: durationpb.New(10 * time.Second), Owner: "test"})
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if !got.GetAcquired() || got.GetToken() == "" || got.GetFence() == 0 {
+		t.Fatalf("Lock = %v; want acquired with a token and a fence", got)
+	}
+	info, err := locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "e2e"})
+	if err != nil || !info.GetHeld() || info.GetOwner() != "test" || info.GetFence() != got.GetFence() {
+		t.Errorf("GetLock = %v, %v; want held by test with fence %d", info, err, got.GetFence())
+	}
+	rel, err := locks.Release(ctx, &coordv1.ReleaseRequest{Name: "e2e", Token: got.GetToken()})
+	if err != nil || !rel.GetReleased() {
+		t.Errorf("Release = %v, %v; want released", rel, err)
+	}
+}
 
-	t.Run("RateLimitService", func(t *testing.T) {
-		rl := coordv1.NewRateLimitServiceClient(conn)
-		req := &coordv1.AllowRequest{Key: "e2e", Limit: &coordv1.Limit{
-			Algorithm: coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 1, Period: durationpb.New(time.Hour),
-		}}
-		first, err := rl.Allow(ctx, req)
-		if err != nil || !first.GetAllowed() || first.GetLimit() != 1 {
-			t.Fatalf("first Allow = %v, %v; want allowed with limit 1", first, err)
-		}
-		second, err := rl.Allow(ctx, req)
-		if err != nil || second.GetAllowed() || second.GetRetryAfter().AsDuration() <= 0 {
-			t.Errorf("second Allow = %v, %v; want denied with a retry_after", second, err)
-		}
-	})
+// endToEndSessions: a KeepAlive stream opens a session and ends with a half-close.
+func endToEndSessions(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stream, err := coordv1.NewSessionServiceClient(conn).KeepAlive(sctx)
+	if err != nil {
+		t.Fatalf("KeepAlive: %v", err)
+	}
+	if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(5 * time.Second)}); err != nil {
+		t.Fatalf("KeepAlive Send: %v", err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("KeepAlive Recv: %v", err)
+	}
+	if resp.GetSessionId() == "" || resp.GetTtl().AsDuration() != 5*time.Second {
+		t.Errorf("KeepAlive response = %v; want a session id and ttl 5s", resp)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatalf("CloseSend: %v", err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Errorf("KeepAlive after half-close: %v, want EOF", err)
+	}
+}
 
-	t.Run("IdempotencyService", func(t *testing.T) {
-		idem := coordv1.NewIdempotencyServiceClient(conn)
-		begin, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "e2e", Fingerprint: "f1"})
-		if err != nil || begin.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE || begin.GetOwnerToken() == "" {
-			t.Fatalf("BeginIdempotent = %v, %v; want EXECUTE with an owner token", begin, err)
-		}
-		fin, err := idem.Finish(ctx, &coordv1.FinishRequest{Key: "e2e", OwnerToken: begin.GetOwnerToken(), Result: []byte("done")})
-		if err != nil || !fin.GetStored() {
-			t.Fatalf("Finish = %v, %v; want stored", fin, err)
-		}
-		again, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "e2e", Fingerprint: "f1"})
-		if err != nil || again.GetOutcome() != coordv1.Outcome_OUTCOME_COMPLETED || string(again.GetResult()) != "done" {
-			t.Errorf("BeginIdempotent again = %v, %v; want COMPLETED with the result", again, err)
-		}
-	})
+// endToEndRateLimit: a fixed window of 1 allows once, then denies.
+func endToEndRateLimit(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	rl := coordv1.NewRateLimitServiceClient(conn)
+	req := &coordv1.AllowRequest{Key: "e2e", Limit: &coordv1.Limit{
+		Algorithm: coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 1, Period: durationpb.New(time.Hour),
+	}}
+	first, err := rl.Allow(ctx, req)
+	if err != nil || !first.GetAllowed() || first.GetLimit() != 1 {
+		t.Fatalf("first Allow = %v, %v; want allowed with limit 1", first, err)
+	}
+	second, err := rl.Allow(ctx, req)
+	if err != nil || second.GetAllowed() || second.GetRetryAfter().AsDuration() <= 0 {
+		t.Errorf("second Allow = %v, %v; want denied with a retry_after", second, err)
+	}
+}
 
-	t.Run("QueueService", func(t *testing.T) {
-		q := coordv1.NewQueueServiceClient(conn)
-		enq, err := q.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "e2e", Payload: []byte("hello")})
-		if err != nil || enq.GetMessageId() == "" {
-			t.Fatalf("Enqueue = %v, %v; want a message id", enq, err)
-		}
-		claim, err := q.Claim(ctx, &coordv1.ClaimRequest{Queue: "e2e", MaxMessages: 1})
-		if err != nil || len(claim.GetMessages()) != 1 {
-			t.Fatalf("Claim = %v, %v; want one message", claim, err)
-		}
-		m := claim.GetMessages()[0]
-		if m.GetMessageId() != enq.GetMessageId() || string(m.GetPayload()) != "hello" || m.GetAttempt() != 1 {
-			t.Errorf("claimed %v; want message %s with payload hello, attempt 1", m, enq.GetMessageId())
-		}
-		ack, err := q.Ack(ctx, &coordv1.AckRequest{Queue: "e2e", Receipt: m.GetReceipt()})
-		if err != nil || !ack.GetAcked() {
-			t.Errorf("Ack = %v, %v; want acked", ack, err)
-		}
-	})
+// endToEndIdempotency: EXECUTE, Finish, then COMPLETED with the result.
+func endToEndIdempotency(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	idem := coordv1.NewIdempotencyServiceClient(conn)
+	begin, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "e2e", Fingerprint: "f1"})
+	if err != nil || begin.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE || begin.GetOwnerToken() == "" {
+		t.Fatalf("BeginIdempotent = %v, %v; want EXECUTE with an owner token", begin, err)
+	}
+	fin, err := idem.Finish(ctx, &coordv1.FinishRequest{Key: "e2e", OwnerToken: begin.GetOwnerToken(), Result: []byte("done")})
+	if err != nil || !fin.GetStored() {
+		t.Fatalf("Finish = %v, %v; want stored", fin, err)
+	}
+	again, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "e2e", Fingerprint: "f1"})
+	if err != nil || again.GetOutcome() != coordv1.Outcome_OUTCOME_COMPLETED || string(again.GetResult()) != "done" {
+		t.Errorf("BeginIdempotent again = %v, %v; want COMPLETED with the result", again, err)
+	}
+}
 
-	t.Run("http", func(t *testing.T) {
-		if code, body := httpGet(t, hc, "http://"+p.httpAddr+"/healthz"); code != http.StatusOK {
-			t.Errorf("GET /healthz = %d %q, want 200", code, body)
-		}
-		code, body := httpGet(t, hc, "http://"+p.httpAddr+"/metrics")
-		if code != http.StatusOK {
-			t.Fatalf("GET /metrics = %d, want 200", code)
-		}
-		for _, want := range []string{
-			"grpc_server_handled_total",
-			`grpc_server_handled_total{grpc_code="OK",grpc_method="Lock",grpc_service="coord.v1.LockService",grpc_type="unary"} 1`,
-		} {
-			if !strings.Contains(body, want) {
-				t.Errorf("/metrics does not contain %s", want)
-			}
-		}
-	})
+// endToEndQueues: Enqueue, Claim and Ack of one message.
+func endToEndQueues(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	q := coordv1.NewQueueServiceClient(conn)
+	enq, err := q.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "e2e", Payload: []byte("hello")})
+	if err != nil || enq.GetMessageId() == "" {
+		t.Fatalf("Enqueue = %v, %v; want a message id", enq, err)
+	}
+	claim, err := q.Claim(ctx, &coordv1.ClaimRequest{Queue: "e2e", MaxMessages: 1})
+	if err != nil || len(claim.GetMessages()) != 1 {
+		t.Fatalf("Claim = %v, %v; want one message", claim, err)
+	}
+	m := claim.GetMessages()[0]
+	if m.GetMessageId() != enq.GetMessageId() || string(m.GetPayload()) != "hello" || m.GetAttempt() != 1 {
+		t.Errorf("claimed %v; want message %s with payload hello, attempt 1", m, enq.GetMessageId())
+	}
+	ack, err := q.Ack(ctx, &coordv1.AckRequest{Queue: "e2e", Receipt: m.GetReceipt()})
+	if err != nil || !ack.GetAcked() {
+		t.Errorf("Ack = %v, %v; want acked", ack, err)
+	}
+}
 
+// endToEndHTTP: /healthz answers 200, /metrics has the gRPC server metrics
+// of the calls made.
+func endToEndHTTP(t *testing.T, hc *http.Client, httpAddr string) {
+	t.Helper()
+	if code, body := httpGet(t, hc, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
+		t.Errorf("GET /healthz = %d %q, want 200", code, body)
+	}
+	code, body := httpGet(t, hc, "http://"+httpAddr+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d, want 200", code)
+	}
+	for _, want := range []string{
+		"grpc_server_handled_total",
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="Lock",grpc_service="coord.v1.LockService",grpc_type="unary"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics does not contain %s", want)
+		}
+	}
+}
+
+// endToEndShutdown stops serve and checks that it returns nil, and that the
+// daemon then answers neither HTTP (or 503) nor gRPC.
+func endToEndShutdown(t *testing.T, p *inProcess, conn *grpc.ClientConn, hc *http.Client) {
+	t.Helper()
 	took, err := p.stop(t, 5*time.Second)
 	if err != nil {
 		t.Errorf("serve = %v after its context ended, want nil", err)
@@ -396,9 +429,6 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Errorf("health Check after shutdown = %v, want UNAVAILABLE", err)
 	}
 
-	conn.Close()
-	hc.CloseIdleConnections()
-	goleak.VerifyNone(t, before)
 }
 
 // TestGracefulShutdown checks that a session stream and a long-poll do not
