@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,23 +48,9 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// lockedBuffer collects a process's output, or a log, while the test
+// reads it.
+type lockedBuffer = daemontest.Buffer
 
 // cleanEnv is the test's environment without COORDD_* and COORDCTL_*.
 func cleanEnv() []string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -160,27 +158,9 @@ func httpGet(t *testing.T, c *http.Client, url string) (int, string) {
 // the test at the deadline or when exited is closed (the daemon died).
 func waitServing(t *testing.T, conn *grpc.ClientConn, deadline time.Duration, exited <-chan struct{}) {
 	t.Helper()
-	hc := healthpb.NewHealthClient(conn)
-	end := time.Now().Add(deadline)
-	var last error
-	for time.Now().Before(end) {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return
-		}
-		if err == nil {
-			err = fmt.Errorf("status %v", resp.GetStatus())
-		}
-		last = err
-		select {
-		case <-exited:
-			t.Fatalf("coordd exited before serving (last health check: %v)", last)
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := daemontest.WaitServing(conn, deadline, exited); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("health did not report SERVING within %v; last: %v", deadline, last)
 }
 
 // listServices asks the reflection service for the registered services.
@@ -520,23 +500,9 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects a log while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// lockedBuffer collects a process's output, or a log, while the test
+// reads it.
+type lockedBuffer = daemontest.Buffer
 
 // startBinary starts the coordd binary (daemontest) with args, on loopback
 // ports the kernel chooses unless defaultAddrs. The process is killed at

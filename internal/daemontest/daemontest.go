@@ -121,19 +121,19 @@ type Options struct {
 // servingLine is the daemon's "coordd serving" log line, in the text format.
 var servingLine = regexp.MustCompile(`msg="coordd serving" grpc=(\S+) http=(\S+)`)
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
+// Buffer collects a process's output (or a log) while the test reads it.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -147,7 +147,7 @@ type Daemon struct {
 
 	opts    Options
 	cmd     *exec.Cmd
-	out     *lockedBuffer // stdout and stderr
+	out     *Buffer       // stdout and stderr
 	exited  chan struct{} // closed when the process has exited
 	waitErr error         // Wait's result, once exited is closed
 	ended   bool          // Stop or Kill was called: the end of the test leaves it alone
@@ -190,7 +190,7 @@ func Start(tb testing.TB, opts Options) *Daemon {
 	cmd.Env = append(cmd.Env, "COORDD_LOG_FORMAT=text")
 	cmd.Env = append(cmd.Env, opts.Env...)
 	cmd.SysProcAttr = sysProcAttr()
-	d := &Daemon{Name: opts.Name, opts: opts, cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
+	d := &Daemon{Name: opts.Name, opts: opts, cmd: cmd, out: &Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = d.out, d.out
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting coordd %s: %v", d.Name, err)
@@ -221,7 +221,7 @@ func Start(tb testing.TB, opts Options) *Daemon {
 	return d
 }
 
-// waitServing polls the health service until it reports SERVING.
+// waitServing waits until the daemon's health service reports SERVING.
 func (d *Daemon) waitServing(tb testing.TB) {
 	tb.Helper()
 	conn, err := grpc.NewClient(d.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -229,26 +229,35 @@ func (d *Daemon) waitServing(tb testing.TB) {
 		tb.Fatalf("grpc.NewClient(%s): %v", d.GRPCAddr, err)
 	}
 	defer conn.Close()
+	if err := WaitServing(conn, d.opts.StartTimeout, d.exited); err != nil {
+		tb.Fatalf("coordd %s: %v\n%s", d.Name, err, d.out)
+	}
+}
+
+// WaitServing polls the health service on conn until it reports SERVING,
+// for at most within; it fails at once when exited (if not nil) is closed:
+// the daemon died.
+func WaitServing(conn *grpc.ClientConn, within time.Duration, exited <-chan struct{}) error {
 	hc := healthpb.NewHealthClient(conn)
 	var last error
-	for end := time.Now().Add(d.opts.StartTimeout); time.Now().Before(end); {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	for end := time.Now().Add(within); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 		cancel()
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return
+			return nil
 		}
 		if err == nil {
 			err = fmt.Errorf("status %v", resp.GetStatus())
 		}
 		last = err
 		select {
-		case <-d.exited:
-			tb.Fatalf("coordd %s exited (%v) before serving:\n%s", d.Name, d.waitErr, d.out)
+		case <-exited:
+			return fmt.Errorf("coordd exited before serving (last health check: %v)", last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	tb.Fatalf("coordd %s: health did not report SERVING within %v; last: %v\n%s", d.Name, d.opts.StartTimeout, last, d.out)
+	return fmt.Errorf("health did not report SERVING within %v; last: %v", within, last)
 }
 
 // Output is what the daemon has written so far, stdout and stderr: its log.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
+	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/redis"
@@ -63,7 +62,6 @@ type harness struct {
 	st       store.Store   // the backend's store, unwrapped
 	store    *memory.Store // the same, on the memory backend; else nil
 	conn     *grpc.ClientConn
-	drain    chan struct{}
 	locks    coordv1.LockServiceClient
 	sessions coordv1.SessionServiceClient
 	limits   coordv1.RateLimitServiceClient
@@ -80,7 +78,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h := &harness{drain: make(chan struct{})}
+	h := &harness{}
 	var c clock.Clock = clock.Real{}
 	if cfg.fake {
 		h.clock = clock.NewFake(epoch)
@@ -92,42 +90,16 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	if cfg.wrap != nil {
 		st = cfg.wrap(st)
 	}
-	svc, err := server.NewServices(st, c, cfg.services, h.drain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := cfg.log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	gs, _ := server.New(svc, server.Options{
-		Log: log, Unary: cfg.unary, Auth: cfg.auth, Limits: cfg.limits, Metrics: cfg.metrics,
-		ServerOptions: cfg.serverOpts,
-	})
-	if cfg.register != nil {
-		cfg.register(gs)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(lis)
-	}()
-	h.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = h.conn.Close()
-		close(h.drain)
-		gs.Stop()
-		<-served
-		svc.Locks.Wait()
-		_ = h.st.Close()
-	})
+	t.Cleanup(func() { _ = h.st.Close() }) // after the server stops: cleanups run last first
+	h.conn = servertest.Serve(t, st, c,
+		servertest.WithConfig(func(sc *server.Config) { *sc = cfg.services }),
+		servertest.WithServerOptions(func(o *server.Options) {
+			if cfg.log != nil {
+				o.Log = cfg.log
+			}
+			o.Unary, o.Auth, o.Limits, o.Metrics, o.ServerOptions = cfg.unary, cfg.auth, cfg.limits, cfg.metrics, cfg.serverOpts
+		}),
+		servertest.WithRegister(cfg.register))
 	h.locks = coordv1.NewLockServiceClient(h.conn)
 	h.sessions = coordv1.NewSessionServiceClient(h.conn)
 	h.limits = coordv1.NewRateLimitServiceClient(h.conn)

@@ -23,13 +23,26 @@ import (
 type Option func(*options)
 
 type options struct {
-	config server.Config
+	config   server.Config
+	server   server.Options
+	register func(*grpc.Server)
 }
 
 // WithConfig changes the services' configuration (server.DefaultConfig
 // otherwise), e.g. to add rate-limit policies.
 func WithConfig(change func(*server.Config)) Option {
 	return func(o *options) { change(&o.config) }
+}
+
+// WithServerOptions changes the server's options (by default only a Log,
+// which discards).
+func WithServerOptions(change func(*server.Options)) Option {
+	return func(o *options) { change(&o.server) }
+}
+
+// WithRegister has register add services to the server before it serves.
+func WithRegister(register func(*grpc.Server)) Option {
+	return func(o *options) { o.register = register }
 }
 
 // Serve serves coordd on st over loopback and returns a connection to it.
@@ -39,7 +52,7 @@ func WithConfig(change func(*server.Config)) Option {
 // the server stopped; st is the caller's to close.
 func Serve(tb testing.TB, st store.Store, clk clock.Clock, opts ...Option) *grpc.ClientConn {
 	tb.Helper()
-	o := options{config: server.DefaultConfig()}
+	o := options{config: server.DefaultConfig(), server: server.Options{Log: slog.New(slog.DiscardHandler)}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -48,7 +61,10 @@ func Serve(tb testing.TB, st store.Store, clk clock.Clock, opts ...Option) *grpc
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler)})
+	gs, _ := server.New(svc, o.server)
+	if o.register != nil {
+		o.register(gs)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
