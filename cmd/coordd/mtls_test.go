@@ -226,6 +226,16 @@ const (
 	betaKey  = "api-key-of-beta-0123456789"
 )
 
+// alphaBetaAuth is auth with alpha by certificate (alphaURI) and beta by
+// API key (betaKey).
+func alphaBetaAuth() AuthSection {
+	return AuthSection{AuthConfig: server.AuthConfig{
+		Enabled: true,
+		APIKeys: []server.APIKey{{Namespace: "beta", Key: betaKey}},
+		MTLS:    []server.Identity{{Identity: alphaURI, Namespace: "alpha"}},
+	}}
+}
+
 // mtlsFiles are the PEM files of a daemon with mutual TLS.
 type mtlsFiles struct{ dir, cert, key, ca, config string }
 
@@ -378,11 +388,7 @@ func startMutualTLS(t *testing.T) *mtlsEnv {
 
 	p := startInProcess(t, func(c *Config) {
 		c.TLS = TLSConfig{CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.ca, ClientAuth: "verify_if_given"}
-		c.Auth = AuthSection{AuthConfig: server.AuthConfig{
-			Enabled: true,
-			APIKeys: []server.APIKey{{Namespace: "beta", Key: betaKey}},
-			MTLS:    []server.Identity{{Identity: alphaURI, Namespace: "alpha"}},
-		}}
+		c.Auth = alphaBetaAuth()
 	})
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
@@ -536,11 +542,7 @@ func TestTLSRequireClientCert(t *testing.T) {
 	writeFile(t, caFile, ca.pem)
 	p := startInProcess(t, func(c *Config) {
 		c.TLS = TLSConfig{CertFile: cert, KeyFile: key, ClientCAFile: caFile}
-		c.Auth = AuthSection{AuthConfig: server.AuthConfig{
-			Enabled: true,
-			APIKeys: []server.APIKey{{Namespace: "beta", Key: betaKey}},
-			MTLS:    []server.Identity{{Identity: alphaURI, Namespace: "alpha"}},
-		}}
+		c.Auth = alphaBetaAuth()
 	})
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
