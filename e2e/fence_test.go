@@ -24,17 +24,17 @@ func TestFenceAcrossInstances(t *testing.T) {
 	var fence uint64
 	for i := range rounds {
 		on, other := pair[i%2], pair[(i+1)%2]
-		g, err := on.locks.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: durationpb.New(10 * time.Second), Owner: on.name})
+		g, err := on.locks.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: durationpb.New(10 * time.Second), Owner: on.Name})
 		if err != nil || !g.GetAcquired() {
-			t.Fatalf("round %d: Lock on %s = %v, %v; want acquired", i, on.name, g, err)
+			t.Fatalf("round %d: Lock on %s = %v, %v; want acquired", i, on.Name, g, err)
 		}
 		if g.GetFence() <= fence {
-			t.Fatalf("round %d: Lock on %s has fence %d; want above the previous one, %d", i, on.name, g.GetFence(), fence)
+			t.Fatalf("round %d: Lock on %s has fence %d; want above the previous one, %d", i, on.Name, g.GetFence(), fence)
 		}
 		fence = g.GetFence()
 		rel, err := other.locks.Release(ctx, &coordv1.ReleaseRequest{Name: name, Token: g.GetToken()})
 		if err != nil || !rel.GetReleased() {
-			t.Fatalf("round %d: Release on %s of %s's lock = %v, %v; want released", i, other.name, on.name, rel, err)
+			t.Fatalf("round %d: Release on %s of %s's lock = %v, %v; want released", i, other.Name, on.Name, rel, err)
 		}
 	}
 	t.Logf("%d fences strictly increasing across A and B, last %d", rounds, fence)

@@ -42,7 +42,7 @@ func TestNodeClient(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=tap", "test.js")
 	cmd.Dir = nodeClientDir
 	cmd.Env = environWithout("COORDD_")
-	cmd.Env = append(cmd.Env, "COORDD_ADDR="+in.grpcAddr)
+	cmd.Env = append(cmd.Env, "COORDD_ADDR="+in.GRPCAddr)
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -50,10 +50,10 @@ func TestNodeClient(t *testing.T) {
 	case ctx.Err() != nil:
 		t.Fatalf("node --test test.js did not finish within %v:\n%s", nodeTestTimeout, out)
 	case err != nil:
-		t.Fatalf("node --test test.js against %s: %v\n%s", in.grpcAddr, err, out)
+		t.Fatalf("node --test test.js against %s: %v\n%s", in.GRPCAddr, err, out)
 	}
 	summary := nodeSummary.FindAllString(string(out), -1)
-	t.Logf("node --test test.js against %s in %v: %s", in.grpcAddr, time.Since(start).Round(time.Millisecond), strings.Join(summary, ", "))
+	t.Logf("node --test test.js against %s in %v: %s", in.GRPCAddr, time.Since(start).Round(time.Millisecond), strings.Join(summary, ", "))
 	if !slices.Contains(summary, "# fail 0") || slices.Contains(summary, "# pass 0") {
 		t.Fatalf("node --test passed but its summary is not one of passed tests:\n%s", out)
 	}

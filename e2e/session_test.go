@@ -33,7 +33,7 @@ func openSession(t *testing.T, ctx context.Context, in *instance, id string) (*k
 	t.Cleanup(cancel)
 	stream, err := in.sessions.KeepAlive(sctx)
 	if err != nil {
-		t.Fatalf("KeepAlive on %s: %v", in.name, err)
+		t.Fatalf("KeepAlive on %s: %v", in.Name, err)
 	}
 	k := &keepAlive{t: t, on: in, stream: stream, cancel: cancel}
 	return k, k.beat(id)
@@ -43,14 +43,14 @@ func openSession(t *testing.T, ctx context.Context, in *instance, id string) (*k
 func (k *keepAlive) beat(id string) *coordv1.KeepAliveResponse {
 	k.t.Helper()
 	if err := k.stream.Send(&coordv1.KeepAliveRequest{SessionId: id, Ttl: durationpb.New(sessionTTL)}); err != nil {
-		k.t.Fatalf("KeepAlive Send on %s: %v", k.on.name, err)
+		k.t.Fatalf("KeepAlive Send on %s: %v", k.on.Name, err)
 	}
 	resp, err := k.stream.Recv()
 	if err != nil {
-		k.t.Fatalf("KeepAlive Recv on %s: %v", k.on.name, err)
+		k.t.Fatalf("KeepAlive Recv on %s: %v", k.on.Name, err)
 	}
 	if resp.GetExpired() || len(resp.GetLostLocks()) != 0 {
-		k.t.Fatalf("heartbeat on %s: %v; want the session alive with no lost lock", k.on.name, resp)
+		k.t.Fatalf("heartbeat on %s: %v; want the session alive with no lost lock", k.on.Name, resp)
 	}
 	return resp
 }
@@ -60,11 +60,11 @@ func wantHeld(t *testing.T, ctx context.Context, in *instance, name, id string, 
 	t.Helper()
 	got, err := in.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: name})
 	if err != nil {
-		t.Fatalf("GetLock(%s) on %s: %v", name, in.name, err)
+		t.Fatalf("GetLock(%s) on %s: %v", name, in.Name, err)
 	}
 	if !got.GetHeld() || !got.GetSessionBound() || got.GetFence() != fence || got.GetTtl().AsDuration() <= 0 {
 		t.Fatalf("GetLock(%s) on %s = held %v, session-bound %v, fence %d, ttl %v; want held by session %s with fence %d",
-			name, in.name, got.GetHeld(), got.GetSessionBound(), got.GetFence(), got.GetTtl().AsDuration(), id, fence)
+			name, in.Name, got.GetHeld(), got.GetSessionBound(), got.GetFence(), got.GetTtl().AsDuration(), id, fence)
 	}
 }
 
@@ -73,11 +73,11 @@ func wantFree(t *testing.T, ctx context.Context, in *instance, name string) {
 	t.Helper()
 	got, err := in.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: name})
 	if err != nil {
-		t.Fatalf("GetLock(%s) on %s: %v", name, in.name, err)
+		t.Fatalf("GetLock(%s) on %s: %v", name, in.Name, err)
 	}
 	if got.GetHeld() {
 		t.Fatalf("GetLock(%s) on %s = held by %q, session-bound %v, fence %d, ttl %v; want free",
-			name, in.name, got.GetOwner(), got.GetSessionBound(), got.GetFence(), got.GetTtl().AsDuration())
+			name, in.Name, got.GetOwner(), got.GetSessionBound(), got.GetFence(), got.GetTtl().AsDuration())
 	}
 }
 
@@ -88,7 +88,7 @@ func wantSessionNotFound(t *testing.T, ctx context.Context, in *instance, name, 
 	got, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: name, SessionId: id, Owner: "late"})
 	if status.Code(err) != codes.FailedPrecondition || errorReason(err) != "SESSION_NOT_FOUND" {
 		t.Fatalf("Lock(%s, session %s) on %s = %v, %v (reason %q); want FAILED_PRECONDITION SESSION_NOT_FOUND",
-			name, id, in.name, got, err, errorReason(err))
+			name, id, in.Name, got, err, errorReason(err))
 	}
 }
 

@@ -27,7 +27,7 @@ func TestLimitAndIdempotencyAcrossInstances(t *testing.T) {
 			on := pair[i%2]
 			resp, err := coordv1.NewRateLimitServiceClient(on.conn).Allow(ctx, &coordv1.AllowRequest{Key: "shared", Limit: lim})
 			if err != nil {
-				t.Fatalf("Allow %d on %s: %v", i, on.name, err)
+				t.Fatalf("Allow %d on %s: %v", i, on.Name, err)
 			}
 			if resp.GetAllowed() {
 				allowed++

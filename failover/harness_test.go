@@ -27,7 +27,9 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/daemontest"
 	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store/redis"
 )
@@ -46,7 +48,7 @@ func TestMain(m *testing.M) {
 	goredis.SetLogger(quietRedis{})
 	flag.Parse()
 	if wantsTest("TestCoorddRestart") || wantsTest("TestReplicationLoss") {
-		go buildBinary() // in the background, while the other tests run
+		go daemontest.Build() // in the background, while the other tests run
 	}
 	code := m.Run()
 	printSummary(os.Stdout)
@@ -58,7 +60,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "failover: %s: %v\n", EnvSummary, err)
 		}
 	}
-	removeBinary()
+	daemontest.RemoveBinary()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "failover: goroutines leaked: %v\n", err)
@@ -113,23 +115,27 @@ func printSummary(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
-// The coordd configuration the in-process servers use: cmd/coordd's
-// defaults for the redis section.
-const (
-	storeTimeout    = 500 * time.Millisecond // redis.timeout
-	dialTimeout     = 2 * time.Second        // redis.dial_timeout
-	waitTimeout     = 100 * time.Millisecond // redis.wait_timeout
-	breakerFailures = 5                      // redis.breaker_failures
-	breakerCooldown = time.Second            // redis.breaker_cooldown
-	keyPrefix       = "coord"                // redis.key_prefix
-	maxBatch        = 64                     // redis.max_batch
-)
+// keyPrefix is redis.key_prefix's default, which the in-process servers and
+// the daemons use.
+var keyPrefix = redis.DefaultConfig().Prefix
 
-// Keys as internal/store/redis/keys.go builds them, in the default
-// namespace, for redistest.ClusterProc.MasterFor.
-func lockKey(name string) string   { return keyPrefix + ":{l:default:" + name + "}" }
-func queueKey(name string) string  { return keyPrefix + ":{q:default:" + name + "}:pending" }
-func limiterKey(key string) string { return keyPrefix + ":{r:default:" + key + "}" }
+// Keys of the store's layout (internal/store/redis), in the default
+// namespace: for redistest.ClusterProc.MasterFor, and to read a replica's
+// copy.
+func lockKey(name string) string {
+	hash, _ := redis.LockKeys(keyPrefix, defaultNS(name))
+	return hash
+}
+func fenceKey(name string) string {
+	_, fence := redis.LockKeys(keyPrefix, defaultNS(name))
+	return fence
+}
+func queueKey(name string) string  { return redis.QueueKeys(keyPrefix, defaultNS(name)).Pending }
+func dedupKey(queue string) string { return redis.QueueKeys(keyPrefix, defaultNS(queue)).Dedup }
+func limiterKey(key string) string { return redis.LimiterTag(keyPrefix, defaultNS(key)) }
+
+// defaultNS is the store's name of an object in the default namespace.
+func defaultNS(name string) string { return server.DefaultNamespace + ":" + name }
 
 // clients are gRPC clients of one coordd.
 type clients struct {
@@ -149,25 +155,17 @@ func newClients(conn *grpc.ClientConn) clients {
 }
 
 // startCoordd runs coordd's gRPC server in this process on a Redis store
-// over addrs, configured as cmd/coordd configures it in cluster mode
-// (cmd/coordd/redis.go: a go-redis ClusterClient without retries, with the
-// context's deadline on the socket and the store timeout as read and write
-// timeout; one circuit breaker per node; concurrent scripts batched per
-// node), with waitReplicas as
-// redis.wait_replicas. Everything ends with the test.
+// over addrs, opened as cmd/coordd opens it in cluster mode with its
+// default redis section (redis.Open: a go-redis ClusterClient without
+// retries, with the context's deadline on the socket and the store timeout
+// as read and write timeout; one circuit breaker per node; concurrent
+// scripts batched per node), with waitReplicas as redis.wait_replicas.
+// Everything ends with the test.
 func startCoordd(t *testing.T, addrs []string, waitReplicas int) clients {
 	t.Helper()
-	opts := &goredis.UniversalOptions{
-		Addrs: addrs, DialTimeout: dialTimeout, ReadTimeout: storeTimeout, WriteTimeout: storeTimeout,
-		ContextTimeoutEnabled: true, MaxRetries: -1,
-	}
-	rc := goredis.NewClusterClient(opts.Cluster())
-	t.Cleanup(func() { _ = rc.Close() })
-	st, err := redis.New(context.Background(), redis.Options{
-		Client: rc, Prefix: keyPrefix, Timeout: storeTimeout,
-		Breakers:     redis.NewBreakers(rc, redis.BreakerOptions{Failures: breakerFailures, Cooldown: breakerCooldown}),
-		WaitReplicas: waitReplicas, WaitTimeout: waitTimeout, MaxBatch: maxBatch,
-	})
+	cfg := redis.DefaultConfig()
+	cfg.Mode, cfg.Addrs, cfg.WaitReplicas = "cluster", addrs, waitReplicas
+	st, err := redis.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +260,7 @@ const healthyTimeout = 30 * time.Second
 // replicationInfo returns the role and connected_slaves of a node's INFO
 // replication, for the log.
 func replicationInfo(addr string) string {
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
+	c := goredis.NewClient(redistest.Options(addr))
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -151,7 +151,7 @@ func clockShim(t *testing.T) string {
 
 func rdo(t *testing.T, addr string, args ...any) any {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true})
+	c := goredis.NewClient(redistest.Options(addr))
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -203,9 +203,9 @@ func replicationLoss(t *testing.T, tc lossCase) {
 	skew := time.Since(serverTime(t, replica.Addr()))
 	t.Logf("master %s, replica %s (replicaof the proxy %s); the replica's clock is %v behind the test's", master.Addr(), replica.Addr(), repl.Addr(), ms(skew))
 
-	d := startDaemonMode(t, "coordd", "standalone", []string{front.Addr()}, "127.0.0.1:0", "127.0.0.1:0",
+	d := startDaemonMode(t, "coordd", "standalone", []string{front.Addr()},
 		"COORDD_REDIS_WAIT_REPLICAS="+strconv.Itoa(tc.waitReplicas))
-	conn := dial(t, d.grpcAddr)
+	conn := dial(t, d.GRPCAddr)
 	cc := newClients(conn)
 	idem := coordv1.NewIdempotencyServiceClient(conn)
 
@@ -246,25 +246,26 @@ func replicationLoss(t *testing.T, tc lossCase) {
 // the dedup IDs of the queue.
 func replicaState(t *testing.T, addr string, readonly bool, names lossNames) (map[string]uint64, map[string]bool) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DisableIdentity: true, PoolSize: 1,
-		OnConnect: func(ctx context.Context, cn *goredis.Conn) error {
-			if readonly {
-				return cn.ReadOnly(ctx).Err()
-			}
-			return nil
-		}})
+	opts := redistest.Options(addr)
+	opts.OnConnect = func(ctx context.Context, cn *goredis.Conn) error {
+		if readonly {
+			return cn.ReadOnly(ctx).Err()
+		}
+		return nil
+	}
+	c := goredis.NewClient(opts)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	fences := map[string]uint64{}
 	for _, name := range names.locks {
-		v, err := c.Get(ctx, lockKey(name)+":fence").Result()
+		v, err := c.Get(ctx, fenceKey(name)).Result()
 		if err != nil && err != goredis.Nil {
 			t.Fatalf("GET on the replica %s: %v", addr, err)
 		}
 		fences[name], _ = strconv.ParseUint(v, 10, 64)
 	}
-	keys, err := c.HKeys(ctx, keyPrefix+":{q:default:"+names.queue+"}:dedup").Result()
+	keys, err := c.HKeys(ctx, dedupKey(names.queue)).Result()
 	if err != nil {
 		t.Fatalf("HKEYS on the replica %s: %v", addr, err)
 	}

@@ -80,9 +80,9 @@ func replicationLossCluster(t *testing.T, tc lossCase) {
 	t.Logf("master %s announced at the proxy %s; its replica %s replicates through it from %s; objects: locks %v, queue %s",
 		master.Addr(), proxy.Addr(), replica.Addr(), replicaSource, names.locks, names.queue)
 
-	d := startDaemonMode(t, "coordd", "cluster", c.Addrs(), "127.0.0.1:0", "127.0.0.1:0",
+	d := startDaemonMode(t, "coordd", "cluster", c.Addrs(),
 		"COORDD_REDIS_WAIT_REPLICAS="+strconv.Itoa(tc.waitReplicas))
-	conn := dial(t, d.grpcAddr)
+	conn := dial(t, d.GRPCAddr)
 	cc := newClients(conn)
 	idem := coordv1.NewIdempotencyServiceClient(conn)
 

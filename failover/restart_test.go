@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/daemontest"
 )
 
 const (
@@ -133,206 +135,271 @@ type keptSession struct {
 // At the end the resumed sessions are closed (half-close on B), which
 // releases their locks at once.
 func TestCoorddRestart(t *testing.T) {
-	coorddBinary(t) // built first, so that the timings below do not include it
-	t.Logf("coordd built (race %v) in %v", raceEnabled, ms(buildTook))
+	// Built first, so that the timings below do not include it.
+	if _, took, err := daemontest.Build(); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("coordd built (race %v) in %v", daemontest.Race, ms(took))
+	}
 	c := startCluster(t)
 	env := "COORDD_REDIS_KEY_PREFIX=restart"
-	a := startDaemon(t, "A", c.Addrs(), "127.0.0.1:0", "127.0.0.1:0", env)
-	b := startDaemon(t, "B", c.Addrs(), "127.0.0.1:0", "127.0.0.1:0", env)
-	connA, connB := dial(t, a.grpcAddr), dial(t, b.grpcAddr)
-	ends := [2]clients{newClients(connA), newClients(connB)}
-	names := [2]string{"A", "B"}
+	a := startDaemon(t, "A", c.Addrs(), env)
+	b := startDaemon(t, "B", c.Addrs(), env)
+	connA, connB := dial(t, a.GRPCAddr), dial(t, b.GRPCAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
-	// The sessions on A, each with a lock bound to it: [0] resumed at once,
-	// [1] resumed late, [2] abandoned.
-	sessions := make([]*keptSession, 3)
-	var heartbeats []*heartbeat // every stream, to stop at the end
+	r := &restartRun{t: t, ctx: ctx, ends: [2]clients{newClients(connA), newClients(connB)}, names: [2]string{"A", "B"}}
 	defer func() {
-		for _, h := range heartbeats {
+		for _, h := range r.heartbeats {
 			h.halt()
 			h.cancel()
 		}
 	}()
-	for i := range sessions {
+
+	r.openSessions()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	for k := range r.stats {
+		wg.Go(func() { r.loadClient(loadCtx, k) })
+	}
+
+	time.Sleep(1500 * time.Millisecond)
+	r.killA(a)
+	r.resume(0)
+	r.resumeLate(1)
+	r.abandoned(2)
+
+	// A again, on the same ports: the clients' addresses are still good.
+	restarted := time.Now()
+	a2 := a.Restart(t, "A (restarted)")
+	serving := time.Now()
+	extra := r.restartedServes(connA, a2.GRPCAddr, restarted, serving)
+
+	stopLoad()
+	wg.Wait()
+	r.closeResumed(extra)
+	r.reportRecovery(serving.Sub(restarted))
+}
+
+// restartRun is TestCoorddRestart's state, shared by its phases.
+type restartRun struct {
+	t     *testing.T
+	ctx   context.Context
+	ends  [2]clients // A, B
+	names [2]string
+
+	// The sessions on A, each with a lock bound to it: [0] resumed at once,
+	// [1] resumed late, [2] abandoned.
+	sessions   []*keptSession
+	heartbeats []*heartbeat // every stream, to stop at the end
+
+	// The load: every client starts on A and retries a call on the other
+	// instance after an error that says it could not be served.
+	errs     codeCounts
+	killedAt atomic.Int64 // unix µs, 0 before the kill
+	killed   time.Time
+	stats    [restartClients]clientStats
+
+	resumed [2]time.Duration // after the kill
+	left    [2]time.Duration // of its TTL, when resumed
+	freed   time.Time        // when the abandoned session's lock was free
+}
+
+// clientStats are one load client's counts.
+type clientStats struct {
+	served          [2]int
+	retriedOK       int // calls that succeeded after an error, on the other instance
+	gaveUp          int // calls that failed retryTries times
+	errsAfterKill   int
+	firstErr        time.Time // its first error after the kill
+	firstOKAfterErr time.Time // its first success after that
+}
+
+// openSessions opens the three sessions on A, each with a lock bound to it.
+func (r *restartRun) openSessions() {
+	t, ctx, ends := r.t, r.ctx, r.ends
+	t.Helper()
+	r.sessions = make([]*keptSession, 3)
+	for i := range r.sessions {
 		hb, first, err := startHeartbeat(ctx, ends[0], "")
 		if err != nil || first.GetSessionId() == "" {
 			t.Fatalf("KeepAlive on A = %v, %v; want a new session", first, err)
 		}
-		heartbeats = append(heartbeats, hb)
+		r.heartbeats = append(r.heartbeats, hb)
 		s := &keptSession{id: first.GetSessionId(), lock: "restart-session-lock-" + strconv.Itoa(i), owner: "session-owner-" + strconv.Itoa(i), hb: hb}
 		g, err := ends[0].locks.Lock(ctx, &coordv1.LockRequest{Name: s.lock, SessionId: s.id, Owner: s.owner})
 		if err != nil || !g.GetAcquired() {
 			t.Fatalf("Lock(%s, session %s) on A = %v, %v; want acquired", s.lock, s.id, g, err)
 		}
 		s.fence = g.GetFence()
-		sessions[i] = s
+		r.sessions[i] = s
 	}
-	wantHeld := func(s *keptSession, on clients, where string) {
-		t.Helper()
-		info, err := on.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: s.lock})
-		if err != nil || !info.GetHeld() || info.GetFence() != s.fence || !info.GetSessionBound() || info.GetOwner() != s.owner {
-			t.Errorf("GetLock(%s) on %s = %v, %v; want held by session %s with fence %d", s.lock, where, info, err, s.id, s.fence)
-		}
-	}
-	// wantNotTaken: while its session has no stream, another client cannot
-	// take the lock.
-	wantNotTaken := func(s *keptSession, when string) {
-		t.Helper()
-		g, err := ends[1].locks.Lock(ctx, &coordv1.LockRequest{Name: s.lock, Ttl: durationpb.New(time.Minute), Owner: "contender"})
-		if err != nil || g.GetAcquired() || g.GetHolder() != s.owner {
-			t.Errorf("a contender's Lock(%s) on B %s = %v, %v; want not acquired, held by %s", s.lock, when, g, err, s.owner)
-		}
-	}
+}
 
-	// The load: every client starts on A and retries a call on the other
-	// instance after an error that says it could not be served.
-	var errs codeCounts
-	var killedAt atomic.Int64 // unix µs, 0 before the kill
-	type clientStats struct {
-		served          [2]int
-		retriedOK       int // calls that succeeded after an error, on the other instance
-		gaveUp          int // calls that failed retryTries times
-		errsAfterKill   int
-		firstErr        time.Time // its first error after the kill
-		firstOKAfterErr time.Time // its first success after that
+// wantHeld checks that s's lock is held by its session, with its fence.
+func (r *restartRun) wantHeld(s *keptSession, on clients, where string) {
+	r.t.Helper()
+	info, err := on.locks.GetLock(r.ctx, &coordv1.GetLockRequest{Name: s.lock})
+	if err != nil || !info.GetHeld() || info.GetFence() != s.fence || !info.GetSessionBound() || info.GetOwner() != s.owner {
+		r.t.Errorf("GetLock(%s) on %s = %v, %v; want held by session %s with fence %d", s.lock, where, info, err, s.id, s.fence)
 	}
-	stats := make([]clientStats, restartClients)
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	var wg sync.WaitGroup
-	for k := range restartClients {
-		wg.Go(func() {
-			st := &stats[k]
-			cur := 0
-			// call runs f until it succeeds, switching instance after
-			// UNAVAILABLE or DEADLINE_EXCEEDED, at most retryTries times.
-			call := func(rpc string, f func(ctx context.Context, on clients) error) bool {
-				for try := range retryTries {
-					cctx, cancelCall := context.WithTimeout(loadCtx, 5*time.Second)
-					err := f(cctx, ends[cur])
-					cancelCall()
-					if loadCtx.Err() != nil {
-						return false
-					}
-					now := time.Now()
-					if err == nil {
-						st.served[cur]++
-						if try > 0 {
-							st.retriedOK++
-						}
-						if !st.firstErr.IsZero() && st.firstOKAfterErr.IsZero() {
-							st.firstOKAfterErr = now
-						}
-						return true
-					}
-					errs.add(rpc+"@"+names[cur], err)
-					if killedAt.Load() != 0 {
-						st.errsAfterKill++
-						if st.firstErr.IsZero() {
-							st.firstErr = now
-						}
-					}
-					if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
-						return false
-					}
-					cur = 1 - cur
-				}
-				st.gaveUp++
+}
+
+// wantNotTaken: while its session has no stream, another client cannot
+// take the lock.
+func (r *restartRun) wantNotTaken(s *keptSession, when string) {
+	r.t.Helper()
+	g, err := r.ends[1].locks.Lock(r.ctx, &coordv1.LockRequest{Name: s.lock, Ttl: durationpb.New(time.Minute), Owner: "contender"})
+	if err != nil || g.GetAcquired() || g.GetHolder() != s.owner {
+		r.t.Errorf("a contender's Lock(%s) on B %s = %v, %v; want not acquired, held by %s", s.lock, when, g, err, s.owner)
+	}
+}
+
+// loadClient is load client k until loadCtx ends: Allow, Lock/Release and
+// Enqueue in turn, each call retried on the other instance after
+// UNAVAILABLE or DEADLINE_EXCEEDED.
+func (r *restartRun) loadClient(loadCtx context.Context, k int) {
+	st := &r.stats[k]
+	cur := 0
+	// call runs f until it succeeds, switching instance after
+	// UNAVAILABLE or DEADLINE_EXCEEDED, at most retryTries times.
+	call := func(rpc string, f func(ctx context.Context, on clients) error) bool {
+		for try := range retryTries {
+			cctx, cancelCall := context.WithTimeout(loadCtx, 5*time.Second)
+			err := f(cctx, r.ends[cur])
+			cancelCall()
+			if loadCtx.Err() != nil {
 				return false
 			}
-			limit := &coordv1.Limit{Algorithm: coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 1_000_000, Period: durationpb.New(time.Second)}
-			name := "restart-load-" + strconv.Itoa(k)
-			for op := 0; loadCtx.Err() == nil; op++ {
-				switch op % 3 {
-				case 0:
-					call("Allow", func(ctx context.Context, on clients) error {
-						_, err := on.limits.Allow(ctx, &coordv1.AllowRequest{Key: name, Limit: limit})
-						return err
-					})
-				case 1:
-					// A Lock retried after UNAVAILABLE may find its own
-					// uncertain grant still there: it waits for its lease.
-					var token string
-					call("Lock", func(ctx context.Context, on clients) error {
-						g, err := on.locks.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: durationpb.New(2 * time.Second), Wait: durationpb.New(3 * time.Second)})
-						token = g.GetToken()
-						return err
-					})
-					if token != "" {
-						call("Release", func(ctx context.Context, on clients) error {
-							_, err := on.locks.Release(ctx, &coordv1.ReleaseRequest{Name: name, Token: token})
-							return err
-						})
-					}
-				case 2:
-					dedup := name + "-" + strconv.Itoa(op)
-					call("Enqueue", func(ctx context.Context, on clients) error {
-						_, err := on.queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "restart-queue", Payload: []byte(dedup), DedupId: dedup})
-						return err
-					})
+			now := time.Now()
+			if err == nil {
+				st.served[cur]++
+				if try > 0 {
+					st.retriedOK++
+				}
+				if !st.firstErr.IsZero() && st.firstOKAfterErr.IsZero() {
+					st.firstOKAfterErr = now
+				}
+				return true
+			}
+			r.errs.add(rpc+"@"+r.names[cur], err)
+			if r.killedAt.Load() != 0 {
+				st.errsAfterKill++
+				if st.firstErr.IsZero() {
+					st.firstErr = now
 				}
 			}
-		})
+			if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded {
+				return false
+			}
+			cur = 1 - cur
+		}
+		st.gaveUp++
+		return false
 	}
+	limit := &coordv1.Limit{Algorithm: coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: 1_000_000, Period: durationpb.New(time.Second)}
+	name := "restart-load-" + strconv.Itoa(k)
+	for op := 0; loadCtx.Err() == nil; op++ {
+		switch op % 3 {
+		case 0:
+			call("Allow", func(ctx context.Context, on clients) error {
+				_, err := on.limits.Allow(ctx, &coordv1.AllowRequest{Key: name, Limit: limit})
+				return err
+			})
+		case 1:
+			// A Lock retried after UNAVAILABLE may find its own
+			// uncertain grant still there: it waits for its lease.
+			var token string
+			call("Lock", func(ctx context.Context, on clients) error {
+				g, err := on.locks.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: durationpb.New(2 * time.Second), Wait: durationpb.New(3 * time.Second)})
+				token = g.GetToken()
+				return err
+			})
+			if token != "" {
+				call("Release", func(ctx context.Context, on clients) error {
+					_, err := on.locks.Release(ctx, &coordv1.ReleaseRequest{Name: name, Token: token})
+					return err
+				})
+			}
+		case 2:
+			dedup := name + "-" + strconv.Itoa(op)
+			call("Enqueue", func(ctx context.Context, on clients) error {
+				_, err := on.queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "restart-queue", Payload: []byte(dedup), DedupId: dedup})
+				return err
+			})
+		}
+	}
+}
 
-	time.Sleep(1500 * time.Millisecond)
-	killed := time.Now()
-	killedAt.Store(killed.UnixMicro())
-	a.kill(t)
-	t.Logf("coordd A killed (SIGKILL) with %d sessions, each holding a lock", len(sessions))
+// killA kills A with SIGKILL and checks that every session's stream
+// breaks, and that no contender gets the locks of the sessions to resume.
+func (r *restartRun) killA(a *daemontest.Daemon) {
+	t := r.t
+	t.Helper()
+	r.killed = time.Now()
+	r.killedAt.Store(r.killed.UnixMicro())
+	a.Kill(t)
+	t.Logf("coordd A killed (SIGKILL) with %d sessions, each holding a lock", len(r.sessions))
 
 	// Every session's stream breaks.
-	for i, s := range sessions {
+	for i, s := range r.sessions {
 		select {
 		case err := <-s.hb.broken:
 			t.Logf("session %d: its stream on A broke %v after the kill (%v); its TTL runs out %v after the kill",
-				i, ms(time.Since(killed)), status.Code(err), ms(s.hb.expireTime().Sub(killed)))
+				i, ms(time.Since(r.killed)), status.Code(err), ms(s.hb.expireTime().Sub(r.killed)))
 		case <-time.After(restartSessionTTL):
 			t.Fatalf("session %d: its KeepAlive stream on A did not break within %v of A's death", i, restartSessionTTL)
 		}
 		s.hb.halt()
 	}
-	for _, s := range sessions[1:] {
-		wantNotTaken(s, "after A's death")
+	for _, s := range r.sessions[1:] {
+		r.wantNotTaken(s, "after A's death")
 	}
+}
 
-	// resume resumes a session on B, with its ID, and checks that it still
-	// holds its lock.
-	resumed := make([]time.Duration, 2) // after the kill
-	left := make([]time.Duration, 2)    // of its TTL, when resumed
-	resume := func(i int) {
-		s := sessions[i]
-		expire := s.hb.expireTime()
-		hb, r, err := startHeartbeat(ctx, ends[1], s.id)
-		at := time.Now()
-		if err != nil || r.GetSessionId() != s.id || r.GetExpired() || len(r.GetLostLocks()) > 0 || r.GetTtl().AsDuration() <= 0 {
-			t.Fatalf("resuming session %d (%s) on B %v after A's death, %v before its TTL ran out = %v, %v; want it alive, with no lost lock",
-				i, s.id, ms(at.Sub(killed)), ms(expire.Sub(at)), r, err)
-		}
-		heartbeats = append(heartbeats, hb)
-		s.hb = hb
-		resumed[i], left[i] = at.Sub(killed), expire.Sub(at)
-		t.Logf("session %d resumed on B %v after the kill, %v before its TTL would have run out", i, ms(resumed[i]), ms(left[i]))
-		wantHeld(s, ends[1], "B")
+// resume resumes session i on B, with its ID, and checks that it still
+// holds its lock.
+func (r *restartRun) resume(i int) {
+	t := r.t
+	t.Helper()
+	s := r.sessions[i]
+	expire := s.hb.expireTime()
+	hb, resp, err := startHeartbeat(r.ctx, r.ends[1], s.id)
+	at := time.Now()
+	if err != nil || resp.GetSessionId() != s.id || resp.GetExpired() || len(resp.GetLostLocks()) > 0 || resp.GetTtl().AsDuration() <= 0 {
+		t.Fatalf("resuming session %d (%s) on B %v after A's death, %v before its TTL ran out = %v, %v; want it alive, with no lost lock",
+			i, s.id, ms(at.Sub(r.killed)), ms(expire.Sub(at)), resp, err)
 	}
-	resume(0)
+	r.heartbeats = append(r.heartbeats, hb)
+	s.hb = hb
+	r.resumed[i], r.left[i] = at.Sub(r.killed), expire.Sub(at)
+	t.Logf("session %d resumed on B %v after the kill, %v before its TTL would have run out", i, ms(r.resumed[i]), ms(r.left[i]))
+	r.wantHeld(s, r.ends[1], "B")
+}
 
-	// The late one: resumed lateMargin before its TTL runs out.
-	time.Sleep(time.Until(sessions[1].hb.expireTime().Add(-lateMargin - time.Second)))
-	wantNotTaken(sessions[1], "shortly before its session is resumed")
-	time.Sleep(time.Until(sessions[1].hb.expireTime().Add(-lateMargin)))
-	resume(1)
+// resumeLate resumes session i lateMargin before its TTL runs out; until
+// then no other client can take its lock.
+func (r *restartRun) resumeLate(i int) {
+	r.t.Helper()
+	s := r.sessions[i]
+	time.Sleep(time.Until(s.hb.expireTime().Add(-lateMargin - time.Second)))
+	r.wantNotTaken(s, "shortly before its session is resumed")
+	time.Sleep(time.Until(s.hb.expireTime().Add(-lateMargin)))
+	r.resume(i)
+}
 
-	// The abandoned one: its lock is freed once its TTL has run out, and
-	// someone else gets it.
-	s2 := sessions[2]
-	var freed time.Time
+// abandoned: session i's lock is freed once its TTL has run out, and
+// someone else gets it, with a greater fence; the resumed sessions keep
+// theirs.
+func (r *restartRun) abandoned(i int) {
+	t, ctx, ends := r.t, r.ctx, r.ends
+	t.Helper()
+	s2 := r.sessions[i]
 	for end := s2.hb.expireTime().Add(5 * time.Second); ; {
 		info, err := ends[1].locks.GetLock(ctx, &coordv1.GetLockRequest{Name: s2.lock})
 		if err == nil && !info.GetHeld() {
-			freed = time.Now()
+			r.freed = time.Now()
 			break
 		}
 		if time.Now().After(end) {
@@ -340,22 +407,26 @@ func TestCoorddRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if freed.Before(s2.hb.expireTime()) {
+	if r.freed.Before(s2.hb.expireTime()) {
 		t.Errorf("the lock %s of the abandoned session was freed at %s, before its session's TTL ran out at %s",
-			s2.lock, freed.Format("15:04:05.000"), s2.hb.expireTime().Format("15:04:05.000"))
+			s2.lock, r.freed.Format("15:04:05.000"), s2.hb.expireTime().Format("15:04:05.000"))
 	}
 	if g, err := ends[1].locks.Lock(ctx, &coordv1.LockRequest{Name: s2.lock, Ttl: durationpb.New(time.Minute), Owner: "successor"}); err != nil || !g.GetAcquired() || g.GetFence() <= s2.fence {
 		t.Errorf("Lock(%s) on B after its session expired = %v, %v; want acquired with a fence above %d", s2.lock, g, err, s2.fence)
 	}
-	t.Logf("the abandoned session's lock was free %v after its TTL ran out", ms(freed.Sub(s2.hb.expireTime())))
-	for _, s := range sessions[:2] {
-		wantHeld(s, ends[1], "B, after the abandoned session expired")
+	t.Logf("the abandoned session's lock was free %v after its TTL ran out", ms(r.freed.Sub(s2.hb.expireTime())))
+	for _, s := range r.sessions[:2] {
+		r.wantHeld(s, ends[1], "B, after the abandoned session expired")
 	}
+}
 
-	// A again, on the same ports: the clients' addresses are still good.
-	restarted := time.Now()
-	a2 := startDaemon(t, "A (restarted)", c.Addrs(), a.grpcAddr, a.httpAddr, env)
-	serving := time.Now()
+// restartedServes checks that the restarted A answers the clients'
+// connection, sees the sessions' locks, binds another lock to a session
+// whose stream is on B (it returns that lock's name), and serves the load's
+// RPCs.
+func (r *restartRun) restartedServes(connA *grpc.ClientConn, addr string, restarted, serving time.Time) (extra string) {
+	t, ctx, ends, sessions := r.t, r.ctx, r.ends, r.sessions
+	t.Helper()
 	connA.ResetConnectBackoff()
 	var again time.Time
 	for end := time.Now().Add(10 * time.Second); ; {
@@ -373,33 +444,36 @@ func TestCoorddRestart(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("coordd A restarted at %s: serving %v after its start, answering the clients' connection %v after that",
-		a2.grpcAddr, ms(serving.Sub(restarted)), ms(again.Sub(serving)))
+		addr, ms(serving.Sub(restarted)), ms(again.Sub(serving)))
 	for _, s := range sessions[:2] {
-		wantHeld(s, ends[0], "A (restarted)")
+		r.wantHeld(s, ends[0], "A (restarted)")
 	}
 	// A binds a lock to a session whose stream is on B; and serves the
 	// load's RPCs.
-	extra := sessions[0].lock + "-2"
+	extra = sessions[0].lock + "-2"
 	g2, err := ends[0].locks.Lock(ctx, &coordv1.LockRequest{Name: extra, SessionId: sessions[0].id, Owner: sessions[0].owner})
 	if err != nil || !g2.GetAcquired() || g2.GetFence() == 0 {
 		t.Errorf("Lock(%s, session %s) on the restarted A = %v, %v; want acquired", extra, sessions[0].id, g2, err)
 	}
-	if r, err := ends[0].limits.Allow(ctx, &coordv1.AllowRequest{Key: "restart-after",
-		Limit: &coordv1.Limit{Algorithm: coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, Period: durationpb.New(time.Minute)}}); err != nil || !r.GetAllowed() {
-		t.Errorf("Allow on the restarted A = %v, %v; want allowed", r, err)
+	if resp, err := ends[0].limits.Allow(ctx, &coordv1.AllowRequest{Key: "restart-after",
+		Limit: &coordv1.Limit{Algorithm: coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, Period: durationpb.New(time.Minute)}}); err != nil || !resp.GetAllowed() {
+		t.Errorf("Allow on the restarted A = %v, %v; want allowed", resp, err)
 	}
-	if r, err := ends[0].queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "restart-after", Payload: []byte("x")}); err != nil || r.GetMessageId() == "" {
-		t.Errorf("Enqueue on the restarted A = %v, %v; want a message", r, err)
+	if resp, err := ends[0].queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "restart-after", Payload: []byte("x")}); err != nil || resp.GetMessageId() == "" {
+		t.Errorf("Enqueue on the restarted A = %v, %v; want a message", resp, err)
 	}
-	if r, err := ends[0].queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "restart-after", Wait: durationpb.New(time.Second)}); err != nil || len(r.GetMessages()) != 1 {
-		t.Errorf("Claim on the restarted A = %v, %v; want the message", r, err)
+	if resp, err := ends[0].queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "restart-after", Wait: durationpb.New(time.Second)}); err != nil || len(resp.GetMessages()) != 1 {
+		t.Errorf("Claim on the restarted A = %v, %v; want the message", resp, err)
 	}
+	return extra
+}
 
-	stopLoad()
-	wg.Wait()
-
-	// The resumed sessions' streams on B never broke; a half-close ends each
-	// session and releases its locks at once.
+// closeResumed: the resumed sessions' streams on B never broke; a
+// half-close ends each session and releases its locks (extra included) at
+// once.
+func (r *restartRun) closeResumed(extra string) {
+	t, ctx, ends, sessions := r.t, r.ctx, r.ends, r.sessions
+	t.Helper()
 	for i, s := range sessions[:2] {
 		s.hb.halt()
 		select {
@@ -425,12 +499,17 @@ func TestCoorddRestart(t *testing.T) {
 			t.Errorf("GetLock(%s) on A after its session's half-close on B = %v, %v; want free", name, info, err)
 		}
 	}
+}
 
-	// Recovery: per client, from its first error after the kill to its
-	// first success after that.
+// reportRecovery reports the run: per client, from its first error after
+// the kill to its first success after that; every client recovered, B
+// served, no call failed on both instances, and no unexpected code.
+func (r *restartRun) reportRecovery(restartServing time.Duration) {
+	t := r.t
+	t.Helper()
 	var worst time.Duration
 	var errsAfterKill, servedA, servedB, retriedOK, gaveUp, recovered int
-	for k, st := range stats {
+	for k, st := range r.stats {
 		errsAfterKill += st.errsAfterKill
 		servedA += st.served[0]
 		servedB += st.served[1]
@@ -444,21 +523,22 @@ func TestCoorddRestart(t *testing.T) {
 			continue
 		}
 		recovered++
-		worst = max(worst, st.firstOKAfterErr.Sub(killed))
+		worst = max(worst, st.firstOKAfterErr.Sub(r.killed))
 	}
+	s2 := r.sessions[2]
 	t.Logf("load: %d calls served by A, %d by B; %d succeeded on the other instance after an error, %d failed %d times; errors: %v",
-		servedA, servedB, retriedOK, gaveUp, retryTries, &errs)
+		servedA, servedB, retriedOK, gaveUp, retryTries, &r.errs)
 	report(t, "A SIGKILLed with 3 sessions (ttl %v); resumed on B with their IDs %v and %v after the kill (%v and %v before their TTL ran out), "+
 		"locks kept with the same fences, no contender got them; the abandoned session's lock freed %v after its TTL; "+
 		"load: %d clients, %d errors after the kill, %d calls retried OK on the other instance, %d given up, all recovered within %v of the kill (%d had an error); "+
 		"restarted A serving %v after its start",
-		restartSessionTTL, ms(resumed[0]), ms(resumed[1]), ms(left[0]), ms(left[1]), ms(freed.Sub(s2.hb.expireTime())),
-		restartClients, errsAfterKill, retriedOK, gaveUp, ms(worst), recovered, ms(serving.Sub(restarted)))
+		restartSessionTTL, ms(r.resumed[0]), ms(r.resumed[1]), ms(r.left[0]), ms(r.left[1]), ms(r.freed.Sub(s2.hb.expireTime())),
+		restartClients, errsAfterKill, retriedOK, gaveUp, ms(worst), recovered, ms(restartServing))
 	if servedB == 0 {
 		t.Errorf("no load call served by B")
 	}
 	if gaveUp > 0 {
 		t.Errorf("%d load calls failed on both instances %d times", gaveUp, retryTries)
 	}
-	checkCodes(t, &errs)
+	checkCodes(t, &r.errs)
 }

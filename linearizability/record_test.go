@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -69,10 +68,8 @@ func memoryStore() store.Store { return memory.New(memory.Options{}) }
 func clusterStore(t testing.TB) store.Store {
 	t.Helper()
 	addrs := redistest.Cluster(t)
-	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
-	t.Cleanup(func() { _ = c.Close() })
-	st, err := redis.New(context.Background(), redis.Options{
-		Client: c, Prefix: "lin" + token.New()[:12], Timeout: 5 * time.Second,
+	st, err := redis.Open(context.Background(), redis.Config{
+		Mode: "cluster", Addrs: addrs, Prefix: "lin" + token.New()[:12], Timeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -22,14 +22,11 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
-	sessionpkg "github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/redis"
@@ -58,24 +55,22 @@ const (
 // serverConfig is coordd's configuration for the soak: the defaults, with
 // every default and cap on a lifetime cut to the constants above.
 func serverConfig() server.Config {
-	lc := lock.DefaultConfig()
+	c := server.DefaultConfig()
+	lc, sc, ic, qc, lim := &c.Lock, &c.Session, &c.Idem, &c.Queue, &c.Limiter
 	lc.DefaultTTL, lc.MaxTTL, lc.HoldLimit = maxLockTTL, maxLockTTL, maxLockTTL
-	sc := sessionpkg.DefaultConfig()
 	sc.DefaultTTL, sc.MinTTL, sc.MaxTTL = maxSessionTTL, minSessionTTL, maxSessionTTL
-	ic := idem.DefaultConfig()
 	ic.DefaultProcessingTTL, ic.MaxProcessingTTL = maxProcessing, maxProcessing
 	ic.DefaultResultTTL, ic.MaxResultTTL = maxResultTTL, maxResultTTL
-	qc := queue.DefaultConfig()
 	qc.DefaultVisibility, qc.MaxVisibility = maxVisibility, maxVisibility
 	qc.DedupWindow = dedupWindow
 	qc.BackoffBase, qc.BackoffMax = 100*time.Millisecond, maxDelay
 	qc.MaxDelay = maxDelay
-	lim := limiter.DefaultConfig()
 	lim.MaxPeriod = 2 * maxPeriod // a burst of twice the limit refills in 2 periods
 	for _, w := range []*time.Duration{&lc.MaxWait, &ic.MaxWait, &qc.MaxWait} {
 		*w = maxWait
 	}
-	return server.Config{Lock: lc, Session: sc, Limiter: lim, Policies: policies(), Idem: ic, Queue: qc}
+	c.Policies = policies()
+	return c
 }
 
 // policies are the named rate-limit policies: one per algorithm, and one in
@@ -198,25 +193,31 @@ func newEnv(t *testing.T, backend string, conns int) *env {
 }
 
 func (e *env) newRedis(t *testing.T, backend string) store.Store {
-	var addrs []string
+	cfg := redis.Config{Mode: "standalone", Timeout: 2 * time.Second}
 	if backend == "cluster" {
-		addrs = redistest.Cluster(t)
-		e.rdb = goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs: addrs, MaxRetries: -1,
-			ReadBufferSize: redisBuf, WriteBufferSize: redisBuf, PipelineReadBufferSize: redisPipeBuf, PipelineWriteBufferSize: redisPipeBuf,
-		})
+		cfg.Mode, cfg.Addrs = "cluster", redistest.Cluster(t)
 	} else {
-		addrs = []string{redistest.Standalone(t)}
-		e.rdb = goredis.NewClient(&goredis.Options{
-			Addr: addrs[0], MaxRetries: -1,
-			ReadBufferSize: redisBuf, WriteBufferSize: redisBuf, PipelineReadBufferSize: redisPipeBuf, PipelineWriteBufferSize: redisPipeBuf,
-		})
+		cfg.Addrs = []string{redistest.Standalone(t)}
 	}
 	// A prefix of its own keeps the soak apart on the shared instances; its
 	// keys are deleted at the end, the fence counters (which never expire)
 	// included.
 	e.prefix = "soak" + token.New()[:12]
-	st, err := redis.New(context.Background(), redis.Options{Client: e.rdb, Prefix: e.prefix, Timeout: 2 * time.Second})
+	cfg.Prefix = e.prefix
+	// The client is the soak's own, for that clean-up, from coordd's
+	// settings with go-redis' buffer sizes stated (redisPoolBytes).
+	opts, err := redis.ClientOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ReadBufferSize, opts.WriteBufferSize = redisBuf, redisBuf
+	opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize = redisPipeBuf, redisPipeBuf
+	if cfg.Mode == "cluster" {
+		e.rdb = goredis.NewClusterClient(opts.Cluster())
+	} else {
+		e.rdb = goredis.NewClient(opts.Simple())
+	}
+	st, err := redis.New(context.Background(), redis.Options{Client: e.rdb, Prefix: e.prefix, Timeout: cfg.Timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

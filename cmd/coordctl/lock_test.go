@@ -206,7 +206,7 @@ func TestLockLostWhenDaemonGoes(t *testing.T) {
 			t.Parallel()
 			d := startDaemon(t)
 			if tt.sig == syscall.SIGSTOP {
-				t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+				t.Cleanup(func() { _ = syscall.Kill(d.Pid(), syscall.SIGCONT) })
 			}
 			c := newCtl(t, d)
 			const ttl = time.Second

@@ -7,18 +7,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/coordd/coordd/internal/daemontest"
 )
 
-// The binaries under test, built once by TestMain.
-var coordctlBin, coorddBin string
+// coordctlBin is the binary under test, built once by TestMain; coordd is
+// daemontest's.
+var coordctlBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "coordctl-test-")
@@ -26,37 +27,30 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	coordctlBin, coorddBin = filepath.Join(dir, "coordctl"), filepath.Join(dir, "coordd")
-	for _, b := range []struct{ out, pkg string }{{coordctlBin, "."}, {coorddBin, "../coordd"}} {
-		if out, err := exec.Command("go", "build", "-o", b.out, b.pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
+	coordctlBin = filepath.Join(dir, "coordctl")
+	cleanup := func() {
+		os.RemoveAll(dir)
+		daemontest.RemoveBinary()
+	}
+	if out, err := exec.Command("go", "build", "-o", coordctlBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build .: %v\n%s", err, out)
+		cleanup()
+		os.Exit(1)
+	}
+	if _, _, err := daemontest.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		cleanup()
+		os.Exit(1)
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		os.RemoveAll(dir)
+		cleanup()
 		os.Exit(code)
 	}))
 }
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// lockedBuffer collects a process's output, or a log, while the test
+// reads it.
+type lockedBuffer = daemontest.Buffer
 
 // cleanEnv is the test's environment without COORDD_* and COORDCTL_*.
 func cleanEnv() []string {
@@ -71,61 +65,21 @@ func cleanEnv() []string {
 
 // daemon is a coordd process with the memory store.
 type daemon struct {
-	addr   string
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	exited chan struct{}
+	*daemontest.Daemon
+	addr string // its gRPC address
 }
-
-var servingLine = regexp.MustCompile(`msg="coordd serving" grpc=(\S+)`)
 
 // startDaemon starts coordd on loopback ports chosen by the kernel and
 // waits until it logs its gRPC address. It is killed at the end of the test.
 func startDaemon(t *testing.T) *daemon {
 	t.Helper()
-	d := &daemon{out: &lockedBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(coorddBin, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--store", "memory")
-	d.cmd.Env = cleanEnv()
-	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("starting coordd: %v", err)
-	}
-	go func() {
-		_ = d.cmd.Wait()
-		close(d.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-d.exited:
-		default:
-			_ = d.cmd.Process.Kill()
-			<-d.exited
-		}
-		if t.Failed() {
-			t.Logf("coordd output:\n%s", d.out)
-		}
-	})
-	for end := time.Now().Add(10 * time.Second); ; {
-		if m := servingLine.FindStringSubmatch(d.out.String()); m != nil {
-			d.addr = m[1]
-			return d
-		}
-		if time.Now().After(end) {
-			t.Fatalf("coordd did not log %q within 10s:\n%s", "coordd serving", d.out)
-		}
-		select {
-		case <-d.exited:
-			t.Fatalf("coordd exited before serving:\n%s", d.out)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--store", "memory"}, KillAtEnd: true, StartTimeout: 10 * time.Second})
+	return &daemon{Daemon: d, addr: d.GRPCAddr}
 }
 
 func (d *daemon) signal(t *testing.T, sig os.Signal) {
 	t.Helper()
-	if err := d.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signalling coordd: %v", err)
-	}
+	d.Signal(t, sig)
 }
 
 // ctl describes how to run coordctl: against addr, in dir, with extra

@@ -135,6 +135,7 @@ type PolicyConfig struct {
 
 // DefaultConfig returns the documented defaults, which run out of the box.
 func DefaultConfig() Config {
+	sc := server.DefaultConfig()
 	c := Config{
 		GRPCAddr:        "127.0.0.1:7070",
 		HTTPAddr:        "127.0.0.1:7071",
@@ -142,11 +143,11 @@ func DefaultConfig() Config {
 		LogLevel:        "info",
 		LogFormat:       "text",
 		ShutdownTimeout: 10 * time.Second,
-		Lock:            lock.DefaultConfig(),
-		Session:         session.DefaultConfig(),
-		RateLimit:       RateLimit{Config: limiter.DefaultConfig(), Policies: []PolicyConfig{}},
-		Idempotency:     idem.DefaultConfig(),
-		Queue:           queue.DefaultConfig(),
+		Lock:            sc.Lock,
+		Session:         sc.Session,
+		RateLimit:       RateLimit{Config: sc.Limiter, Policies: []PolicyConfig{}},
+		Idempotency:     sc.Idem,
+		Queue:           sc.Queue,
 		Redis:           defaultRedisConfig(),
 	}
 	c.Limits.MaxNameBytes = 256

@@ -19,7 +19,7 @@ import (
 func evictingRedis(t *testing.T) *redistest.Server {
 	t.Helper()
 	srv := redistest.StartStandalone(t)
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	c := goredis.NewClient(redistest.Options(srv.Addr()))
 	defer c.Close()
 	if err := c.ConfigSet(context.Background(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
 		t.Fatal(err)

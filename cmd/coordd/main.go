@@ -149,10 +149,8 @@ type daemon struct {
 	drain    chan struct{}
 	draining atomic.Bool
 	locks    *lock.Service // its background clean-ups end with the drain
-	// closeClient closes the Redis client, if any, after the store.
-	closeClient func() error
-	auth        *server.Authenticator
-	tls         *tlsFiles // nil without TLS
+	auth     *server.Authenticator
+	tls      *tlsFiles // nil without TLS
 }
 
 // storeFailure is the kind label of a store operation's error in
@@ -209,11 +207,11 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	domain := metrics.New(reg)
 	if cfg.Store == "redis" {
 		observe := func(op string, d time.Duration, err error) { domain.StoreCall(op, d, storeFailure(err)) }
-		st, client, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, observe, log)
+		st, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, observe, log)
 		if err != nil {
 			return nil, err
 		}
-		d.store, d.closeClient = st, client.Close
+		d.store = st
 		metrics.WatchBreakers(reg, st.BreakersOpen)
 		metrics.WatchEviction(reg, cfg.Redis.AllowEviction, st.EvictingNodes)
 	} else {
@@ -274,14 +272,8 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	return d, nil
 }
 
-// closeStore closes the store, then its Redis client if it has one.
-func (d *daemon) closeStore() error {
-	err := d.store.Close()
-	if d.closeClient != nil {
-		err = errors.Join(err, d.closeClient())
-	}
-	return err
-}
+// closeStore closes the store (and with it its Redis client, if any).
+func (d *daemon) closeStore() error { return d.store.Close() }
 
 func isLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)

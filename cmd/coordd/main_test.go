@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,11 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,9 +27,15 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/daemontest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		daemontest.RemoveBinary()
+		os.Exit(code)
+	}))
+}
 
 // wantServices are the services a coordd must register, as reflection
 // names them.
@@ -67,6 +70,13 @@ type inProcess struct {
 // serves it until stop or the end of the test.
 func startInProcess(t *testing.T, mutate func(*Config)) *inProcess {
 	t.Helper()
+	return startInProcessLogging(t, io.Discard, mutate)
+}
+
+// startInProcessLogging is startInProcess with the daemon's log also
+// written to w.
+func startInProcessLogging(t *testing.T, w io.Writer, mutate func(*Config)) *inProcess {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if mutate != nil {
@@ -76,7 +86,7 @@ func startInProcess(t *testing.T, mutate func(*Config)) *inProcess {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(tlogWriter{t}, w), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d, err := newDaemon(cfg, log)
 	if err != nil {
 		t.Fatalf("newDaemon: %v", err)
@@ -148,27 +158,9 @@ func httpGet(t *testing.T, c *http.Client, url string) (int, string) {
 // the test at the deadline or when exited is closed (the daemon died).
 func waitServing(t *testing.T, conn *grpc.ClientConn, deadline time.Duration, exited <-chan struct{}) {
 	t.Helper()
-	hc := healthpb.NewHealthClient(conn)
-	end := time.Now().Add(deadline)
-	var last error
-	for time.Now().Before(end) {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return
-		}
-		if err == nil {
-			err = fmt.Errorf("status %v", resp.GetStatus())
-		}
-		last = err
-		select {
-		case <-exited:
-			t.Fatalf("coordd exited before serving (last health check: %v)", last)
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := daemontest.WaitServing(conn, deadline, exited); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("health did not report SERVING within %v; last: %v", deadline, last)
 }
 
 // listServices asks the reflection service for the registered services.
@@ -238,134 +230,167 @@ func TestDaemonEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	t.Run("health", func(t *testing.T) { endToEndHealth(ctx, t, conn) })
+	t.Run("LockService", func(t *testing.T) { endToEndLocks(ctx, t, conn) })
+	t.Run("SessionService", func(t *testing.T) { endToEndSessions(ctx, t, conn) })
+	t.Run("RateLimitService", func(t *testing.T) { endToEndRateLimit(ctx, t, conn) })
+	t.Run("IdempotencyService", func(t *testing.T) { endToEndIdempotency(ctx, t, conn) })
+	t.Run("QueueService", func(t *testing.T) { endToEndQueues(ctx, t, conn) })
+	t.Run("http", func(t *testing.T) { endToEndHTTP(t, hc, p.httpAddr) })
 
-	t.Run("health", func(t *testing.T) {
-		health := healthpb.NewHealthClient(conn)
-		for _, svc := range append([]string{""}, wantServices[:5]...) {
-			resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
-			if err != nil {
-				t.Errorf("health Check(%q): %v", svc, err)
-				continue
-			}
-			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-				t.Errorf("health Check(%q) = %v, want SERVING", svc, resp.GetStatus())
-			}
-		}
-	})
+	endToEndShutdown(t, p, conn, hc)
 
-	t.Run("LockService", func(t *testing.T) {
-		locks := coordv1.NewLockServiceClient(conn)
-		got, err := locks.Lock(ctx, &coordv1.LockRequest{Name: "e2e", Ttl: durationpb.New(10 * time.Second), Owner: "test"})
+	conn.Close()
+	hc.CloseIdleConnections()
+	goleak.VerifyNone(t, before)
+}
+
+// endToEndHealth: every service reports SERVING.
+func endToEndHealth(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	health := healthpb.NewHealthClient(conn)
+	for _, svc := range append([]string{""}, wantServices[:5]...) {
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil {
-			t.Fatalf("Lock: %v", err)
+			t.Errorf("health Check(%q): %v", svc, err)
+			continue
 		}
-		if !got.GetAcquired() || got.GetToken() == "" || got.GetFence() == 0 {
-			t.Fatalf("Lock = %v; want acquired with a token and a fence", got)
+		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health Check(%q) = %v, want SERVING", svc, resp.GetStatus())
 		}
-		info, err := locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "e2e"})
-		if err != nil || !info.GetHeld() || info.GetOwner() != "test" || info.GetFence() != got.GetFence() {
-			t.Errorf("GetLock = %v, %v; want held by test with fence %d", info, err, got.GetFence())
-		}
-		rel, err := locks.Release(ctx, &coordv1.ReleaseRequest{Name: "e2e", Token: got.GetToken()})
-		if err != nil || !rel.GetReleased() {
-			t.Errorf("Release = %v, %v; want released", rel, err)
-		}
-	})
+	}
+}
 
-	t.Run("SessionService", func(t *testing.T) {
-		sctx, scancel := context.WithCancel(ctx)
-		defer scancel()
-		stream, err := coordv1.NewSessionServiceClient(conn).KeepAlive(sctx)
-		if err != nil {
-			t.Fatalf("KeepAlive: %v", err)
-		}
-		if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(5 * time.Second)}); err != nil {
-			t.Fatalf("KeepAlive Send: %v", err)
-		}
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("KeepAlive Recv: %v", err)
-		}
-		if resp.GetSessionId() == "" || resp.GetTtl().AsDuration() != 5*time.Second {
-			t.Errorf("KeepAlive response = %v; want a session id and ttl 5s", resp)
-		}
-		if err := stream.CloseSend(); err != nil {
-			t.Fatalf("CloseSend: %v", err)
-		}
-		if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
-			t.Errorf("KeepAlive after half-close: %v, want EOF", err)
-		}
-	})
+// endToEndLocks: Lock, GetLock and Release.
+func endToEndLocks(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	locks := coordv1.NewLockServiceClient(conn)
+	got, err := locks.Lock(ctx, &coordv1.LockRequest{Name: "e2e", Ttl: durationpb.New(10 * time.Second), Owner: "test"})
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if !got.GetAcquired() || got.GetToken() == "" || got.GetFence() == 0 {
+		t.Fatalf("Lock = %v; want acquired with a token and a fence", got)
+	}
+	info, err := locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "e2e"})
+	if err != nil || !info.GetHeld() || info.GetOwner() != "test" || info.GetFence() != got.GetFence() {
+		t.Errorf("GetLock = %v, %v; want held by test with fence %d", info, err, got.GetFence())
+	}
+	rel, err := locks.Release(ctx, &coordv1.ReleaseRequest{Name: "e2e", Token: got.GetToken()})
+	if err != nil || !rel.GetReleased() {
+		t.Errorf("Release = %v, %v; want released", rel, err)
+	}
+}
 
-	t.Run("RateLimitService", func(t *testing.T) {
-		rl := coordv1.NewRateLimitServiceClient(conn)
-		req := &coordv1.AllowRequest{Key: "e2e", Limit: &coordv1.Limit{
-			Algorithm: coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 1, Period: durationpb.New(time.Hour),
-		}}
-		first, err := rl.Allow(ctx, req)
-		if err != nil || !first.GetAllowed() || first.GetLimit() != 1 {
-			t.Fatalf("first Allow = %v, %v; want allowed with limit 1", first, err)
-		}
-		second, err := rl.Allow(ctx, req)
-		if err != nil || second.GetAllowed() || second.GetRetryAfter().AsDuration() <= 0 {
-			t.Errorf("second Allow = %v, %v; want denied with a retry_after", second, err)
-		}
-	})
+// endToEndSessions: a KeepAlive stream opens a session and ends with a half-close.
+func endToEndSessions(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	stream, err := coordv1.NewSessionServiceClient(conn).KeepAlive(sctx)
+	if err != nil {
+		t.Fatalf("KeepAlive: %v", err)
+	}
+	if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(5 * time.Second)}); err != nil {
+		t.Fatalf("KeepAlive Send: %v", err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("KeepAlive Recv: %v", err)
+	}
+	if resp.GetSessionId() == "" || resp.GetTtl().AsDuration() != 5*time.Second {
+		t.Errorf("KeepAlive response = %v; want a session id and ttl 5s", resp)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatalf("CloseSend: %v", err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Errorf("KeepAlive after half-close: %v, want EOF", err)
+	}
+}
 
-	t.Run("IdempotencyService", func(t *testing.T) {
-		idem := coordv1.NewIdempotencyServiceClient(conn)
-		begin, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "e2e", Fingerprint: "f1"})
-		if err != nil || begin.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE || begin.GetOwnerToken() == "" {
-			t.Fatalf("BeginIdempotent = %v, %v; want EXECUTE with an owner token", begin, err)
-		}
-		fin, err := idem.Finish(ctx, &coordv1.FinishRequest{Key: "e2e", OwnerToken: begin.GetOwnerToken(), Result: []byte("done")})
-		if err != nil || !fin.GetStored() {
-			t.Fatalf("Finish = %v, %v; want stored", fin, err)
-		}
-		again, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "e2e", Fingerprint: "f1"})
-		if err != nil || again.GetOutcome() != coordv1.Outcome_OUTCOME_COMPLETED || string(again.GetResult()) != "done" {
-			t.Errorf("BeginIdempotent again = %v, %v; want COMPLETED with the result", again, err)
-		}
-	})
+// endToEndRateLimit: a fixed window of 1 allows once, then denies.
+func endToEndRateLimit(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	rl := coordv1.NewRateLimitServiceClient(conn)
+	req := &coordv1.AllowRequest{Key: "e2e", Limit: &coordv1.Limit{
+		Algorithm: coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 1, Period: durationpb.New(time.Hour),
+	}}
+	first, err := rl.Allow(ctx, req)
+	if err != nil || !first.GetAllowed() || first.GetLimit() != 1 {
+		t.Fatalf("first Allow = %v, %v; want allowed with limit 1", first, err)
+	}
+	second, err := rl.Allow(ctx, req)
+	if err != nil || second.GetAllowed() || second.GetRetryAfter().AsDuration() <= 0 {
+		t.Errorf("second Allow = %v, %v; want denied with a retry_after", second, err)
+	}
+}
 
-	t.Run("QueueService", func(t *testing.T) {
-		q := coordv1.NewQueueServiceClient(conn)
-		enq, err := q.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "e2e", Payload: []byte("hello")})
-		if err != nil || enq.GetMessageId() == "" {
-			t.Fatalf("Enqueue = %v, %v; want a message id", enq, err)
-		}
-		claim, err := q.Claim(ctx, &coordv1.ClaimRequest{Queue: "e2e", MaxMessages: 1})
-		if err != nil || len(claim.GetMessages()) != 1 {
-			t.Fatalf("Claim = %v, %v; want one message", claim, err)
-		}
-		m := claim.GetMessages()[0]
-		if m.GetMessageId() != enq.GetMessageId() || string(m.GetPayload()) != "hello" || m.GetAttempt() != 1 {
-			t.Errorf("claimed %v; want message %s with payload hello, attempt 1", m, enq.GetMessageId())
-		}
-		ack, err := q.Ack(ctx, &coordv1.AckRequest{Queue: "e2e", Receipt: m.GetReceipt()})
-		if err != nil || !ack.GetAcked() {
-			t.Errorf("Ack = %v, %v; want acked", ack, err)
-		}
-	})
+// endToEndIdempotency: EXECUTE, Finish, then COMPLETED with the result.
+func endToEndIdempotency(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	idem := coordv1.NewIdempotencyServiceClient(conn)
+	begin, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "e2e", Fingerprint: "f1"})
+	if err != nil || begin.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE || begin.GetOwnerToken() == "" {
+		t.Fatalf("BeginIdempotent = %v, %v; want EXECUTE with an owner token", begin, err)
+	}
+	fin, err := idem.Finish(ctx, &coordv1.FinishRequest{Key: "e2e", OwnerToken: begin.GetOwnerToken(), Result: []byte("done")})
+	if err != nil || !fin.GetStored() {
+		t.Fatalf("Finish = %v, %v; want stored", fin, err)
+	}
+	again, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "e2e", Fingerprint: "f1"})
+	if err != nil || again.GetOutcome() != coordv1.Outcome_OUTCOME_COMPLETED || string(again.GetResult()) != "done" {
+		t.Errorf("BeginIdempotent again = %v, %v; want COMPLETED with the result", again, err)
+	}
+}
 
-	t.Run("http", func(t *testing.T) {
-		if code, body := httpGet(t, hc, "http://"+p.httpAddr+"/healthz"); code != http.StatusOK {
-			t.Errorf("GET /healthz = %d %q, want 200", code, body)
-		}
-		code, body := httpGet(t, hc, "http://"+p.httpAddr+"/metrics")
-		if code != http.StatusOK {
-			t.Fatalf("GET /metrics = %d, want 200", code)
-		}
-		for _, want := range []string{
-			"grpc_server_handled_total",
-			`grpc_server_handled_total{grpc_code="OK",grpc_method="Lock",grpc_service="coord.v1.LockService",grpc_type="unary"} 1`,
-		} {
-			if !strings.Contains(body, want) {
-				t.Errorf("/metrics does not contain %s", want)
-			}
-		}
-	})
+// endToEndQueues: Enqueue, Claim and Ack of one message.
+func endToEndQueues(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	q := coordv1.NewQueueServiceClient(conn)
+	enq, err := q.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "e2e", Payload: []byte("hello")})
+	if err != nil || enq.GetMessageId() == "" {
+		t.Fatalf("Enqueue = %v, %v; want a message id", enq, err)
+	}
+	claim, err := q.Claim(ctx, &coordv1.ClaimRequest{Queue: "e2e", MaxMessages: 1})
+	if err != nil || len(claim.GetMessages()) != 1 {
+		t.Fatalf("Claim = %v, %v; want one message", claim, err)
+	}
+	m := claim.GetMessages()[0]
+	if m.GetMessageId() != enq.GetMessageId() || string(m.GetPayload()) != "hello" || m.GetAttempt() != 1 {
+		t.Errorf("claimed %v; want message %s with payload hello, attempt 1", m, enq.GetMessageId())
+	}
+	ack, err := q.Ack(ctx, &coordv1.AckRequest{Queue: "e2e", Receipt: m.GetReceipt()})
+	if err != nil || !ack.GetAcked() {
+		t.Errorf("Ack = %v, %v; want acked", ack, err)
+	}
+}
 
+// endToEndHTTP: /healthz answers 200, /metrics has the gRPC server metrics
+// of the calls made.
+func endToEndHTTP(t *testing.T, hc *http.Client, httpAddr string) {
+	t.Helper()
+	if code, body := httpGet(t, hc, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
+		t.Errorf("GET /healthz = %d %q, want 200", code, body)
+	}
+	code, body := httpGet(t, hc, "http://"+httpAddr+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d, want 200", code)
+	}
+	for _, want := range []string{
+		"grpc_server_handled_total",
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="Lock",grpc_service="coord.v1.LockService",grpc_type="unary"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics does not contain %s", want)
+		}
+	}
+}
+
+// endToEndShutdown stops serve and checks that it returns nil, and that the
+// daemon then answers neither HTTP (or 503) nor gRPC.
+func endToEndShutdown(t *testing.T, p *inProcess, conn *grpc.ClientConn, hc *http.Client) {
+	t.Helper()
 	took, err := p.stop(t, 5*time.Second)
 	if err != nil {
 		t.Errorf("serve = %v after its context ended, want nil", err)
@@ -384,9 +409,6 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Errorf("health Check after shutdown = %v, want UNAVAILABLE", err)
 	}
 
-	conn.Close()
-	hc.CloseIdleConnections()
-	goleak.VerifyNone(t, before)
 }
 
 // TestGracefulShutdown checks that a session stream and a long-poll do not
@@ -478,118 +500,20 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+// lockedBuffer collects a process's output, or a log, while the test
+// reads it.
+type lockedBuffer = daemontest.Buffer
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// buildBinary builds cmd/coordd into a temporary directory.
-func buildBinary(t *testing.T) string {
+// startBinary starts the coordd binary (daemontest) with args, on loopback
+// ports the kernel chooses unless defaultAddrs. The process is killed at
+// the end of the test if still running; Stop gives it 5s to exit 0 after
+// SIGTERM.
+func startBinary(t *testing.T, defaultAddrs bool, args ...string) *daemontest.Daemon {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "coordd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// proc is a running coordd binary.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-	exited chan struct{} // closed when the process has exited
-	err    error         // Wait's result, once exited is closed
-}
-
-// startBinary starts bin with args and an environment without COORDD_*
-// variables. The process is killed at the end of the test if still running.
-func startBinary(t *testing.T, bin string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = t.TempDir()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "COORDD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
-		if t.Failed() {
-			t.Logf("coordd output:\n%s", p.stderr)
-		}
-	})
-	return p
-}
-
-func (p *proc) signal(t *testing.T, sig os.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %v: %v", sig, err)
-	}
-}
-
-// terminate sends SIGTERM and checks that the process exits with status 0
-// within the deadline.
-func (p *proc) terminate(t *testing.T, within time.Duration) {
-	t.Helper()
-	p.signal(t, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(within):
-		t.Fatalf("coordd did not exit within %v of SIGTERM", within)
-	}
-	if p.err != nil {
-		t.Errorf("coordd exited with %v after SIGTERM, want exit status 0", p.err)
-	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("coordd exit code = %d, want 0", code)
-	}
-}
-
-// waitLog polls the process's output until it contains substr n times.
-func (p *proc) waitLog(t *testing.T, substr string, n int, within time.Duration) {
-	t.Helper()
-	for end := time.Now().Add(within); strings.Count(p.stderr.String(), substr) < n; {
-		if time.Now().After(end) {
-			t.Fatalf("coordd did not log %q (%d times) within %v", substr, n, within)
-		}
-		select {
-		case <-p.exited:
-			t.Fatalf("coordd exited (%v) while waiting for %q in its log", p.err, substr)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return daemontest.Start(t, daemontest.Options{Args: args, DefaultAddrs: defaultAddrs, KillAtEnd: true, StopTimeout: 5 * time.Second})
 }
 
 // TestBinaryServesDefaults is "go run ./cmd/coordd serves on 127.0.0.1:7070":
@@ -604,12 +528,11 @@ func TestBinaryServesDefaults(t *testing.T) {
 		}
 		l.Close()
 	}
-	bin := buildBinary(t)
-	p := startBinary(t, bin)
+	p := startBinary(t, true)
 
 	conn := dial(t, "127.0.0.1:7070")
 	defer conn.Close()
-	waitServing(t, conn, 10*time.Second, p.exited)
+	waitServing(t, conn, 10*time.Second, p.Exited())
 	checkServices(t, conn)
 
 	hc := newHTTPClient()
@@ -622,8 +545,8 @@ func TestBinaryServesDefaults(t *testing.T) {
 		t.Errorf("GET /healthz = %d, want 200", code)
 	}
 
-	p.terminate(t, 5*time.Second)
-	if out := p.stderr.String(); !strings.Contains(out, "coordd stopped") {
+	p.Stop(t)
+	if out := p.Output(); !strings.Contains(out, "coordd stopped") {
 		t.Errorf("coordd did not log a clean stop:\n%s", out)
 	}
 }
@@ -655,12 +578,10 @@ func TestBinaryReloadsPoliciesOnSIGHUP(t *testing.T) {
 	}
 	write(policyYAML("fixed_window", 1))
 
-	bin := buildBinary(t)
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-	p := startBinary(t, bin, "--config", path, "--grpc-addr", grpcAddr, "--http-addr", httpAddr)
-	conn := dial(t, grpcAddr)
+	p := startBinary(t, false, "--config", path)
+	conn := dial(t, p.GRPCAddr)
 	defer conn.Close()
-	waitServing(t, conn, 10*time.Second, p.exited)
+	waitServing(t, conn, 10*time.Second, p.Exited())
 
 	rl := coordv1.NewRateLimitServiceClient(conn)
 	allow := func(key string) *coordv1.AllowResponse {
@@ -683,7 +604,7 @@ func TestBinaryReloadsPoliciesOnSIGHUP(t *testing.T) {
 
 	// Raise the limit to 3 and reload.
 	write(policyYAML("fixed_window", 3))
-	p.signal(t, syscall.SIGHUP)
+	p.Signal(t, syscall.SIGHUP)
 	var key string
 	for i, end := 1, time.Now().Add(5*time.Second); ; i++ {
 		key = fmt.Sprintf("k%d", i)
@@ -706,7 +627,7 @@ func TestBinaryReloadsPoliciesOnSIGHUP(t *testing.T) {
 	if r := allow(key); r.GetAllowed() {
 		t.Errorf("Allow #4 on %s after reload = %v; want denied by limit 3", key, r)
 	}
-	p.waitLog(t, "reloaded rate-limit policies", 1, 5*time.Second)
+	p.WaitLog(t, "reloaded rate-limit policies", 1, 5*time.Second)
 
 	// Broken files are logged and ignored.
 	broken := []struct{ name, content string }{
@@ -716,19 +637,19 @@ func TestBinaryReloadsPoliciesOnSIGHUP(t *testing.T) {
 	}
 	for i, b := range broken {
 		write(b.content)
-		p.signal(t, syscall.SIGHUP)
-		p.waitLog(t, "reload failed", i+1, 5*time.Second)
+		p.Signal(t, syscall.SIGHUP)
+		p.WaitLog(t, "reload failed", i+1, 5*time.Second)
 		r := allow(fmt.Sprintf("broken%d", i))
 		if !r.GetAllowed() || r.GetLimit() != 3 {
 			t.Errorf("after a reload of a file with %s: Allow = %v; want allowed with the running limit 3", b.name, r)
 		}
 	}
-	if strings.Count(p.stderr.String(), "reloaded rate-limit policies") != 1 {
-		t.Errorf("a broken file was reported as reloaded:\n%s", p.stderr)
+	if strings.Count(p.Output(), "reloaded rate-limit policies") != 1 {
+		t.Errorf("a broken file was reported as reloaded:\n%s", p.Output())
 	}
-	waitServing(t, conn, 2*time.Second, p.exited)
+	waitServing(t, conn, 2*time.Second, p.Exited())
 
-	p.terminate(t, 5*time.Second)
+	p.Stop(t)
 }
 
 // newDaemon's errors must not leave anything running: the store's sweep,

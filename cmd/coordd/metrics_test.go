@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -85,41 +85,6 @@ func (s scrape) value(name string, labels ...string) float64 {
 	return 0
 }
 
-// startInProcessLogging is startInProcess with the daemon's log also
-// written to w.
-func startInProcessLogging(t *testing.T, w io.Writer, mutate func(*Config)) *inProcess {
-	t.Helper()
-	cfg := DefaultConfig()
-	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	cfg.applyLimits()
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(tlogWriter{t}, w), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := newDaemon(cfg, log)
-	if err != nil {
-		t.Fatalf("newDaemon: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &inProcess{
-		d: d, grpcAddr: d.grpcLis.Addr().String(), httpAddr: d.httpLis.Addr().String(),
-		cancel: cancel, served: make(chan error, 1),
-	}
-	go func() { p.served <- d.serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-p.served:
-		case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
-			t.Errorf("serve did not return after its context ended")
-		}
-	})
-	return p
-}
-
 // TestMetricsScrape runs a scripted scenario through gRPC against a daemon
 // with a queue named in metrics.queues and a policy "p", and checks every
 // domain metric's delta in the scrape.
@@ -138,31 +103,72 @@ func TestMetricsScrape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	locks := coordv1.NewLockServiceClient(conn)
-	rl := coordv1.NewRateLimitServiceClient(conn)
-	idem := coordv1.NewIdempotencyServiceClient(conn)
-	queues := coordv1.NewQueueServiceClient(conn)
-
+	s := &metricsScenario{
+		t: t, ctx: ctx, conn: conn, hc: hc, httpAddr: p.httpAddr,
+		locks: coordv1.NewLockServiceClient(conn), rl: coordv1.NewRateLimitServiceClient(conn),
+		idem: coordv1.NewIdempotencyServiceClient(conn), queues: coordv1.NewQueueServiceClient(conn),
+		used: map[string]bool{otherQueue: true},
+	}
 	before := getMetrics(t, hc, p.httpAddr)
-	// used collects every name, key, token, receipt and ID the scenario
-	// chose or was given: none may be a label value.
-	used := map[string]bool{otherQueue: true}
-	use := func(ss ...string) {
-		for _, s := range ss {
-			if s != "" {
-				used[s] = true
-			}
-		}
-	}
-	must := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	s.lockPhase()
+	s.sessionPhase()
+	s.rateLimitPhase()
+	s.idempotencyPhase()
+	acked := s.queuePhase(queue, otherQueue)
+	after := getMetrics(t, hc, p.httpAddr)
 
-	// --- Locks.
-	const lockA, lockB, lockC, lockS = "m-lock-alpha", "m-lock-beta", "m-lock-gamma", "m-lock-session"
+	checkMetricDeltas(t, before, after, queue)
+	checkNoClientLabels(t, after, s.used)
+	checkLogRule(t, logs.String(), s.used, acked)
+	// coordd_session_streams is back to 0 once the stream ended (checked
+	// above as a delta from 0); a panic-free run leaves the gauge exact.
+	if v := after.value("coordd_session_streams"); v != 0 {
+		t.Errorf("coordd_session_streams = %v after the stream ended, want 0", v)
+	}
+}
+
+// strangerToken is a well-formed token no lock or idempotency key has.
+const strangerToken = "0123456789abcdef0123456789abcdef"
+
+// The scenario's locks: lockS is the one bound to the session.
+const lockA, lockB, lockC, lockS = "m-lock-alpha", "m-lock-beta", "m-lock-gamma", "m-lock-session"
+
+// metricsScenario is TestMetricsScrape's scripted scenario: its clients,
+// and used, every name, key, token, receipt and ID the scenario chose or
+// was given: none may be a label value.
+type metricsScenario struct {
+	t        *testing.T
+	ctx      context.Context
+	conn     *grpc.ClientConn
+	hc       *http.Client
+	httpAddr string
+	locks    coordv1.LockServiceClient
+	rl       coordv1.RateLimitServiceClient
+	idem     coordv1.IdempotencyServiceClient
+	queues   coordv1.QueueServiceClient
+	used     map[string]bool
+}
+
+func (s *metricsScenario) use(ss ...string) {
+	for _, v := range ss {
+		if v != "" {
+			s.used[v] = true
+		}
+	}
+}
+
+func (s *metricsScenario) must(what string, err error) {
+	s.t.Helper()
+	if err != nil {
+		s.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// lockPhase: a grant, a contended Lock, a waiting one granted on release,
+// releases, a release and a renew with a stranger's token.
+func (s *metricsScenario) lockPhase() {
+	t, ctx, locks, hc, use := s.t, s.ctx, s.locks, s.hc, s.use
+	t.Helper()
 	use(lockA, lockB, lockC, lockS, "m-owner-1", "m-owner-2", "m-owner-3", "m-owner-4")
 	l1, err := locks.Lock(ctx, &coordv1.LockRequest{Name: lockA, Ttl: durationpb.New(time.Minute), Owner: "m-owner-1"})
 	if err != nil || !l1.GetAcquired() {
@@ -183,7 +189,7 @@ func TestMetricsScrape(t *testing.T) {
 	}()
 	// The third Lock has started, and has had time to find the lock held.
 	started := func() float64 {
-		return getMetrics(t, hc, p.httpAddr).value("grpc_server_started_total", "grpc_service", "coord.v1.LockService", "grpc_method", "Lock")
+		return getMetrics(t, hc, s.httpAddr).value("grpc_server_started_total", "grpc_service", "coord.v1.LockService", "grpc_method", "Lock")
 	}
 	for end := time.Now().Add(5 * time.Second); started() < 3; {
 		if time.Now().After(end) {
@@ -215,7 +221,6 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("Lock 4 = %v, %v", l4, err)
 	}
 	use(l4.GetToken())
-	const strangerToken = "0123456789abcdef0123456789abcdef"
 	use(strangerToken)
 	if rel, err := locks.Release(ctx, &coordv1.ReleaseRequest{Name: lockB, Token: strangerToken}); err != nil || rel.GetReleased() {
 		t.Fatalf("Release with another token = %v, %v; want released=false", rel, err)
@@ -225,7 +230,12 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("Renew with an unknown token = %v, want LOCK_NOT_HELD", err)
 	}
 
-	// --- A session with a max_hold lock, reported lost.
+}
+
+// sessionPhase: a session with a max_hold lock, reported lost.
+func (s *metricsScenario) sessionPhase() {
+	t, ctx, conn, locks, hc, use, must := s.t, s.ctx, s.conn, s.locks, s.hc, s.use, s.must
+	t.Helper()
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
 	stream, err := coordv1.NewSessionServiceClient(conn).KeepAlive(sctx)
@@ -235,7 +245,7 @@ func TestMetricsScrape(t *testing.T) {
 	must("KeepAlive Recv", err)
 	sid := first.GetSessionId()
 	use(sid)
-	if v := getMetrics(t, hc, p.httpAddr).value("coordd_session_streams"); v != 1 {
+	if v := getMetrics(t, hc, s.httpAddr).value("coordd_session_streams"); v != 1 {
 		t.Errorf("coordd_session_streams with one stream open = %v, want 1", v)
 	}
 	ls, err := locks.Lock(ctx, &coordv1.LockRequest{Name: lockS, SessionId: sid, MaxHold: durationpb.New(200 * time.Millisecond)})
@@ -260,7 +270,13 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("KeepAlive after half-close: %v, want EOF", err)
 	}
 
-	// --- Rate limits.
+}
+
+// rateLimitPhase: a policy's decisions, allowed and denied, and an inline
+// limit's.
+func (s *metricsScenario) rateLimitPhase() {
+	t, ctx, rl, use := s.t, s.ctx, s.rl, s.use
+	t.Helper()
 	use("m-rl-key", "m-rl-inline")
 	for i, want := range []bool{true, true, false} {
 		r, err := rl.Allow(ctx, &coordv1.AllowRequest{Key: "m-rl-key", Policy: "p"})
@@ -274,7 +290,13 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("inline Allow = %v, %v", r, err)
 	}
 
-	// --- Idempotency.
+}
+
+// idempotencyPhase: execute, store, replay, a fingerprint mismatch and a
+// stranger's Finish.
+func (s *metricsScenario) idempotencyPhase() {
+	t, ctx, idem, use := s.t, s.ctx, s.idem, s.use
+	t.Helper()
 	use("m-idem-key", "m-idem-key-2", "m-fp-1", "m-fp-2")
 	b1, err := idem.BeginIdempotent(ctx, &coordv1.BeginIdempotentRequest{Key: "m-idem-key", Fingerprint: "m-fp-1"})
 	if err != nil || b1.GetOutcome() != coordv1.Outcome_OUTCOME_EXECUTE {
@@ -296,7 +318,14 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("Finish by a stranger = %v, want NOT_OWNER", err)
 	}
 
-	// --- Queue.
+}
+
+// queuePhase: enqueues (a duplicate, a delayed one, one on the unwatched
+// queue), claims, an ack, a dead letter, and the ack of an acked receipt,
+// which it returns.
+func (s *metricsScenario) queuePhase(queue, otherQueue string) (acked string) {
+	t, ctx, queues, use, must := s.t, s.ctx, s.queues, s.use, s.must
+	t.Helper()
 	use("m-payload", "m-dedup-id")
 	enqueue := func(req *coordv1.EnqueueRequest) *coordv1.EnqueueResponse {
 		t.Helper()
@@ -311,7 +340,6 @@ func TestMetricsScrape(t *testing.T) {
 	if err != nil || len(claimed.GetMessages()) != 2 {
 		t.Fatalf("Claim = %v, %v; want 2", claimed, err)
 	}
-	var acked string
 	for _, m := range claimed.GetMessages() {
 		use(m.GetReceipt(), m.GetMessageId())
 		if m.GetMaxAttempts() == 1 {
@@ -343,7 +371,13 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatalf("Ack of an acked receipt = %v, want RECEIPT_EXPIRED", err)
 	}
 
-	after := getMetrics(t, hc, p.httpAddr)
+	return acked
+}
+
+// checkMetricDeltas checks every domain metric's delta between the scrapes
+// before and after the scenario, and that only queue's depth is exported.
+func checkMetricDeltas(t *testing.T, before, after scrape, queue string) {
+	t.Helper()
 	type want struct {
 		name   string
 		labels []string
@@ -411,8 +445,12 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("coordd_lock_hold_seconds sum = %v; Release 1 came after a hold of more than 300ms", h.GetSampleSum())
 	}
 
-	// The cardinality rule: no label value is anything the client chose or
-	// was handed.
+}
+
+// checkNoClientLabels is the cardinality rule: no label value is anything
+// the client chose or was handed.
+func checkNoClientLabels(t *testing.T, after scrape, used map[string]bool) {
+	t.Helper()
 	var bad []string
 	for name, mf := range after {
 		for _, m := range mf.GetMetric() {
@@ -431,9 +469,12 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("label values that a client chose: %v", bad)
 	}
 
-	// The log rule (README, Operating): one line per call, never a payload,
-	// token or receipt.
-	out := logs.String()
+}
+
+// checkLogRule is the log rule (README, Operating): one line per call, never
+// a payload, token or receipt.
+func checkLogRule(t *testing.T, out string, used map[string]bool, acked string) {
+	t.Helper()
 	if n := strings.Count(out, `msg="finished call"`); n < 30 {
 		t.Errorf("%d call log lines; want one per call", n)
 	}
@@ -455,11 +496,6 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("the log carries tokens, receipts or payloads: %v", leaked)
 	}
 
-	// coordd_session_streams is back to 0 once the stream ended (checked
-	// above as a delta from 0); a panic-free run leaves the gauge exact.
-	if v := after.value("coordd_session_streams"); v != 0 {
-		t.Errorf("coordd_session_streams = %v after the stream ended, want 0", v)
-	}
 }
 
 // TestMetricsStoreOnRedis: on the Redis store, every store operation is

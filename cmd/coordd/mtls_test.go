@@ -226,6 +226,16 @@ const (
 	betaKey  = "api-key-of-beta-0123456789"
 )
 
+// alphaBetaAuth is auth with alpha by certificate (alphaURI) and beta by
+// API key (betaKey).
+func alphaBetaAuth() AuthSection {
+	return AuthSection{AuthConfig: server.AuthConfig{
+		Enabled: true,
+		APIKeys: []server.APIKey{{Namespace: "beta", Key: betaKey}},
+		MTLS:    []server.Identity{{Identity: alphaURI, Namespace: "alpha"}},
+	}}
+}
+
 // mtlsFiles are the PEM files of a daemon with mutual TLS.
 type mtlsFiles struct{ dir, cert, key, ca, config string }
 
@@ -250,31 +260,8 @@ auth:
 // past the handshake. Then the certificate files are replaced and
 // reloaded: new connections get the new certificate, open ones go on.
 func TestMutualTLS(t *testing.T) {
-	ca := newTestCA(t, "coordd test CA")
-	otherCA := newTestCA(t, "someone else's CA")
-	srv := ca.issue(t, "coordd", true, "")
-	mapped := ca.issue(t, "alpha-worker", false, alphaURI)
-	unmapped := ca.issue(t, "stranger", false, "spiffe://example.org/ns/nobody/sa/x")
-	foreign := otherCA.issue(t, "alpha-worker", false, alphaURI) // the mapped identity, wrong CA
-
-	dir := t.TempDir()
-	f := mtlsFiles{dir: dir, cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key"),
-		ca: filepath.Join(dir, "clients-ca.crt"), config: filepath.Join(dir, "coordd.yaml")}
-	writeFile(t, f.cert, srv.certPEM)
-	writeFile(t, f.key, srv.keyPEM)
-	writeFile(t, f.ca, ca.pem)
-	writeFile(t, f.config, []byte(f.yaml("    - identity: "+alphaURI+"\n      namespace: alpha\n")))
-
-	p := startInProcess(t, func(c *Config) {
-		c.TLS = TLSConfig{CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.ca, ClientAuth: "verify_if_given"}
-		c.Auth = AuthSection{AuthConfig: server.AuthConfig{
-			Enabled: true,
-			APIKeys: []server.APIKey{{Namespace: "beta", Key: betaKey}},
-			MTLS:    []server.Identity{{Identity: alphaURI, Namespace: "alpha"}},
-		}}
-	})
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
+	e := startMutualTLS(t)
+	ca, srv, mapped, unmapped, f, p, roots := e.ca, e.srv, e.mapped, e.unmapped, e.f, e.p, e.roots
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -330,55 +317,7 @@ func TestMutualTLS(t *testing.T) {
 		}
 	})
 
-	t.Run("certificate of another CA", func(t *testing.T) {
-		// Presented with a valid API key too: the handshake refuses it first.
-		for _, v := range []struct {
-			name string
-			max  uint16
-		}{{"TLS 1.3", tls.VersionTLS13}, {"TLS 1.2", tls.VersionTLS12}} {
-			cfg := presenting(roots, foreign.tls)
-			cfg.MaxVersion = v.max
-			conn := tlsDialConfig(t, p.grpcAddr, cfg)
-			c, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err := coordv1.NewLockServiceClient(conn).GetLock(bearerCtx(c, betaKey), &coordv1.GetLockRequest{Name: "report"})
-			cancel()
-			conn.Close()
-			if status.Code(err) != codes.Unavailable {
-				t.Fatalf("%s: GetLock with a certificate of another CA = %v, want UNAVAILABLE", v.name, err)
-			}
-			switch {
-			case strings.Contains(err.Error(), "certificate"):
-			case v.max == tls.VersionTLS13:
-				// In TLS 1.3 the client's handshake ends before the server
-				// has checked its certificate: the refusal (an alert) reaches
-				// gRPC only if it reads before it writes, else it sees the
-				// closed connection ("broken pipe"). Not coordd's to choose.
-				t.Logf("%s: the error does not mention the certificate this time: %v", v.name, err)
-			default:
-				t.Errorf("%s: the error %q does not mention the certificate", v.name, err)
-			}
-		}
-		// At the TLS level: the server refuses the handshake for the certificate.
-		raw := presenting(roots, foreign.tls)
-		raw.NextProtos = []string{"h2"}
-		tc, err := tls.Dial("tcp", p.grpcAddr, raw)
-		if err == nil {
-			// TLS 1.3: the client learns of the refusal on its first read.
-			_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
-			_, err = tc.Read(make([]byte, 1))
-			tc.Close()
-		}
-		if err == nil || !strings.Contains(err.Error(), "certificate") {
-			t.Errorf("a TLS handshake with a certificate of another CA: %v; want refused for its certificate", err)
-		}
-		// Go's client, given only certificates of another CA, sends none
-		// (the server names the CAs it accepts): the call is then one
-		// without a certificate, and needs an API key.
-		conn := tlsDial(t, p.grpcAddr, roots, &foreign.tls)
-		defer conn.Close()
-		_, err = coordv1.NewLockServiceClient(conn).GetLock(ctx, &coordv1.GetLockRequest{Name: "report"})
-		wantCode(t, "GetLock with only a certificate of another CA (not sent)", err, codes.Unauthenticated, "UNAUTHENTICATED")
-	})
+	t.Run("certificate of another CA", func(t *testing.T) { mtlsForeignCA(ctx, t, e) })
 
 	t.Run("plaintext", func(t *testing.T) {
 		conn := dial(t, p.grpcAddr)
@@ -392,65 +331,11 @@ func TestMutualTLS(t *testing.T) {
 	})
 
 	// An open KeepAlive stream, to survive the reload.
-	sctx, scancel := context.WithCancel(ctx)
-	defer scancel()
-	stream, err := coordv1.NewSessionServiceClient(alphaConn).KeepAlive(sctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(30 * time.Second)}); err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Reload: a new server certificate, and the unmapped identity mapped.
-	srv2 := ca.issue(t, "coordd", true, "")
-	writeFile(t, f.cert, srv2.certPEM)
-	writeFile(t, f.key, srv2.keyPEM)
-	writeFile(t, f.config, []byte(f.yaml(
-		"    - identity: "+alphaURI+"\n      namespace: alpha\n"+
-			"    - identity: spiffe://example.org/ns/nobody/sa/x\n      namespace: gamma\n")))
-	p.d.reload([]string{"--config", f.config})
+	stream, first := openKeepAlive(ctx, t, alphaConn)
+	srv2 := mtlsReload(t, e)
 
 	t.Run("after reload", func(t *testing.T) {
-		if got := servedSerial(t, p.grpcAddr, roots, mapped.tls); got.Cmp(srv2.serial) != 0 {
-			t.Fatalf("a new connection after the reload got serial %v, want the new %v (old %v)", got, srv2.serial, srv.serial)
-		}
-		// The old connection goes on, on its old handshake.
-		var after peer.Peer
-		info, err := alphaLocks.GetLock(ctx, &coordv1.GetLockRequest{Name: "report"}, grpc.Peer(&after))
-		if err != nil || !info.GetHeld() {
-			t.Fatalf("GetLock on the connection opened before the reload = %v, %v", info, err)
-		}
-		if got := peerSerial(t, &after); got.Cmp(srv.serial) != 0 {
-			t.Errorf("the old connection's call went over serial %v, want the old %v: the connection was re-established", got, srv.serial)
-		}
-		if err := stream.Send(&coordv1.KeepAliveRequest{}); err != nil {
-			t.Fatalf("the KeepAlive stream opened before the reload: Send: %v", err)
-		}
-		if r, err := stream.Recv(); err != nil || r.GetSessionId() != first.GetSessionId() {
-			t.Fatalf("the KeepAlive stream opened before the reload: %v, %v; want its heartbeat answered", r, err)
-		}
-		// A new gRPC connection sees the new certificate and works.
-		conn := tlsDial(t, p.grpcAddr, roots, &mapped.tls)
-		defer conn.Close()
-		var fresh peer.Peer
-		info, err = coordv1.NewLockServiceClient(conn).GetLock(ctx, &coordv1.GetLockRequest{Name: "report"}, grpc.Peer(&fresh))
-		if err != nil || !info.GetHeld() {
-			t.Fatalf("GetLock on a new connection = %v, %v", info, err)
-		}
-		if got := peerSerial(t, &fresh); got.Cmp(srv2.serial) != 0 {
-			t.Errorf("a new gRPC connection got serial %v, want %v", got, srv2.serial)
-		}
-		// Identities reloaded too: the formerly unmapped certificate, on its
-		// existing connection, is now in gamma.
-		g, err := coordv1.NewLockServiceClient(unmappedConn).Lock(ctx, &coordv1.LockRequest{Name: "report", Ttl: durationpb.New(time.Minute), Owner: "gamma"})
-		if err != nil || !g.GetAcquired() {
-			t.Errorf("Lock(report) by the newly mapped certificate = %v, %v; want acquired in gamma", g, err)
-		}
+		mtlsAfterReload(ctx, t, e, srv2, alphaLocks, unmappedConn, stream, first.GetSessionId())
 	})
 
 	t.Run("broken reload keeps the running files", func(t *testing.T) {
@@ -472,6 +357,177 @@ func TestMutualTLS(t *testing.T) {
 	}
 }
 
+// mtlsEnv is TestMutualTLS's daemon and the certificates around it.
+type mtlsEnv struct {
+	ca                             *testCA
+	srv, mapped, unmapped, foreign issued // foreign: the mapped identity, wrong CA
+	f                              mtlsFiles
+	p                              *inProcess
+	roots                          *x509.CertPool // trusts ca
+}
+
+// startMutualTLS issues the certificates, writes the files and starts the
+// daemon with mutual TLS (verify_if_given) and auth: alpha by certificate,
+// beta by API key.
+func startMutualTLS(t *testing.T) *mtlsEnv {
+	t.Helper()
+	ca := newTestCA(t, "coordd test CA")
+	otherCA := newTestCA(t, "someone else's CA")
+	srv := ca.issue(t, "coordd", true, "")
+	mapped := ca.issue(t, "alpha-worker", false, alphaURI)
+	unmapped := ca.issue(t, "stranger", false, "spiffe://example.org/ns/nobody/sa/x")
+	foreign := otherCA.issue(t, "alpha-worker", false, alphaURI) // the mapped identity, wrong CA
+
+	dir := t.TempDir()
+	f := mtlsFiles{dir: dir, cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key"),
+		ca: filepath.Join(dir, "clients-ca.crt"), config: filepath.Join(dir, "coordd.yaml")}
+	writeFile(t, f.cert, srv.certPEM)
+	writeFile(t, f.key, srv.keyPEM)
+	writeFile(t, f.ca, ca.pem)
+	writeFile(t, f.config, []byte(f.yaml("    - identity: "+alphaURI+"\n      namespace: alpha\n")))
+
+	p := startInProcess(t, func(c *Config) {
+		c.TLS = TLSConfig{CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.ca, ClientAuth: "verify_if_given"}
+		c.Auth = alphaBetaAuth()
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	return &mtlsEnv{ca: ca, srv: srv, mapped: mapped, unmapped: unmapped, foreign: foreign, f: f, p: p, roots: roots}
+}
+
+// mtlsForeignCA: a certificate of another CA does not get past the
+// handshake, even with a valid API key; Go's client does not even send it.
+func mtlsForeignCA(ctx context.Context, t *testing.T, e *mtlsEnv) {
+	t.Helper()
+	roots, foreign, p := e.roots, e.foreign, e.p
+	// Presented with a valid API key too: the handshake refuses it first.
+	for _, v := range []struct {
+		name string
+		max  uint16
+	}{{"TLS 1.3", tls.VersionTLS13}, {"TLS 1.2", tls.VersionTLS12}} {
+		cfg := presenting(roots, foreign.tls)
+		cfg.MaxVersion = v.max
+		conn := tlsDialConfig(t, p.grpcAddr, cfg)
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := coordv1.NewLockServiceClient(conn).GetLock(bearerCtx(c, betaKey), &coordv1.GetLockRequest{Name: "report"})
+		cancel()
+		conn.Close()
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("%s: GetLock with a certificate of another CA = %v, want UNAVAILABLE", v.name, err)
+		}
+		switch {
+		case strings.Contains(err.Error(), "certificate"):
+		case v.max == tls.VersionTLS13:
+			// In TLS 1.3 the client's handshake ends before the server
+			// has checked its certificate: the refusal (an alert) reaches
+			// gRPC only if it reads before it writes, else it sees the
+			// closed connection ("broken pipe"). Not coordd's to choose.
+			t.Logf("%s: the error does not mention the certificate this time: %v", v.name, err)
+		default:
+			t.Errorf("%s: the error %q does not mention the certificate", v.name, err)
+		}
+	}
+	// At the TLS level: the server refuses the handshake for the certificate.
+	raw := presenting(roots, foreign.tls)
+	raw.NextProtos = []string{"h2"}
+	tc, err := tls.Dial("tcp", p.grpcAddr, raw)
+	if err == nil {
+		// TLS 1.3: the client learns of the refusal on its first read.
+		_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = tc.Read(make([]byte, 1))
+		tc.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a TLS handshake with a certificate of another CA: %v; want refused for its certificate", err)
+	}
+	// Go's client, given only certificates of another CA, sends none
+	// (the server names the CAs it accepts): the call is then one
+	// without a certificate, and needs an API key.
+	conn := tlsDial(t, p.grpcAddr, roots, &foreign.tls)
+	defer conn.Close()
+	_, err = coordv1.NewLockServiceClient(conn).GetLock(ctx, &coordv1.GetLockRequest{Name: "report"})
+	wantCode(t, "GetLock with only a certificate of another CA (not sent)", err, codes.Unauthenticated, "UNAUTHENTICATED")
+}
+
+// openKeepAlive opens a KeepAlive stream on conn and reads its first
+// answer.
+func openKeepAlive(ctx context.Context, t *testing.T, conn *grpc.ClientConn) (coordv1.SessionService_KeepAliveClient, *coordv1.KeepAliveResponse) {
+	t.Helper()
+	sctx, scancel := context.WithCancel(ctx)
+	t.Cleanup(scancel)
+	stream, err := coordv1.NewSessionServiceClient(conn).KeepAlive(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(30 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream, first
+}
+
+// mtlsReload replaces the server certificate, maps the unmapped identity
+// (in gamma) and reloads; it returns the new server certificate.
+func mtlsReload(t *testing.T, e *mtlsEnv) issued {
+	t.Helper()
+	ca, f, p := e.ca, e.f, e.p
+	srv2 := ca.issue(t, "coordd", true, "")
+	writeFile(t, f.cert, srv2.certPEM)
+	writeFile(t, f.key, srv2.keyPEM)
+	writeFile(t, f.config, []byte(f.yaml(
+		"    - identity: "+alphaURI+"\n      namespace: alpha\n"+
+			"    - identity: spiffe://example.org/ns/nobody/sa/x\n      namespace: gamma\n")))
+	p.d.reload([]string{"--config", f.config})
+	return srv2
+}
+
+// mtlsAfterReload: new connections get the new certificate, the open
+// connection and stream go on over the old handshake, and the identities
+// are the reloaded ones.
+func mtlsAfterReload(ctx context.Context, t *testing.T, e *mtlsEnv, srv2 issued, alphaLocks coordv1.LockServiceClient,
+	unmappedConn *grpc.ClientConn, stream coordv1.SessionService_KeepAliveClient, sessionID string) {
+	t.Helper()
+	srv, mapped, p, roots := e.srv, e.mapped, e.p, e.roots
+	if got := servedSerial(t, p.grpcAddr, roots, mapped.tls); got.Cmp(srv2.serial) != 0 {
+		t.Fatalf("a new connection after the reload got serial %v, want the new %v (old %v)", got, srv2.serial, srv.serial)
+	}
+	// The old connection goes on, on its old handshake.
+	var after peer.Peer
+	info, err := alphaLocks.GetLock(ctx, &coordv1.GetLockRequest{Name: "report"}, grpc.Peer(&after))
+	if err != nil || !info.GetHeld() {
+		t.Fatalf("GetLock on the connection opened before the reload = %v, %v", info, err)
+	}
+	if got := peerSerial(t, &after); got.Cmp(srv.serial) != 0 {
+		t.Errorf("the old connection's call went over serial %v, want the old %v: the connection was re-established", got, srv.serial)
+	}
+	if err := stream.Send(&coordv1.KeepAliveRequest{}); err != nil {
+		t.Fatalf("the KeepAlive stream opened before the reload: Send: %v", err)
+	}
+	if r, err := stream.Recv(); err != nil || r.GetSessionId() != sessionID {
+		t.Fatalf("the KeepAlive stream opened before the reload: %v, %v; want its heartbeat answered", r, err)
+	}
+	// A new gRPC connection sees the new certificate and works.
+	conn := tlsDial(t, p.grpcAddr, roots, &mapped.tls)
+	defer conn.Close()
+	var fresh peer.Peer
+	info, err = coordv1.NewLockServiceClient(conn).GetLock(ctx, &coordv1.GetLockRequest{Name: "report"}, grpc.Peer(&fresh))
+	if err != nil || !info.GetHeld() {
+		t.Fatalf("GetLock on a new connection = %v, %v", info, err)
+	}
+	if got := peerSerial(t, &fresh); got.Cmp(srv2.serial) != 0 {
+		t.Errorf("a new gRPC connection got serial %v, want %v", got, srv2.serial)
+	}
+	// Identities reloaded too: the formerly unmapped certificate, on its
+	// existing connection, is now in gamma.
+	g, err := coordv1.NewLockServiceClient(unmappedConn).Lock(ctx, &coordv1.LockRequest{Name: "report", Ttl: durationpb.New(time.Minute), Owner: "gamma"})
+	if err != nil || !g.GetAcquired() {
+		t.Errorf("Lock(report) by the newly mapped certificate = %v, %v; want acquired in gamma", g, err)
+	}
+}
+
 // TestTLSRequireClientCert: with client_auth require (the default with a
 // client CA), a TLS client without a certificate does not get in, even with
 // a valid API key.
@@ -486,11 +542,7 @@ func TestTLSRequireClientCert(t *testing.T) {
 	writeFile(t, caFile, ca.pem)
 	p := startInProcess(t, func(c *Config) {
 		c.TLS = TLSConfig{CertFile: cert, KeyFile: key, ClientCAFile: caFile}
-		c.Auth = AuthSection{AuthConfig: server.AuthConfig{
-			Enabled: true,
-			APIKeys: []server.APIKey{{Namespace: "beta", Key: betaKey}},
-			MTLS:    []server.Identity{{Identity: alphaURI, Namespace: "alpha"}},
-		}}
+		c.Auth = alphaBetaAuth()
 	})
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)

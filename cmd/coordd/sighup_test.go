@@ -52,12 +52,10 @@ func TestBinarySIGHUPKeepsConnections(t *testing.T) {
 		"    - namespace: team\n      key: "+oldKey+"\n"+
 			"    - namespace: team\n      key_sha256: "+keptSHA+"\n", 1))
 
-	bin := buildBinary(t)
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-	p := startBinary(t, bin, "--config", path, "--grpc-addr", grpcAddr, "--http-addr", httpAddr)
-	conn := dial(t, grpcAddr)
+	p := startBinary(t, false, "--config", path)
+	conn := dial(t, p.GRPCAddr)
 	defer conn.Close()
-	waitServing(t, conn, 10*time.Second, p.exited)
+	waitServing(t, conn, 10*time.Second, p.Exited())
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -119,8 +117,8 @@ func TestBinarySIGHUPKeepsConnections(t *testing.T) {
 	// the policy's limit goes to 3.
 	write(keysPath, "- namespace: team\n  key: "+newKey+"\n")
 	write(path, config("    - namespace: team\n      key_sha256: "+keptSHA+"\n", 3))
-	p.signal(t, syscall.SIGHUP)
-	p.waitLog(t, "reloaded rate-limit policies", 1, 5*time.Second)
+	p.Signal(t, syscall.SIGHUP)
+	p.WaitLog(t, "reloaded rate-limit policies", 1, 5*time.Second)
 	select {
 	case err := <-oldEnd:
 		wantCode(t, "the removed key's stream after the reload", err, codes.Unauthenticated, "UNAUTHENTICATED")
@@ -147,8 +145,8 @@ func TestBinarySIGHUPKeepsConnections(t *testing.T) {
 	// A broken keys file: the reload fails whole, keys and policy stay.
 	write(keysPath, "- namespace: team\n  key: "+newKey+"\n  colour: blue\n")
 	write(path, config("    - namespace: team\n      key: "+oldKey+"\n", 5))
-	p.signal(t, syscall.SIGHUP)
-	p.waitLog(t, "reload failed", 1, 5*time.Second)
+	p.Signal(t, syscall.SIGHUP)
+	p.WaitLog(t, "reload failed", 1, 5*time.Second)
 	_, err = locks.GetLock(as(oldKey), &coordv1.GetLockRequest{Name: "x"})
 	wantCode(t, "the old key after a failed reload that would have restored it", err, codes.Unauthenticated, "UNAUTHENTICATED")
 	if _, err := locks.GetLock(as(newKey), &coordv1.GetLockRequest{Name: "x"}); err != nil {
@@ -167,6 +165,6 @@ func TestBinarySIGHUPKeepsConnections(t *testing.T) {
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		t.Errorf("KeepAlive after half-close: %v, want EOF", err)
 	}
-	waitServing(t, conn, 2*time.Second, p.exited)
-	p.terminate(t, 5*time.Second)
+	waitServing(t, conn, 2*time.Second, p.Exited())
+	p.Stop(t)
 }

@@ -167,10 +167,16 @@ func binaries(t testing.TB) (server, cli string) {
 	return server, cli
 }
 
-// client returns a client for one-off administrative commands: no retries,
-// short timeouts, RESP2, none of go-redis' optional handshakes.
-func client(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{
+// client returns a client for one-off administrative commands (Options).
+func client(addr string) *redis.Client { return redis.NewClient(Options(addr)) }
+
+// Options are the options of a client of one node for a test's own
+// commands — administrative ones (CONFIG SET, INFO), or reading and
+// changing keys behind a store's back: no retries, short timeouts, RESP2,
+// none of go-redis' optional handshakes, one connection. (A store's own
+// client comes from store/redis.Open or ClientOptions.)
+func Options(addr string) *redis.Options {
+	return &redis.Options{
 		Addr:                     addr,
 		Protocol:                 2,
 		DisableIdentity:          true,
@@ -181,7 +187,7 @@ func client(addr string) *redis.Client {
 		ReadTimeout:              2 * time.Second,
 		WriteTimeout:             2 * time.Second,
 		PoolSize:                 1,
-	})
+	}
 }
 
 // do runs one command against addr.

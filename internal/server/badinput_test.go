@@ -46,7 +46,7 @@ import (
 
 // biPolicies configures the named rate-limit policies the cases use.
 func biPolicies(c *config) {
-	c.policies = map[string]limiter.Policy{
+	c.services.Policies = map[string]limiter.Policy{
 		"log":    {Limit: store.Limit{Algorithm: store.SlidingLog, Limit: 10, Period: time.Hour}},
 		"fixed":  {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 10, Period: time.Hour}},
 		"bucket": {Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 10, Period: time.Minute, Burst: 5}},

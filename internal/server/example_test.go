@@ -13,12 +13,7 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
-	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store/memory"
 )
 
@@ -29,10 +24,7 @@ func ExampleNew() {
 	st := memory.New(memory.Options{})
 	defer st.Close()
 	drain := make(chan struct{})
-	svc, err := server.NewServices(st, clock.Real{}, server.Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-	}, drain)
+	svc, err := server.NewServices(st, clock.Real{}, server.DefaultConfig(), drain)
 	if err != nil {
 		log.Fatal(err)
 	}

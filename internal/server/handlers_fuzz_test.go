@@ -57,9 +57,7 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/session"
@@ -106,10 +104,9 @@ func newFuzzEnv(t *testing.T) *fuzzEnv {
 	st := storetest.NewFaulty(memory.New(memory.Options{Clock: clk, SweepInterval: time.Hour}))
 	drain := make(chan struct{})
 	close(drain)
-	svc, err := NewServices(st, clk, Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Policies: fuzzPolicies, Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-	}, drain)
+	cfg := DefaultConfig()
+	cfg.Policies = fuzzPolicies
+	svc, err := NewServices(st, clk, cfg, drain)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,29 +4,22 @@ import (
 	"context"
 	"flag"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
-	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/redis"
@@ -45,13 +38,8 @@ var epoch = time.Unix(1_800_000_000, 0)
 
 // config is what a test may change about its harness.
 type config struct {
-	fake     bool // drive the store with a fake clock
-	lock     lock.Config
-	session  session.Config
-	limiter  limiter.Config
-	policies map[string]limiter.Policy
-	idem     idem.Config
-	queue    queue.Config
+	fake     bool          // drive the store with a fake clock
+	services server.Config // the domain services' configuration
 	unary    []grpc.UnaryServerInterceptor
 	register func(*grpc.Server) // registers more services before serving
 	// serverOpts are more server.Options.ServerOptions (e.g. message sizes).
@@ -74,7 +62,6 @@ type harness struct {
 	st       store.Store   // the backend's store, unwrapped
 	store    *memory.Store // the same, on the memory backend; else nil
 	conn     *grpc.ClientConn
-	drain    chan struct{}
 	locks    coordv1.LockServiceClient
 	sessions coordv1.SessionServiceClient
 	limits   coordv1.RateLimitServiceClient
@@ -86,15 +73,12 @@ func withFakeClock(c *config) { c.fake = true }
 
 func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	t.Helper()
-	cfg := config{
-		lock: lock.DefaultConfig(), session: session.DefaultConfig(), limiter: limiter.DefaultConfig(),
-		idem: idem.DefaultConfig(), queue: queue.DefaultConfig(),
-	}
-	cfg.session.MinTTL = 10 * time.Millisecond
+	cfg := config{services: server.DefaultConfig()}
+	cfg.services.Session.MinTTL = 10 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h := &harness{drain: make(chan struct{})}
+	h := &harness{}
 	var c clock.Clock = clock.Real{}
 	if cfg.fake {
 		h.clock = clock.NewFake(epoch)
@@ -106,45 +90,16 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	if cfg.wrap != nil {
 		st = cfg.wrap(st)
 	}
-	svc, err := server.NewServices(st, c, server.Config{
-		Lock: cfg.lock, Session: cfg.session, Limiter: cfg.limiter, Policies: cfg.policies,
-		Idem: cfg.idem, Queue: cfg.queue,
-	}, h.drain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := cfg.log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	gs, _ := server.New(svc, server.Options{
-		Log: log, Unary: cfg.unary, Auth: cfg.auth, Limits: cfg.limits, Metrics: cfg.metrics,
-		ServerOptions: cfg.serverOpts,
-	})
-	if cfg.register != nil {
-		cfg.register(gs)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = gs.Serve(lis)
-	}()
-	h.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = h.conn.Close()
-		close(h.drain)
-		gs.Stop()
-		<-served
-		svc.Locks.Wait()
-		_ = h.st.Close()
-	})
+	t.Cleanup(func() { _ = h.st.Close() }) // after the server stops: cleanups run last first
+	h.conn = servertest.Serve(t, st, c,
+		servertest.WithConfig(func(sc *server.Config) { *sc = cfg.services }),
+		servertest.WithServerOptions(func(o *server.Options) {
+			if cfg.log != nil {
+				o.Log = cfg.log
+			}
+			o.Unary, o.Auth, o.Limits, o.Metrics, o.ServerOptions = cfg.unary, cfg.auth, cfg.limits, cfg.metrics, cfg.serverOpts
+		}),
+		servertest.WithRegister(cfg.register))
 	h.locks = coordv1.NewLockServiceClient(h.conn)
 	h.sessions = coordv1.NewSessionServiceClient(h.conn)
 	h.limits = coordv1.NewRateLimitServiceClient(h.conn)
@@ -200,25 +155,18 @@ func newBackend(t testing.TB, c clock.Clock) store.Store {
 	default:
 		t.Fatalf("-coordd.backend=%q: want memory, redis or cluster", *backend)
 	}
-	// A key prefix of its own keeps every harness apart on the shared Redis.
-	opts := redis.Options{Client: redisClient(t, addrs), Prefix: "t" + token.New()[:12], Timeout: 5 * time.Second, MaxBatch: 64}
-	if _, fake := c.(*clock.Fake); fake {
-		opts.Clock = c
+	mode := "standalone"
+	if len(addrs) > 1 {
+		mode = "cluster"
 	}
-	st, err := redis.New(context.Background(), opts)
+	// A key prefix of its own keeps every harness apart on the shared Redis.
+	cfg := redis.Config{Mode: mode, Addrs: addrs, Prefix: "t" + token.New()[:12], Timeout: 5 * time.Second, MaxBatch: 64}
+	if _, fake := c.(*clock.Fake); fake {
+		cfg.Clock = c
+	}
+	st, err := redis.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st
-}
-
-func redisClient(t testing.TB, addrs []string) goredis.UniversalClient {
-	var c goredis.UniversalClient
-	if len(addrs) > 1 {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
-	} else {
-		c = goredis.NewClient(&goredis.Options{Addr: addrs[0], MaxRetries: -1})
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }

@@ -187,7 +187,7 @@ func TestDenialAndPeekConsumeNothing(t *testing.T) {
 }
 
 func withPolicies(p map[string]limiter.Policy) func(*config) {
-	return func(c *config) { c.policies = p }
+	return func(c *config) { c.services.Policies = p }
 }
 
 func TestPolicyShadowAndNamedLimit(t *testing.T) {

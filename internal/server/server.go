@@ -54,6 +54,15 @@ type Config struct {
 	Queue    queue.Config
 }
 
+// DefaultConfig returns every domain package's default configuration, with
+// no rate-limit policies.
+func DefaultConfig() Config {
+	return Config{
+		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
+		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
+	}
+}
+
 // NewServices builds the domain services over st, if cfg is valid
 // (Config.Validate). clk should tell the store's time; waits end when drain
 // is closed.

@@ -1,6 +1,7 @@
 // Package servertest runs coordd's gRPC server in a test's own process, on a
 // store the test built, with every domain package at its default
-// configuration, and gives back a client connection to it over loopback.
+// configuration (unless WithConfig changes it), and gives back a client
+// connection to it over loopback.
 // Tests outside internal/server (the Redis store's, the failover suite, the
 // linearizability checks) use it to reach a store through the real API.
 package servertest
@@ -14,31 +15,56 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
-	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 )
+
+// Option changes how Serve serves.
+type Option func(*options)
+
+type options struct {
+	config   server.Config
+	server   server.Options
+	register func(*grpc.Server)
+}
+
+// WithConfig changes the services' configuration (server.DefaultConfig
+// otherwise), e.g. to add rate-limit policies.
+func WithConfig(change func(*server.Config)) Option {
+	return func(o *options) { change(&o.config) }
+}
+
+// WithServerOptions changes the server's options (by default only a Log,
+// which discards).
+func WithServerOptions(change func(*server.Options)) Option {
+	return func(o *options) { change(&o.server) }
+}
+
+// WithRegister has register add services to the server before it serves.
+func WithRegister(register func(*grpc.Server)) Option {
+	return func(o *options) { o.register = register }
+}
 
 // Serve serves coordd on st over loopback and returns a connection to it.
 // clk is the services' clock: the one st runs on (a fake clock in a test
 // that simulates time, so that the deny cache ages with the store's time).
 // When the test ends the connection is closed, waiting calls are drained and
 // the server stopped; st is the caller's to close.
-func Serve(tb testing.TB, st store.Store, clk clock.Clock) *grpc.ClientConn {
+func Serve(tb testing.TB, st store.Store, clk clock.Clock, opts ...Option) *grpc.ClientConn {
 	tb.Helper()
+	o := options{config: server.DefaultConfig(), server: server.Options{Log: slog.New(slog.DiscardHandler)}}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	drain := make(chan struct{})
-	svc, err := server.NewServices(st, clk, server.Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-	}, drain)
+	svc, err := server.NewServices(st, clk, o.config, drain)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler)})
+	gs, _ := server.New(svc, o.server)
+	if o.register != nil {
+		o.register(gs)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
@@ -21,11 +19,11 @@ import (
 // the highest server time it has seen + 1. (failover TestReplicationLoss
 // does this with real processes: a replica under testdata/clockshim.c.)
 func TestFenceFloorWhenClockIsBehind(t *testing.T) {
-	c := goredis.NewClient(&goredis.Options{Addr: redistest.StartStandalone(t).Addr()})
-	t.Cleanup(func() { _ = c.Close() })
 	t0 := time.Unix(1_800_000_000, 0)
 	clk := clock.NewFake(t0)
-	st, err := redis.New(context.Background(), redis.Options{Client: c, Clock: clk, Timeout: 5 * time.Second})
+	st, err := redis.Open(context.Background(), redis.Config{
+		Mode: "standalone", Addrs: []string{redistest.StartStandalone(t).Addr()}, Clock: clk, Timeout: 5 * time.Second,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +43,7 @@ func TestFenceFloorWhenClockIsBehind(t *testing.T) {
 	}
 	// The failover: everything since the last replication is gone (here,
 	// everything), and the new master's clock is 5 s behind.
-	if err := c.FlushAll(ctx).Err(); err != nil {
+	if err := st.Client().FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	clk.Set(t0.Add(-5 * time.Second))

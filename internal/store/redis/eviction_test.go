@@ -25,7 +25,7 @@ import (
 // client of its own.
 func setPolicy(t *testing.T, addr, policy string, maxmemory int64) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	c := goredis.NewClient(redistest.Options(addr))
 	defer c.Close()
 	ctx := context.Background()
 	if err := c.ConfigSet(ctx, "maxmemory-policy", policy).Err(); err != nil {
@@ -105,7 +105,7 @@ func TestEvictionPolicyRefused(t *testing.T) {
 	wantEvictionError(t, err, srv.Addr(), "volatile-lru")
 	_, err = s.GetLock(ctx, store.Scope("t", "x"))
 	wantEvictionError(t, err, srv.Addr(), "volatile-lru")
-	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	raw := goredis.NewClient(redistest.Options(srv.Addr()))
 	defer raw.Close()
 	if n, err := raw.DBSize(ctx).Result(); err != nil || n != 0 {
 		t.Fatalf("DBSIZE after the refused calls = %d, %v; want 0: nothing may be written", n, err)
@@ -231,7 +231,7 @@ func TestEvictionClusterNamesTheMaster(t *testing.T) {
 func TestEvictionGrantsALiveLockTwice(t *testing.T) {
 	srv := redistest.StartStandalone(t)
 	ctx := context.Background()
-	raw := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	raw := goredis.NewClient(redistest.Options(srv.Addr()))
 	defer raw.Close()
 	info, err := raw.Info(ctx, "memory").Result()
 	if err != nil {

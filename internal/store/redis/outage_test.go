@@ -5,29 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"slices"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
+	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/redis"
 	"github.com/coordd/coordd/internal/token"
@@ -43,36 +36,37 @@ const (
 	outageFailures     = 3
 )
 
-// outageClient returns a client for addrs (a Cluster client for more than
-// one) with no retries of its own, the context's deadline on the socket, and
-// short dial and read timeouts, as a daemon that must answer during an
-// outage would configure it.
+// outageConfig is the store configuration of the outage tests for addrs (a
+// Cluster for more than one): coordd's client settings (no retries of its
+// own, the context's deadline on the socket), with short dial and read
+// timeouts, as a daemon that must answer during an outage would configure
+// it, and the outage tests' breaker.
+func outageConfig(addrs []string) redis.Config {
+	mode := "standalone"
+	if len(addrs) > 1 {
+		mode = "cluster"
+	}
+	return redis.Config{
+		Mode: mode, Addrs: addrs, Timeout: outageStoreTimeout, DialTimeout: outageStoreTimeout,
+		BreakerFailures: outageFailures, BreakerCooldown: outageCooldown,
+	}
+}
+
+// outageClient returns a client for addrs as outageConfig configures it.
 func outageClient(t *testing.T, addrs []string) goredis.UniversalClient {
 	t.Helper()
-	var c goredis.UniversalClient
-	if len(addrs) > 1 {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true,
-			DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
-		})
-	} else {
-		c = goredis.NewClient(&goredis.Options{
-			Addr: addrs[0], MaxRetries: -1, ContextTimeoutEnabled: true,
-			DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
-		})
+	c, err := redis.NewClient(context.Background(), outageConfig(addrs))
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// outageStore returns a Store on c with the outage tests' timeout and
-// breaker.
-func outageStore(t *testing.T, c goredis.UniversalClient) *redis.Store {
+// outageStore opens a Store on addrs as outageConfig configures it.
+func outageStore(t *testing.T, addrs []string) *redis.Store {
 	t.Helper()
-	st, err := redis.New(context.Background(), redis.Options{
-		Client: c, Timeout: outageStoreTimeout,
-		Breakers: redis.NewBreakers(c, redis.BreakerOptions{Failures: outageFailures, Cooldown: outageCooldown}),
-	})
+	st, err := redis.Open(context.Background(), outageConfig(addrs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,34 +89,12 @@ type coorddClients struct {
 func serveCoordd(t *testing.T, st store.Store) coorddClients {
 	t.Helper()
 	limit := store.Limit{Algorithm: store.FixedWindow, Limit: 1_000_000, Period: time.Minute}
-	drain := make(chan struct{})
-	svc, err := server.NewServices(st, clock.Real{}, server.Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-		Policies: map[string]limiter.Policy{
+	conn := servertest.Serve(t, st, clock.Real{}, servertest.WithConfig(func(c *server.Config) {
+		c.Policies = map[string]limiter.Policy{
 			"open":   {Limit: limit, FailOpen: true},
 			"closed": {Limit: limit},
-		},
-	}, drain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, _ := server.New(svc, server.Options{Log: slog.New(slog.DiscardHandler)})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(func() {
-		close(drain) // ends waits and the background clean-ups of uncertain grants
-		gs.Stop()
-		svc.Locks.Wait()
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+		}
+	}))
 	return coorddClients{
 		locks:    coordv1.NewLockServiceClient(conn),
 		limits:   coordv1.NewRateLimitServiceClient(conn),
@@ -193,7 +165,7 @@ func TestOutageFailOpenClosedAndRecovery(t *testing.T) {
 }
 
 func outageScenario(t *testing.T, addrs []string, stop, start func()) {
-	st := outageStore(t, outageClient(t, addrs))
+	st := outageStore(t, addrs)
 	cc := serveCoordd(t, st)
 	ttl := durationpb.New(30 * time.Second)
 
@@ -346,9 +318,12 @@ func outageScenario(t *testing.T, addrs []string, stop, start func()) {
 	}
 }
 
-// fenceKey is the fence counter of a store lock, built as keys.go builds it
-// with the default prefix.
-func fenceKey(name string) string { return "coord:{l:" + name + "}:fence" }
+// fenceKey is the fence counter of a store lock under the default prefix
+// (the store's layout, redis.LockKeys).
+func fenceKey(name string) string {
+	_, fence := redis.LockKeys("coord", name)
+	return fence
+}
 
 // TestFenceSurvivesDataLoss acquires locks, loses Redis' data in three ways
 // (every node restarted empty; one master restarted empty before a
@@ -640,7 +615,7 @@ return 1`
 //     until its TTL, and free after it.
 func TestUncertainLockIsNotReportedAsNo(t *testing.T) {
 	srv := redistest.StartStandalone(t)
-	st := outageStore(t, outageClient(t, []string{srv.Addr()}))
+	st := outageStore(t, []string{srv.Addr()})
 	cc := serveCoordd(t, st)
 
 	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), MaxRetries: -1, ReadTimeout: 5 * time.Second})

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/coordd/coordd/internal/clock"
@@ -16,25 +15,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func client(t *testing.T, addrs []string) goredis.UniversalClient {
-	t.Helper()
-	var c goredis.UniversalClient
-	if len(addrs) > 1 {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
-	} else {
-		c = goredis.NewClient(&goredis.Options{Addr: addrs[0]})
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // conformance runs the suite on Redis, with the batching coordd uses
-// (maxBatch 64) or without it (0).
+// (maxBatch 64) or without it (0), through stores Open builds.
 func conformance(t *testing.T, addrs []string, maxBatch int) {
-	c := client(t, addrs)
+	mode := "standalone"
+	if len(addrs) > 1 {
+		mode = "cluster"
+	}
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		clk := clock.NewFake(time.Unix(1_800_000_000, 0))
-		s, err := redis.New(context.Background(), redis.Options{Client: c, Clock: clk, Timeout: 5 * time.Second, MaxBatch: maxBatch})
+		s, err := redis.Open(context.Background(), redis.Config{Mode: mode, Addrs: addrs, Clock: clk, Timeout: 5 * time.Second, MaxBatch: maxBatch})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,6 +95,8 @@ type Store struct {
 
 	breakers *Breakers
 	eviction *evictionGuard
+	// closeClient closes the client when the store made it (Open).
+	closeClient func() error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -143,11 +145,15 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close stops the store's subscriptions. It does not close the client.
+// Close stops the store's subscriptions. It closes the client only when
+// the store made it (Open), not one given to New.
 func (s *Store) Close() error {
 	s.subs.close()
 	if s.batch != nil {
 		s.batch.close()
+	}
+	if s.closeClient != nil {
+		return s.closeClient()
 	}
 	return nil
 }

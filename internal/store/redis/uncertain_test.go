@@ -243,7 +243,7 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 		t.Fatalf("AcquireLock with the confirmation's answer lost = %v, want store.ErrUnavailable", err)
 	}
 	// The failure is the one named: every step ran, the binding is confirmed.
-	entry, err := direct.HGet(ctx, prefix+":{s:"+sid+"}:locks", "ns:l").Result()
+	entry, err := direct.HGet(ctx, sessionLocksKey(prefix, sid), "ns:l").Result()
 	if err != nil || !strings.HasPrefix(entry, tok+" ") || strings.HasSuffix(entry, " p") {
 		t.Fatalf("the session's entry for ns:l = %q, %v; want a confirmed binding of the uncertain grant", entry, err)
 	}
@@ -264,4 +264,10 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	if info, err := other.GetLock(ctx, "ns:l"); err != nil || info.Held {
 		t.Fatalf("GetLock after AbandonLock = %+v, %v; want free", info, err)
 	}
+}
+
+// sessionLocksKey is a session's lock set (the store's layout).
+func sessionLocksKey(prefix, id string) string {
+	_, locks, _ := redis.SessionKeys(prefix, id)
+	return locks
 }

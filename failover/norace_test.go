@@ -1,5 +1,0 @@
-//go:build !race
-
-package failover
-
-const raceEnabled = false

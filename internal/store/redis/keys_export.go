@@ -1,0 +1,40 @@
+package redis
+
+// The key layout (keys.go) as tests outside the package need it: to find a
+// key's Cluster node, or to read or change a key behind the store's back.
+// These only wrap keys; the layout itself is keys.go's.
+
+// LockKeys returns lock name's hash and fence counter under prefix. name is
+// the store's name of the lock: "namespace:name" for the server's locks.
+func LockKeys(prefix, name string) (hash, fence string) {
+	k := keys{prefix: prefix}.lock(name)
+	return k[0], k[1]
+}
+
+// SessionKeys returns session id's hash, lock set and loss reports under
+// prefix.
+func SessionKeys(prefix, id string) (hash, locks, lost string) {
+	k := keys{prefix: prefix}.session(id)
+	return k[0], k[1], k[2]
+}
+
+// QueueKeyNames are a queue's keys.
+type QueueKeyNames struct {
+	Pending, Inflight, Last, Dead, Msg, Meta, DeadMsg, Dedup, DedupExp, Seq string
+}
+
+// QueueKeys returns queue name's keys under prefix.
+func QueueKeys(prefix, name string) QueueKeyNames {
+	k := keys{prefix: prefix}.queue(name)
+	return QueueKeyNames{
+		Pending: k[0], Inflight: k[1], Last: k[2], Dead: k[3], Msg: k[4], Meta: k[5],
+		DeadMsg: k[6], Dedup: k[7], DedupExp: k[8], Seq: k[9],
+	}
+}
+
+// LimiterTag returns the hash tag that every key of key's limiters starts
+// with under prefix: a key in their Cluster slot.
+func LimiterTag(prefix, key string) string { return keys{prefix: prefix}.tag("r", key) }
+
+// IdemKey returns idempotency key's record under prefix.
+func IdemKey(prefix, key string) string { return keys{prefix: prefix}.idem(key) }
