@@ -34,7 +34,8 @@ local NO, OK, SESSION_GONE, ALREADY_HELD, FULL = 0, 1, -1, -2, -3
 local SESSION_BOUND, CLOSING, SUPERSEDED, EXPIRED = -4, -5, -6, -7
 -- Loss reasons, as store.LossReason.
 local lostMaxHold, lostExpired, lostGone = 1, 2, 3
--- A session's loss report (decoded by decodeReport in codec.go).
-local function lossReport(reason, fence, name)
-  return s(reason) .. ' ' .. fence .. ' ' .. name
+-- A session's loss report of the hold whose field ("kind:name") is given
+-- (decoded by decodeReport in codec.go).
+local function lossReport(reason, fence, field)
+  return s(reason) .. ' ' .. fence .. ' ' .. field
 end
