@@ -22,6 +22,7 @@ func init() {
 	holdKinds[store.HoldLock] = holdKind{refresh: refreshLock, drop: dropLock, topic: store.LockTopic}
 }
 
+// refreshLock is the lock kind's holdKind.refresh.
 func refreshLock(s *Store, name, token string, deadline, now time.Time, renew bool) bool {
 	l := s.locks[name]
 	if l == nil || l.token != token || !l.live(now) {
@@ -33,6 +34,7 @@ func refreshLock(s *Store, name, token string, deadline, now time.Time, renew bo
 	return true
 }
 
+// dropLock is the lock kind's holdKind.drop.
 func dropLock(s *Store, name, token string, now time.Time) (bool, time.Duration) {
 	l := s.locks[name]
 	if l == nil || l.token != token {
