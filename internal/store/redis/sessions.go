@@ -309,10 +309,8 @@ func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store
 			released = append(released, store.ReleasedHold{Kind: h.kind, Name: h.name, Held: held})
 		}
 	}
-	if _, err := decodeClose(s.eval(ctx, sessionClose, sk, "finish", 0, 0), false); err != nil {
-		return nil, err
-	}
-	return released, nil
+	_, err = decodeClose(s.eval(ctx, sessionClose, sk, "finish", 0, 0), false)
+	return released, err // released even if the finish failed: they are gone
 }
 
 // closed is session_close.lua's reply.
