@@ -102,7 +102,9 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 		for _, l := range st.Lost {
 			news = news || l.Seq > sent
 			if l.Seq > counted {
-				s.metrics.LockLost(lossLabels[l.Reason])
+				if l.Kind == store.HoldLock {
+					s.metrics.LockLost(lossLabels[l.Reason])
+				}
 				counted = l.Seq
 			}
 		}
@@ -222,8 +224,10 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 			released, err := s.svc.Close(cctx, ns, ref)
 			cancel()
-			for _, l := range released {
-				s.metrics.LockReleased(l.Held)
+			for _, h := range released {
+				if h.Kind == store.HoldLock {
+					s.metrics.LockReleased(h.Held)
+				}
 			}
 			if errors.Is(err, store.ErrSessionNotFound) {
 				return nil // already expired and reported, or never existed
@@ -245,7 +249,9 @@ func keepAliveResponse(st store.SessionState) *coordv1.KeepAliveResponse {
 		SessionId: st.ID, Ttl: durationpb.New(st.TTL), ExpireTime: timestamp(st.ExpireTime), Expired: st.Expired,
 	}
 	for _, l := range st.Lost {
-		resp.LostLocks = append(resp.LostLocks, &coordv1.LostLock{Name: l.Name, Fence: l.Fence, Reason: lossReasons[l.Reason]})
+		if l.Kind == store.HoldLock { // the wire's lost_locks: locks only
+			resp.LostLocks = append(resp.LostLocks, &coordv1.LostLock{Name: l.Name, Fence: l.Fence, Reason: lossReasons[l.Reason]})
+		}
 	}
 	return resp
 }

@@ -87,14 +87,14 @@ func (s *Service) KeepAlive(ctx context.Context, ns string, ref store.SessionRef
 	return unscope(ns, st), err
 }
 
-// Check reports a session's expiry and lost locks without renewing it.
+// Check reports a session's expiry and lost holds without renewing it.
 func (s *Service) Check(ctx context.Context, ns string, ref store.SessionRef) (store.SessionState, error) {
 	st, err := s.st.CheckSession(ctx, scope(ns, ref))
 	return unscope(ns, st), err
 }
 
-// Close ends a session and releases its locks, returning them.
-func (s *Service) Close(ctx context.Context, ns string, ref store.SessionRef) ([]store.ReleasedLock, error) {
+// Close ends a session and releases its holds, returning them.
+func (s *Service) Close(ctx context.Context, ns string, ref store.SessionRef) ([]store.ReleasedHold, error) {
 	released, err := s.st.CloseSession(ctx, scope(ns, ref))
 	for i := range released {
 		released[i].Name = store.Unscope(ns, released[i].Name)

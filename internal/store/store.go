@@ -1,7 +1,7 @@
 // Package store defines the storage that coordd's domain packages run on: one
 // interface per kind of state, the types they exchange, and the errors they
 // return. Each method is one atomic step on one key group (a lock and its
-// fence, a session and its lock set, a limiter key, an idempotency key, a
+// fence, a session and its set of holds, a limiter key, an idempotency key, a
 // queue), so that a Redis backend can make it one script on one hash slot.
 //
 // Time is the store's: the memory backend reads its injected clock, the Redis
@@ -39,8 +39,8 @@ var (
 	ErrReceiptExpired = errors.New("receipt expired")
 	// ErrTooManySessions: the namespace has as many live sessions as it may.
 	ErrTooManySessions = errors.New("too many sessions in the namespace")
-	// ErrTooManyLocks: the session holds as many locks as it may (unacknowledged
-	// loss reports count too).
+	// ErrTooManyLocks: the session has as many holds as it may, of every
+	// kind (unacknowledged loss reports count too).
 	ErrTooManyLocks = errors.New("too many locks in the session")
 	// ErrSuperseded: a newer stream resumed the session; the caller's stream
 	// no longer speaks for it.
@@ -96,8 +96,8 @@ func IdemTopic(key string) string { return "idem:" + key }
 // QueueTopic is the wake-up topic of queue: a message became ready or due.
 func QueueTopic(queue string) string { return "queue:" + queue }
 
-// SessionTopic is the wake-up topic of session id: a lock was bound to it,
-// or a stream resumed it (the stream that drove it is superseded).
+// SessionTopic is the wake-up topic of session id: a hold (a lock) was bound
+// to it, or a stream resumed it (the stream that drove it is superseded).
 func SessionTopic(id string) string { return "session:" + id }
 
 // Locks is lease storage with fencing.
@@ -112,9 +112,10 @@ func SessionTopic(id string) string { return "session:" + id }
 type Locks interface {
 	// AcquireLock grants the lock if it is not live. The caller supplies a
 	// fresh token. The lease is TTL from now, or, with SessionID, the session's
-	// remaining lease (the lock joins the session's lock set; an unknown or
-	// expired session is ErrSessionNotFound; a session that already holds
-	// MaxSessionLocks locks is ErrTooManyLocks, and nothing is granted; a
+	// remaining lease (the lock joins the session's holds, kind HoldLock; an
+	// unknown or expired session is ErrSessionNotFound; a session that
+	// already has MaxSessionLocks holds is ErrTooManyLocks, and nothing is
+	// granted; a
 	// live lock that the session itself holds is answered at once with its
 	// existing grant, AlreadyHeld, its token included: the session ID is the
 	// capability to every lock of the session). A
@@ -151,9 +152,9 @@ type AcquireLock struct {
 	TTL       time.Duration // the lease; ignored with SessionID
 	MaxHold   time.Duration // 0: no cap
 	SessionID string        // "": a plain lease
-	// MaxSessionLocks caps the locks a session holds at once, counting its
-	// unacknowledged loss reports; 0: no cap (tests only: lock.Config
-	// requires one).
+	// MaxSessionLocks caps the holds a session has at once, of every kind
+	// (locks, and later other HoldKinds), counting its unacknowledged loss
+	// reports; 0: no cap (tests only: lock.Config requires one).
 	MaxSessionLocks int
 }
 
@@ -193,8 +194,10 @@ type LockInfo struct {
 	AcquireTime  time.Time
 }
 
-// Sessions is session storage. A session is a lease with a set of locks bound
-// to it; the locks' deadlines follow the session's, capped by their MaxHold.
+// Sessions is session storage. A session is a lease with a set of holds
+// bound to it: the locks (and, later, other kinds: HoldKind) it holds,
+// each by its kind and name. The holds' deadlines follow the session's,
+// capped by their MaxHold.
 //
 // A session ID is a bearer capability (whoever has it can renew, resume or
 // end the session), so it never leaves the stream that owns it. A session
@@ -203,12 +206,16 @@ type LockInfo struct {
 // and from then on calls that name an older epoch are ErrSuperseded and
 // change nothing.
 //
-// Loss reports are at least once: a lock the session lost (max hold
-// reached, gone, or, when the session expired, every lock it had) becomes
-// a report with a sequence number (LostLock.Seq), returned by every later
+// Loss reports are at least once: a hold the session lost (max hold
+// reached, gone, or, when the session expired, every hold it had) becomes
+// a report with a sequence number (LostHold.Seq), returned by every later
 // call until a call acknowledges it (SessionRef.Ack >= its Seq). An expired
 // session is remembered, reported Expired with its unacknowledged reports,
 // until SessionGrace after its deadline; after that it is unknown.
+//
+// The cap on a session's holds (AcquireLock.MaxSessionLocks, config
+// lock.max_locks_per_session) counts its holds of every kind, and its
+// unacknowledged loss reports.
 type Sessions interface {
 	// CreateSession starts session id with a lease of ttl, on stream epoch
 	// 1. id is scoped to a namespace (Scope); if the namespace already has
@@ -224,9 +231,9 @@ type Sessions interface {
 	// KeepAliveSession first forgets the reports ref acknowledges, then
 	// renews a live session to now + ttl (ttl 0: its current TTL), or leaves
 	// its deadline if that is later (a deadline is never shortened, so that
-	// renewals applied out of order are harmless), and extends every lock
-	// bound to it to the session's deadline, capped by the lock's MaxHold.
-	// Locks of the session that are no longer held by it (max hold reached,
+	// renewals applied out of order are harmless), and extends every hold
+	// bound to it to the session's deadline, capped by the hold's MaxHold.
+	// Holds of the session that are no longer held by it (max hold reached,
 	// or gone) leave its set and become loss reports. Lost lists every
 	// unacknowledged report. A binding whose outcome was never confirmed
 	// (see AcquireLock in store/redis) is checked but never renewed.
@@ -235,14 +242,14 @@ type Sessions interface {
 	// ref.Stream is ErrSuperseded.
 	KeepAliveSession(ctx context.Context, ref SessionRef, ttl time.Duration) (SessionState, error)
 	// CheckSession is KeepAliveSession without the renewal: it reports lost
-	// locks and expiry the same way and changes no deadline.
+	// holds and expiry the same way and changes no deadline.
 	CheckSession(ctx context.Context, ref SessionRef) (SessionState, error)
-	// CloseSession ends the session at once: it releases every lock the
-	// session holds (waking their waiters) and returns them. An expired
+	// CloseSession ends the session at once: it releases every hold the
+	// session has (waking their waiters) and returns them. An expired
 	// session is forgotten and releases nothing; an unknown one is
 	// ErrSessionNotFound; a stale ref.Stream is ErrSuperseded, and nothing
 	// changes.
-	CloseSession(ctx context.Context, ref SessionRef) ([]ReleasedLock, error)
+	CloseSession(ctx context.Context, ref SessionRef) ([]ReleasedHold, error)
 }
 
 // SessionRef names a session as one stream sees it.
@@ -268,28 +275,39 @@ type SessionState struct {
 	ExpireTime time.Time
 	Expired    bool
 	// Lost lists the unacknowledged loss reports, in Seq order.
-	Lost []LostLock
-	// NextLoss, if not zero, is when the next lock of the session reaches
+	Lost []LostHold
+	// NextLoss, if not zero, is when the next hold of the session reaches
 	// its max hold (before the session's deadline): the stream checks the
 	// session then, so that the loss is reported when it happens.
 	NextLoss time.Time
 }
 
-// LostLock is a lock a session held and holds no more.
-type LostLock struct {
+// HoldKind is a kind of hold a session can have. Kinds never contain ':'
+// (the Redis store keys a session's holds by "kind:name").
+type HoldKind string
+
+// Hold kinds.
+const (
+	HoldLock HoldKind = "lock" // a lock (Locks)
+)
+
+// LostHold is a hold a session had and has no more.
+type LostHold struct {
+	Kind   HoldKind
 	Name   string
 	Fence  uint64
 	Reason LossReason
 	Seq    uint64 // the report's sequence number in its session, from 1
 }
 
-// ReleasedLock is a lock that CloseSession released.
-type ReleasedLock struct {
+// ReleasedHold is a hold that CloseSession released.
+type ReleasedHold struct {
+	Kind HoldKind
 	Name string
 	Held time.Duration // how long it had been held
 }
 
-// LossReason says why a session lost a lock.
+// LossReason says why a session lost a hold.
 type LossReason int
 
 // Loss reasons.

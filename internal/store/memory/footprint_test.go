@@ -39,8 +39,8 @@ func TestExpiredSessionKeepsOnlyItsReports(t *testing.T) {
 	if r == nil {
 		t.Fatal("the expired session is forgotten within its grace")
 	}
-	if r.locks != nil {
-		t.Errorf("the expired session keeps its lock map (%d entries): only its reports are needed", len(r.locks))
+	if r.holds != nil {
+		t.Errorf("the expired session keeps its lock map (%d entries): only its reports are needed", len(r.holds))
 	}
 	if locks != 0 {
 		t.Errorf("%d lock records left after the session's locks were reported", locks)

@@ -6,7 +6,8 @@
 // Concurrency: each kind of state has its own mutex, and every store method
 // runs entirely under one of them, which makes it atomic:
 //   - lk guards locks, sessions and the fence counter together, because a
-//     session's keepalive or close touches its locks;
+//     session's keepalive or close touches its holds (its locks; every
+//     kind of session hold lives under lk);
 //   - rate-limiter state is split over shards by key hash, since Allow is
 //     the hottest call;
 //   - idempotency keys share one mutex;

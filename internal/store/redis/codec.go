@@ -14,12 +14,28 @@ import (
 // Scripts treat an encoded message as opaque; they read a session entry's
 // token as its prefix.
 
-// sessionEntry is what a session's lock set holds for one lock: the token it
-// holds the lock with, the lock's fence, when its max hold ends (µs; 0 for
-// none), and whether the binding is still pending (granted, but not yet
-// confirmed to its caller: see AcquireLock). Encoded as "token fence
-// holdUntil", with " p" after it while pending. Scripts read the token as
-// the entry's first word, and the fence and holdUntil as the next two.
+// A session's holds are a hash from field to entry. The field is the hold's
+// kind and name, "kind:name" (kinds never contain ':'; names may), so that
+// the scripts need not know kinds: a loss report carries the field.
+
+// holdField is the field of a hold of kind named name.
+func holdField(kind store.HoldKind, name string) string { return string(kind) + ":" + name }
+
+// splitHoldField reads a field holdField wrote.
+func splitHoldField(field string) (store.HoldKind, string, error) {
+	kind, name, ok := strings.Cut(field, ":")
+	if !ok || kind == "" {
+		return "", "", fmt.Errorf("%w: a session's hold field has no kind", errCorrupt)
+	}
+	return store.HoldKind(kind), name, nil
+}
+
+// sessionEntry is what a session's holds keep for one hold: the token it
+// is held with, its fence, when its max hold ends (µs; 0 for none), and
+// whether the binding is still pending (granted, but not yet confirmed to
+// its caller: see AcquireLock). Encoded as "token fence holdUntil", with
+// " p" after it while pending. Scripts read the token as the entry's first
+// word, and the fence and holdUntil as the next two.
 type sessionEntry struct {
 	token     string
 	fence     uint64
@@ -53,19 +69,23 @@ func decodeEntry(s string) (sessionEntry, error) {
 	return sessionEntry{token: f[0], fence: fence, holdUntil: hold, pending: len(f) == 4}, nil
 }
 
-// A loss report is "reason fence name" (lua/prelude.lua's lossReport),
-// stored under its sequence number.
-func decodeReport(seq, s string) (store.LostLock, error) {
+// A loss report is "reason fence field" (lua/prelude.lua's lossReport; the
+// field is the hold's, "kind:name"), stored under its sequence number.
+func decodeReport(seq, s string) (store.LostHold, error) {
 	n, err0 := strconv.ParseUint(seq, 10, 64)
 	reason, rest, ok1 := strings.Cut(s, " ")
-	fence, name, ok2 := strings.Cut(rest, " ")
+	fence, field, ok2 := strings.Cut(rest, " ")
 	r, err1 := strconv.Atoi(reason)
 	f, err2 := strconv.ParseUint(fence, 10, 64)
 	if err0 != nil || err1 != nil || err2 != nil || !ok1 || !ok2 || n == 0 ||
 		store.LossReason(r) < store.LostMaxHold || store.LossReason(r) > store.LostGone {
-		return store.LostLock{}, fmt.Errorf("%w: loss report", errCorrupt)
+		return store.LostHold{}, fmt.Errorf("%w: loss report", errCorrupt)
 	}
-	return store.LostLock{Name: name, Fence: f, Reason: store.LossReason(r), Seq: n}, nil
+	kind, name, err := splitHoldField(field)
+	if err != nil {
+		return store.LostHold{}, err
+	}
+	return store.LostHold{Kind: kind, Name: name, Fence: f, Reason: store.LossReason(r), Seq: n}, nil
 }
 
 // A message is encoded as a version byte (1) and its payload; what changes

@@ -31,10 +31,11 @@ func (k keys) lock(name string) []string {
 	return []string{t, t + ":fence"}
 }
 
-// session returns a session's hash, lock set and loss reports.
+// session returns a session's hash, its holds (of every kind) and its loss
+// reports.
 func (k keys) session(id string) []string {
 	t := k.tag("s", id)
-	return []string{t, t + ":locks", t + ":lost"}
+	return []string{t, t + ":holds", t + ":lost"}
 }
 
 // sessionIndex returns a namespace's index of live sessions.

@@ -1,5 +1,7 @@
 package redis
 
+import "github.com/coordd/coordd/internal/store"
+
 // The key layout (keys.go) as tests outside the package need it: to find a
 // key's Cluster node, or to read or change a key behind the store's back.
 // These only wrap keys; the layout itself is keys.go's.
@@ -11,9 +13,9 @@ func LockKeys(prefix, name string) (hash, fence string) {
 	return k[0], k[1]
 }
 
-// SessionKeys returns session id's hash, lock set and loss reports under
+// SessionKeys returns session id's hash, set of holds and loss reports under
 // prefix.
-func SessionKeys(prefix, id string) (hash, locks, lost string) {
+func SessionKeys(prefix, id string) (hash, holds, lost string) {
 	k := keys{prefix: prefix}.session(id)
 	return k[0], k[1], k[2]
 }
@@ -38,3 +40,7 @@ func LimiterTag(prefix, key string) string { return keys{prefix: prefix}.tag("r"
 
 // IdemKey returns idempotency key's record under prefix.
 func IdemKey(prefix, key string) string { return keys{prefix: prefix}.idem(key) }
+
+// HoldField is the field of a session's hold of kind on name, in the
+// session's holds hash.
+func HoldField(kind store.HoldKind, name string) string { return holdField(kind, name) }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,38 @@ import (
 
 	"github.com/coordd/coordd/internal/store"
 )
+
+// Locks are the first kind of session hold: lock_session.lua renews,
+// checks or drops a session's lock by its token.
+func init() {
+	holdKinds[store.HoldLock] = holdKind{
+		refresh: func(k keys, name, token string, deadline int64, renew bool) call {
+			mode := "check"
+			if renew {
+				mode = "renew"
+			}
+			return call{lockSession, k.lock(name)[:1], []any{token, deadline, mode, ""}}
+		},
+		drop: func(k keys, name, token string) call {
+			return call{lockSession, k.lock(name)[:1], []any{token, 0, "drop", k.channel(store.LockTopic(name))}}
+		},
+		decode: decodeLockSession,
+	}
+}
+
+// decodeLockSession reads lock_session.lua's reply to "renew" or "check"
+// (drop false), or to "drop".
+func decodeLockSession(cmd *redis.Cmd, drop bool) (live bool, held time.Duration, err error) {
+	r, err := replyOf(lockSession, cmd)
+	if err != nil {
+		return false, 0, err
+	}
+	live = r.code(codeOK, codeNo) == codeOK
+	if live && drop {
+		held = micros(r.int(1))
+	}
+	return live, held, r.done()
+}
 
 // AcquireLock implements store.Locks. A session-bound grant takes up to five
 // steps over two slots: read the session's deadline; grant the lock until
@@ -26,52 +59,44 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 	var g store.LockGrant
 	err := s.do(ctx, "AcquireLock", s.keys.lock(req.Name)[0], func(ctx context.Context) error {
 		var sessDeadline int64
-		full := false // the session is at its lock cap: only a held lock is answered
+		full := false // the session is at its cap: only a held lock is answered
 		if req.SessionID != "" {
-			r, err := s.eval(ctx, sessionDeadline, s.keys.session(req.SessionID)).Slice()
+			dl, taken, err := s.sessionCap(ctx, req.SessionID)
 			if err != nil {
 				return err
 			}
-			if toInt(r[0]) == 0 {
-				return store.ErrSessionNotFound
-			}
-			full = req.MaxSessionLocks > 0 && toInt(r[1]) >= int64(req.MaxSessionLocks)
-			sessDeadline = toInt(r[0])
+			full = req.MaxSessionLocks > 0 && taken >= int64(req.MaxSessionLocks)
+			sessDeadline = dl
 		}
 		lk := s.keys.lock(req.Name)
 		cmd, replicated := s.evalReplicated(ctx, lockAcquire, lk, req.Token, req.Owner,
 			req.TTL.Microseconds(), req.MaxHold.Microseconds(), req.SessionID, sessDeadline, s.timeSeen.Load(), boolArg(full))
-		r, err := cmd.Slice()
+		a, err := decodeAcquire(cmd)
 		if err != nil {
 			return err
 		}
-		if len(r) == 4 {
-			s.sawTime(toInt(r[3]))
+		switch a.code {
+		case codeOK, codeNo:
+			s.sawTime(a.now)
 		}
-		switch toInt(r[0]) {
-		case -1:
+		switch a.code {
+		case codeSessionGone:
 			return store.ErrSessionNotFound
-		case -2:
-			if len(r) < 5 {
-				return fmt.Errorf("%w: lock_acquire replied %d values", errCorrupt, len(r))
-			}
-			tok, _ := r[1].(string)
-			dl, now := toInt(r[3]), toInt(r[4])
-			g = store.LockGrant{Acquired: true, AlreadyHeld: true, Token: tok, Fence: uint64(toInt(r[2])),
-				TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
+		case codeAlreadyHeld:
+			g = store.LockGrant{Acquired: true, AlreadyHeld: true, Token: a.token, Fence: a.fence,
+				TTL: micros(a.deadline - a.now), ExpireTime: unixMicro(a.deadline)}
 			return nil
-		case -3:
+		case codeFull:
 			return store.ErrTooManyLocks
-		case 0:
-			dl, now := toInt(r[2]), toInt(r[3])
-			g = store.LockGrant{Holder: toStr(r[1]), TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
+		case codeNo:
+			g = store.LockGrant{Holder: a.holder, TTL: micros(a.deadline - a.now), ExpireTime: unixMicro(a.deadline)}
 			return nil
 		}
 		if !replicated {
 			return errNotReplicated // the caller releases it by its token
 		}
-		fence, dl, now := toInt(r[1]), toInt(r[2]), toInt(r[3])
-		g = store.LockGrant{Acquired: true, Fence: uint64(fence), TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
+		dl, now := a.deadline, a.now
+		g = store.LockGrant{Acquired: true, Fence: a.fence, TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
 		if req.SessionID == "" {
 			return nil
 		}
@@ -79,38 +104,33 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		if req.MaxHold > 0 {
 			hold = now + req.MaxHold.Microseconds()
 		}
-		entry := sessionEntry{token: req.Token, fence: uint64(fence), holdUntil: hold, pending: true}
-		sk := s.keys.session(req.SessionID)
-		cmd, replicated = s.evalReplicated(ctx, sessionAddLock, sk, req.Name, encodeEntry(entry), store.SessionGrace.Microseconds(), req.MaxSessionLocks)
-		newDeadline, err := cmd.Int64()
-		if err != nil {
-			return err
-		}
-		if newDeadline <= 0 {
+		h := sessionHold{kind: store.HoldLock, name: req.Name,
+			sessionEntry: sessionEntry{token: req.Token, fence: a.fence, holdUntil: hold, pending: true}}
+		_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionLocks)
+		if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyLocks) {
 			// The session ended, or filled up, since it was read: undo the grant.
-			if _, err := s.eval(ctx, lockRelease, lk[:1], req.Token, s.keys.channel(store.LockTopic(req.Name)), "1").Result(); err != nil {
+			if _, err := s.releaseLock(ctx, req.Name, req.Token, true); err != nil {
 				return err
 			}
-			if newDeadline < 0 {
-				return store.ErrTooManyLocks
-			}
-			return store.ErrSessionNotFound
+			return err
+		}
+		if err != nil {
+			return err
 		}
 		if !replicated {
 			return errNotReplicated // a failover could lose the entry, and the lock with it
 		}
-		entry.pending = false
-		cmd, replicated = s.evalReplicated(ctx, sessionConfirmLock, sk[:2], req.Name, req.Token, encodeEntry(entry),
-			s.keys.channel(store.SessionTopic(req.SessionID)))
-		if newDeadline, err = cmd.Int64(); err != nil {
-			return err
-		}
-		if newDeadline <= 0 {
+		h.pending = false
+		newDeadline, replicated, err := s.confirmHold(ctx, req.SessionID, h)
+		if errors.Is(err, store.ErrSessionNotFound) {
 			// The session ended, or lost the lock, since the add.
-			if _, err := s.eval(ctx, lockRelease, lk[:1], req.Token, s.keys.channel(store.LockTopic(req.Name)), "1").Result(); err != nil {
+			if _, err := s.releaseLock(ctx, req.Name, req.Token, true); err != nil {
 				return err
 			}
-			return store.ErrSessionNotFound
+			return err
+		}
+		if err != nil {
+			return err
 		}
 		if !replicated {
 			return errNotReplicated
@@ -119,13 +139,13 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 			// A keepalive renewed the session between the read and the add,
 			// without this lock: extend it to the session's deadline (an
 			// extension only, so a later keepalive is never undone).
-			held, err := s.eval(ctx, lockSession, lk[:1], req.Token, newDeadline, "renew", "").Int64()
+			held, _, err := decodeLockSession(s.eval(ctx, lockSession, lk[:1], req.Token, newDeadline, "renew", ""), false)
 			if err != nil {
 				return err
 			}
-			if held == 0 {
+			if !held {
 				// Its lease ran out before it could be extended: it is gone.
-				_ = s.eval(ctx, sessionRemoveLocks, sk[1:], req.Name, req.Token).Err()
+				_ = s.unbindHold(ctx, req.SessionID, store.HoldLock, req.Name, req.Token)
 				return errLostInFlight
 			}
 			dl = newDeadline
@@ -140,6 +160,31 @@ func (s *Store) AcquireLock(ctx context.Context, req store.AcquireLock) (store.L
 		return store.LockGrant{}, err
 	}
 	return g, nil
+}
+
+// acquired is lock_acquire.lua's reply.
+type acquired struct {
+	code          int64 // codeOK, codeNo, codeSessionGone, codeAlreadyHeld, codeFull
+	token, holder string
+	fence         uint64
+	deadline, now int64
+}
+
+func decodeAcquire(cmd *redis.Cmd) (acquired, error) {
+	r, err := replyOf(lockAcquire, cmd)
+	if err != nil {
+		return acquired{}, err
+	}
+	a := acquired{code: r.code(codeOK, codeNo, codeSessionGone, codeAlreadyHeld, codeFull)}
+	switch a.code {
+	case codeOK:
+		a.fence, a.deadline, a.now = r.uint(1), r.int(2), r.int(3)
+	case codeNo:
+		a.holder, a.deadline, a.now = r.str(1), r.int(2), r.int(3)
+	case codeAlreadyHeld:
+		a.token, a.fence, a.deadline, a.now = r.str(1), r.uint(2), r.int(3), r.int(4)
+	}
+	return a, r.done()
 }
 
 // sawTime raises timeSeen to now. Fences are max(counter + 1, server time)
@@ -196,29 +241,21 @@ func decodeRenew(cmd *redis.Cmd) (store.Lease, error) {
 // session's set first and is deleted second, so that a keepalive in between
 // never reports it lost.
 func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, time.Duration, error) {
-	var released bool
-	var held time.Duration
-	err := s.do(ctx, "ReleaseLock", s.keys.lock(name)[0], func(ctx context.Context) error {
-		lk := s.keys.lock(name)[:1]
-		ch := s.keys.channel(store.LockTopic(name))
-		r, err := s.eval(ctx, lockRelease, lk, token, ch, "0").Slice()
-		if err != nil {
+	var rel released
+	err := s.do(ctx, "ReleaseLock", s.keys.lock(name)[0], func(ctx context.Context) (err error) {
+		if rel, err = s.releaseLock(ctx, name, token, false); err != nil || rel.code != codeSessionBound {
 			return err
 		}
-		if toInt(r[0]) == 2 {
-			if err := s.eval(ctx, sessionRemoveLocks, s.keys.session(toStr(r[1]))[1:], name, token).Err(); err != nil {
-				return err
-			}
-			if r, err = s.eval(ctx, lockRelease, lk, token, ch, "1").Slice(); err != nil {
-				return err
-			}
+		if err := s.unbindHold(ctx, rel.session, store.HoldLock, name, token); err != nil {
+			return err
 		}
-		if released = toInt(r[0]) == 1; released {
-			held = micros(toInt(r[1]))
-		}
-		return nil
+		rel, err = s.releaseLock(ctx, name, token, true)
+		return err
 	})
-	return released, held, err
+	if err != nil || rel.code != codeOK {
+		return false, 0, err
+	}
+	return true, rel.held, nil
 }
 
 // AbandonLock implements store.Locks: a lease is released; a session-bound
@@ -226,19 +263,45 @@ func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, time
 // then the lock is deleted.
 func (s *Store) AbandonLock(ctx context.Context, name, token string) error {
 	return s.do(ctx, "AbandonLock", s.keys.lock(name)[0], func(ctx context.Context) error {
-		lk := s.keys.lock(name)[:1]
-		ch := s.keys.channel(store.LockTopic(name))
-		r, err := s.eval(ctx, lockRelease, lk, token, ch, "0").Slice()
-		if err != nil || len(r) < 2 || r[0] != int64(2) {
+		rel, err := s.releaseLock(ctx, name, token, false)
+		if err != nil || rel.code != codeSessionBound {
 			return err // released, or not held
 		}
-		ses, _ := r[1].(string)
-		if err := s.eval(ctx, sessionMarkLost, s.keys.session(ses), s.keys.channel(store.SessionTopic(ses)),
-			name, token, int(store.LostGone)).Err(); err != nil {
+		if err := s.holdGone(ctx, rel.session, store.HoldLock, name, token); err != nil {
 			return err
 		}
-		return s.eval(ctx, lockRelease, lk, token, ch, "1").Err()
+		_, err = s.releaseLock(ctx, name, token, true)
+		return err
 	})
+}
+
+// releaseLock runs lock_release.lua: it deletes lock name if token holds
+// it live, and wakes its waiters; a session-bound one only if bound (its
+// session's entry is gone), else it is answered codeSessionBound.
+func (s *Store) releaseLock(ctx context.Context, name, token string, bound bool) (released, error) {
+	return decodeRelease(s.eval(ctx, lockRelease, s.keys.lock(name)[:1], token, s.keys.channel(store.LockTopic(name)), boolArg(bound)))
+}
+
+// released is lock_release.lua's reply.
+type released struct {
+	code    int64         // codeOK, codeNo or codeSessionBound
+	held    time.Duration // codeOK: how long it had been held
+	session string        // codeSessionBound: the session's ID
+}
+
+func decodeRelease(cmd *redis.Cmd) (released, error) {
+	r, err := replyOf(lockRelease, cmd)
+	if err != nil {
+		return released{}, err
+	}
+	rel := released{code: r.code(codeOK, codeNo, codeSessionBound)}
+	switch rel.code {
+	case codeOK:
+		rel.held = micros(r.int(1))
+	case codeSessionBound:
+		rel.session = r.str(1)
+	}
+	return rel, r.done()
 }
 
 func boolArg(b bool) string {

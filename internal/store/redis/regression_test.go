@@ -192,7 +192,7 @@ func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 			t.Errorf("keepalive between steps 1 and 2: %v", err)
 		}
 	})
-	rgSet(h, h.before, sessionAddLock, func() {
+	rgSet(h, h.before, sessionAddHold, func() {
 		clk.Advance(2 * time.Second)
 		gB, errB = s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: token.New(), Owner: "B", TTL: 30 * time.Second})
 	})
@@ -328,7 +328,7 @@ func TestRegressionSessionDeadlineNeverShortens(t *testing.T) {
 // with token t1) and its pipeline of renewals, the hook releases L and, in the
 // second case, acquires it again for the session (token t2). The pipeline's
 // renewal of (L, t1) answers 0. The old code reported L lost whatever
-// session_remove_locks found; now only the entries it removed are lost, and
+// session_remove_holds found; now only the entries it removed are lost, and
 // (L, t1) was no longer there.
 func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 	for _, relock := range []bool{false, true} {
@@ -876,7 +876,7 @@ func rgReplicasListed(t *testing.T, c *redistest.ClusterProc) {
 }
 
 // TestRegressionSessionEntryIsReplicated (review #12a): with WaitReplicas,
-// the step that binds a lock to its session (session_add_lock) waits for the
+// the step that binds a lock to its session (session_add_hold) waits for the
 // replicas too; if they do not acknowledge it, the acquire is uncertain, and
 // the caller's release by token leaves nothing held and nothing in the
 // session's set.
@@ -948,8 +948,8 @@ func TestRegressionSessionEntryIsReplicated(t *testing.T) {
 	detachReplica := func() {
 		detach.Do(func() { detached = rgAdmin(replica.Addr()).Do(ctx, "replicaof", "no", "one").Err() == nil })
 	}
-	rgSet(h, h.pipeline, sessionAddLock, detachReplica)
-	rgSet(h, h.before, sessionAddLock, detachReplica)
+	rgSet(h, h.pipeline, sessionAddHold, detachReplica)
+	rgSet(h, h.before, sessionAddHold, detachReplica)
 	for i, name := range []string{"ns:L1", "ns:L2"} { // L1: replica lost at step 3; L2: no replica at all
 		tok := token.New()
 		g, err := s.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: "a", SessionID: sid})

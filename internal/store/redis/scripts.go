@@ -58,11 +58,11 @@ var (
 
 	sessionCreate      = newScript("session_create")
 	sessionRefresh     = newScript("session_refresh")
-	sessionAddLock     = newScript("session_add_lock")
+	sessionAddHold     = newScript("session_add_hold")
 	sessionDeadline    = newScript("session_deadline")
-	sessionRemoveLocks = newScript("session_remove_locks")
+	sessionRemoveHolds = newScript("session_remove_holds")
 	sessionMarkLost    = newScript("session_mark_lost")
-	sessionConfirmLock = newScript("session_confirm_lock")
+	sessionConfirmHold = newScript("session_confirm_hold")
 	sessionClose       = newScript("session_close")
 	sessionIndex       = newScript("session_index")
 

@@ -7,8 +7,46 @@ import (
 	"sort"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/coordd/coordd/internal/store"
 )
+
+// A session holds holds of several kinds (store.HoldKind), in one hash
+// keyed by "kind:name" (codec.go), and knows none of them: the session
+// scripts only keep entries and reports, and what a session does to a hold
+// of one kind (renew or check it to the session's deadline, drop it at
+// close) is that kind's holdKind, registered by the kind's own file.
+// Binding, unbinding and marking a hold gone are kind-neutral steps
+// (bindHold, confirmHold, unbindHold, holdGone) that the kind's operations
+// call.
+
+// holdKind is the work a session does on its holds of one kind. Each call
+// built touches only the hold's slot, and is pipelined with the others.
+type holdKind struct {
+	// refresh is the call that checks whether token still holds name live
+	// and, if renew, extends it to deadline (µs, the session's), capped by
+	// its max hold and never shortened.
+	refresh func(k keys, name, token string, deadline int64, renew bool) call
+	// drop is the call that deletes name if token holds it, and wakes its
+	// waiters if it was live.
+	drop func(k keys, name, token string) call
+	// decode reads a refresh's reply (drop false) or a drop's: whether
+	// token held name live, and, for a drop, for how long it had been held.
+	decode func(cmd *redis.Cmd, drop bool) (live bool, held time.Duration, err error)
+}
+
+// holdKinds is the table of kinds, filled by each kind's init.
+var holdKinds = map[store.HoldKind]holdKind{}
+
+// sessionHold is one of a session's holds, as its set keeps it.
+type sessionHold struct {
+	kind store.HoldKind
+	name string
+	sessionEntry
+}
+
+func (h sessionHold) field() string { return holdField(h.kind, h.name) }
 
 // CreateSession implements store.Sessions: with a cap, the namespace's
 // index admits the session (or finds the namespace full); then the session
@@ -19,25 +57,48 @@ func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration,
 	err := s.do(ctx, "CreateSession", s.keys.session(id)[0], func(ctx context.Context) error {
 		indexed := ""
 		if max > 0 {
-			admitted, err := s.eval(ctx, sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))},
-				"admit", id, ttl.Microseconds(), max).Int64()
+			admitted, err := decodeIndex(s.eval(ctx, sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))},
+				"admit", id, ttl.Microseconds(), max))
 			if err != nil {
 				return err
 			}
-			if admitted == 0 {
+			if !admitted {
 				return store.ErrTooManySessions
 			}
 			indexed = "1"
 		}
-		r, err := s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds(), indexed).Slice()
+		dl, now, err := decodeCreate(s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds(), indexed))
 		if err != nil {
 			return err
 		}
-		dl, now := toInt(r[0]), toInt(r[1])
 		st = store.SessionState{ID: id, Stream: 1, TTL: micros(dl - now), ExpireTime: unixMicro(dl)}
 		return nil
 	})
 	return st, err
+}
+
+// decodeIndex reads session_index.lua's reply: whether it admitted (or
+// touched, or removed).
+func decodeIndex(cmd *redis.Cmd) (bool, error) {
+	n, err := intOf(sessionIndex, cmd)
+	if err != nil {
+		return false, err
+	}
+	if n != codeOK && n != codeNo {
+		return false, fmt.Errorf("%w: %s replied code %d", errCorrupt, sessionIndex.name, n)
+	}
+	return n == codeOK, nil
+}
+
+// decodeCreate reads session_create.lua's reply: the deadline and now.
+func decodeCreate(cmd *redis.Cmd) (deadline, now int64, err error) {
+	r, err := replyOf(sessionCreate, cmd)
+	if err != nil {
+		return 0, 0, err
+	}
+	r.code(codeOK)
+	deadline, now = r.int(1), r.int(2)
+	return deadline, now, r.done()
 }
 
 // ResumeSession implements store.Sessions.
@@ -46,10 +107,10 @@ func (s *Store) ResumeSession(ctx context.Context, id string, ttl time.Duration)
 }
 
 // KeepAliveSession implements store.Sessions: one script forgets the
-// acknowledged reports, renews the session and lists its locks and
+// acknowledged reports, renews the session and lists its holds and
 // reports; then one pipeline (a round trip per node) extends every
-// confirmed lock and checks every pending one (and touches the namespace's
-// index); and, if any lock was lost, one more script turns the lost ones
+// confirmed hold and checks every pending one (and touches the namespace's
+// index); and, if any hold was lost, one more script turns the lost ones
 // into reports.
 func (s *Store) KeepAliveSession(ctx context.Context, ref store.SessionRef, ttl time.Duration) (store.SessionState, error) {
 	return s.refreshSession(ctx, "KeepAliveSession", ref, ttl, "renew")
@@ -62,44 +123,37 @@ func (s *Store) CheckSession(ctx context.Context, ref store.SessionRef) (store.S
 
 // refreshed is session_refresh.lua's reply.
 type refreshed struct {
-	code          int64 // -1 unknown, -2 closing, -3 superseded, 0 expired, 1 live
+	code          int64 // codeOK live, codeExpired, codeSessionGone, codeClosing, codeSuperseded
 	deadline, now int64
 	indexed       bool
 	stream        uint64
-	reports       []store.LostLock // by Seq
-	names         []string
-	entries       []sessionEntry
+	reports       []store.LostHold // by Seq
+	holds         []sessionHold
 }
 
-func decodeRefresh(r []any) (refreshed, error) {
+func decodeRefresh(cmd *redis.Cmd) (refreshed, error) {
 	var out refreshed
-	if len(r) < 1 {
-		return out, fmt.Errorf("%w: session_refresh replied %d values", errCorrupt, len(r))
+	r, err := replyOf(sessionRefresh, cmd)
+	if err != nil {
+		return out, err
 	}
-	var ok bool
-	if out.code, ok = r[0].(int64); !ok {
-		return out, fmt.Errorf("%w: session_refresh's code", errCorrupt)
+	out.code = r.code(codeOK, codeExpired, codeSessionGone, codeClosing, codeSuperseded)
+	if out.code != codeOK && out.code != codeExpired {
+		return out, r.done()
 	}
-	if out.code < 0 {
-		return out, nil
+	out.deadline, out.now, out.indexed, out.stream = r.int(1), r.int(2), r.str(3) == "1", r.uint(4)
+	n := r.int(5)
+	if err := r.done(); err != nil {
+		return out, err
 	}
-	if len(r) < 6 {
-		return out, fmt.Errorf("%w: session_refresh replied %d values", errCorrupt, len(r))
+	if n < 0 || n > int64(r.len()) || int64(r.len()) < 6+2*n {
+		return out, fmt.Errorf("%w: %s's reply: %d reports in %d values", errCorrupt, sessionRefresh.name, n, r.len())
 	}
-	dl, ok1 := r[1].(int64)
-	now, ok2 := r[2].(int64)
-	ix, ok3 := r[3].(string)
-	epoch, ok4 := r[4].(int64)
-	n, ok5 := r[5].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || n < 0 || len(r) < 6+2*int(n) {
-		return out, fmt.Errorf("%w: session_refresh's header", errCorrupt)
-	}
-	out.deadline, out.now, out.indexed, out.stream = dl, now, ix == "1", uint64(epoch)
-	for i := 6; i < 6+2*int(n); i += 2 {
-		seq, ok1 := r[i].(string)
-		rec, ok2 := r[i+1].(string)
-		if !ok1 || !ok2 {
-			return out, fmt.Errorf("%w: session_refresh's report", errCorrupt)
+	end := 6 + 2*int(n)
+	for i := 6; i < end; i += 2 {
+		seq, rec := r.str(i), r.str(i+1)
+		if err := r.done(); err != nil {
+			return out, err
 		}
 		l, err := decodeReport(seq, rec)
 		if err != nil {
@@ -108,8 +162,7 @@ func decodeRefresh(r []any) (refreshed, error) {
 		out.reports = append(out.reports, l)
 	}
 	sort.Slice(out.reports, func(i, j int) bool { return out.reports[i].Seq < out.reports[j].Seq })
-	var err error
-	out.names, out.entries, err = decodeEntries(r[6+2*int(n):])
+	out.holds, err = decodeHolds(r, end)
 	return out, err
 }
 
@@ -118,91 +171,78 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 	id := ref.ID
 	err := s.do(ctx, op, s.keys.session(id)[0], func(ctx context.Context) error {
 		sk := s.keys.session(id)
-		r, err := s.eval(ctx, sessionRefresh, sk, mode, ttl.Microseconds(), store.SessionGrace.Microseconds(), ref.Stream, ref.Ack,
-			s.keys.channel(store.SessionTopic(id))).Slice()
-		if err != nil {
-			return err
-		}
-		rs, err := decodeRefresh(r)
+		rs, err := decodeRefresh(s.eval(ctx, sessionRefresh, sk, mode, ttl.Microseconds(), store.SessionGrace.Microseconds(), ref.Stream, ref.Ack,
+			s.keys.channel(store.SessionTopic(id))))
 		if err != nil {
 			return err
 		}
 		switch rs.code {
-		case -3:
+		case codeSuperseded:
 			return store.ErrSuperseded
-		case -2:
-			// A close began and was cut short: finish it, so that its locks
+		case codeClosing:
+			// A close began and was cut short: finish it, so that its holds
 			// go now rather than at their deadline.
 			if _, err := s.closeSession(ctx, store.SessionRef{ID: id}); err != nil && !errors.Is(err, store.ErrSessionNotFound) {
 				return err
 			}
 			return store.ErrSessionNotFound
-		case -1:
+		case codeSessionGone:
 			return store.ErrSessionNotFound
 		}
 		dl, now := rs.deadline, rs.now
 		st = store.SessionState{ID: id, Stream: rs.stream, ExpireTime: unixMicro(dl), Lost: rs.reports}
-		if rs.code == 0 {
+		if rs.code == codeExpired {
 			st.Expired = true
 			return nil
 		}
 		st.TTL = micros(dl - now)
-		calls := make([]call, len(rs.entries), len(rs.entries)+1)
-		for i, e := range rs.entries {
-			lockMode := mode
-			if mode == "resume" {
-				lockMode = "renew"
-			}
-			if e.pending {
-				lockMode = "check" // never renew a binding not yet confirmed
-			}
-			calls[i] = call{lockSession, s.keys.lock(rs.names[i])[:1], []any{e.token, dl, lockMode, ""}}
+		calls := make([]call, len(rs.holds), len(rs.holds)+1)
+		for i, h := range rs.holds {
+			// A binding not yet confirmed is checked, never renewed.
+			calls[i] = holdKinds[h.kind].refresh(s.keys, h.name, h.token, dl, mode != "check" && !h.pending)
 		}
 		if mode != "check" && rs.indexed {
 			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"touch", id, dl, 0}})
 		}
 		// The index is bookkeeping for a cap: its failure must not fail the
-		// keepalive; the locks' must (their outcome is unknown).
-		cmds := s.evalPipelined(ctx, calls)[:len(rs.entries)]
+		// keepalive; the holds' must (their outcome is unknown).
+		cmds := s.evalPipelined(ctx, calls)[:len(rs.holds)]
 		var mark []any
-		var lost []store.LostLock
+		var lost []store.LostHold
 		for i, c := range cmds {
-			held, err := c.Int64()
+			h := rs.holds[i]
+			live, _, err := holdKinds[h.kind].decode(c, false)
 			if err != nil {
 				return err
 			}
-			e := rs.entries[i]
-			if held == 1 {
-				if !e.pending && e.holdUntil != 0 && e.holdUntil < dl {
-					if h := unixMicro(e.holdUntil); st.NextLoss.IsZero() || h.Before(st.NextLoss) {
-						st.NextLoss = h
+			if live {
+				if !h.pending && h.holdUntil != 0 && h.holdUntil < dl {
+					if u := unixMicro(h.holdUntil); st.NextLoss.IsZero() || u.Before(st.NextLoss) {
+						st.NextLoss = u
 					}
 				}
 				continue
 			}
 			reason := store.LostGone
-			if e.holdUntil != 0 && now >= e.holdUntil {
+			if h.holdUntil != 0 && now >= h.holdUntil {
 				reason = store.LostMaxHold
 			}
-			lost = append(lost, store.LostLock{Name: rs.names[i], Fence: e.fence, Reason: reason})
-			mark = append(mark, rs.names[i], e.token, int(reason))
+			lost = append(lost, store.LostHold{Kind: h.kind, Name: h.name, Fence: h.fence, Reason: reason})
+			mark = append(mark, h.field(), h.token, int(reason))
 		}
 		if len(mark) == 0 {
 			return nil
 		}
-		// Only what this call took out of the set is lost: a lock released
+		// Only what this call took out of the set is lost: a hold released
 		// by its token meanwhile left the set itself.
-		seqs, err := s.eval(ctx, sessionMarkLost, sk, append([]any{""}, mark...)...).Int64Slice()
+		seqs, err := decodeMarked(s.eval(ctx, sessionMarkLost, sk, append([]any{""}, mark...)...), len(lost))
 		if err != nil {
 			return err
-		}
-		if len(seqs) != len(lost) {
-			return fmt.Errorf("%w: session_mark_lost replied %d values for %d locks", errCorrupt, len(seqs), len(lost))
 		}
 		for i, seq := range seqs {
 			if seq > 0 {
 				l := lost[i]
-				l.Seq = uint64(seq)
+				l.Seq = seq
 				st.Lost = append(st.Lost, l)
 			}
 		}
@@ -211,12 +251,29 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 	return st, err
 }
 
+// decodeMarked reads session_mark_lost.lua's reply to n triples: each
+// report's seq, 0 where it made none.
+func decodeMarked(cmd *redis.Cmd, n int) ([]uint64, error) {
+	r, err := replyOf(sessionMarkLost, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if r.len() != n {
+		return nil, fmt.Errorf("%w: %s replied %d values for %d holds", errCorrupt, sessionMarkLost.name, r.len(), n)
+	}
+	seqs := make([]uint64, n)
+	for i := range seqs {
+		seqs[i] = r.uint(i)
+	}
+	return seqs, r.done()
+}
+
 // CloseSession implements store.Sessions, in steps that a retry can finish
-// if one fails: the session is marked closing (no keepalive or new lock from
-// then on) and lists its locks; one pipeline deletes those it still holds
-// and wakes their waiters; then the session is deleted.
-func (s *Store) CloseSession(ctx context.Context, ref store.SessionRef) ([]store.ReleasedLock, error) {
-	var released []store.ReleasedLock
+// if one fails: the session is marked closing (no keepalive or new hold
+// from then on) and lists its holds; one pipeline deletes those it still
+// has and wakes their waiters; then the session is deleted.
+func (s *Store) CloseSession(ctx context.Context, ref store.SessionRef) ([]store.ReleasedHold, error) {
+	var released []store.ReleasedHold
 	err := s.do(ctx, "CloseSession", s.keys.session(ref.ID)[0], func(ctx context.Context) error {
 		var err error
 		released, err = s.closeSession(ctx, ref)
@@ -227,75 +284,176 @@ func (s *Store) CloseSession(ctx context.Context, ref store.SessionRef) ([]store
 
 // closeSession is CloseSession's work, also used to finish a close that was
 // cut short.
-func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store.ReleasedLock, error) {
+func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store.ReleasedHold, error) {
 	id := ref.ID
 	sk := s.keys.session(id)
-	r, err := s.eval(ctx, sessionClose, sk, "begin", store.SessionGrace.Microseconds(), ref.Stream).Slice()
-	if err != nil {
-		return nil, err
+	c, err := decodeClose(s.eval(ctx, sessionClose, sk, "begin", store.SessionGrace.Microseconds(), ref.Stream), true)
+	if err != nil || !c.closing {
+		return nil, err // unknown, superseded, or expired: nothing to release
 	}
-	if len(r) < 1 {
-		return nil, fmt.Errorf("%w: session_close replied nothing", errCorrupt)
+	calls := make([]call, len(c.holds), len(c.holds)+1)
+	for i, h := range c.holds {
+		calls[i] = holdKinds[h.kind].drop(s.keys, h.name, h.token)
 	}
-	code, ok := r[0].(int64)
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("%w: session_close's code", errCorrupt)
-	case code == -1:
-		return nil, store.ErrSessionNotFound
-	case code == -3:
-		return nil, store.ErrSuperseded
-	case code == 0:
-		return nil, nil
-	case len(r) < 2:
-		return nil, fmt.Errorf("%w: session_close replied %d values", errCorrupt, len(r))
-	}
-	ix, _ := r[1].(string)
-	names, entries, err := decodeEntries(r[2:])
-	if err != nil {
-		return nil, err
-	}
-	calls := make([]call, len(entries), len(entries)+1)
-	for i, e := range entries {
-		calls[i] = call{lockSession, s.keys.lock(names[i])[:1], []any{e.token, 0, "drop", s.keys.channel(store.LockTopic(names[i]))}}
-	}
-	if ix == "1" {
+	if c.indexed {
 		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id, 0, 0}})
 	}
-	var released []store.ReleasedLock
-	for i, c := range s.evalPipelined(ctx, calls)[:len(entries)] {
-		r, err := c.Slice()
+	var released []store.ReleasedHold
+	for i, cmd := range s.evalPipelined(ctx, calls)[:len(c.holds)] {
+		h := c.holds[i]
+		live, held, err := holdKinds[h.kind].decode(cmd, true)
 		if err != nil {
 			return nil, err // the session stays closing; a retry finishes it
 		}
-		if len(r) == 2 && r[0] == int64(1) {
-			held, _ := r[1].(int64)
-			released = append(released, store.ReleasedLock{Name: names[i], Held: micros(held)})
+		if live {
+			released = append(released, store.ReleasedHold{Kind: h.kind, Name: h.name, Held: held})
 		}
 	}
-	return released, s.eval(ctx, sessionClose, sk, "finish", 0, 0).Err()
+	_, err = decodeClose(s.eval(ctx, sessionClose, sk, "finish", 0, 0), false)
+	return released, err // released even if the finish failed: they are gone
 }
 
-// decodeEntries reads the name, entry pairs of a session's lock set from a
-// script's result.
-func decodeEntries(r []any) ([]string, []sessionEntry, error) {
-	if len(r)%2 != 0 {
-		return nil, nil, fmt.Errorf("%w: %d values for name, entry pairs", errCorrupt, len(r))
+// closed is session_close.lua's reply.
+type closed struct {
+	closing bool // false: it had expired, and was forgotten
+	indexed bool
+	holds   []sessionHold
+}
+
+// decodeClose reads session_close.lua's reply to "begin" (begin true) or
+// "finish". An unknown session is store.ErrSessionNotFound, a superseded
+// stream store.ErrSuperseded.
+func decodeClose(cmd *redis.Cmd, begin bool) (closed, error) {
+	r, err := replyOf(sessionClose, cmd)
+	if err != nil {
+		return closed{}, err
 	}
-	names := make([]string, 0, len(r)/2)
-	entries := make([]sessionEntry, 0, len(r)/2)
-	for i := 0; i+1 < len(r); i += 2 {
-		name, ok1 := r[i].(string)
-		rec, ok2 := r[i+1].(string)
-		if !ok1 || !ok2 {
-			return nil, nil, fmt.Errorf("%w: a session entry is not a string", errCorrupt)
+	if !begin {
+		r.code(codeOK)
+		return closed{}, r.done()
+	}
+	switch r.code(codeOK, codeSessionGone, codeSuperseded, codeExpired) {
+	case codeSessionGone:
+		return closed{}, store.ErrSessionNotFound
+	case codeSuperseded:
+		return closed{}, store.ErrSuperseded
+	case codeExpired:
+		return closed{}, nil
+	case codeBad:
+		return closed{}, r.done()
+	}
+	c := closed{closing: true, indexed: r.str(1) == "1"}
+	if err := r.done(); err != nil {
+		return closed{}, err
+	}
+	c.holds, err = decodeHolds(r, 2)
+	return c, err
+}
+
+// decodeHolds reads the field, entry pairs of a session's holds from
+// value from of a reply to its end. A hold of a kind with no holdKind is
+// errCorrupt: nothing could renew or drop it.
+func decodeHolds(r *reply, from int) ([]sessionHold, error) {
+	if (r.len()-from)%2 != 0 {
+		return nil, fmt.Errorf("%w: %s's reply: %d values for field, entry pairs", errCorrupt, r.script, r.len()-from)
+	}
+	holds := make([]sessionHold, 0, (r.len()-from)/2)
+	for i := from; i+1 < r.len(); i += 2 {
+		field, rec := r.str(i), r.str(i+1)
+		if err := r.done(); err != nil {
+			return nil, err
+		}
+		kind, name, err := splitHoldField(field)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := holdKinds[kind]; !ok {
+			return nil, fmt.Errorf("%w: a session holds a hold of unknown kind %q", errCorrupt, kind)
 		}
 		e, err := decodeEntry(rec)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		names = append(names, name)
-		entries = append(entries, e)
+		holds = append(holds, sessionHold{kind: kind, name: name, sessionEntry: e})
 	}
-	return names, entries, nil
+	return holds, nil
+}
+
+// sessionCap reads live session id's deadline and how many places of its
+// cap are taken; store.ErrSessionNotFound if it is not live.
+func (s *Store) sessionCap(ctx context.Context, id string) (deadline, taken int64, err error) {
+	r, err := replyOf(sessionDeadline, s.eval(ctx, sessionDeadline, s.keys.session(id)))
+	if err != nil {
+		return 0, 0, err
+	}
+	switch r.code(codeOK, codeSessionGone) {
+	case codeSessionGone:
+		return 0, 0, store.ErrSessionNotFound
+	case codeBad:
+		return 0, 0, r.done()
+	}
+	deadline, taken = r.int(1), r.int(2)
+	return deadline, taken, r.done()
+}
+
+// bindHold adds h to session id's holds as a pending binding, unless the
+// session already has max holds (0: no cap), and returns the session's
+// deadline. store.ErrSessionNotFound: it is not live; store.ErrTooManyLocks:
+// it is full. replicated is evalReplicated's.
+func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int) (deadline int64, replicated bool, err error) {
+	cmd, replicated := s.evalReplicated(ctx, sessionAddHold, s.keys.session(id), h.field(), encodeEntry(h.sessionEntry),
+		store.SessionGrace.Microseconds(), max)
+	r, err := replyOf(sessionAddHold, cmd)
+	if err != nil {
+		return 0, replicated, err
+	}
+	switch r.code(codeOK, codeSessionGone, codeFull) {
+	case codeSessionGone:
+		return 0, replicated, store.ErrSessionNotFound
+	case codeFull:
+		return 0, replicated, store.ErrTooManyLocks
+	}
+	deadline = r.int(1)
+	return deadline, replicated, r.done()
+}
+
+// confirmHold confirms h's pending binding to session id (h.pending is
+// false) and wakes the session's stream; it returns the session's
+// deadline. store.ErrSessionNotFound: the session is not live, or the
+// entry is no longer the binding's.
+func (s *Store) confirmHold(ctx context.Context, id string, h sessionHold) (deadline int64, replicated bool, err error) {
+	cmd, replicated := s.evalReplicated(ctx, sessionConfirmHold, s.keys.session(id)[:2], h.field(), h.token, encodeEntry(h.sessionEntry),
+		s.keys.channel(store.SessionTopic(id)))
+	r, err := replyOf(sessionConfirmHold, cmd)
+	if err != nil {
+		return 0, replicated, err
+	}
+	switch r.code(codeOK, codeSessionGone, codeNo) {
+	case codeSessionGone, codeNo:
+		return 0, replicated, store.ErrSessionNotFound
+	}
+	deadline = r.int(1)
+	return deadline, replicated, r.done()
+}
+
+// unbindHold takes a hold out of session id's set if token still has it
+// (a hold being released, or lost on its way in).
+func (s *Store) unbindHold(ctx context.Context, id string, kind store.HoldKind, name, token string) error {
+	r, err := replyOf(sessionRemoveHolds, s.eval(ctx, sessionRemoveHolds, s.keys.session(id)[1:2], holdField(kind, name), token))
+	if err != nil {
+		return err
+	}
+	for i := range r.len() {
+		r.str(i) // the fields removed
+	}
+	return r.done()
+}
+
+// holdGone turns a hold of session id that token no longer has into a loss
+// report (LostGone), if the session still lists it, and wakes the
+// session's stream.
+func (s *Store) holdGone(ctx context.Context, id string, kind store.HoldKind, name, token string) error {
+	_, err := decodeMarked(s.eval(ctx, sessionMarkLost, s.keys.session(id), s.keys.channel(store.SessionTopic(id)),
+		holdField(kind, name), token, int(store.LostGone)), 1)
+	return err
 }

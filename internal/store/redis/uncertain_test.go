@@ -197,7 +197,7 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 		t.Fatalf("lock token in Redis = %q, %v; want the uncertain grant's (the scripts ran)", got, err)
 	}
 	ref := store.SessionRef{ID: sid, Stream: st.Stream}
-	var lost []store.LostLock
+	var lost []store.LostHold
 	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(ttl / 4) {
 		st, err := other.KeepAliveSession(ctx, ref, 0)
 		if err != nil {
@@ -243,7 +243,7 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 		t.Fatalf("AcquireLock with the confirmation's answer lost = %v, want store.ErrUnavailable", err)
 	}
 	// The failure is the one named: every step ran, the binding is confirmed.
-	entry, err := direct.HGet(ctx, sessionLocksKey(prefix, sid), "ns:l").Result()
+	entry, err := direct.HGet(ctx, sessionHoldsKey(prefix, sid), redis.HoldField(store.HoldLock, "ns:l")).Result()
 	if err != nil || !strings.HasPrefix(entry, tok+" ") || strings.HasSuffix(entry, " p") {
 		t.Fatalf("the session's entry for ns:l = %q, %v; want a confirmed binding of the uncertain grant", entry, err)
 	}
@@ -267,7 +267,7 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 }
 
 // sessionLocksKey is a session's lock set (the store's layout).
-func sessionLocksKey(prefix, id string) string {
-	_, locks, _ := redis.SessionKeys(prefix, id)
-	return locks
+func sessionHoldsKey(prefix, id string) string {
+	_, holds, _ := redis.SessionKeys(prefix, id)
+	return holds
 }

@@ -270,8 +270,8 @@ func (f *Faulty) CheckSession(ctx context.Context, ref store.SessionRef) (store.
 }
 
 // CloseSession implements store.Sessions.
-func (f *Faulty) CloseSession(ctx context.Context, ref store.SessionRef) ([]store.ReleasedLock, error) {
-	return do(ctx, f, "CloseSession", func() ([]store.ReleasedLock, error) { return f.inner.CloseSession(ctx, ref) }, nil)
+func (f *Faulty) CloseSession(ctx context.Context, ref store.SessionRef) ([]store.ReleasedHold, error) {
+	return do(ctx, f, "CloseSession", func() ([]store.ReleasedHold, error) { return f.inner.CloseSession(ctx, ref) }, nil)
 }
 
 // Allow implements store.Limits.

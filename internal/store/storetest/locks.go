@@ -534,7 +534,7 @@ func lockSessionLockCapCountsReports(e *env) {
 	noErr(e, "second lock", acquire(e.name("b"), 0))
 	e.advance(time.Second)
 	st := e.check(id)
-	wantLost(e, "check at a's max hold", st.Lost, []store.LostLock{{Name: e.name("a"), Fence: st.Lost[0].Fence, Reason: store.LostMaxHold}})
+	wantLost(e, "check at a's max hold", st.Lost, []store.LostHold{{Kind: store.HoldLock, Name: e.name("a"), Fence: st.Lost[0].Fence, Reason: store.LostMaxHold}})
 	isErr(e, "a lock while a's report is unacknowledged", acquire(e.name("c"), 0), store.ErrTooManyLocks)
 	_, err := e.ackAll(id, st)
 	noErr(e, "acknowledge a", err)
@@ -593,6 +593,6 @@ func lockAbandon(e *env) {
 	noErr(e, "AbandonLock of a session's lock", e.s.AbandonLock(e.ctx, b, btok))
 	e.wantWake(sub, "SessionTopic after AbandonLock")
 	e.wantLock(b, store.LockInfo{})
-	wantLost(e, "the session after AbandonLock", e.check(id).Lost, []store.LostLock{{Name: b, Fence: g.Fence, Reason: store.LostGone}})
+	wantLost(e, "the session after AbandonLock", e.check(id).Lost, []store.LostHold{{Kind: store.HoldLock, Name: b, Fence: g.Fence, Reason: store.LostGone}})
 	noErr(e, "AbandonLock again", e.s.AbandonLock(e.ctx, b, btok))
 }

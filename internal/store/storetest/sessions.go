@@ -77,9 +77,9 @@ func (e *env) wantSession(what string, got, want store.SessionState) {
 	wantLost(e, what, got.Lost, want.Lost)
 }
 
-// wantLost compares loss reports by name, fence and reason; their Seqs must
-// be distinct, positive and in order.
-func wantLost(e *env, what string, got, want []store.LostLock) {
+// wantLost compares loss reports by kind, name, fence and reason; their
+// Seqs must be distinct, positive and in order.
+func wantLost(e *env, what string, got, want []store.LostHold) {
 	e.Helper()
 	for i, l := range got {
 		if l.Seq == 0 || (i > 0 && l.Seq <= got[i-1].Seq) {
@@ -87,12 +87,17 @@ func wantLost(e *env, what string, got, want []store.LostLock) {
 			break
 		}
 	}
-	sortLost := func(l []store.LostLock) []store.LostLock {
-		l = append([]store.LostLock(nil), l...)
+	sortLost := func(l []store.LostHold) []store.LostHold {
+		l = append([]store.LostHold(nil), l...)
 		for i := range l {
 			l[i].Seq = 0
 		}
-		sort.Slice(l, func(i, j int) bool { return l[i].Name < l[j].Name })
+		sort.Slice(l, func(i, j int) bool {
+			if l[i].Kind != l[j].Kind {
+				return l[i].Kind < l[j].Kind
+			}
+			return l[i].Name < l[j].Name
+		})
 		return l
 	}
 	got, want = sortLost(got), sortLost(want)
@@ -172,7 +177,7 @@ func sessCheckDoesNotRenew(e *env) {
 	e.advance(time.Second)
 	st := e.check(id)
 	e.wantSession("check at expiry", st, store.SessionState{ID: id, Expired: true,
-		Lost: []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
+		Lost: []store.LostHold{{Kind: store.HoldLock, Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
 	e.wantLock(n, store.LockInfo{})
 	acked, err := e.ackAll(id, st)
 	noErr(e, "a check that acknowledges the expiry's reports", err)
@@ -199,9 +204,9 @@ func sessExpiredReportedUntilAcked(e *env) {
 	_, g1 := e.sessionLock(n1, "alice", id, 0)
 	_, g2 := e.sessionLock(n2, "alice", id, time.Hour)
 	e.advance(15 * time.Second)
-	want := store.SessionState{ID: id, Expired: true, Lost: []store.LostLock{
-		{Name: n1, Fence: g1.Fence, Reason: store.LostSessionExpired},
-		{Name: n2, Fence: g2.Fence, Reason: store.LostSessionExpired},
+	want := store.SessionState{ID: id, Expired: true, Lost: []store.LostHold{
+		{Kind: store.HoldLock, Name: n1, Fence: g1.Fence, Reason: store.LostSessionExpired},
+		{Kind: store.HoldLock, Name: n2, Fence: g2.Fence, Reason: store.LostSessionExpired},
 	}}
 	first := e.keepAlive(id, 10*time.Second)
 	e.wantSession("keepalive after expiry", first, want)
@@ -246,10 +251,10 @@ func sessKeepAliveNeverRevives(e *env) {
 	_, gb := e.lock(n, "bob", 30*time.Second)
 	st := e.keepAlive(id, time.Minute)
 	e.wantSession("keepalive after expiry", st, store.SessionState{ID: id, Expired: true,
-		Lost: []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
+		Lost: []store.LostHold{{Kind: store.HoldLock, Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
 	e.wantLock(n, held("bob", gb.Fence, 30*time.Second, t1.Add(30*time.Second), t1))
 	e.wantSession("keepalive again", e.keepAlive(id, time.Minute), store.SessionState{ID: id, Expired: true,
-		Lost: []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
+		Lost: []store.LostHold{{Kind: store.HoldLock, Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
 	acked, err := e.ackAll(id, st)
 	noErr(e, "acknowledging the expiry's reports", err)
 	e.wantSession("acknowledging the expiry's reports", acked, store.SessionState{ID: id, Expired: true})
@@ -268,7 +273,7 @@ func sessLostMaxHoldReportedUntilAcked(e *env) {
 	_, gb := e.sessionLock(b, "alice", id, 6*time.Second)
 	_, gc := e.sessionLock(c, "alice", id, 0)
 	e.advance(3 * time.Second)
-	lostA := []store.LostLock{{Name: a, Fence: ga.Fence, Reason: store.LostMaxHold}}
+	lostA := []store.LostHold{{Kind: store.HoldLock, Name: a, Fence: ga.Fence, Reason: store.LostMaxHold}}
 	st := e.check(id)
 	wantLost(e, "check at a's max hold", st.Lost, lostA)
 	e.wantLock(a, store.LockInfo{})
@@ -278,7 +283,7 @@ func sessLostMaxHoldReportedUntilAcked(e *env) {
 	wantLost(e, "keepalive that acknowledges a", acked.Lost, nil)
 	e.advance(3 * time.Second)
 	st = e.keepAlive(id, 0)
-	wantLost(e, "keepalive at b's max hold", st.Lost, []store.LostLock{{Name: b, Fence: gb.Fence, Reason: store.LostMaxHold}})
+	wantLost(e, "keepalive at b's max hold", st.Lost, []store.LostHold{{Kind: store.HoldLock, Name: b, Fence: gb.Fence, Reason: store.LostMaxHold}})
 	if len(st.Lost) == 1 && len(acked.Lost) == 0 && st.Lost[0].Seq <= 1 {
 		e.Errorf("b's report has Seq %d, want it after a's", st.Lost[0].Seq)
 	}
@@ -289,7 +294,7 @@ func sessLostMaxHoldReportedUntilAcked(e *env) {
 	// a and b left the session's set: its expiry loses only c.
 	e.advance(10 * time.Second)
 	e.wantSession("keepalive after expiry", e.keepAlive(id, 0), store.SessionState{ID: id, Expired: true,
-		Lost: []store.LostLock{{Name: c, Fence: gc.Fence, Reason: store.LostSessionExpired}}})
+		Lost: []store.LostHold{{Kind: store.HoldLock, Name: c, Fence: gc.Fence, Reason: store.LostSessionExpired}}})
 }
 
 // sessResumeSupersedes: ResumeSession moves the session to a new stream
@@ -334,7 +339,7 @@ func sessResumeRepeatsReports(e *env) {
 	n := e.name("lock")
 	_, g := e.sessionLock(n, "alice", id, time.Second)
 	e.advance(time.Second)
-	lost := []store.LostLock{{Name: n, Fence: g.Fence, Reason: store.LostMaxHold}}
+	lost := []store.LostHold{{Kind: store.HoldLock, Name: n, Fence: g.Fence, Reason: store.LostMaxHold}}
 	wantLost(e, "check at the max hold", e.check(id).Lost, lost)
 	st, err := e.s.ResumeSession(e.ctx, id, 0)
 	noErr(e, "ResumeSession", err)
@@ -373,7 +378,7 @@ func sessCloseTellsHoldTime(e *env) {
 	released, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id})
 	noErr(e, "CloseSession", err)
 	sort.Slice(released, func(i, j int) bool { return released[i].Name < released[j].Name })
-	if fmt.Sprint(released) != fmt.Sprint([]store.ReleasedLock{{Name: a, Held: 3 * time.Second}, {Name: b, Held: time.Second}}) {
+	if fmt.Sprint(released) != fmt.Sprint([]store.ReleasedHold{{Kind: store.HoldLock, Name: a, Held: 3 * time.Second}, {Kind: store.HoldLock, Name: b, Held: time.Second}}) {
 		e.Errorf("CloseSession = %+v, want a held 3s and b 1s", released)
 	}
 }
@@ -390,7 +395,7 @@ func sessReleasedNotLost(e *env) {
 	wantLost(e, "check after release", e.check(id).Lost, nil)
 	e.advance(10 * time.Second)
 	e.wantSession("keepalive after expiry", e.keepAlive(id, 0), store.SessionState{ID: id, Expired: true,
-		Lost: []store.LostLock{{Name: b, Fence: gb.Fence, Reason: store.LostSessionExpired}}})
+		Lost: []store.LostHold{{Kind: store.HoldLock, Name: b, Fence: gb.Fence, Reason: store.LostSessionExpired}}})
 }
 
 func sessCloseReleases(e *env) {
@@ -478,14 +483,14 @@ func sessNamespaceCap(e *env) {
 	}
 }
 
-func releasedNames(r []store.ReleasedLock) []string {
+func releasedNames(r []store.ReleasedHold) []string {
 	names, _ := ReleasedNames(r, nil)
 	return names
 }
 
-// ReleasedNames returns the names of the locks CloseSession released, for
+// ReleasedNames returns the names of the holds CloseSession released, for
 // tests: ReleasedNames(s.CloseSession(ctx, ref)).
-func ReleasedNames(r []store.ReleasedLock, err error) ([]string, error) {
+func ReleasedNames(r []store.ReleasedHold, err error) ([]string, error) {
 	var names []string
 	for _, l := range r {
 		names = append(names, l.Name)

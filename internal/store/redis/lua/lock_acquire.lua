@@ -10,24 +10,24 @@
 --          that they stay above those the old master issued and lost.
 -- ARGV[10]: "1" if the session holds as many locks as it may (a lock held
 --           is still answered as held, or as the session's own)
--- Returns {1, fence, deadline, now} granted; {0, holder owner, holder deadline, now}
--- held; {-1} the session's deadline has passed; {-2, token, fence, deadline,
--- now} the session already holds it (its existing grant); {-3} the session
--- is full.
+-- Returns {OK, fence, deadline, now} granted; {NO, holder owner, holder
+-- deadline, now} held; {SESSION_GONE} the session's deadline has passed;
+-- {ALREADY_HELD, token, fence, deadline, now} the session already holds it
+-- (its existing grant); {FULL} the session is full.
 local cur = redis.call('HMGET', KEYS[1], 'own', 'dl', 'ses', 'tok', 'fen')
 if cur[2] and tonumber(cur[2]) > now then
   if ARGV[7] ~= '' and cur[3] == ARGV[7] then
-    return {-2, cur[4], tonumber(cur[5]), tonumber(cur[2]), now}
+    return {ALREADY_HELD, cur[4], tonumber(cur[5]), tonumber(cur[2]), now}
   end
-  return {0, cur[1], tonumber(cur[2]), now}
+  return {NO, cur[1], tonumber(cur[2]), now}
 end
-if ARGV[10] == '1' then return {-3} end
+if ARGV[10] == '1' then return {FULL} end
 local hold = 0
 if tonumber(ARGV[6]) > 0 then hold = now + tonumber(ARGV[6]) end
 local deadline = now + tonumber(ARGV[5])
 if ARGV[7] ~= '' then
   deadline = tonumber(ARGV[8])
-  if deadline <= now then return {-1} end
+  if deadline <= now then return {SESSION_GONE} end
 end
 if hold > 0 and hold < deadline then deadline = hold end
 local floor = now
@@ -38,4 +38,4 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'tok', ARGV[3], 'own', ARGV[4], 'ses', ARGV[7],
   'fen', s(fence), 'acq', s(now), 'dl', s(deadline), 'hold', s(hold))
 expireAt(KEYS[1], deadline)
-return {1, fence, deadline, now}
+return {OK, fence, deadline, now}

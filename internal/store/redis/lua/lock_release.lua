@@ -4,11 +4,11 @@
 -- ARGV[5]: "1" to delete a session-bound lock too (its session's entry is
 --          already gone); otherwise such a lock is left for the caller to
 --          take out of its session first.
--- Returns {1, µs it was held} released; {0} not held; {2, session ID} bound
--- to a session.
+-- Returns {OK, µs it was held} released; {NO} not held; {SESSION_BOUND,
+-- session ID} bound to a session.
 local cur = redis.call('HMGET', KEYS[1], 'tok', 'dl', 'ses', 'acq')
-if cur[1] ~= ARGV[3] or tonumber(cur[2]) <= now then return {0} end
-if cur[3] ~= '' and ARGV[5] ~= '1' then return {2, cur[3]} end
+if cur[1] ~= ARGV[3] or tonumber(cur[2]) <= now then return {NO} end
+if cur[3] ~= '' and ARGV[5] ~= '1' then return {SESSION_BOUND, cur[3]} end
 redis.call('DEL', KEYS[1])
 redis.call('SPUBLISH', ARGV[4], '')
-return {1, now - tonumber(cur[4])}
+return {OK, now - tonumber(cur[4])}

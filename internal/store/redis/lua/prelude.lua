@@ -35,9 +35,10 @@ local SESSION_BOUND, CLOSING, SUPERSEDED, EXPIRED = -4, -5, -6, -7
 local MISMATCH, DUPLICATE, DEAD = -8, 3, 4
 -- Loss reasons, as store.LossReason.
 local lostMaxHold, lostExpired, lostGone = 1, 2, 3
--- A session's loss report (decoded by decodeReport in codec.go).
-local function lossReport(reason, fence, name)
-  return s(reason) .. ' ' .. fence .. ' ' .. name
+-- A session's loss report of the hold whose field ("kind:name") is given
+-- (decoded by decodeReport in codec.go).
+local function lossReport(reason, fence, field)
+  return s(reason) .. ' ' .. fence .. ' ' .. field
 end
 -- corrupt ends the script with a CORRUPT error: a stored record it cannot
 -- read (what names it, never quoting it), which coordd reports as a bug

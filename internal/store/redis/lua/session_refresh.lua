@@ -1,31 +1,32 @@
 -- Renews, checks or resumes a session, or reports it expired.
--- KEYS[1]: the session  KEYS[2]: its lock set  KEYS[3]: its loss reports
+-- KEYS[1]: the session  KEYS[2]: its holds  KEYS[3]: its loss reports
 -- ARGV[3]: "renew", "check" or "resume" (renew on a new stream: the stream
 --          epoch goes up by one)
 -- ARGV[4]: new ttl µs (0: keep the current one)  ARGV[5]: grace µs
 -- ARGV[6]: the caller's stream epoch (0: none)
 -- ARGV[7]: acknowledged: forget the reports whose seq is at most this
 -- ARGV[8]: the session's wake-up channel (a resume wakes the old stream)
--- Returns {-1} unknown (or expired longer than the grace ago); {-2} closing (a close began
--- and did not finish: the caller finishes it); {-3} the caller's stream was
--- superseded; else
--- {code, deadline, now, indexed, epoch, n, seq, report, ... (n pairs), name, entry, ...}
--- with code 0 expired (its locks became reports, once; nothing is renewed)
--- or 1 live (renewed unless "check"), the unacknowledged reports, and the
--- lock entries left in the set. indexed is "1" if the session is in its
--- namespace's index. The set and the reports are bounded by the session's
--- lock cap (session_add_lock.lua counts both).
+-- Returns {SESSION_GONE} unknown (or expired longer than the grace ago);
+-- {CLOSING} a close began and did not finish (the caller finishes it);
+-- {SUPERSEDED} the caller's stream was superseded; else
+-- {code, deadline, now, indexed, epoch, n, seq, report, ... (n pairs),
+-- field, entry, ...} with code EXPIRED (its holds became reports, once;
+-- nothing is renewed) or OK live (renewed unless "check"), the
+-- unacknowledged reports, and, if live, the hold entries left in the set
+-- (field "kind:name"). indexed is "1" if the session is in its namespace's
+-- index. The set and the reports are bounded by the session's cap
+-- (session_add_hold.lua counts both).
 local cur = redis.call('HMGET', KEYS[1], 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq')
-if not cur[2] then return {-1} end
-if cur[4] then return {-2} end
+if not cur[2] then return {SESSION_GONE} end
+if cur[4] then return {CLOSING} end
 local epoch = tonumber(cur[5] or '1')
 local stream = tonumber(ARGV[6])
-if ARGV[3] ~= 'resume' and stream ~= 0 and stream ~= epoch then return {-3} end
+if ARGV[3] ~= 'resume' and stream ~= 0 and stream ~= epoch then return {SUPERSEDED} end
 local deadline = tonumber(cur[2])
 local grace = tonumber(ARGV[5])
 if deadline + grace <= now then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-  return {-1}
+  return {SESSION_GONE}
 end
 local ack = tonumber(ARGV[7])
 if ack > 0 then
@@ -34,9 +35,9 @@ if ack > 0 then
     if tonumber(seqs[i]) <= ack then redis.call('HDEL', KEYS[3], seqs[i]) end
   end
 end
-local code = 1
+local code = OK
 if deadline <= now then
-  code = 0
+  code = EXPIRED
   local seq = tonumber(cur[6] or '0')
   local entries = redis.call('HGETALL', KEYS[2])
   for i = 1, #entries, 2 do
@@ -66,7 +67,7 @@ end
 local reports = redis.call('HGETALL', KEYS[3])
 local out = {code, deadline, now, cur[3] or '', epoch, #reports / 2}
 for i = 1, #reports do out[#out + 1] = reports[i] end
-if code == 1 then
+if code == OK then
   local entries = redis.call('HGETALL', KEYS[2])
   for i = 1, #entries do out[#out + 1] = entries[i] end
 end

@@ -1,8 +1,8 @@
--- Takes locks out of a session's set, each only if its entry still has the
--- given token (a lock the session lost, or is releasing).
--- KEYS[1]: the lock set
--- ARGV[3], ARGV[4], ...: pairs of lock name and token
--- Returns the names of the entries it removed: a lock that left the set
+-- Takes holds out of a session's set, each only if its entry still has the
+-- given token (a hold the session lost, or is releasing).
+-- KEYS[1]: the session's holds
+-- ARGV[3], ARGV[4], ...: pairs of field ("kind:name") and token
+-- Returns the fields of the entries it removed: a hold that left the set
 -- otherwise (released by its token meanwhile) is not lost.
 local removed = {}
 for i = 3, #ARGV, 2 do
