@@ -399,17 +399,7 @@ type call struct {
 	args   []any
 }
 
-// Script results are arrays of integers and strings; these read them.
-
-func toInt(v any) int64 {
-	n, _ := v.(int64)
-	return n
-}
-
-func toStr(v any) string {
-	str, _ := v.(string)
-	return str
-}
+// Scripts tell times in Unix microseconds and durations in microseconds.
 
 func micros(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
 
