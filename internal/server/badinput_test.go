@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"reflect"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -192,25 +190,6 @@ func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
 	return s
 }
 
-// biStoreMethods are the names of every method of store.Store.
-var biStoreMethods = func() []string {
-	st := reflect.TypeFor[store.Store]()
-	names := make([]string, st.NumMethod())
-	for i := range names {
-		names[i] = st.Method(i).Name
-	}
-	return names
-}()
-
-// biCalls counts the calls of each store method so far.
-func biCalls(f *storetest.Faulty) map[string]int {
-	m := make(map[string]int, len(biStoreMethods))
-	for _, name := range biStoreMethods {
-		m[name] = f.Calls(name)
-	}
-	return m
-}
-
 // biAwaitCalls waits until the store has had n calls of method: the
 // fixture's session stream works in the background.
 func biAwaitCalls(t *testing.T, f *storetest.Faulty, method string, n int) {
@@ -220,18 +199,6 @@ func biAwaitCalls(t *testing.T, f *storetest.Faulty, method string, n int) {
 			t.Fatalf("setup: %d %s calls after 10s, want %d", f.Calls(method), method, n)
 		}
 	}
-}
-
-// biCallsSince lists the store calls made since before, e.g. "Enqueue x1".
-func biCallsSince(f *storetest.Faulty, before map[string]int) []string {
-	var made []string
-	for name, n := range biCalls(f) {
-		if d := n - before[name]; d != 0 {
-			made = append(made, fmt.Sprintf("%s x%d", name, d))
-		}
-	}
-	sort.Strings(made)
-	return made
 }
 
 // biCase is one malformed request.
@@ -959,9 +926,9 @@ func TestBadInput(t *testing.T) {
 			h := newHarness(t, biPolicies, withFaulty(&f))
 			fx := biSetup(t, h, f)
 			before := biSnapshot(t, h, fx)
-			calls := biCalls(f)
+			calls := f.CallCounts()
 			resp, err := tc.call(ctx(t), h, fx)
-			if made := biCallsSince(f, calls); len(made) > 0 {
+			if made := f.CallsSince(calls); len(made) > 0 {
 				t.Errorf("the request reached the store: %s", strings.Join(made, ", "))
 			}
 			after := biSnapshot(t, h, fx)
@@ -1111,13 +1078,13 @@ func TestBadInputControl(t *testing.T) {
 			h := newHarness(t, biPolicies, withFaulty(&f))
 			fx := biSetup(t, h, f)
 			before := biSnapshot(t, h, fx)
-			calls := biCalls(f)
+			calls := f.CallCounts()
 			if resp, err := tc.call(ctx(t), h, fx); err != nil {
 				t.Fatalf("valid request failed: %v (response %v)", err, resp)
 			}
 			// TestBadInput's "no store call" means something: the store
 			// calls of a valid request are counted.
-			if len(biCallsSince(f, calls)) == 0 {
+			if len(f.CallsSince(calls)) == 0 {
 				t.Errorf("a valid %s made no store call that the count saw", tc.rpc)
 			}
 			// The snapshot sees what a base request that was wrongly

@@ -39,7 +39,6 @@ import (
 	"log/slog"
 	"math"
 	"math/big"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -189,46 +188,13 @@ func (e *fuzzEnv) must(ok bool, method, format string, args ...any) {
 // that an INVALID_ARGUMENT may name.
 func fuzzCall[R proto.Message](e *fuzzEnv, method string, call func() (R, error), fields ...string) (R, codes.Code, error) {
 	e.t.Helper()
-	before := fuzzStoreCalls(e.store)
+	before := e.store.CallCounts()
 	resp, err := call()
 	code := e.check(method, resp, err, fields...)
-	if made := fuzzStoreCallsSince(e.store, before); code == codes.InvalidArgument && len(made) > 0 {
+	if made := e.store.CallsSince(before); code == codes.InvalidArgument && len(made) > 0 {
 		e.t.Fatalf("%s: INVALID_ARGUMENT (%v) after the request reached the store: %s", method, err, strings.Join(made, ", "))
 	}
 	return resp, code, err
-}
-
-// fuzzStoreMethods are the names of every method of store.Store.
-var fuzzStoreMethods = func() []string {
-	st := reflect.TypeFor[store.Store]()
-	names := make([]string, st.NumMethod())
-	for i := range names {
-		names[i] = st.Method(i).Name
-	}
-	return names
-}()
-
-// fuzzStoreCalls counts the calls of each store method so far (as biCalls
-// does in the external test package).
-func fuzzStoreCalls(f *storetest.Faulty) map[string]int {
-	m := make(map[string]int, len(fuzzStoreMethods))
-	for _, name := range fuzzStoreMethods {
-		m[name] = f.Calls(name)
-	}
-	return m
-}
-
-// fuzzStoreCallsSince lists the store calls made since before, e.g.
-// "Enqueue x1".
-func fuzzStoreCallsSince(f *storetest.Faulty, before map[string]int) []string {
-	var made []string
-	for name, n := range fuzzStoreCalls(f) {
-		if d := n - before[name]; d != 0 {
-			made = append(made, fmt.Sprintf("%s x%d", name, d))
-		}
-	}
-	slices.Sort(made)
-	return made
 }
 
 // accepted fails the input if a request known to be valid (why says how it
@@ -1586,7 +1552,7 @@ func FuzzKeepAliveRequest(f *testing.F) {
 		reqs := slices.Clone(stream.reqs)
 		ctx, cancel := context.WithCancel(e.ctx)
 		stream.ctx = ctx
-		before := fuzzStoreCalls(e.store)
+		before := e.store.CallCounts()
 		err := e.sessions.KeepAlive(stream)
 		cancel()
 		code := e.check("KeepAlive", &coordv1.KeepAliveResponse{}, err, "session_id", "ttl")
@@ -1610,7 +1576,7 @@ func FuzzKeepAliveRequest(f *testing.F) {
 			if len(sent) >= n {
 				t.Fatalf("KeepAlive stream %v: %v (%v) after every request was answered: %v", reqs, code, err, sent)
 			}
-			if made := fuzzStoreCallsSince(e.store, before); len(sent) == 0 && len(made) > 0 {
+			if made := e.store.CallsSince(before); len(sent) == 0 && len(made) > 0 {
 				t.Fatalf("KeepAlive stream %v: INVALID_ARGUMENT (%v) on its first request, after store calls: %s", reqs, err, strings.Join(made, ", "))
 			}
 		default:

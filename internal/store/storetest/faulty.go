@@ -11,7 +11,9 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"sort"
 	"sync"
 	"time"
 
@@ -139,6 +141,26 @@ func (f *Faulty) Calls(method string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls[method]
+}
+
+// CallCounts is how many times each method has been called so far.
+func (f *Faulty) CallCounts() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.calls)
+}
+
+// CallsSince lists the calls made since before (from CallCounts), e.g.
+// "Enqueue x1", sorted.
+func (f *Faulty) CallsSince(before map[string]int) []string {
+	var made []string
+	for name, n := range f.CallCounts() {
+		if d := n - before[name]; d != 0 {
+			made = append(made, fmt.Sprintf("%s x%d", name, d))
+		}
+	}
+	sort.Strings(made)
+	return made
 }
 
 // take counts a call of method and returns its fault, counting down Times.
