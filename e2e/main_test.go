@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,17 +32,7 @@ import (
 	"github.com/coordd/coordd/internal/redistest"
 )
 
-func TestMain(m *testing.M) {
-	if _, _, err := daemontest.Build(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		daemontest.RemoveBinary()
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		daemontest.RemoveBinary()
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { daemontest.Main(m, true, nil) }
 
 // instance is one running coordd process and clients of it.
 type instance struct {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/coordd/coordd/internal/daemontest"
 )
 
@@ -28,24 +26,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	coordctlBin = filepath.Join(dir, "coordctl")
-	cleanup := func() {
-		os.RemoveAll(dir)
-		daemontest.RemoveBinary()
-	}
 	if out, err := exec.Command("go", "build", "-o", coordctlBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build .: %v\n%s", err, out)
-		cleanup()
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	if _, _, err := daemontest.Build(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		cleanup()
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		cleanup()
-		os.Exit(code)
-	}))
+	daemontest.Main(m, true, func() { os.RemoveAll(dir) })
 }
 
 // lockedBuffer collects a process's output, or a log, while the test

@@ -30,12 +30,7 @@ import (
 	"github.com/coordd/coordd/internal/daemontest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		daemontest.RemoveBinary()
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { daemontest.Main(m, false, nil) }
 
 // wantServices are the services a coordd must register, as reflection
 // names them.

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -81,6 +82,27 @@ func RemoveBinary() {
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}
+}
+
+// Main is a TestMain for a package that runs daemons: it runs the tests
+// with goroutine leak checks, then removes the binary and runs cleanup
+// (e.g. other binaries the package built), if any. With build, the daemon
+// is built first, and a failed build ends the run.
+func Main(m *testing.M, build bool, cleanup func()) {
+	end := func(code int) {
+		RemoveBinary()
+		if cleanup != nil {
+			cleanup()
+		}
+		os.Exit(code)
+	}
+	if build {
+		if _, _, err := Build(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			end(1)
+		}
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(end))
 }
 
 // Options says how to start a daemon.

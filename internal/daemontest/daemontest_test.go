@@ -2,11 +2,9 @@ package daemontest_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -14,12 +12,7 @@ import (
 	"github.com/coordd/coordd/internal/daemontest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		daemontest.RemoveBinary()
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { daemontest.Main(m, false, nil) }
 
 // TestStartConfigRestart starts a daemon from a config file's content,
 // restarts it on the same addresses, and stops it.
