@@ -206,6 +206,16 @@ func (e *fuzzEnv) accepted(known bool, why, method string, code codes.Code, err 
 	}
 }
 
+// refused fails the input if a seed known to be invalid was not refused
+// INVALID_ARGUMENT. Which field is wrong is TestBadInput's to say; here the
+// seeds keep both directions of the rules honest without restating them.
+func (e *fuzzEnv) refused(bad bool, method string, code codes.Code, err error, req any) {
+	e.t.Helper()
+	if bad && code != codes.InvalidArgument {
+		e.t.Fatalf("%s accepted an invalid seed (%v, %v)\n\trequest %v", method, code, err, req)
+	}
+}
+
 // fuzzSeed is one seed of a handler fuzz target.
 type fuzzSeed struct {
 	name  string // what it tries
@@ -213,16 +223,19 @@ type fuzzSeed struct {
 	args  []any  // the fuzz function's arguments, in order
 }
 
-// addSeeds adds seeds to f, and returns the seedKeys of the valid ones.
-func addSeeds(f *testing.F, seeds []fuzzSeed) map[string]bool {
-	valid := make(map[string]bool)
+// addSeeds adds seeds to f, and returns the seedKeys of the valid ones and
+// of the invalid ones.
+func addSeeds(f *testing.F, seeds []fuzzSeed) (valid, invalid map[string]bool) {
+	valid, invalid = make(map[string]bool), make(map[string]bool)
 	for _, s := range seeds {
 		f.Add(s.args...)
 		if s.valid {
 			valid[seedKey(s.args...)] = true
+		} else {
+			invalid[seedKey(s.args...)] = true
 		}
 	}
-	return valid
+	return valid, invalid
 }
 
 // seedKey identifies a fuzz input by its arguments, each with its type.
@@ -470,11 +483,12 @@ var fuzzLockSeeds = []fuzzSeed{
 }
 
 func FuzzLockRequest(f *testing.F) {
-	valid := addSeeds(f, fuzzLockSeeds)
+	valid, invalid := addSeeds(f, fuzzLockSeeds)
 	f.Fuzz(func(t *testing.T, name, owner, sessionID string, realSession bool,
 		ttlSet bool, ttlS int64, ttlN int32, waitSet bool, waitS int64, waitN int32,
 		holdSet bool, holdS int64, holdN int32, twice bool) {
-		known := valid[seedKey(name, owner, sessionID, realSession, ttlSet, ttlS, ttlN, waitSet, waitS, waitN, holdSet, holdS, holdN, twice)]
+		seed := seedKey(name, owner, sessionID, realSession, ttlSet, ttlS, ttlN, waitSet, waitS, waitN, holdSet, holdS, holdN, twice)
+		known, bad := valid[seed], invalid[seed]
 		e := newFuzzEnv(t)
 		fields := []string{"name", "owner", "session_id", "ttl", "wait", "max_hold"}
 		if realSession {
@@ -510,6 +524,7 @@ func FuzzLockRequest(f *testing.F) {
 		for i := 0; i < 1+btoi(twice); i++ {
 			resp, code, err := fuzzCall(e, "Lock", func() (*coordv1.LockResponse, error) { return e.locks.Lock(e.ctx, req) }, fields...)
 			e.accepted(known, "a valid seed", "Lock", code, err, req)
+			e.refused(bad, "Lock", code, err, req)
 			e.accepted(i > 0, "accepted the first time", "Lock", code, err, req)
 			if code == codes.FailedPrecondition && (sessionID == "" || realSession) {
 				// Only SESSION_NOT_FOUND: a well-formed session_id of no session.
@@ -659,10 +674,11 @@ var fuzzAllowSeeds = []fuzzSeed{
 }
 
 func FuzzAllowRequest(f *testing.F) {
-	valid := addSeeds(f, fuzzAllowSeeds)
+	valid, invalid := addSeeds(f, fuzzAllowSeeds)
 	f.Fuzz(func(t *testing.T, key, policy string, limitSet bool, alg int32, limit int64,
 		periodSet bool, periodS int64, periodN int32, burst, cost int64, peek bool, calls uint8, advance int64) {
-		known := valid[seedKey(key, policy, limitSet, alg, limit, periodSet, periodS, periodN, burst, cost, peek, calls, advance)]
+		seed := seedKey(key, policy, limitSet, alg, limit, periodSet, periodS, periodN, burst, cost, peek, calls, advance)
+		known, bad := valid[seed], invalid[seed]
 		e := newFuzzEnv(t)
 		fields := []string{"key", "policy", "limit", "limit.algorithm", "limit.limit", "limit.period", "limit.burst", "cost"}
 		req := &coordv1.AllowRequest{Key: key, Policy: policy, Cost: cost, Peek: peek}
@@ -686,6 +702,7 @@ func FuzzAllowRequest(f *testing.F) {
 			}
 			resp, code, err := fuzzCall(e, "Allow", func() (*coordv1.AllowResponse, error) { return e.limits.Allow(e.ctx, req) }, fields...)
 			e.accepted(known, "a valid seed", "Allow", code, err, req)
+			e.refused(bad, "Allow", code, err, req)
 			e.accepted(i > 0, "accepted the first time", "Allow", code, err, req)
 			if code != codes.OK {
 				return
@@ -816,10 +833,11 @@ var fuzzBeginIdempotentSeeds = []fuzzSeed{
 }
 
 func FuzzBeginIdempotentRequest(f *testing.F) {
-	valid := addSeeds(f, fuzzBeginIdempotentSeeds)
+	valid, invalid := addSeeds(f, fuzzBeginIdempotentSeeds)
 	f.Fuzz(func(t *testing.T, key, fingerprint, fingerprint2 string,
 		pttlSet bool, pttlS int64, pttlN int32, waitSet bool, waitS int64, waitN int32, advance int64) {
-		known := valid[seedKey(key, fingerprint, fingerprint2, pttlSet, pttlS, pttlN, waitSet, waitS, waitN, advance)]
+		seed := seedKey(key, fingerprint, fingerprint2, pttlSet, pttlS, pttlN, waitSet, waitS, waitN, advance)
+		known, bad := valid[seed], invalid[seed]
 		e := newFuzzEnv(t)
 		fields := []string{"key", "fingerprint", "processing_ttl", "wait"}
 		req := &coordv1.BeginIdempotentRequest{Key: key, Fingerprint: fingerprint,
@@ -828,6 +846,7 @@ func FuzzBeginIdempotentRequest(f *testing.F) {
 			return e.idem.BeginIdempotent(e.ctx, req)
 		}, fields...)
 		e.accepted(known, "a valid seed", "BeginIdempotent", code, err, req)
+		e.refused(bad, "BeginIdempotent", code, err, req)
 		if code != codes.OK {
 			return
 		}
@@ -929,10 +948,11 @@ var fuzzFinishSeeds = []fuzzSeed{
 }
 
 func FuzzFinishRequest(f *testing.F) {
-	valid := addSeeds(f, fuzzFinishSeeds)
+	valid, invalid := addSeeds(f, fuzzFinishSeeds)
 	f.Fuzz(func(t *testing.T, key, ownerToken string, realOwner bool, result []byte, failureSet bool, message string, retryable bool,
 		ttlSet bool, ttlS int64, ttlN int32, extSet bool, extS int64, extN int32) {
-		known := valid[seedKey(key, ownerToken, realOwner, result, failureSet, message, retryable, ttlSet, ttlS, ttlN, extSet, extS, extN)]
+		seed := seedKey(key, ownerToken, realOwner, result, failureSet, message, retryable, ttlSet, ttlS, ttlN, extSet, extS, extN)
+		known, bad := valid[seed], invalid[seed]
 		e := newFuzzEnv(t)
 		if realOwner {
 			b, code, _ := fuzzCall(e, "BeginIdempotent", func() (*coordv1.BeginIdempotentResponse, error) {
@@ -958,6 +978,7 @@ func FuzzFinishRequest(f *testing.F) {
 		resp, code, err := fuzzCall(e, "Finish", func() (*coordv1.FinishResponse, error) { return e.idem.Finish(e.ctx, req) },
 			"key", "owner_token", "result", "failure", "failure.message", "result_ttl")
 		e.accepted(known, "a valid seed", "Finish", code, err, req)
+		e.refused(bad, "Finish", code, err, req)
 		if (code == codes.OK) != realOwner && code != codes.InvalidArgument {
 			t.Fatalf("Finish(%v) (the owner: %v): %v", req, realOwner, err)
 		}
@@ -1067,10 +1088,11 @@ var fuzzEnqueueSeeds = []fuzzSeed{
 }
 
 func FuzzEnqueueRequest(f *testing.F) {
-	valid := addSeeds(f, fuzzEnqueueSeeds)
+	valid, invalid := addSeeds(f, fuzzEnqueueSeeds)
 	f.Fuzz(func(t *testing.T, queueName string, payload []byte, delaySet bool, delayS int64, delayN int32,
 		deliverSet bool, deliverS int64, deliverN int32, dedupID string, maxAttempts int32, twice bool) {
-		known := valid[seedKey(queueName, payload, delaySet, delayS, delayN, deliverSet, deliverS, deliverN, dedupID, maxAttempts, twice)]
+		seed := seedKey(queueName, payload, delaySet, delayS, delayN, deliverSet, deliverS, deliverN, dedupID, maxAttempts, twice)
+		known, bad := valid[seed], invalid[seed]
 		e := newFuzzEnv(t)
 		fields := []string{"queue", "payload", "delay", "deliver_time", "dedup_id", "max_attempts"}
 		req := &coordv1.EnqueueRequest{Queue: queueName, Payload: bytes.Clone(payload), Delay: dur(delaySet, delayS, delayN),
@@ -1079,6 +1101,7 @@ func FuzzEnqueueRequest(f *testing.F) {
 		for i := 0; i < 1+btoi(twice); i++ {
 			resp, code, err := fuzzCall(e, "Enqueue", func() (*coordv1.EnqueueResponse, error) { return e.queues.Enqueue(e.ctx, req) }, fields...)
 			e.accepted(known, "a valid seed", "Enqueue", code, err, req)
+			e.refused(bad, "Enqueue", code, err, req)
 			e.accepted(i > 0, "accepted the first time", "Enqueue", code, err, req)
 			if code != codes.OK {
 				return
@@ -1193,10 +1216,11 @@ var fuzzClaimSeeds = []fuzzSeed{
 }
 
 func FuzzClaimRequest(f *testing.F) {
-	valid := addSeeds(f, fuzzClaimSeeds)
+	valid, invalid := addSeeds(f, fuzzClaimSeeds)
 	f.Fuzz(func(t *testing.T, queueName string, maxMessages int32, visSet bool, visS int64, visN int32,
 		waitSet bool, waitS int64, waitN int32, prefill uint8, payload []byte) {
-		known := valid[seedKey(queueName, maxMessages, visSet, visS, visN, waitSet, waitS, waitN, prefill, payload)]
+		seed := seedKey(queueName, maxMessages, visSet, visS, visN, waitSet, waitS, waitN, prefill, payload)
+		known, bad := valid[seed], invalid[seed]
 		e := newFuzzEnv(t)
 		cfg := queue.DefaultConfig()
 		n := 0 // messages enqueued
@@ -1230,6 +1254,7 @@ func FuzzClaimRequest(f *testing.F) {
 		resp, code, err := fuzzCall(e, "Claim", func() (*coordv1.ClaimResponse, error) { return e.queues.Claim(e.ctx, req) },
 			"queue", "max_messages", "visibility_timeout", "wait")
 		e.accepted(known, "a valid seed", "Claim", code, err, req)
+		e.refused(bad, "Claim", code, err, req)
 		if code != codes.OK {
 			return
 		}
@@ -1368,8 +1393,10 @@ var fuzzReceiptSeeds = []fuzzSeed{
 // FuzzReceiptRequest: Ack, Nack and Extend with fuzzed receipts (or the
 // receipts of real claims), queue names and durations.
 func FuzzReceiptRequest(f *testing.F) {
-	valid := addSeeds(f, fuzzReceiptSeeds)
+	valid, _ := addSeeds(f, fuzzReceiptSeeds)
 	f.Fuzz(func(t *testing.T, queueName, receipt string, realReceipt bool, op uint8, delaySet bool, delayS int64, delayN int32, more string) {
+		// The op decides which call is the main request: only the valid
+		// seeds' direction is checked here.
 		known := valid[seedKey(queueName, receipt, realReceipt, op, delaySet, delayS, delayN, more)]
 		e := newFuzzEnv(t)
 		var real []string
@@ -1532,9 +1559,10 @@ var fuzzKeepAliveSeeds = []fuzzSeed{
 // first opens a session (or resumes the fuzzed one), the others name the
 // stream's session, none, or another; each may set a TTL.
 func FuzzKeepAliveRequest(f *testing.F) {
-	valid := addSeeds(f, fuzzKeepAliveSeeds)
+	valid, invalid := addSeeds(f, fuzzKeepAliveSeeds)
 	f.Fuzz(func(t *testing.T, id string, msgs uint8, ttlSet bool, ttlS int64, ttlN int32, id2 string, same bool) {
-		known := valid[seedKey(id, msgs, ttlSet, ttlS, ttlN, id2, same)]
+		seed := seedKey(id, msgs, ttlSet, ttlS, ttlN, id2, same)
+		known, bad := valid[seed], invalid[seed]
 		e := newFuzzEnv(t)
 		cfg := session.DefaultConfig()
 		n := 1 + int(msgs%3)
@@ -1557,6 +1585,7 @@ func FuzzKeepAliveRequest(f *testing.F) {
 		cancel()
 		code := e.check("KeepAlive", &coordv1.KeepAliveResponse{}, err, "session_id", "ttl")
 		e.accepted(known, "a valid seed", "KeepAlive", code, err, reqs)
+		e.refused(bad, "KeepAlive", code, err, reqs)
 		stream.mu.Lock()
 		sent := stream.sent
 		stream.mu.Unlock()
