@@ -12,23 +12,28 @@ import (
 // BeginIdempotent implements store.Idempotency.
 func (s *Store) BeginIdempotent(ctx context.Context, req store.BeginIdempotent) (store.IdemState, error) {
 	var st store.IdemState
-	err := s.do(ctx, "BeginIdempotent", s.keys.idem(req.Key), func(ctx context.Context) (err error) {
+	err := s.do(ctx, "BeginIdempotent", s.keys.idem(req.Key), func(ctx context.Context) error {
 		cmd, replicated := s.evalReplicated(ctx, idemBegin, []string{s.keys.idem(req.Key)}, req.Fingerprint, req.OwnerToken,
 			req.ProcessingTTL.Microseconds(), req.Retention.Microseconds())
-		if st, err = decodeBegin(cmd); err != nil {
+		got, err := decodeBegin(cmd)
+		if err != nil {
 			return err
 		}
-		if st.Outcome == store.Execute {
+		if got.Outcome == store.Execute {
 			if !replicated {
 				// A failover could lose the claim and let a second caller
 				// execute: the caller clears it by its token.
 				return errNotReplicated
 			}
-			st.OwnerToken = req.OwnerToken
+			got.OwnerToken = req.OwnerToken
 		}
+		st = got
 		return nil
 	})
-	return st, err
+	if err != nil {
+		return store.IdemState{}, err
+	}
+	return st, nil
 }
 
 // decodeBegin reads idem_begin.lua's reply.
