@@ -6,22 +6,11 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/server"
-	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 )
-
-func defaultServerConfig() server.Config {
-	return server.Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
-		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
-	}
-}
 
 // TestConfigValidate: the services' Config checks every domain section and
 // the policies, and NewServices refuses one that does not pass, so that a
@@ -45,7 +34,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := defaultServerConfig()
+			cfg := server.DefaultConfig()
 			tt.set(&cfg)
 			err := cfg.Validate()
 			st := memory.New(memory.Options{})
