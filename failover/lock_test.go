@@ -93,107 +93,151 @@ func TestLockFailover(t *testing.T) {
 
 func lockFailover(t *testing.T, waitReplicas int) {
 	c := startCluster(t)
-	cc := startCoordd(t, c.Addrs(), waitReplicas)
-	const name = "failover-lock"
-
-	res := &fencedResource{}
-	var errs codeCounts
-	var mu sync.Mutex
-	var grants []*grant
-	var zombieReleased, zombieWrites, zombieRejected int
-	var answers [][2]time.Time // each Lock answered without an error: sent, answered
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	r := &lockRun{t: t, ctx: ctx, cc: startCoordd(t, c.Addrs(), waitReplicas), waitReplicas: waitReplicas, res: &fencedResource{}}
+
 	var wg sync.WaitGroup
 	for i := range lockClients {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
-			for ctx.Err() == nil {
-				zombie := rng.IntN(zombieEvery) == 0
-				ttl := lockTTL
-				if zombie {
-					ttl = zombieTTL
-				}
-				send := time.Now()
-				cctx, cancelCall := context.WithTimeout(ctx, 5*time.Second)
-				g, err := cc.locks.Lock(cctx, &coordv1.LockRequest{
-					Name: name, Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait), Owner: fmt.Sprintf("client-%d", i),
-				})
-				cancelCall()
-				recv := time.Now()
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					// UNAVAILABLE: we may hold the lock without knowing its
-					// token; never assume we do. Lock again.
-					errs.add("Lock", err)
-					sleepCtx(ctx, time.Duration(10+rng.IntN(20))*time.Millisecond)
-					continue
-				}
-				mu.Lock()
-				answers = append(answers, [2]time.Time{send, recv})
-				mu.Unlock()
-				if !g.GetAcquired() {
-					continue // waited in vain
-				}
-				gr := &grant{client: i, fence: g.GetFence(), ttl: ttl, send: send, recv: recv, zombie: zombie}
-				leaseEnd := send.Add(ttl)
-				if gr.zombie {
-					time.Sleep(zombiePause) // paused, unaware; ignores ctx like a real pause
-				} else {
-					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // work
-				}
-				gr.writeTime = time.Now()
-				gr.wrote = res.write(gr)
-				relStart := time.Now()
-				gr.end = relStart
-				if leaseEnd.Before(gr.end) {
-					gr.end = leaseEnd
-				}
-				cctx, cancelCall = context.WithTimeout(context.Background(), 5*time.Second)
-				r, err := cc.locks.Release(cctx, &coordv1.ReleaseRequest{Name: name, Token: g.GetToken()})
-				cancelCall()
-				if err != nil {
-					errs.add("Release", err) // the lease ends at its TTL
-				}
-				mu.Lock()
-				grants = append(grants, gr)
-				if gr.zombie {
-					zombieWrites++
-					if !gr.wrote {
-						zombieRejected++
-					}
-					if err == nil && r.GetReleased() {
-						zombieReleased++
-					}
-				}
-				mu.Unlock()
-			}
-		})
+		wg.Go(func() { r.client(i) })
 	}
-
 	time.Sleep(1500 * time.Millisecond)
-	f := killMaster(t, c, lockKey(name), 1500*time.Millisecond)
+	r.f = killMaster(t, c, lockKey(failoverLock), 1500*time.Millisecond)
 	time.Sleep(1500 * time.Millisecond)
 	cancel()
 	wg.Wait()
 
-	// Stale writes accepted, by real time rather than by fence: a write is
-	// stale if the resource had already accepted a write of a later holder,
-	// one whose Lock was sent after this grant's lease had certainly ended
-	// (its answer received + its TTL: the store counts the lease from when
-	// it granted it, before the answer). Only fences that follow real time
-	// let the resource reject it.
-	res.mu.Lock()
-	accepted, rejected := slices.Clone(res.accepted), res.rejected
-	res.mu.Unlock()
-	staleAccepted := 0
+	r.staleWrites()
+	r.fencesBackwards()
+	r.doubleHolders()
+	r.grantsByPhase()
+	r.report()
+	r.check()
+}
+
+const failoverLock = "failover-lock"
+
+// lockRun is one lockFailover: its clients, what they recorded, and what
+// each phase after the load found, for the report and the checks.
+type lockRun struct {
+	t            *testing.T
+	ctx          context.Context // ends the load
+	cc           clients
+	waitReplicas int
+	res          *fencedResource
+	errs         codeCounts
+	f            failover
+
+	// The clients' records, under mu.
+	mu                                           sync.Mutex
+	grants                                       []*grant
+	zombieReleased, zombieWrites, zombieRejected int
+	answers                                      [][2]time.Time // each Lock answered without an error: sent, answered
+
+	// staleWrites
+	accepted                []*grant
+	rejected, staleAccepted int
+	// fencesBackwards
+	byRecv    []*grant // the grants by when their answer was received
+	backwards int
+	// doubleHolders
+	doubles    int
+	maxOverlap time.Duration
+	// grantsByPhase
+	before, outage, promoted, rejoined, noReplica int
+	lastBefore, firstAfter                        time.Time
+}
+
+// client is lock client i until the load ends: Lock, write to the fenced
+// resource, Release.
+func (r *lockRun) client(i int) {
+	rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
+	for r.ctx.Err() == nil {
+		zombie := rng.IntN(zombieEvery) == 0
+		ttl := lockTTL
+		if zombie {
+			ttl = zombieTTL
+		}
+		send := time.Now()
+		cctx, cancelCall := context.WithTimeout(r.ctx, 5*time.Second)
+		g, err := r.cc.locks.Lock(cctx, &coordv1.LockRequest{
+			Name: failoverLock, Ttl: durationpb.New(ttl), Wait: durationpb.New(lockWait), Owner: fmt.Sprintf("client-%d", i),
+		})
+		cancelCall()
+		recv := time.Now()
+		if err != nil {
+			if r.ctx.Err() != nil {
+				return
+			}
+			// UNAVAILABLE: we may hold the lock without knowing its
+			// token; never assume we do. Lock again.
+			r.errs.add("Lock", err)
+			sleepCtx(r.ctx, time.Duration(10+rng.IntN(20))*time.Millisecond)
+			continue
+		}
+		r.mu.Lock()
+		r.answers = append(r.answers, [2]time.Time{send, recv})
+		r.mu.Unlock()
+		if !g.GetAcquired() {
+			continue // waited in vain
+		}
+		r.useAndRelease(rng, &grant{client: i, fence: g.GetFence(), ttl: ttl, send: send, recv: recv, zombie: zombie}, g.GetToken())
+	}
+}
+
+// useAndRelease writes to the resource with the grant gr (a zombie first
+// pauses past its lease), releases the lock and records the grant.
+func (r *lockRun) useAndRelease(rng *rand.Rand, gr *grant, token string) {
+	leaseEnd := gr.send.Add(gr.ttl)
+	if gr.zombie {
+		time.Sleep(zombiePause) // paused, unaware; ignores ctx like a real pause
+	} else {
+		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // work
+	}
+	gr.writeTime = time.Now()
+	gr.wrote = r.res.write(gr)
+	relStart := time.Now()
+	gr.end = relStart
+	if leaseEnd.Before(gr.end) {
+		gr.end = leaseEnd
+	}
+	cctx, cancelCall := context.WithTimeout(context.Background(), 5*time.Second)
+	rel, err := r.cc.locks.Release(cctx, &coordv1.ReleaseRequest{Name: failoverLock, Token: token})
+	cancelCall()
+	if err != nil {
+		r.errs.add("Release", err) // the lease ends at its TTL
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.grants = append(r.grants, gr)
+	if gr.zombie {
+		r.zombieWrites++
+		if !gr.wrote {
+			r.zombieRejected++
+		}
+		if err == nil && rel.GetReleased() {
+			r.zombieReleased++
+		}
+	}
+}
+
+// staleWrites counts the stale writes accepted, by real time rather than
+// by fence: a write is stale if the resource had already accepted a write
+// of a later holder, one whose Lock was sent after this grant's lease had
+// certainly ended (its answer received + its TTL: the store counts the
+// lease from when it granted it, before the answer). Only fences that
+// follow real time let the resource reject it.
+func (r *lockRun) staleWrites() {
+	t := r.t
+	t.Helper()
+	r.res.mu.Lock()
+	r.accepted, r.rejected = slices.Clone(r.res.accepted), r.res.rejected
+	r.res.mu.Unlock()
 	var lastSent *grant // of the writes accepted so far, the one whose Lock was sent last
-	for i, g := range accepted {
+	for i, g := range r.accepted {
 		if lastSent != nil && lastSent.send.After(g.recv.Add(g.ttl)) {
-			staleAccepted++
-			if staleAccepted <= 5 {
+			r.staleAccepted++
+			if r.staleAccepted <= 5 {
 				t.Errorf("stale write accepted: client %d's write with fence %d (granted %s, lease over by %s) after client %d's write with fence %d (Lock sent %s)",
 					g.client, g.fence, g.recv.Format("15:04:05.000000"), g.recv.Add(g.ttl).Format("15:04:05.000000"),
 					lastSent.client, lastSent.fence, lastSent.send.Format("15:04:05.000000"))
@@ -202,20 +246,24 @@ func lockFailover(t *testing.T, waitReplicas int) {
 		if lastSent == nil || g.send.After(lastSent.send) {
 			lastSent = g
 		}
-		if i > 0 && g.fence <= accepted[i-1].fence {
-			t.Fatalf("the resource accepted fence %d after fence %d", g.fence, accepted[i-1].fence) // a bug of the test
+		if i > 0 && g.fence <= r.accepted[i-1].fence {
+			t.Fatalf("the resource accepted fence %d after fence %d", g.fence, r.accepted[i-1].fence) // a bug of the test
 		}
 	}
+}
 
-	// Fences never go backwards: a Lock sent after another Lock's grant was
-	// received (so the second grant certainly happened after the first) must
-	// get a greater fence. Sweep the grants by send time, keeping the
-	// greatest fence of those received before.
-	bySend := slices.Clone(grants)
+// fencesBackwards: a Lock sent after another Lock's grant was received (so
+// the second grant certainly happened after the first) must get a greater
+// fence. Sweep the grants by send time, keeping the greatest fence of those
+// received before.
+func (r *lockRun) fencesBackwards() {
+	t := r.t
+	t.Helper()
+	bySend := slices.Clone(r.grants)
 	slices.SortFunc(bySend, func(a, b *grant) int { return a.send.Compare(b.send) })
-	byRecv := slices.Clone(grants)
-	slices.SortFunc(byRecv, func(a, b *grant) int { return a.recv.Compare(b.recv) })
-	backwards := 0
+	r.byRecv = slices.Clone(r.grants)
+	slices.SortFunc(r.byRecv, func(a, b *grant) int { return a.recv.Compare(b.recv) })
+	byRecv := r.byRecv
 	var maxBefore *grant
 	j := 0
 	for _, g := range bySend {
@@ -225,30 +273,33 @@ func lockFailover(t *testing.T, waitReplicas int) {
 			}
 		}
 		if maxBefore != nil && g.fence <= maxBefore.fence {
-			backwards++
-			if backwards <= 5 {
+			r.backwards++
+			if r.backwards <= 5 {
 				t.Errorf("fence went backwards: client %d's Lock sent at %s got fence %d, but client %d's grant received at %s had fence %d",
 					g.client, g.send.Format("15:04:05.000000"), g.fence, maxBefore.client, maxBefore.recv.Format("15:04:05.000000"), maxBefore.fence)
 			}
 		}
 	}
+}
 
-	// Double holders: grants whose believed leases [recv, end] overlap.
-	byStart := slices.Clone(grants)
+// doubleHolders counts the grants whose believed leases [recv, end]
+// overlap.
+func (r *lockRun) doubleHolders() {
+	t := r.t
+	t.Helper()
+	byStart := slices.Clone(r.grants)
 	slices.SortFunc(byStart, func(a, b *grant) int { return a.recv.Compare(b.recv) })
-	doubles := 0
-	var maxOverlap time.Duration
 	var latest *grant
 	for _, g := range byStart {
 		if latest != nil && g.recv.Before(latest.end) {
-			doubles++
+			r.doubles++
 			end := latest.end
 			if g.end.Before(end) {
 				end = g.end
 			}
 			o := end.Sub(g.recv)
-			maxOverlap = max(maxOverlap, o)
-			if doubles <= 5 {
+			r.maxOverlap = max(r.maxOverlap, o)
+			if r.doubles <= 5 {
 				t.Logf("double holder: client %d (fence %d) believed it held until %s; client %d (fence %d) was granted at %s (overlap %v; writes accepted: %v, %v)",
 					latest.client, latest.fence, latest.end.Format("15:04:05.000000"), g.client, g.fence, g.recv.Format("15:04:05.000000"), o, latest.wrote, g.wrote)
 			}
@@ -257,32 +308,40 @@ func lockFailover(t *testing.T, waitReplicas int) {
 			latest = g
 		}
 	}
+}
 
-	// Grants by phase, and how long the lock could not be had.
-	var before, outage, promoted, rejoined, noReplica int
-	var lastBefore, firstAfter time.Time
-	for _, g := range byRecv {
+// grantsByPhase counts the grants by phase of the failover, and finds how
+// long the lock could not be had.
+func (r *lockRun) grantsByPhase() {
+	f := r.f
+	for _, g := range r.byRecv {
 		switch {
 		case g.recv.Before(f.killed):
-			before++
-			lastBefore = g.recv
+			r.before++
+			r.lastBefore = g.recv
 		case g.recv.Before(f.promoted):
-			outage++
+			r.outage++
 		case g.recv.Before(f.restarted):
-			promoted++
+			r.promoted++
 		default:
-			rejoined++
+			r.rejoined++
 		}
 		if !g.send.Before(f.promoted) && g.recv.Before(f.restarted) {
-			noReplica++ // asked and granted while the lock's master had no replica
+			r.noReplica++ // asked and granted while the lock's master had no replica
 		}
-		if !g.send.Before(f.killed) && firstAfter.IsZero() {
-			firstAfter = g.recv // the first grant of a Lock sent after the kill
+		if !g.send.Before(f.killed) && r.firstAfter.IsZero() {
+			r.firstAfter = g.recv // the first grant of a Lock sent after the kill
 		}
 	}
+}
+
+// report logs what the run measured, and its summary line.
+func (r *lockRun) report() {
+	t, f := r.t, r.f
+	t.Helper()
 	firstAnswer := "never"
 	var first time.Time
-	for _, a := range answers {
+	for _, a := range r.answers {
 		if !a[0].Before(f.killed) && (first.IsZero() || a[1].Before(first)) {
 			first = a[1]
 		}
@@ -291,34 +350,42 @@ func lockFailover(t *testing.T, waitReplicas int) {
 		firstAnswer = fmt.Sprintf("%v after the kill (%v after the promotion)", ms(first.Sub(f.killed)), ms(first.Sub(f.promoted)))
 	}
 	firstGrant := "never"
-	if !firstAfter.IsZero() {
+	if !r.firstAfter.IsZero() {
 		firstGrant = fmt.Sprintf("%v after the kill (%v after the promotion, %v after the old master's restart)",
-			ms(firstAfter.Sub(f.killed)), ms(firstAfter.Sub(f.promoted)), ms(firstAfter.Sub(f.restarted)))
+			ms(r.firstAfter.Sub(f.killed)), ms(r.firstAfter.Sub(f.promoted)), ms(r.firstAfter.Sub(f.restarted)))
 	}
-	normalRejected := rejected - zombieRejected
+	normalRejected := r.rejected - r.zombieRejected
 
 	t.Logf("%v", f)
-	t.Logf("grants by phase: %d before the kill, %d until the promotion, %d until the old master's restart, %d after", before, outage, promoted, rejoined)
+	t.Logf("grants by phase: %d before the kill, %d until the promotion, %d until the old master's restart, %d after", r.before, r.outage, r.promoted, r.rejoined)
 	t.Logf("first Lock sent after the kill and answered without an error: %s; first granted: %s; last grant before the kill %v before it",
-		firstAnswer, firstGrant, ms(f.killed.Sub(lastBefore)))
-	t.Logf("errors: %v", &errs)
+		firstAnswer, firstGrant, ms(f.killed.Sub(r.lastBefore)))
+	t.Logf("errors: %v", &r.errs)
 	report(t, "wait_replicas=%d: grants=%d writes accepted=%d rejected-as-stale=%d (zombie writes %d: %d rejected; in-lease writes rejected %d) "+
 		"stale-accepted=%d fences-backwards=%d double-holders=%d (max overlap %v) zombie-releases=%d errors=%d promotion=%v first-grant-after-kill=%v",
-		waitReplicas, len(grants), len(accepted), rejected, zombieWrites, zombieRejected, normalRejected,
-		staleAccepted, backwards, doubles, maxOverlap, zombieReleased, errs.total(), ms(f.promoted.Sub(f.killed)), ms(firstAfter.Sub(f.killed)))
+		r.waitReplicas, len(r.grants), len(r.accepted), r.rejected, r.zombieWrites, r.zombieRejected, normalRejected,
+		r.staleAccepted, r.backwards, r.doubles, r.maxOverlap, r.zombieReleased, r.errs.total(), ms(f.promoted.Sub(f.killed)), ms(r.firstAfter.Sub(f.killed)))
+}
 
-	if len(grants) == 0 || firstAfter.IsZero() {
-		t.Errorf("the lock was never granted after the failover (%d grants in all)", len(grants))
+// check: the lock was granted after the failover and after the old
+// master's rejoin; with wait_replicas, never while its master had no
+// replica; no zombie's Release released anything; only the codes a
+// failover explains.
+func (r *lockRun) check() {
+	t := r.t
+	t.Helper()
+	if len(r.grants) == 0 || r.firstAfter.IsZero() {
+		t.Errorf("the lock was never granted after the failover (%d grants in all)", len(r.grants))
 	}
-	if rejoined == 0 {
+	if r.rejoined == 0 {
 		t.Errorf("no grant after the old master rejoined")
 	}
-	if waitReplicas > 0 && noReplica > 0 {
+	if r.waitReplicas > 0 && r.noReplica > 0 {
 		t.Errorf("with wait_replicas=%d, %d Locks sent after the promotion were granted before the old master's restart, while the lock's master had no replica",
-			waitReplicas, noReplica)
+			r.waitReplicas, r.noReplica)
 	}
-	if zombieReleased > 0 {
-		t.Errorf("%d Releases by a client whose lease had run out (paused %v > ttl %v) answered released=true", zombieReleased, zombiePause, zombieTTL)
+	if r.zombieReleased > 0 {
+		t.Errorf("%d Releases by a client whose lease had run out (paused %v > ttl %v) answered released=true", r.zombieReleased, zombiePause, zombieTTL)
 	}
-	checkCodes(t, &errs)
+	checkCodes(t, &r.errs)
 }

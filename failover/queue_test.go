@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/redistest"
 )
 
 const (
@@ -58,272 +59,350 @@ func TestQueueFailover(t *testing.T) {
 
 func queueFailover(t *testing.T, waitReplicas int) {
 	c := startCluster(t)
-	cc := startCoordd(t, c.Addrs(), waitReplicas)
-	const qname = "failover-queue"
-
-	var errs codeCounts
-	var (
-		mu         sync.Mutex
-		deliveries = make([]int32, queueMessages+1) // claims handed to a consumer, by number
-		acks       = make([]int32, queueMessages+1) // Acks answered acked=true, by number
-		redeliv    int                              // claims with attempt > 1
-		claims     int                              // Claim calls answered
-		bad        []string                         // payloads that are not a number of ours
-	)
-	var (
-		enqueued, duplicates, dupAfterErr, retried atomic.Int64
-		ackExpired, ackGaveUp                      atomic.Int64
-	)
-	// okAnswers are the Enqueues answered OK: when they were sent and
-	// answered, and whether the answer was duplicate=true after an earlier
-	// attempt for the same number had failed.
-	type okAnswer struct {
-		n           int64
-		send, recv  time.Time
-		dupAfterErr bool
-	}
-	var okMu sync.Mutex
-	var okAnswers []okAnswer
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	r := &queueRun{
+		t: t, ctx: ctx, cancel: cancel, cc: startCoordd(t, c.Addrs(), waitReplicas), waitReplicas: waitReplicas,
+		deliveries: make([]int32, queueMessages+1), acks: make([]int32, queueMessages+1),
+	}
 
-	// Producers: each takes the next number and enqueues it until an answer
-	// says it is there. UNAVAILABLE means "maybe enqueued": retry with the
-	// same dedup_id.
-	var next atomic.Int64
-	var producers sync.WaitGroup
 	for p := range queueProducers {
-		producers.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano())))
-			tick := time.NewTicker(produceInterval)
-			defer tick.Stop()
-			for {
-				n := next.Add(1)
-				if n > queueMessages {
-					return
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				num := strconv.FormatInt(n, 10)
-				failed := false
-				for {
-					send := time.Now()
-					cctx, cancelCall := context.WithTimeout(ctx, 5*time.Second)
-					r, err := cc.queues.Enqueue(cctx, &coordv1.EnqueueRequest{
-						Queue: qname, Payload: []byte(num), DedupId: num, MaxAttempts: maxAttempts,
-					})
-					cancelCall()
-					if err == nil {
-						enqueued.Add(1)
-						if r.GetDuplicate() {
-							duplicates.Add(1)
-							if failed {
-								dupAfterErr.Add(1)
-							}
-						}
-						okMu.Lock()
-						okAnswers = append(okAnswers, okAnswer{n: n, send: send, recv: time.Now(), dupAfterErr: failed && r.GetDuplicate()})
-						okMu.Unlock()
-						break
-					}
-					if ctx.Err() != nil {
-						return
-					}
-					errs.add("Enqueue", err)
-					if !failed {
-						failed = true
-						retried.Add(1)
-					}
-					sleepCtx(ctx, time.Duration(20+rng.IntN(20))*time.Millisecond)
-				}
-			}
-		})
+		r.producers.Go(func() { r.produce(p) })
 	}
-
-	// Consumers: claim, "process" (record the number), ack the batch. An
-	// Ack that fails is retried a little; if it still fails the messages
-	// come back after their visibility timeout.
-	var consumers sync.WaitGroup
 	for range queueConsumers {
-		consumers.Go(func() {
-			for ctx.Err() == nil {
-				cctx, cancelCall := context.WithTimeout(ctx, 5*time.Second)
-				r, err := cc.queues.Claim(cctx, &coordv1.ClaimRequest{
-					Queue: qname, MaxMessages: claimMax, VisibilityTimeout: durationpb.New(visibility), Wait: durationpb.New(claimWait),
-				})
-				cancelCall()
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					errs.add("Claim", err)
-					sleepCtx(ctx, 20*time.Millisecond)
-					continue
-				}
-				mu.Lock()
-				claims++
-				mu.Unlock()
-				var receipts []string
-				nums := map[string]int{} // receipt → number
-				for _, m := range r.GetMessages() {
-					n, perr := strconv.Atoi(string(m.GetPayload()))
-					mu.Lock()
-					if perr != nil || n < 1 || n > queueMessages {
-						bad = append(bad, fmt.Sprintf("%q (message %s)", m.GetPayload(), m.GetMessageId()))
-						mu.Unlock()
-						continue
-					}
-					deliveries[n]++
-					if m.GetAttempt() > 1 {
-						redeliv++
-					}
-					mu.Unlock()
-					receipts = append(receipts, m.GetReceipt())
-					nums[m.GetReceipt()] = n
-				}
-				if len(r.GetMessages()) < claimMax {
-					// Let messages gather: fewer, fuller claims (and acks).
-					sleepCtx(ctx, claimPause)
-				}
-				if len(receipts) == 0 {
-					continue
-				}
-				// One Ack for the batch. A retry after UNAVAILABLE is safe: a
-				// receipt already acked comes back expired.
-				for try := 0; ; try++ {
-					cctx, cancelCall := context.WithTimeout(context.Background(), 5*time.Second)
-					a, err := cc.queues.Ack(cctx, &coordv1.AckRequest{Queue: qname, Receipts: receipts})
-					cancelCall()
-					if err == nil {
-						expired := map[string]bool{}
-						for _, e := range a.GetExpiredReceipts() {
-							expired[e] = true
-						}
-						ackExpired.Add(int64(len(expired)))
-						mu.Lock()
-						for _, rc := range receipts {
-							if !expired[rc] {
-								acks[nums[rc]]++
-							}
-						}
-						mu.Unlock()
-						break
-					}
-					errs.add("Ack", err)
-					if try == 3 || ctx.Err() != nil {
-						ackGaveUp.Add(int64(len(receipts))) // they come back after their visibility timeout
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
+		r.consumers.Go(r.consume)
+	}
+	r.failOver(c)
+	r.awaitProducers()
+	r.drain()
+	r.count()
+	r.okByPhase()
+	r.report()
+	r.check()
+}
+
+const failoverQueue = "failover-queue"
+
+// queueRun is one queueFailover: its clients, what the producers and
+// consumers record, and what each phase after the load found, for the
+// report and the checks.
+type queueRun struct {
+	t            *testing.T
+	ctx          context.Context // ends the load
+	cancel       context.CancelFunc
+	cc           clients
+	waitReplicas int
+	errs         codeCounts
+
+	// The consumers' records, under mu.
+	mu         sync.Mutex
+	deliveries []int32  // claims handed to a consumer, by number
+	acks       []int32  // Acks answered acked=true, by number
+	redeliv    int      // claims with attempt > 1
+	claims     int      // Claim calls answered
+	bad        []string // payloads that are not a number of ours
+
+	enqueued, duplicates, dupAfterErr, retried atomic.Int64
+	ackExpired, ackGaveUp                      atomic.Int64
+
+	// okAnswers, under okMu, are the Enqueues answered OK.
+	okMu      sync.Mutex
+	okAnswers []okAnswer
+
+	next                 atomic.Int64 // the last number a producer took
+	producers, consumers sync.WaitGroup
+
+	// failOver and awaitProducers
+	f                failover
+	atKill, atRejoin int64 // enqueued by the kill, by the rejoin
+	produced         time.Time
+	// drain
+	stats   *coordv1.StatsResponse
+	drained time.Time
+	// count
+	lost, dupDeliveries, unacked, dupAcks int
+	lostSample                            []int
+	redelivered, claimCalls               int
+	badPayloads                           []string
+	// okByPhase
+	firstOK                   string // the first Enqueue sent after the kill and answered OK, after the kill
+	okNoReplica, dupNoReplica int
+	lossWindow                string
+}
+
+// okAnswer is an Enqueue answered OK: when it was sent and answered, and
+// whether the answer was duplicate=true after an earlier attempt for the
+// same number had failed.
+type okAnswer struct {
+	n           int64
+	send, recv  time.Time
+	dupAfterErr bool
+}
+
+// produce is producer p: it takes the next number and enqueues it until an
+// answer says it is there. UNAVAILABLE means "maybe enqueued": retry with
+// the same dedup_id.
+func (r *queueRun) produce(p int) {
+	rng := rand.New(rand.NewPCG(uint64(p), uint64(time.Now().UnixNano())))
+	tick := time.NewTicker(produceInterval)
+	defer tick.Stop()
+	for {
+		n := r.next.Add(1)
+		if n > queueMessages {
+			return
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !r.enqueue(rng, n) {
+			return
+		}
+	}
+}
+
+// enqueue enqueues number n until it is answered OK; false if the load
+// ended first.
+func (r *queueRun) enqueue(rng *rand.Rand, n int64) bool {
+	ctx := r.ctx
+	num := strconv.FormatInt(n, 10)
+	failed := false
+	for {
+		send := time.Now()
+		cctx, cancelCall := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := r.cc.queues.Enqueue(cctx, &coordv1.EnqueueRequest{
+			Queue: failoverQueue, Payload: []byte(num), DedupId: num, MaxAttempts: maxAttempts,
+		})
+		cancelCall()
+		if err == nil {
+			r.enqueued.Add(1)
+			if resp.GetDuplicate() {
+				r.duplicates.Add(1)
+				if failed {
+					r.dupAfterErr.Add(1)
 				}
 			}
-		})
+			r.okMu.Lock()
+			r.okAnswers = append(r.okAnswers, okAnswer{n: n, send: send, recv: time.Now(), dupAfterErr: failed && resp.GetDuplicate()})
+			r.okMu.Unlock()
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		r.errs.add("Enqueue", err)
+		if !failed {
+			failed = true
+			r.retried.Add(1)
+		}
+		sleepCtx(ctx, time.Duration(20+rng.IntN(20))*time.Millisecond)
 	}
+}
 
-	// Kill the queue's master once a quarter is enqueued.
-	for end := time.Now().Add(60 * time.Second); enqueued.Load() < killAfter; {
+// consume is a consumer: claim, "process" (record the number), ack the
+// batch.
+func (r *queueRun) consume() {
+	ctx := r.ctx
+	for ctx.Err() == nil {
+		cctx, cancelCall := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := r.cc.queues.Claim(cctx, &coordv1.ClaimRequest{
+			Queue: failoverQueue, MaxMessages: claimMax, VisibilityTimeout: durationpb.New(visibility), Wait: durationpb.New(claimWait),
+		})
+		cancelCall()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.errs.add("Claim", err)
+			sleepCtx(ctx, 20*time.Millisecond)
+			continue
+		}
+		r.mu.Lock()
+		r.claims++
+		r.mu.Unlock()
+		var receipts []string
+		nums := map[string]int{} // receipt → number
+		for _, m := range resp.GetMessages() {
+			n, perr := strconv.Atoi(string(m.GetPayload()))
+			r.mu.Lock()
+			if perr != nil || n < 1 || n > queueMessages {
+				r.bad = append(r.bad, fmt.Sprintf("%q (message %s)", m.GetPayload(), m.GetMessageId()))
+				r.mu.Unlock()
+				continue
+			}
+			r.deliveries[n]++
+			if m.GetAttempt() > 1 {
+				r.redeliv++
+			}
+			r.mu.Unlock()
+			receipts = append(receipts, m.GetReceipt())
+			nums[m.GetReceipt()] = n
+		}
+		if len(resp.GetMessages()) < claimMax {
+			// Let messages gather: fewer, fuller claims (and acks).
+			sleepCtx(ctx, claimPause)
+		}
+		if len(receipts) == 0 {
+			continue
+		}
+		r.ack(receipts, nums)
+	}
+}
+
+// ack acks a claimed batch with one Ack, and records the numbers acked. An
+// Ack that fails is retried a little; if it still fails the messages come
+// back after their visibility timeout. A retry after UNAVAILABLE is safe: a
+// receipt already acked comes back expired.
+func (r *queueRun) ack(receipts []string, nums map[string]int) {
+	for try := 0; ; try++ {
+		cctx, cancelCall := context.WithTimeout(context.Background(), 5*time.Second)
+		a, err := r.cc.queues.Ack(cctx, &coordv1.AckRequest{Queue: failoverQueue, Receipts: receipts})
+		cancelCall()
+		if err == nil {
+			expired := map[string]bool{}
+			for _, e := range a.GetExpiredReceipts() {
+				expired[e] = true
+			}
+			r.ackExpired.Add(int64(len(expired)))
+			r.mu.Lock()
+			for _, rc := range receipts {
+				if !expired[rc] {
+					r.acks[nums[rc]]++
+				}
+			}
+			r.mu.Unlock()
+			return
+		}
+		r.errs.add("Ack", err)
+		if try == 3 || r.ctx.Err() != nil {
+			r.ackGaveUp.Add(int64(len(receipts))) // they come back after their visibility timeout
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// failOver kills the queue's master once a quarter is enqueued, and waits
+// for its replica's promotion and the old master's return.
+func (r *queueRun) failOver(c *redistest.ClusterProc) {
+	t := r.t
+	t.Helper()
+	for end := time.Now().Add(60 * time.Second); r.enqueued.Load() < killAfter; {
 		if time.Now().After(end) {
-			t.Fatalf("only %d messages enqueued after 60s", enqueued.Load())
+			t.Fatalf("only %d messages enqueued after 60s", r.enqueued.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	atKill := enqueued.Load()
-	f := killMaster(t, c, queueKey(qname), 2*time.Second)
-	atRejoin := enqueued.Load()
+	r.atKill = r.enqueued.Load()
+	r.f = killMaster(t, c, queueKey(failoverQueue), 2*time.Second)
+	r.atRejoin = r.enqueued.Load()
+}
 
+// awaitProducers waits, at most produceTimeout, for every number to be
+// enqueued.
+func (r *queueRun) awaitProducers() {
+	t := r.t
+	t.Helper()
 	producersDone := make(chan struct{})
 	go func() {
-		producers.Wait()
+		r.producers.Wait()
 		close(producersDone)
 	}()
 	select {
 	case <-producersDone:
 	case <-time.After(produceTimeout):
-		cancel()
+		r.cancel()
 		<-producersDone
-		t.Fatalf("producers not done %v after the failover: %d of %d enqueued", produceTimeout, enqueued.Load(), queueMessages)
+		t.Fatalf("producers not done %v after the failover: %d of %d enqueued", produceTimeout, r.enqueued.Load(), queueMessages)
 	}
-	produced := time.Now()
+	r.produced = time.Now()
 	t.Logf("all %d messages enqueued %v after the old master rejoined (%d before the kill, %d by the rejoin)",
-		queueMessages, ms(produced.Sub(f.rejoined)), atKill, atRejoin)
+		queueMessages, ms(r.produced.Sub(r.f.rejoined)), r.atKill, r.atRejoin)
+}
 
-	// Drain: until every number is delivered and the queue is empty, or
-	// the queue stays empty for two polls (what was not delivered then is
-	// lost), or drainTimeout.
-	delivered := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, d := range deliveries[1:] {
-			if d > 0 {
-				n++
-			}
+// delivered is how many numbers were delivered at least once.
+func (r *queueRun) delivered() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, d := range r.deliveries[1:] {
+		if d > 0 {
+			n++
 		}
-		return n
 	}
-	var stats *coordv1.StatsResponse
+	return n
+}
+
+// drain waits until every number is delivered and the queue is empty, or
+// the queue stays empty for two polls (what was not delivered then is
+// lost), or drainTimeout; then it stops the consumers.
+func (r *queueRun) drain() {
+	t := r.t
+	t.Helper()
 	empty := 0
 	for end := time.Now().Add(drainTimeout); ; {
-		cctx, cancelCall := context.WithTimeout(ctx, 5*time.Second)
-		s, err := cc.queues.Stats(cctx, &coordv1.StatsRequest{Queue: qname})
+		cctx, cancelCall := context.WithTimeout(r.ctx, 5*time.Second)
+		s, err := r.cc.queues.Stats(cctx, &coordv1.StatsRequest{Queue: failoverQueue})
 		cancelCall()
 		if err == nil {
-			stats = s
+			r.stats = s
 			if s.GetReady()+s.GetDelayed()+s.GetInFlight() == 0 {
 				empty++
 			} else {
 				empty = 0
 			}
-			if empty > 0 && delivered() == queueMessages || empty >= 2 {
+			if empty > 0 && r.delivered() == queueMessages || empty >= 2 {
 				break
 			}
 		}
 		if time.Now().After(end) {
-			t.Errorf("queue not drained %v after the last enqueue: stats %v, %d of %d numbers delivered", drainTimeout, stats, delivered(), queueMessages)
+			t.Errorf("queue not drained %v after the last enqueue: stats %v, %d of %d numbers delivered", drainTimeout, r.stats, r.delivered(), queueMessages)
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	drained := time.Now()
-	cancel()
-	consumers.Wait()
+	r.drained = time.Now()
+	r.cancel()
+	r.consumers.Wait()
+}
 
-	mu.Lock()
-	var lost, dupDeliveries, unacked, dupAcks int
-	var lostSample []int
+// count counts, by number, the lost messages (never delivered), the
+// duplicate deliveries and acks, and the numbers without a confirmed ack.
+func (r *queueRun) count() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for n := 1; n <= queueMessages; n++ {
-		if deliveries[n] == 0 {
-			lost++
-			if len(lostSample) < 20 {
-				lostSample = append(lostSample, n)
+		if r.deliveries[n] == 0 {
+			r.lost++
+			if len(r.lostSample) < 20 {
+				r.lostSample = append(r.lostSample, n)
 			}
 		}
-		dupDeliveries += max(0, int(deliveries[n])-1)
-		if acks[n] == 0 {
-			unacked++
+		r.dupDeliveries += max(0, int(r.deliveries[n])-1)
+		if r.acks[n] == 0 {
+			r.unacked++
 		}
-		dupAcks += max(0, int(acks[n])-1)
+		r.dupAcks += max(0, int(r.acks[n])-1)
 	}
-	redelivered, badPayloads, claimCalls := redeliv, bad, claims
-	mu.Unlock()
+	r.redelivered, r.badPayloads, r.claimCalls = r.redeliv, r.bad, r.claims
+}
 
-	// Enqueues answered OK by phase. Between the promotion and the old
-	// master's restart the queue's master has no replica at all (3 masters
-	// with 1 replica each: the old master was its only one), so with
-	// wait_replicas=1 no Enqueue can be replicated then.
-	okMu.Lock()
+// okByPhase sorts the Enqueues answered OK by phase. Between the promotion
+// and the old master's restart the queue's master has no replica at all (3
+// masters with 1 replica each: the old master was its only one), so with
+// wait_replicas=1 no Enqueue can be replicated then.
+func (r *queueRun) okByPhase() {
+	f := r.f
+	r.okMu.Lock()
+	defer r.okMu.Unlock()
 	var firstOKAfterKill time.Time
-	var okNoReplica, dupNoReplica int
 	// The loss window: when the lost messages' Enqueues were answered OK,
 	// relative to the kill.
 	lostFrom, lostTo := time.Duration(0), time.Duration(0)
 	lostSeen := false
-	for _, a := range okAnswers {
-		if deliveries[a.n] == 0 {
+	for _, a := range r.okAnswers {
+		if r.deliveries[a.n] == 0 {
 			d := a.recv.Sub(f.killed)
 			if !lostSeen || d < lostFrom {
 				lostFrom = d
@@ -337,64 +416,76 @@ func queueFailover(t *testing.T, waitReplicas int) {
 			firstOKAfterKill = a.recv
 		}
 		if !a.send.Before(f.promoted) && a.recv.Before(f.restarted) {
-			okNoReplica++
+			r.okNoReplica++
 			if a.dupAfterErr {
-				dupNoReplica++
+				r.dupNoReplica++
 			}
 		}
 	}
-	okMu.Unlock()
-	firstOK := "never"
+	r.firstOK = "never"
 	if !firstOKAfterKill.IsZero() {
-		firstOK = ms(firstOKAfterKill.Sub(f.killed)).String()
+		r.firstOK = ms(firstOKAfterKill.Sub(f.killed)).String()
 	}
-	t.Logf("%v", f)
-	t.Logf("first Enqueue sent after the kill and answered OK: %s after the kill", firstOK)
-	t.Logf("Enqueues sent after the promotion and answered OK before the old master's restart (the master had no replica): %d, %d of them duplicate=true after a failed attempt",
-		okNoReplica, dupNoReplica)
-	t.Logf("enqueue: %d numbers needed a retry (maybe enqueued); %d answers duplicate=true, %d of them after an error for the same number",
-		retried.Load(), duplicates.Load(), dupAfterErr.Load())
-	t.Logf("consume: %d Claims answered; %d redeliveries (attempt > 1), %d receipts acked expired, %d receipts whose Ack was given up after UNAVAILABLE, %d numbers without a confirmed ack (their Ack's answer was lost or expired)",
-		claimCalls, redelivered, ackExpired.Load(), ackGaveUp.Load(), unacked)
-	t.Logf("errors: %v", &errs)
-	t.Logf("final stats: ready %d, delayed %d, in_flight %d, dead %d; drained %v after the last enqueue",
-		stats.GetReady(), stats.GetDelayed(), stats.GetInFlight(), stats.GetDead(), ms(drained.Sub(produced)))
-	lossWindow := "none"
+	r.lossWindow = "none"
 	if lostSeen {
-		lossWindow = fmt.Sprintf("answered OK from %v to %v after the kill", ms(lostFrom), ms(lostTo))
+		r.lossWindow = fmt.Sprintf("answered OK from %v to %v after the kill", ms(lostFrom), ms(lostTo))
 	}
-	if lost > 0 {
-		t.Logf("lost numbers (never delivered), first %d: %v; their Enqueues were %s", len(lostSample), lostSample, lossWindow)
+}
+
+// report logs what the run measured, and its summary line.
+func (r *queueRun) report() {
+	t, f, stats := r.t, r.f, r.stats
+	t.Helper()
+	t.Logf("%v", f)
+	t.Logf("first Enqueue sent after the kill and answered OK: %s after the kill", r.firstOK)
+	t.Logf("Enqueues sent after the promotion and answered OK before the old master's restart (the master had no replica): %d, %d of them duplicate=true after a failed attempt",
+		r.okNoReplica, r.dupNoReplica)
+	t.Logf("enqueue: %d numbers needed a retry (maybe enqueued); %d answers duplicate=true, %d of them after an error for the same number",
+		r.retried.Load(), r.duplicates.Load(), r.dupAfterErr.Load())
+	t.Logf("consume: %d Claims answered; %d redeliveries (attempt > 1), %d receipts acked expired, %d receipts whose Ack was given up after UNAVAILABLE, %d numbers without a confirmed ack (their Ack's answer was lost or expired)",
+		r.claimCalls, r.redelivered, r.ackExpired.Load(), r.ackGaveUp.Load(), r.unacked)
+	t.Logf("errors: %v", &r.errs)
+	t.Logf("final stats: ready %d, delayed %d, in_flight %d, dead %d; drained %v after the last enqueue",
+		stats.GetReady(), stats.GetDelayed(), stats.GetInFlight(), stats.GetDead(), ms(r.drained.Sub(r.produced)))
+	if r.lost > 0 {
+		t.Logf("lost numbers (never delivered), first %d: %v; their Enqueues were %s", len(r.lostSample), r.lostSample, r.lossWindow)
 	}
 	report(t, "wait_replicas=%d: messages=%d lost=%d (loss window: %s) duplicate-deliveries=%d duplicate-acks=%d redeliveries=%d unconfirmed-acks=%d "+
 		"enqueue-retries=%d duplicate-enqueues=%d (ok-without-replica=%d) errors=%d final-stats(ready/delayed/in_flight/dead)=%d/%d/%d/%d promotion=%v first-enqueue-after-kill=%s",
-		waitReplicas, queueMessages, lost, lossWindow, dupDeliveries, dupAcks, redelivered, unacked, retried.Load(), duplicates.Load(), okNoReplica, errs.total(),
-		stats.GetReady(), stats.GetDelayed(), stats.GetInFlight(), stats.GetDead(), ms(f.promoted.Sub(f.killed)), firstOK)
+		r.waitReplicas, queueMessages, r.lost, r.lossWindow, r.dupDeliveries, r.dupAcks, r.redelivered, r.unacked, r.retried.Load(), r.duplicates.Load(), r.okNoReplica, r.errs.total(),
+		stats.GetReady(), stats.GetDelayed(), stats.GetInFlight(), stats.GetDead(), ms(f.promoted.Sub(f.killed)), r.firstOK)
+}
 
-	if len(badPayloads) > 0 {
-		t.Errorf("%d messages that were never enqueued were delivered: %v", len(badPayloads), badPayloads[:min(5, len(badPayloads))])
+// check: no message that was never enqueued delivered, no dead letter; with
+// wait_replicas, nothing lost, no Enqueue answered OK while the master had
+// no replica, and the queue empty; only the codes a failover explains.
+func (r *queueRun) check() {
+	t, stats, waitReplicas := r.t, r.stats, r.waitReplicas
+	t.Helper()
+	if len(r.badPayloads) > 0 {
+		t.Errorf("%d messages that were never enqueued were delivered: %v", len(r.badPayloads), r.badPayloads[:min(5, len(r.badPayloads))])
 	}
 	if stats.GetDead() > 0 {
 		t.Errorf("%d dead letters with max_attempts %d: a message was claimed and not acked %d times", stats.GetDead(), maxAttempts, maxAttempts)
 	}
 	if waitReplicas > 0 {
-		if lost > 0 {
+		if r.lost > 0 {
 			t.Errorf("with wait_replicas=%d, %d of %d messages were never delivered (lost), e.g. %v; want none: an Enqueue answered OK was replicated",
-				waitReplicas, lost, queueMessages, lostSample)
+				waitReplicas, r.lost, queueMessages, r.lostSample)
 		}
-		if okNoReplica > 0 {
+		if r.okNoReplica > 0 {
 			// docs/configuration.md, redis.wait_replicas: "an enqueue … wait[s] until that
 			// many replicas have [it]; fewer in time is reported UNAVAILABLE".
 			t.Errorf("with wait_replicas=%d, %d Enqueues were answered OK while the queue's master had no replica (sent after the promotion, answered before "+
 				"the old master, its only possible replica, was started again); %d of them were duplicate=true answers to a retry after UNAVAILABLE. "+
 				"Want UNAVAILABLE: an unreplicated message, new or found by its dedup_id, could still be lost",
-				waitReplicas, okNoReplica, dupNoReplica)
+				waitReplicas, r.okNoReplica, r.dupNoReplica)
 		}
 		if stats.GetReady()+stats.GetDelayed()+stats.GetInFlight()+stats.GetDead() != 0 {
 			t.Errorf("with wait_replicas=%d the queue ends with stats %v; want 0/0/0/0 (every message acked)", waitReplicas, stats)
 		}
-	} else if lost > 0 {
-		t.Logf("async replication lost %d of %d acknowledged enqueues in the failover: the loss window (not a failure)", lost, queueMessages)
+	} else if r.lost > 0 {
+		t.Logf("async replication lost %d of %d acknowledged enqueues in the failover: the loss window (not a failure)", r.lost, queueMessages)
 	}
-	checkCodes(t, &errs)
+	checkCodes(t, &r.errs)
 }

@@ -902,169 +902,192 @@ type admission struct {
 // the token bucket admits its capacity at one instant and then exactly the
 // refill, to the microsecond of its emission interval.
 func TestAllowConcurrentWindowsOnCluster(t *testing.T) {
-	const (
-		clients = 64
-		limit   = 37
-		period  = time.Second
-		windows = 5
-	)
 	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
 	st, _ := clusterStore(t, Options{Clock: clk})
-	limits := coordv1.NewRateLimitServiceClient(servertest.Serve(t, st, clk))
-	ctx := context.Background()
+	r := &windowsRun{clk: clk, limits: coordv1.NewRateLimitServiceClient(servertest.Serve(t, st, clk)), ctx: context.Background()}
+	t.Run("fixed_window", r.fixedWindow)
+	t.Run("sliding_log", r.slidingLog)
+	t.Run("token_bucket", r.tokenBucket)
+}
 
-	// burst sets the fake clock to at and has every client call Allow calls
-	// times as fast as it can; it returns the admissions.
-	burst := func(t *testing.T, key string, l *coordv1.Limit, at time.Time, calls int) []admission {
-		t.Helper()
-		clk.Set(at)
-		var mu sync.Mutex
-		var out []admission
-		var f failures
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for range clients {
-			wg.Go(func() {
-				<-start
-				for range calls {
-					resp, err := limits.Allow(ctx, &coordv1.AllowRequest{Key: key, Limit: l})
-					if !f.err("Allow", key, err) {
-						return
-					}
-					if resp.GetAllowed() {
-						mu.Lock()
-						out = append(out, admission{at, resp.GetRemaining()})
-						mu.Unlock()
-					}
+// TestAllowConcurrentWindowsOnCluster's load and limits.
+const (
+	cwClients = 64
+	cwLimit   = 37
+	cwPeriod  = time.Second
+	cwWindows = 5
+)
+
+var (
+	cwBase  = time.Unix(1_800_000_000, 0) // a whole number of periods
+	cwCalls = []int{17, 17, 16}           // per client in each of a window's instants: 50
+)
+
+// windowsRun is TestAllowConcurrentWindowsOnCluster's server, on the fake
+// clock, shared by its subtests.
+type windowsRun struct {
+	clk    *clock.Fake
+	limits coordv1.RateLimitServiceClient
+	ctx    context.Context
+}
+
+// burst sets the fake clock to at and has every client call Allow calls
+// times as fast as it can; it returns the admissions.
+func (r *windowsRun) burst(t *testing.T, key string, l *coordv1.Limit, at time.Time, calls int) []admission {
+	t.Helper()
+	r.clk.Set(at)
+	var mu sync.Mutex
+	var out []admission
+	var f failures
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range cwClients {
+		wg.Go(func() {
+			<-start
+			for range calls {
+				resp, err := r.limits.Allow(r.ctx, &coordv1.AllowRequest{Key: key, Limit: l})
+				if !f.err("Allow", key, err) {
+					return
 				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		f.report(t)
-		return out
-	}
-	// distinct checks that the admissions' Remaining values are distinct.
-	distinct := func(t *testing.T, what string, adm []admission) {
-		t.Helper()
-		seen := map[int64]bool{}
-		for _, a := range adm {
-			if seen[a.remaining] {
-				t.Errorf("%s: Remaining %d answered twice: two decisions saw the same state", what, a.remaining)
-				return
-			}
-			seen[a.remaining] = true
-		}
-	}
-	pb := func(alg coordv1.Algorithm) *coordv1.Limit {
-		return &coordv1.Limit{Algorithm: alg, Limit: limit, Period: durationpb.New(period)}
-	}
-	base := time.Unix(1_800_000_000, 0) // a whole number of periods
-	calls := []int{17, 17, 16}          // per client in each of a window's instants: 50
-
-	t.Run("fixed_window", func(t *testing.T) {
-		begin := time.Now()
-		l := pb(coordv1.Algorithm_ALGORITHM_FIXED_WINDOW)
-		for k := range windows {
-			w := base.Add(time.Duration(k) * period)
-			var adm []admission
-			for j, off := range []time.Duration{0, 400 * time.Millisecond, period - time.Microsecond} {
-				adm = append(adm, burst(t, "fw", l, w.Add(off), calls[j])...)
-			}
-			if len(adm) != limit {
-				t.Errorf("window %d: %d admitted, want exactly %d", k, len(adm), limit)
-			}
-			distinct(t, fmt.Sprintf("window %d", k), adm)
-			rem := make([]int64, len(adm))
-			for i, a := range adm {
-				rem[i] = a.remaining
-			}
-			slices.Sort(rem)
-			for i, r := range rem {
-				if r != int64(i) {
-					t.Errorf("window %d: Remaining values %v, want 0..%d once each", k, rem, limit-1)
-					break
+				if resp.GetAllowed() {
+					mu.Lock()
+					out = append(out, admission{at, resp.GetRemaining()})
+					mu.Unlock()
 				}
 			}
-		}
-		t.Logf("%d windows × %d clients × 50 calls in %v", windows, clients, time.Since(begin).Round(time.Millisecond))
-	})
+		})
+	}
+	close(start)
+	wg.Wait()
+	f.report(t)
+	return out
+}
 
-	t.Run("sliding_log", func(t *testing.T) {
-		begin := time.Now()
-		l := pb(coordv1.Algorithm_ALGORITHM_SLIDING_LOG)
-		// Window k starts at b_k; b_{k+1} is b_k + P exactly (the old
-		// entries leave at that very microsecond) or 150ms later. Within
-		// a window: its start, 300ms in, and its last microsecond.
-		var all []admission
-		var starts []time.Time
-		b := base.Add(100 * period)
-		for k := range windows {
-			starts = append(starts, b)
-			for j, off := range []time.Duration{0, 300 * time.Millisecond, period - time.Microsecond} {
-				adm := burst(t, "sl", l, b.Add(off), calls[j])
-				distinct(t, fmt.Sprintf("window %d, +%v", k, off), adm)
-				all = append(all, adm...)
-			}
-			b = b.Add(period + time.Duration(k%2)*150*time.Millisecond)
+// distinctRemaining checks that the admissions' Remaining values are distinct.
+func distinctRemaining(t *testing.T, what string, adm []admission) {
+	t.Helper()
+	seen := map[int64]bool{}
+	for _, a := range adm {
+		if seen[a.remaining] {
+			t.Errorf("%s: Remaining %d answered twice: two decisions saw the same state", what, a.remaining)
+			return
 		}
-		// No span (t-P, t] holds more than the limit.
-		for _, a := range all {
-			n := 0
-			for _, o := range all {
-				if o.at.After(a.at.Add(-period)) && !o.at.After(a.at) {
-					n++
-				}
-			}
-			if n > limit {
-				t.Errorf("%d admissions in the period ending %v, limit %d", n, a.at.Sub(base), limit)
+		seen[a.remaining] = true
+	}
+}
+
+func cwLimitOf(alg coordv1.Algorithm) *coordv1.Limit {
+	return &coordv1.Limit{Algorithm: alg, Limit: cwLimit, Period: durationpb.New(cwPeriod)}
+}
+
+// fixedWindow: each window admits exactly its limit, with the Remaining
+// values 0..limit-1 once each.
+func (r *windowsRun) fixedWindow(t *testing.T) {
+	begin := time.Now()
+	l := cwLimitOf(coordv1.Algorithm_ALGORITHM_FIXED_WINDOW)
+	for k := range cwWindows {
+		w := cwBase.Add(time.Duration(k) * cwPeriod)
+		var adm []admission
+		for j, off := range []time.Duration{0, 400 * time.Millisecond, cwPeriod - time.Microsecond} {
+			adm = append(adm, r.burst(t, "fw", l, w.Add(off), cwCalls[j])...)
+		}
+		if len(adm) != cwLimit {
+			t.Errorf("window %d: %d admitted, want exactly %d", k, len(adm), cwLimit)
+		}
+		distinctRemaining(t, fmt.Sprintf("window %d", k), adm)
+		rem := make([]int64, len(adm))
+		for i, a := range adm {
+			rem[i] = a.remaining
+		}
+		slices.Sort(rem)
+		for i, got := range rem {
+			if got != int64(i) {
+				t.Errorf("window %d: Remaining values %v, want 0..%d once each", k, rem, cwLimit-1)
 				break
 			}
 		}
-		// Each window admits its limit: at least (so, with the above,
-		// exactly) limit in [b_k, b_k + P).
-		for k, s := range starts {
-			var in []admission
-			for _, a := range all {
-				if !a.at.Before(s) && a.at.Before(s.Add(period)) {
-					in = append(in, a)
-				}
-			}
-			if len(in) < limit {
-				t.Errorf("window %d (from %v): %d admitted, want %d", k, s.Sub(base), len(in), limit)
-			}
-			distinct(t, fmt.Sprintf("window %d", k), in)
-		}
-		t.Logf("%d admissions over %d windows in %v", len(all), windows, time.Since(begin).Round(time.Millisecond))
-	})
+	}
+	t.Logf("%d windows × %d clients × 50 calls in %v", cwWindows, cwClients, time.Since(begin).Round(time.Millisecond))
+}
 
-	t.Run("token_bucket", func(t *testing.T) {
-		begin := time.Now()
-		// A bucket's limit must divide its period in µs: 37 per 999,999µs.
-		tbPeriod := 999_999 * time.Microsecond
-		l := &coordv1.Limit{Algorithm: coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: limit, Period: durationpb.New(tbPeriod)}
-		// GCRA with T = P/L µs per token: after the capacity (L) at t0, a
-		// client that takes everything at every instant has had L +
-		// floor((t-t0)/T) by t, as long as instants are closer than L*T
-		// (the bucket never fills up again).
-		T := tbPeriod.Microseconds() / limit
-		t0 := base.Add(200 * period)
-		cum := func(at time.Time) int64 { return limit + at.Sub(t0).Microseconds()/T }
-		var prev int64
-		total := 0
-		for k := range windows {
-			for j, off := range []time.Duration{0, 100 * time.Millisecond, 400*time.Millisecond + 7*time.Microsecond, 730 * time.Millisecond} {
-				at := t0.Add(time.Duration(k)*period + off)
-				adm := burst(t, "tb", l, at, []int{13, 13, 12, 12}[j])
-				want := cum(at) - prev
-				prev = cum(at)
-				total += len(adm)
-				if int64(len(adm)) != want {
-					t.Errorf("at t0+%v: %d admitted, want %d", at.Sub(t0), len(adm), want)
-				}
-				distinct(t, fmt.Sprintf("at t0+%v", at.Sub(t0)), adm)
+// slidingLog: no span of one period holds more than the limit, and each
+// window admits its limit again as soon as the old entries leave.
+func (r *windowsRun) slidingLog(t *testing.T) {
+	begin := time.Now()
+	l := cwLimitOf(coordv1.Algorithm_ALGORITHM_SLIDING_LOG)
+	// Window k starts at b_k; b_{k+1} is b_k + P exactly (the old
+	// entries leave at that very microsecond) or 150ms later. Within
+	// a window: its start, 300ms in, and its last microsecond.
+	var all []admission
+	var starts []time.Time
+	b := cwBase.Add(100 * cwPeriod)
+	for k := range cwWindows {
+		starts = append(starts, b)
+		for j, off := range []time.Duration{0, 300 * time.Millisecond, cwPeriod - time.Microsecond} {
+			adm := r.burst(t, "sl", l, b.Add(off), cwCalls[j])
+			distinctRemaining(t, fmt.Sprintf("window %d, +%v", k, off), adm)
+			all = append(all, adm...)
+		}
+		b = b.Add(cwPeriod + time.Duration(k%2)*150*time.Millisecond)
+	}
+	// No span (t-P, t] holds more than the limit.
+	for _, a := range all {
+		n := 0
+		for _, o := range all {
+			if o.at.After(a.at.Add(-cwPeriod)) && !o.at.After(a.at) {
+				n++
 			}
 		}
-		t.Logf("%d admissions (T = %dµs) in %v", total, T, time.Since(begin).Round(time.Millisecond))
-	})
+		if n > cwLimit {
+			t.Errorf("%d admissions in the period ending %v, limit %d", n, a.at.Sub(cwBase), cwLimit)
+			break
+		}
+	}
+	// Each window admits its limit: at least (so, with the above,
+	// exactly) limit in [b_k, b_k + P).
+	for k, s := range starts {
+		var in []admission
+		for _, a := range all {
+			if !a.at.Before(s) && a.at.Before(s.Add(cwPeriod)) {
+				in = append(in, a)
+			}
+		}
+		if len(in) < cwLimit {
+			t.Errorf("window %d (from %v): %d admitted, want %d", k, s.Sub(cwBase), len(in), cwLimit)
+		}
+		distinctRemaining(t, fmt.Sprintf("window %d", k), in)
+	}
+	t.Logf("%d admissions over %d windows in %v", len(all), cwWindows, time.Since(begin).Round(time.Millisecond))
+}
+
+// tokenBucket: the bucket admits its capacity at one instant and then
+// exactly the refill, to the microsecond of its emission interval.
+func (r *windowsRun) tokenBucket(t *testing.T) {
+	begin := time.Now()
+	// A bucket's limit must divide its period in µs: 37 per 999,999µs.
+	tbPeriod := 999_999 * time.Microsecond
+	l := &coordv1.Limit{Algorithm: coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, Limit: cwLimit, Period: durationpb.New(tbPeriod)}
+	// GCRA with T = P/L µs per token: after the capacity (L) at t0, a
+	// client that takes everything at every instant has had L +
+	// floor((t-t0)/T) by t, as long as instants are closer than L*T
+	// (the bucket never fills up again).
+	T := tbPeriod.Microseconds() / cwLimit
+	t0 := cwBase.Add(200 * cwPeriod)
+	cum := func(at time.Time) int64 { return cwLimit + at.Sub(t0).Microseconds()/T }
+	var prev int64
+	total := 0
+	for k := range cwWindows {
+		for j, off := range []time.Duration{0, 100 * time.Millisecond, 400*time.Millisecond + 7*time.Microsecond, 730 * time.Millisecond} {
+			at := t0.Add(time.Duration(k)*cwPeriod + off)
+			adm := r.burst(t, "tb", l, at, []int{13, 13, 12, 12}[j])
+			want := cum(at) - prev
+			prev = cum(at)
+			total += len(adm)
+			if int64(len(adm)) != want {
+				t.Errorf("at t0+%v: %d admitted, want %d", at.Sub(t0), len(adm), want)
+			}
+			distinctRemaining(t, fmt.Sprintf("at t0+%v", at.Sub(t0)), adm)
+		}
+	}
+	t.Logf("%d admissions (T = %dµs) in %v", total, T, time.Since(begin).Round(time.Millisecond))
 }
