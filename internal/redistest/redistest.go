@@ -190,6 +190,24 @@ func Options(addr string) *redis.Options {
 	}
 }
 
+// ClusterOptions are Options for a client of the Cluster that addrs (any of
+// its nodes) belong to: the same settings, for each node's connections.
+func ClusterOptions(addrs []string) *redis.ClusterOptions {
+	o := Options("")
+	return &redis.ClusterOptions{
+		Addrs:                    addrs,
+		Protocol:                 o.Protocol,
+		DisableIdentity:          o.DisableIdentity,
+		MaintNotificationsConfig: o.MaintNotificationsConfig,
+		MaxRetries:               o.MaxRetries,
+		DialerRetries:            o.DialerRetries,
+		DialTimeout:              o.DialTimeout,
+		ReadTimeout:              o.ReadTimeout,
+		WriteTimeout:             o.WriteTimeout,
+		PoolSize:                 o.PoolSize,
+	}
+}
+
 // do runs one command against addr.
 func do(addr string, args ...any) (any, error) {
 	c := client(addr)
