@@ -97,7 +97,7 @@ func benchRedis(b *testing.B, addrs []string) {
 		run(b, true, func() error {
 			name := store.Scope("default", "l"+strconv.FormatInt(seq.Add(1), 10))
 			tok := token.New()
-			if err := st.eval(ctx, lockAcquire, st.keys.lock(name), tok, "", int64(60e6), 0, "", 0).Err(); err != nil {
+			if err := st.eval(ctx, lockAcquire, st.keys.lock(name), tok, "", int64(60e6), 0, "", 0, st.timeSeen.Load(), boolArg(false)).Err(); err != nil {
 				return err
 			}
 			return st.eval(ctx, lockRelease, st.keys.lock(name)[:1], tok, st.keys.channel(store.LockTopic(name)), "0").Err()
