@@ -174,7 +174,7 @@ func client(addr string) *redis.Client { return redis.NewClient(Options(addr)) }
 // commands — administrative ones (CONFIG SET, INFO), or reading and
 // changing keys behind a store's back: no retries, short timeouts, RESP2,
 // none of go-redis' optional handshakes, one connection. (A store's own
-// client comes from store/redis.Open or ClientOptions.)
+// client comes from store/redis.Open, or NewClient for a client alone.)
 func Options(addr string) *redis.Options {
 	return &redis.Options{
 		Addr:                     addr,

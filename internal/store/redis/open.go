@@ -87,8 +87,8 @@ func DefaultConfig() Config {
 
 // ClientOptions returns the go-redis options coordd connects with: no
 // retries, the context's deadline on the socket, Timeout as the read and
-// write timeout. A test that needs a client of its own beside a Store's
-// (to read or change keys behind its back) builds it from these.
+// write timeout. NewClient and Open connect with them; a test's own clients
+// of a node, beside a Store's, come from redistest.Options instead.
 func ClientOptions(c Config) (*redis.UniversalOptions, error) {
 	var tlsConfig *tls.Config
 	if c.TLS {
