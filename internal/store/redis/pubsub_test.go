@@ -81,19 +81,19 @@ func TestRegressionPubSubOneConnectionPerNode(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		addr := redistest.Standalone(t)
 		name := "ps" + token.New()[:10]
-		onePerNode(t, []string{addr}, name, []string{addr}, 1)
+		onePerNode(t, name, []string{addr}, 1)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		addrs := redistest.Cluster(t)
 		name := "ps" + token.New()[:10]
-		onePerNode(t, addrs, name, addrs, 3)
+		onePerNode(t, name, addrs, 3)
 	})
 }
 
-func onePerNode(t *testing.T, addrs []string, name string, nodes []string, masters int) {
+func onePerNode(t *testing.T, name string, nodes []string, masters int) {
 	defer rgCloseAdmins()
 	ctx := context.Background()
-	s := openStore(t, Config{Addrs: addrs, ClientName: name, Prefix: "ps" + token.New()[:12], Timeout: 5 * time.Second})
+	s := openStore(t, Config{Addrs: nodes, ClientName: name, Prefix: "ps" + token.New()[:12], Timeout: 5 * time.Second})
 	c := s.Client()
 	var err error
 	const n = 50
