@@ -101,7 +101,7 @@ type env struct {
 	backend string
 	st      store.Store
 	mem     *memory.Store           // the memory backend's store; else nil
-	rdb     goredis.UniversalClient // the Redis backends' client; else nil
+	rdb     goredis.UniversalClient // the Redis store's client (Client); else nil
 	prefix  string                  // the Redis backends' key prefix
 	reg     *prometheus.Registry
 	logs    *logCounter
@@ -204,29 +204,19 @@ func (e *env) newRedis(t *testing.T, backend string) store.Store {
 	// included.
 	e.prefix = "soak" + token.New()[:12]
 	cfg.Prefix = e.prefix
-	// The client is the soak's own, for that clean-up, from coordd's
-	// settings with go-redis' buffer sizes stated (redisPoolBytes).
-	opts, err := redis.ClientOptions(cfg)
+	// Opened as cmd/coordd opens it; its client, with go-redis' default
+	// buffer sizes (redisPoolBytes), also serves that clean-up.
+	st, err := redis.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.ReadBufferSize, opts.WriteBufferSize = redisBuf, redisBuf
-	opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize = redisPipeBuf, redisPipeBuf
-	if cfg.Mode == "cluster" {
-		e.rdb = goredis.NewClusterClient(opts.Cluster())
-	} else {
-		e.rdb = goredis.NewClient(opts.Simple())
-	}
-	st, err := redis.New(context.Background(), redis.Options{Client: e.rdb, Prefix: e.prefix, Timeout: cfg.Timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.rdb = st.Client()
 	return st
 }
 
-// go-redis's buffer sizes (its defaults, stated): each connection its pools
-// open holds a read and a write buffer for as long as it stays open, idle
-// ones included.
+// go-redis's buffer sizes (its defaults, which Open's client keeps): each
+// connection its pools open holds a read and a write buffer for as long as
+// it stays open, idle ones included.
 const (
 	redisBuf     = 32 << 10  // a regular connection's
 	redisPipeBuf = 128 << 10 // a pipeline connection's
@@ -288,14 +278,14 @@ func (e *env) shutdown() {
 	}
 	<-e.served
 	e.locks.Wait()
-	if err := e.st.Close(); err != nil {
-		e.t.Errorf("closing the store: %v", err)
-	}
+	// The keys first: the store's Close closes e.rdb, its client.
 	if e.rdb != nil {
 		if err := e.deleteKeys(); err != nil {
 			e.t.Errorf("deleting the soak's Redis keys: %v", err)
 		}
-		_ = e.rdb.Close()
+	}
+	if err := e.st.Close(); err != nil {
+		e.t.Errorf("closing the store: %v", err)
 	}
 }
 

@@ -174,7 +174,7 @@ func client(addr string) *redis.Client { return redis.NewClient(Options(addr)) }
 // commands — administrative ones (CONFIG SET, INFO), or reading and
 // changing keys behind a store's back: no retries, short timeouts, RESP2,
 // none of go-redis' optional handshakes, one connection. (A store's own
-// client comes from store/redis.Open or ClientOptions.)
+// client comes from store/redis.Open, or NewClient for a client alone.)
 func Options(addr string) *redis.Options {
 	return &redis.Options{
 		Addr:                     addr,
@@ -187,6 +187,24 @@ func Options(addr string) *redis.Options {
 		ReadTimeout:              2 * time.Second,
 		WriteTimeout:             2 * time.Second,
 		PoolSize:                 1,
+	}
+}
+
+// ClusterOptions are Options for a client of the Cluster that addrs (any of
+// its nodes) belong to: the same settings, for each node's connections.
+func ClusterOptions(addrs []string) *redis.ClusterOptions {
+	o := Options("")
+	return &redis.ClusterOptions{
+		Addrs:                    addrs,
+		Protocol:                 o.Protocol,
+		DisableIdentity:          o.DisableIdentity,
+		MaintNotificationsConfig: o.MaintNotificationsConfig,
+		MaxRetries:               o.MaxRetries,
+		DialerRetries:            o.DialerRetries,
+		DialTimeout:              o.DialTimeout,
+		ReadTimeout:              o.ReadTimeout,
+		WriteTimeout:             o.WriteTimeout,
+		PoolSize:                 o.PoolSize,
 	}
 }
 

@@ -20,14 +20,21 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newClient(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+	o := redistest.Options(addr)
+	// go-redis' default pool: with one connection, a single failed dial
+	// (while the server is stopped) fails every call until the pool's
+	// background redial succeeds, and these tests restart servers.
+	o.PoolSize = 0
+	c := redis.NewClient(o)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 func newClusterClient(t *testing.T, addrs []string) *redis.ClusterClient {
 	t.Helper()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	o := redistest.ClusterOptions(addrs)
+	o.PoolSize = 0 // as newClient's: these tests kill and restart nodes
+	c := redis.NewClusterClient(o)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }

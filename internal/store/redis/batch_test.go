@@ -21,14 +21,7 @@ import (
 
 func batchStore(t *testing.T, maxBatch int) *Store {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: redistest.Standalone(t), MaxRetries: -1})
-	t.Cleanup(func() { _ = c.Close() })
-	s, err := New(context.Background(), Options{Client: c, Prefix: "t" + token.New()[:12], MaxBatch: maxBatch})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return openStore(t, Config{Addrs: []string{redistest.Standalone(t)}, Prefix: "t" + token.New()[:12], MaxBatch: maxBatch})
 }
 
 // TestBatcherAddsNothingForOneCaller: a single caller never waits for a
@@ -94,22 +87,11 @@ func TestBatcherGathersUnderLoad(t *testing.T) {
 	}
 }
 
-// coorddClient returns a client for addrs (a Cluster client for more than
-// one) configured as cmd/coordd configures it for a store timeout of
-// timeout: no retries, the context's deadline on the socket, read and write
-// timeouts of timeout.
-func coorddClient(t *testing.T, addrs []string, timeout time.Duration) goredis.UniversalClient {
-	t.Helper()
-	var c goredis.UniversalClient
-	if len(addrs) > 1 {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, MaxRetries: -1, ContextTimeoutEnabled: true,
-			DialTimeout: 2 * time.Second, ReadTimeout: timeout, WriteTimeout: timeout})
-	} else {
-		c = goredis.NewClient(&goredis.Options{Addr: addrs[0], MaxRetries: -1, ContextTimeoutEnabled: true,
-			DialTimeout: 2 * time.Second, ReadTimeout: timeout, WriteTimeout: timeout})
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+// coorddConfig is the Config of a store on addrs (a Cluster for more than
+// one) as cmd/coordd configures it, with a timeout of timeout and no
+// breakers.
+func coorddConfig(addrs []string, timeout time.Duration) Config {
+	return Config{Addrs: addrs, Timeout: timeout, DialTimeout: DefaultConfig().DialTimeout}
 }
 
 // freeze stops the redis-server at addr with SIGSTOP (its kernel still
@@ -164,12 +146,9 @@ func TestRegressionBatchBlackHoleAnswersInTime(t *testing.T) {
 
 func batchBlackHole(t *testing.T, addrs []string, masterFor func(key string) string, timeout time.Duration) {
 	defer rgCloseAdmins()
-	c := coorddClient(t, addrs, timeout)
-	s, err := New(context.Background(), Options{Client: c, Timeout: timeout, MaxBatch: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	cfg := coorddConfig(addrs, timeout)
+	cfg.MaxBatch = 16
+	s := openStore(t, cfg)
 	ctx := context.Background()
 	lim := store.Limit{Algorithm: store.FixedWindow, Limit: 1_000_000, Period: time.Hour}
 	// Keys of one node (the first key's).
@@ -301,20 +280,18 @@ func TestRegressionBatchWithdrawsUnsentScript(t *testing.T) {
 }
 
 func batchWithdraw(t *testing.T, addrs []string) {
-	c := coorddClient(t, addrs, 5*time.Second)
 	a, b := "ns:a"+token.New()[:8], "ns:b"+token.New()[:8]
 	h := newBlockHook(a)
-	c.AddHook(h)
 	prefix := "t" + token.New()[:12]
-	s, err := New(context.Background(), Options{Client: c, Prefix: prefix, MaxBatch: 64, Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	// The hook holds A's batch before it reaches a socket, so the socket
+	// timeout (the store's, a minute) is never reached.
+	cfg := coorddConfig(addrs, time.Minute)
+	cfg.Prefix, cfg.MaxBatch, cfg.Hooks = prefix, 64, []goredis.Hook{h}
+	s := openStore(t, cfg)
 	lim := store.Limit{Algorithm: store.FixedWindow, Limit: 10, Period: time.Hour}
 	// Both keys on one node: a shared hash tag is not possible through
 	// Allow's key layout, so pick b's name among those of a's node.
-	if cc, ok := c.(*goredis.ClusterClient); ok {
+	if cc, ok := s.Client().(*goredis.ClusterClient); ok {
 		node := func(name string) string {
 			n, err := cc.MasterForKey(context.Background(), s.keys.limit(name, lim)[0])
 			if err != nil {
@@ -416,22 +393,23 @@ func (failHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.Pr
 // that one pipeline opens it.
 func TestRegressionBreakerCountsScriptsNotBatches(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
-		c := goredis.NewClient(&goredis.Options{Addr: redistest.Standalone(t), MaxRetries: -1})
-		t.Cleanup(func() { _ = c.Close() })
-		bs := NewBreakers(c, BreakerOptions{Failures: 3, Cooldown: time.Minute})
-		c.AddHook(failHook{}) // below the breaker
-		breakerCountsScripts(t, c, bs)
+		breakerCountsScripts(t, Config{Mode: "standalone", Addrs: []string{redistest.Standalone(t)}})
 	})
-	t.Run("cluster", func(t *testing.T) {
-		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: redistest.Cluster(t), MaxRetries: -1})
-		t.Cleanup(func() { _ = cc.Close() })
-		bs := NewBreakers(cc, BreakerOptions{Failures: 3, Cooldown: time.Minute})
-		cc.OnNewNode(func(n *goredis.Client) { n.AddHook(failHook{}) }) // below each node's breaker
-		breakerCountsScripts(t, cc, bs)
-	})
+	t.Run("cluster", func(t *testing.T) { breakerCountsScripts(t, Config{Mode: "cluster", Addrs: redistest.Cluster(t)}) })
 }
 
-func breakerCountsScripts(t *testing.T, c goredis.UniversalClient, bs *Breakers) {
+// breakerCountsScripts builds no Store, only a client (NewClient, with
+// coordd's options) and its breakers, with failHook added below them (on
+// a Cluster, below each node's breaker), as Open adds Config.Hooks.
+func breakerCountsScripts(t *testing.T, cfg Config) {
+	c, err := NewClient(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	bs := NewBreakers(c, BreakerOptions{Failures: 3, Cooldown: time.Minute})
+	addHooks(c, []goredis.Hook{failHook{}})
+
 	ctx := context.Background()
 	pipe := c.Pipeline()
 	tag := "{bk" + token.New()[:8] + "}"

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
@@ -34,15 +33,14 @@ func BenchmarkRedis(b *testing.B) {
 }
 
 func benchRedis(b *testing.B, addrs []string) {
-	var c goredis.UniversalClient
+	mode := "standalone"
 	if len(addrs) > 1 {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, PoolSize: 64, MaxRetries: -1})
-	} else {
-		c = goredis.NewClient(&goredis.Options{Addr: addrs[0], PoolSize: 64, MaxRetries: -1})
+		mode = "cluster"
 	}
-	defer c.Close()
 	ctx := context.Background()
-	st, err := New(ctx, Options{Client: c, Prefix: "bench", MaxBatch: 64})
+	// Not openStore: the benchmark function runs several times, and each
+	// run's store closes (with its client) when the run ends.
+	st, err := Open(ctx, Config{Mode: mode, Addrs: addrs, PoolSize: 64, Prefix: "bench", MaxBatch: 64})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,7 +97,7 @@ func benchRedis(b *testing.B, addrs []string) {
 		run(b, true, func() error {
 			name := store.Scope("default", "l"+strconv.FormatInt(seq.Add(1), 10))
 			tok := token.New()
-			if err := st.eval(ctx, lockAcquire, st.keys.lock(name), tok, "", int64(60e6), 0, "", 0).Err(); err != nil {
+			if err := st.eval(ctx, lockAcquire, st.keys.lock(name), tok, "", int64(60e6), 0, "", 0, st.timeSeen.Load(), boolArg(false)).Err(); err != nil {
 				return err
 			}
 			return st.eval(ctx, lockRelease, st.keys.lock(name)[:1], tok, st.keys.channel(store.LockTopic(name)), "0").Err()

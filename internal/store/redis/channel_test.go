@@ -56,7 +56,7 @@ func TestChannelOfEveryTopicKind(t *testing.T) {
 // store's topic functions made fails at once, as no outage (retrying cannot
 // help), and leaves no subscription behind.
 func TestSubscribeUnknownTopic(t *testing.T) {
-	s, _, _ := rgStandalone(t, redistest.Standalone(t), nil, Options{})
+	s, _, _ := rgStandalone(t, redistest.Standalone(t), nil, Config{})
 	sub, err := s.Subscribe(t.Context(), "bogus:x")
 	if !errors.Is(err, errUnknownTopic) || errors.Is(err, store.ErrUnavailable) || sub != nil {
 		t.Fatalf("Subscribe(bogus:x) = %v, %v, want errUnknownTopic", sub, err)

@@ -36,24 +36,21 @@ import (
 	"github.com/coordd/coordd/internal/validate"
 )
 
-// clusterStore returns a Store on a new ClusterClient to the shared Cluster,
-// with a random key prefix, and deletes every key under that prefix when the
-// test ends. opts.Client and opts.Prefix are filled in.
-func clusterStore(t *testing.T, opts Options) (*Store, *goredis.ClusterClient) {
+// clusterStore returns a Store opened (Open) on the shared Cluster as cfg
+// says, with a pool of 64 connections per node and a random key prefix, and
+// deletes every key under that prefix when the test ends; and the store's
+// client. cfg.Addrs and cfg.Prefix are filled in.
+func clusterStore(t *testing.T, cfg Config) (*Store, *goredis.ClusterClient) {
 	t.Helper()
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: redistest.Cluster(t), PoolSize: 64})
-	t.Cleanup(func() { _ = cc.Close() })
-	opts.Client = cc
-	opts.Prefix = "ct" + token.New()[:12]
-	t.Cleanup(func() { deletePrefix(t, cc, opts.Prefix) })
-	if opts.Timeout == 0 {
-		opts.Timeout = 5 * time.Second
+	cfg.Mode, cfg.Addrs, cfg.PoolSize = "cluster", redistest.Cluster(t), 64
+	cfg.Prefix = "ct" + token.New()[:12]
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
 	}
-	st, err := New(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := openStore(t, cfg)
+	cc := st.Client().(*goredis.ClusterClient)
+	// Registered after openStore's Close, so run before it.
+	t.Cleanup(func() { deletePrefix(t, cc, cfg.Prefix) })
 	return st, cc
 }
 
@@ -277,7 +274,7 @@ var crossSlotLimits = []store.Limit{
 // multi-node pipelines of the sessions that hold locks all over (session
 // pipelines); the spread of the names (coverage).
 func TestNoCrossSlot(t *testing.T) {
-	st, cc := clusterStore(t, Options{})
+	st, cc := clusterStore(t, Config{})
 	x := newNoCrossSlot(st, cc, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 	t.Run("slots", x.slots)
 	t.Run("operations", x.operations)
@@ -799,7 +796,7 @@ func TestLockContentionOnCluster(t *testing.T) {
 		clients = 64
 		run     = 10 * time.Second
 	)
-	st, _ := clusterStore(t, Options{})
+	st, _ := clusterStore(t, Config{})
 	locks := coordv1.NewLockServiceClient(servertest.Serve(t, st, clock.Real{}))
 	var res fenced
 	var grants, timedOut, notReleased atomic.Int64
@@ -903,7 +900,7 @@ type admission struct {
 // refill, to the microsecond of its emission interval.
 func TestAllowConcurrentWindowsOnCluster(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
-	st, _ := clusterStore(t, Options{Clock: clk})
+	st, _ := clusterStore(t, Config{Clock: clk})
 	r := &windowsRun{clk: clk, limits: coordv1.NewRateLimitServiceClient(servertest.Serve(t, st, clk)), ctx: context.Background()}
 	t.Run("fixed_window", r.fixedWindow)
 	t.Run("sliding_log", r.slidingLog)

@@ -87,6 +87,8 @@ func TestEvictionPolicyRefused(t *testing.T) {
 	ctx := context.Background()
 	var seen policies
 	const recheck = 200 * time.Millisecond
+	// New, not Open: Open refuses an evicting Redis, and this is the store's
+	// own guard (with a Recheck and an OnPolicy Config does not have).
 	s, err := redis.New(ctx, redis.Options{Client: outageClient(t, []string{srv.Addr()}),
 		Eviction: redis.EvictionOptions{Recheck: recheck, OnPolicy: seen.on}})
 	if err != nil {
@@ -146,7 +148,9 @@ func TestEvictionAllowed(t *testing.T) {
 	srv := redistest.StartStandalone(t)
 	setPolicy(t, srv.Addr(), "volatile-lru", 0)
 	ctx := context.Background()
-	s, err := redis.New(ctx, redis.Options{Client: outageClient(t, []string{srv.Addr()}), Eviction: redis.EvictionOptions{Allow: true}})
+	cfg := outageConfig([]string{srv.Addr()})
+	cfg.Timeout, cfg.BreakerFailures, cfg.AllowEviction = 0, 0, true // the store's default timeout, no breakers
+	s, err := redis.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +169,8 @@ func TestEvictionAllowed(t *testing.T) {
 func TestEvictionCheckedAfterReconnect(t *testing.T) {
 	srv := redistest.StartStandalone(t)
 	ctx := context.Background()
+	// New, not Open: a Recheck of an hour (Config has none) shows that the
+	// re-read is the reconnection's, not the periodic one's.
 	s, err := redis.New(ctx, redis.Options{Client: outageClient(t, []string{srv.Addr()}), Timeout: outageStoreTimeout,
 		Eviction: redis.EvictionOptions{Recheck: time.Hour}})
 	if err != nil {
@@ -193,6 +199,8 @@ func TestEvictionClusterNamesTheMaster(t *testing.T) {
 	bad := cl.Masters()[1].Addr()
 	setPolicy(t, bad, "volatile-ttl", 0)
 	ctx := context.Background()
+	// New, not Open: Open refuses a Cluster with an evicting master; this is
+	// the store's own guard, per master.
 	s, err := redis.New(ctx, redis.Options{Client: outageClient(t, cl.Addrs())})
 	if err != nil {
 		t.Fatal(err)
@@ -248,8 +256,9 @@ func TestEvictionGrantsALiveLockTwice(t *testing.T) {
 	}
 	setPolicy(t, srv.Addr(), "volatile-lru", used+512<<10)
 
-	s, err := redis.New(ctx, redis.Options{Client: outageClient(t, []string{srv.Addr()}), Timeout: 5 * time.Second,
-		Eviction: redis.EvictionOptions{Allow: true}})
+	cfg := outageConfig([]string{srv.Addr()})
+	cfg.Timeout, cfg.BreakerFailures, cfg.AllowEviction = 5*time.Second, 0, true
+	s, err := redis.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestKeyLifetimes(t *testing.T) {
 	addr := redistest.Standalone(t)
 	clk := clock.NewFake(rgT0)
 	const deadTTL = time.Hour
-	s, c, _ := rgStandalone(t, addr, clk, Options{DeadLetterTTL: deadTTL})
+	s, c, _ := rgStandalone(t, addr, clk, Config{DeadLetterTTL: deadTTL})
 	ctx := context.Background()
 	slack := time.Duration(s.timeArgs()[1].(int64)) * time.Millisecond
 	noErr := func(what string, err error) {

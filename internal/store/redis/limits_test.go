@@ -20,7 +20,7 @@ func TestLimitKeysOutliveAStepBack(t *testing.T) {
 	addr := redistest.Standalone(t)
 	ctx := context.Background()
 	t.Run("fixed window", func(t *testing.T) {
-		s, c, _ := rgStandalone(t, addr, nil, Options{}) // Redis's TIME, no slack
+		s, c, _ := rgStandalone(t, addr, nil, Config{}) // Redis's TIME, no slack
 		l := store.Limit{Algorithm: store.FixedWindow, Limit: 5, Period: time.Hour}
 		if d, err := s.Allow(ctx, "k", l, 1, false); err != nil || !d.Allowed {
 			t.Fatalf("Allow = %+v, %v", d, err)
@@ -36,7 +36,7 @@ func TestLimitKeysOutliveAStepBack(t *testing.T) {
 	})
 	t.Run("sliding log", func(t *testing.T) {
 		clk := clock.NewFake(rgT0)
-		s, c, _ := rgStandalone(t, addr, clk, Options{}) // slack: an hour on every expiry
+		s, c, _ := rgStandalone(t, addr, clk, Config{}) // slack: an hour on every expiry
 		l := store.Limit{Algorithm: store.SlidingLog, Limit: 5, Period: time.Second}
 		if _, err := s.Allow(ctx, "k", l, 1, false); err != nil {
 			t.Fatal(err)

@@ -43,12 +43,12 @@ func TestLuaRecordsRandom(t *testing.T) {
 	t.Logf("seed %d (COORDD_LUA_SEED=%d repeats it)", seed, seed)
 	t.Run("standalone", func(t *testing.T) {
 		clk := clock.NewFake(rgT0)
-		s, _, _ := rgStandalone(t, redistest.Standalone(t), clk, Options{})
+		s, _, _ := rgStandalone(t, redistest.Standalone(t), clk, Config{})
 		luaRecords(t, s, clk, seed)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		clk := clock.NewFake(rgT0)
-		s, _ := clusterStore(t, Options{Clock: clk})
+		s, _ := clusterStore(t, Config{Clock: clk})
 		luaRecords(t, s, clk, seed)
 	})
 }

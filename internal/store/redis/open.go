@@ -52,6 +52,14 @@ type Config struct {
 	// AllowEviction lets the store serve from masters whose
 	// maxmemory-policy may evict keys (EvictionOptions.Allow).
 	AllowEviction bool
+	// ClientName, if set, names every connection (CLIENT SETNAME), so that
+	// coordd's connections can be told apart in CLIENT LIST.
+	ClientName string
+	// Hooks are added to the client (on a Cluster, to each node's client),
+	// below the circuit breakers and above the eviction guard: for
+	// instrumentation such as tracing or metrics. Tests use them to count or
+	// fail commands and dials on a store that is otherwise the daemon's.
+	Hooks []redis.Hook
 
 	DeadLetterTTL time.Duration
 	Observe       func(op string, d time.Duration, err error)
@@ -79,8 +87,8 @@ func DefaultConfig() Config {
 
 // ClientOptions returns the go-redis options coordd connects with: no
 // retries, the context's deadline on the socket, Timeout as the read and
-// write timeout. A test that needs a client of its own beside a Store's
-// (to read or change keys behind its back) builds it from these.
+// write timeout. NewClient and Open connect with them; a test's own clients
+// of a node, beside a Store's, come from redistest.Options instead.
 func ClientOptions(c Config) (*redis.UniversalOptions, error) {
 	var tlsConfig *tls.Config
 	if c.TLS {
@@ -99,7 +107,7 @@ func ClientOptions(c Config) (*redis.UniversalOptions, error) {
 	return &redis.UniversalOptions{
 		Addrs: c.Addrs, MasterName: c.MasterName, Username: c.Username, Password: c.Password, DB: c.DB,
 		TLSConfig: tlsConfig, DialTimeout: c.DialTimeout, ReadTimeout: c.Timeout, WriteTimeout: c.Timeout,
-		ContextTimeoutEnabled: true, PoolSize: c.PoolSize,
+		ContextTimeoutEnabled: true, PoolSize: c.PoolSize, ClientName: c.ClientName,
 		// No silent retries: a script that timed out may have run, and
 		// running it again (an Allow, an Enqueue) would do it twice. coordd
 		// reports the uncertain outcome instead.
@@ -107,8 +115,37 @@ func ClientOptions(c Config) (*redis.UniversalOptions, error) {
 	}, nil
 }
 
-// NewClient connects as c.Mode says (see Config.Mode), with ClientOptions.
+// NewClient connects as c.Mode says (see Config.Mode), with ClientOptions
+// and c.Hooks.
 func NewClient(ctx context.Context, c Config) (redis.UniversalClient, error) {
+	client, err := newClient(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	addHooks(client, c.Hooks)
+	return client, nil
+}
+
+// addHooks adds hooks to client, or on a Cluster to each node's client as
+// it is created (as the breakers and the eviction guard are), in order.
+func addHooks(client redis.UniversalClient, hooks []redis.Hook) {
+	if len(hooks) == 0 {
+		return
+	}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(node *redis.Client) {
+			for _, h := range hooks {
+				node.AddHook(h)
+			}
+		})
+		return
+	}
+	for _, h := range hooks {
+		client.AddHook(h)
+	}
+}
+
+func newClient(ctx context.Context, c Config) (redis.UniversalClient, error) {
 	opts, err := ClientOptions(c)
 	if err != nil {
 		return nil, err
@@ -169,7 +206,7 @@ func detectMode(ctx context.Context, c Config, opts *redis.UniversalOptions, log
 // first command.
 func Open(ctx context.Context, c Config) (*Store, error) {
 	log := logger(c)
-	client, err := NewClient(ctx, c)
+	client, err := newClient(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +214,7 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 	if c.BreakerFailures > 0 {
 		breakers = NewBreakers(client, BreakerOptions{Failures: c.BreakerFailures, Cooldown: c.BreakerCooldown})
 	}
+	addHooks(client, c.Hooks) // below the breakers: what they see fail counts
 	st, err := New(ctx, Options{
 		Client: client, Prefix: c.Prefix, Timeout: c.Timeout, Breakers: breakers,
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout, Clock: c.Clock,

@@ -354,12 +354,15 @@ type fenceFixture struct {
 
 func newFenceFixture(t *testing.T) *fenceFixture {
 	c := redistest.StartCluster(t, 3, 1)
-	rc := outageClient(t, c.Addrs())
-	st, err := redis.New(context.Background(), redis.Options{Client: rc, Timeout: time.Second})
+	// outageConfig's client, with a timeout of a second and no breakers.
+	cfg := outageConfig(c.Addrs())
+	cfg.Timeout, cfg.BreakerFailures = time.Second, 0
+	st, err := redis.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	rc := st.Client()
 
 	// One lock name, and others until every master owns one.
 	main := "fence-main"
@@ -618,9 +621,19 @@ func TestUncertainLockIsNotReportedAsNo(t *testing.T) {
 	st := outageStore(t, []string{srv.Addr()})
 	cc := serveCoordd(t, st)
 
-	admin := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), MaxRetries: -1, ReadTimeout: 5 * time.Second})
+	// As before: 5s reads, to wait out a freeze, and go-redis' default pool,
+	// so that a freeze never waits for the connection of one still running.
+	adminOpts := redistest.Options(srv.Addr())
+	adminOpts.ReadTimeout, adminOpts.PoolSize = 5*time.Second, 0
+	admin := goredis.NewClient(adminOpts)
 	t.Cleanup(func() { _ = admin.Close() })
-	probe := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), MaxRetries: -1, ReadTimeout: 30 * time.Millisecond, DialTimeout: 30 * time.Millisecond})
+	// The probe tells a frozen Redis from a live one by a 30 ms timeout; and
+	// keeps go-redis' default pool, where one failed dial does not make
+	// every later Ping fail at once (as it does with a pool of one).
+	probeOpts := redistest.Options(srv.Addr())
+	probeOpts.ReadTimeout, probeOpts.DialTimeout = 30*time.Millisecond, 30*time.Millisecond
+	probeOpts.PoolSize = 0
+	probe := goredis.NewClient(probeOpts)
 	t.Cleanup(func() { _ = probe.Close() })
 
 	// Warm up: coordd's pool has a connection, the scripts are loaded.

@@ -81,27 +81,21 @@ func TestRegressionPubSubOneConnectionPerNode(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		addr := redistest.Standalone(t)
 		name := "ps" + token.New()[:10]
-		c := goredis.NewClient(&goredis.Options{Addr: addr, ClientName: name})
-		t.Cleanup(func() { _ = c.Close() })
-		onePerNode(t, c, name, []string{addr}, 1)
+		onePerNode(t, name, []string{addr}, 1)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		addrs := redistest.Cluster(t)
 		name := "ps" + token.New()[:10]
-		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ClientName: name})
-		t.Cleanup(func() { _ = cc.Close() })
-		onePerNode(t, cc, name, addrs, 3)
+		onePerNode(t, name, addrs, 3)
 	})
 }
 
-func onePerNode(t *testing.T, c goredis.UniversalClient, name string, nodes []string, masters int) {
+func onePerNode(t *testing.T, name string, nodes []string, masters int) {
 	defer rgCloseAdmins()
 	ctx := context.Background()
-	s, err := New(ctx, Options{Client: c, Prefix: "ps" + token.New()[:12], Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openStore(t, Config{Addrs: nodes, ClientName: name, Prefix: "ps" + token.New()[:12], Timeout: 5 * time.Second})
+	c := s.Client()
+	var err error
 	const n = 50
 	topics := make([]string, n)
 	subs := make([]*store.Subscription, n)
@@ -219,30 +213,24 @@ func (d *dialCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) gore
 func TestRegressionPubSubNoDialWhileBreakerOpen(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		srv := redistest.StartStandalone(t)
-		c := coorddClient(t, []string{srv.Addr()}, 300*time.Millisecond)
-		bs := NewBreakers(c, BreakerOptions{Failures: 1, Cooldown: time.Minute})
-		d := &dialCounter{n: map[string]int{}}
-		c.AddHook(d)
-		noDialWhileOpen(t, c, bs, d, func(string) string { return srv.Addr() })
+		noDialWhileOpen(t, []string{srv.Addr()}, func(string) string { return srv.Addr() })
 	})
 	t.Run("cluster", func(t *testing.T) {
 		cl := redistest.StartCluster(t, 3, 0)
-		c := coorddClient(t, cl.Addrs(), 300*time.Millisecond)
-		bs := NewBreakers(c, BreakerOptions{Failures: 1, Cooldown: time.Minute})
-		d := &dialCounter{n: map[string]int{}}
-		c.(*goredis.ClusterClient).OnNewNode(func(n *goredis.Client) { n.AddHook(d) })
-		noDialWhileOpen(t, c, bs, d, func(key string) string { return cl.MasterFor(key).Addr() })
+		noDialWhileOpen(t, cl.Addrs(), func(key string) string { return cl.MasterFor(key).Addr() })
 	})
 }
 
-func noDialWhileOpen(t *testing.T, c goredis.UniversalClient, bs *Breakers, d *dialCounter, masterFor func(string) string) {
+func noDialWhileOpen(t *testing.T, addrs []string, masterFor func(string) string) {
 	defer rgCloseAdmins()
 	ctx := context.Background()
-	s, err := New(ctx, Options{Client: c, Breakers: bs, Timeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	// The dial counter is one of Config.Hooks: below the breakers (on a
+	// Cluster, below each node's).
+	d := &dialCounter{n: map[string]int{}}
+	cfg := coorddConfig(addrs, 300*time.Millisecond)
+	cfg.BreakerFailures, cfg.BreakerCooldown, cfg.Hooks = 1, time.Minute, []goredis.Hook{d}
+	s := openStore(t, cfg)
+	c, bs := s.Client(), s.breakers
 	lim := store.Limit{Algorithm: store.FixedWindow, Limit: 10, Period: time.Minute}
 	target := masterFor(s.keys.limit("ns:k", lim)[0])
 	var topic string
@@ -297,13 +285,9 @@ func TestPubSubWakesAfterReconnect(t *testing.T) {
 
 func wakesAfterReconnect(t *testing.T, addrs []string, masterFor func(string) *redistest.Server, healthy func()) {
 	defer rgCloseAdmins()
-	c := coorddClient(t, addrs, time.Second)
 	ctx := context.Background()
-	s, err := New(ctx, Options{Client: c, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openStore(t, coorddConfig(addrs, time.Second))
+	c := s.Client()
 	// Three topics of one node.
 	node := masterFor(s.keys.channel(store.LockTopic("ns:L0")))
 	var topics []string
@@ -355,13 +339,9 @@ func wakesAfterReconnect(t *testing.T, addrs []string, masterFor func(string) *r
 func TestPubSubFrozenNodeRecovers(t *testing.T) {
 	defer rgCloseAdmins()
 	srv := redistest.StartStandalone(t)
-	c := coorddClient(t, []string{srv.Addr()}, 300*time.Millisecond)
 	ctx := context.Background()
-	s, err := New(ctx, Options{Client: c, Timeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openStore(t, coorddConfig([]string{srv.Addr()}, 300*time.Millisecond))
+	c := s.Client()
 	topic := store.LockTopic("ns:L")
 	sub, err := s.Subscribe(ctx, topic)
 	if err != nil {
@@ -395,24 +375,17 @@ func TestPubSubFrozenNodeRecovers(t *testing.T) {
 // once all have gone no channel is subscribed.
 func TestPubSubChurn(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
-		c := goredis.NewClient(&goredis.Options{Addr: redistest.Standalone(t)})
-		t.Cleanup(func() { _ = c.Close() })
-		churn(t, c)
+		churn(t, []string{redistest.Standalone(t)})
 	})
 	t.Run("cluster", func(t *testing.T) {
-		cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: redistest.Cluster(t)})
-		t.Cleanup(func() { _ = cc.Close() })
-		churn(t, cc)
+		churn(t, redistest.Cluster(t))
 	})
 }
 
-func churn(t *testing.T, c goredis.UniversalClient) {
+func churn(t *testing.T, addrs []string) {
 	ctx := context.Background()
-	s, err := New(ctx, Options{Client: c, Prefix: "ps" + token.New()[:12], Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openStore(t, Config{Addrs: addrs, Prefix: "ps" + token.New()[:12], Timeout: 5 * time.Second})
+	c := s.Client()
 	topics := make([]string, 6)
 	for i := range topics {
 		topics[i] = store.LockTopic("ns:C" + strconv.Itoa(i))

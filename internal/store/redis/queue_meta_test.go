@@ -17,7 +17,7 @@ import (
 // it), fails with errCorrupt naming the script, having changed nothing,
 // where it would otherwise misread it.
 func TestQueueMetaVersioned(t *testing.T) {
-	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Options{})
+	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Config{})
 	ctx := t.Context()
 	const q = "ns:q"
 	k := s.keys.queue(q)

@@ -41,7 +41,7 @@ func TestRegressionDuplicateEnqueueIsReplicated(t *testing.T) {
 	master, replica := redistest.StartStandalone(t), redistest.StartStandalone(t)
 	defer rgCloseAdmins()
 	ctx := context.Background()
-	opts := Options{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond, Prefix: "rg" + token.New()[:12]}
+	opts := Config{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond, Prefix: "rg" + token.New()[:12]}
 	s, _, _ := rgStandalone(t, master.Addr(), nil, opts)
 	const q = "ns:q"
 	enqueue := func(s *Store, dedup string) (store.Enqueued, error) {

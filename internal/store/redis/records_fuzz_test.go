@@ -45,23 +45,23 @@ type fuzzEnv struct {
 
 func newFuzzEnv(f *testing.F) *fuzzEnv {
 	addr := redistest.Standalone(f)
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	prefix := "fz" + token.New()[:12]
 	clk := clock.NewFake(fuzzT0)
-	s, err := New(context.Background(), Options{Client: c, Prefix: prefix, Timeout: 5 * time.Second, Clock: clk})
+	s, err := Open(context.Background(), Config{Mode: "standalone", Addrs: []string{addr}, Prefix: prefix, Timeout: 5 * time.Second, Clock: clk})
 	if err != nil {
 		f.Fatal(err)
 	}
+	c := s.Client().(*goredis.Client)
 	f.Cleanup(func() {
-		_ = s.Close()
-		// What an input that failed before its own cleanup may have left.
+		// What an input that failed before its own cleanup may have left,
+		// through the store's client before its Close closes it.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
 		for iter.Next(ctx) {
 			_ = c.Unlink(ctx, iter.Val()).Err()
 		}
-		_ = c.Close()
+		_ = s.Close()
 	})
 	return &fuzzEnv{s: s, c: c, clk: clk}
 }

@@ -109,37 +109,31 @@ func (h *rgHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.P
 // rgT0 is the simulated clock's start.
 var rgT0 = time.Unix(1_800_000_000, 0)
 
-// rgStandalone returns a Store on a new client of the Redis at addr, with
-// rgHook installed, a random key prefix (deleted when the test ends) and, if
-// clk is not nil, the simulated clock.
-func rgStandalone(t *testing.T, addr string, clk clock.Clock, opts Options) (*Store, *goredis.Client, *rgHook) {
+// rgStandalone returns a Store opened (Open) on the Redis at addr as cfg
+// says, with rgHook installed, a random key prefix (deleted when the test
+// ends) and, if clk is not nil, the simulated clock; and the store's client.
+func rgStandalone(t *testing.T, addr string, clk clock.Clock, cfg Config) (*Store, *goredis.Client, *rgHook) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	t.Cleanup(func() { _ = c.Close() })
 	h := newRgHook()
-	c.AddHook(h)
-	opts.Client = c
-	if opts.Prefix == "" {
-		opts.Prefix = "rg" + token.New()[:12]
+	cfg.Addrs = []string{addr}
+	cfg.Hooks = append(cfg.Hooks, h)
+	if cfg.Prefix == "" {
+		cfg.Prefix = "rg" + token.New()[:12]
 	}
-	t.Cleanup(func() { rgDeletePrefix(t, addr, opts.Prefix) })
-	if opts.Timeout == 0 {
-		opts.Timeout = 5 * time.Second
+	t.Cleanup(func() { rgDeletePrefix(t, addr, cfg.Prefix) })
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
 	}
 	if clk != nil {
-		opts.Clock = clk
+		cfg.Clock = clk
 	}
-	s, err := New(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s, c, h
+	s := openStore(t, cfg)
+	return s, s.Client().(*goredis.Client), h
 }
 
 // rgDeletePrefix deletes the keys under prefix on the standalone Redis at addr.
 func rgDeletePrefix(t *testing.T, addr, prefix string) {
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	c := goredis.NewClient(redistest.Options(addr))
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -180,7 +174,7 @@ func rgSession(t *testing.T, s *Store, ttl time.Duration, max int) string {
 // store.ErrUnavailable) and S's set no longer lists L.
 func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 	clk := clock.NewFake(rgT0)
-	s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Options{})
+	s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Config{})
 	ctx := context.Background()
 	sid := rgSession(t, s, 10*time.Second, 0)
 
@@ -237,7 +231,7 @@ func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 // S was live until T0+15 and kept alive: a keepalive then reported it lost.
 func TestRegressionAcquireNeverShortensLease(t *testing.T) {
 	clk := clock.NewFake(rgT0)
-	s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Options{})
+	s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Config{})
 	ctx := context.Background()
 	sid := rgSession(t, s, 10*time.Second, 0)
 
@@ -288,7 +282,7 @@ func TestRegressionAcquireNeverShortensLease(t *testing.T) {
 // shortened: S stays until T0+60.
 func TestRegressionSessionDeadlineNeverShortens(t *testing.T) {
 	clk := clock.NewFake(rgT0)
-	s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Options{})
+	s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Config{})
 	ctx := context.Background()
 	sid := rgSession(t, s, time.Minute, 0)
 
@@ -334,7 +328,7 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 	for _, relock := range []bool{false, true} {
 		t.Run(map[bool]string{false: "released", true: "relocked"}[relock], func(t *testing.T) {
 			clk := clock.NewFake(rgT0)
-			s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Options{})
+			s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Config{})
 			ctx := context.Background()
 			sid := rgSession(t, s, 10*time.Second, 0)
 			t1 := token.New()
@@ -387,13 +381,7 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 func TestRegressionPubSubSurvivesFailover(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	defer rgCloseAdmins()
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
-	t.Cleanup(func() { _ = cc.Close() })
-	s, err := New(context.Background(), Options{Client: cc, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openStore(t, Config{Addrs: c.Addrs(), Timeout: 2 * time.Second})
 	ctx := context.Background()
 	name := "ns:L"
 	key, channel := s.keys.lock(name)[0], s.keys.channel(store.LockTopic(name))
@@ -498,8 +486,11 @@ func rgAdmin(addr string) *goredis.Client {
 	if c := rgAdmins.m[addr]; c != nil {
 		return c
 	}
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, PoolSize: 2,
-		DialTimeout: time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: time.Second})
+	o := redistest.Options(addr)
+	// Kept from before redistest.Options: two connections and 5s reads, for
+	// the slower administrative commands (CLUSTER, DEBUG) of a busy node.
+	o.PoolSize, o.ReadTimeout = 2, 5*time.Second
+	c := goredis.NewClient(o)
 	rgAdmins.m[addr] = c
 	return c
 }
@@ -535,19 +526,12 @@ func rgCloseAdmins() {
 // Allow for a minute.
 func TestRegressionReplicaShortfallIsNotAnOutage(t *testing.T) {
 	addr := redistest.Standalone(t)
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	t.Cleanup(func() { _ = c.Close() })
-	bs := NewBreakers(c, BreakerOptions{Failures: 2, Cooldown: time.Minute})
 	prefix := "rg" + token.New()[:12]
 	t.Cleanup(func() { rgDeletePrefix(t, addr, prefix) })
-	s, err := New(context.Background(), Options{Client: c, Breakers: bs, Prefix: prefix,
+	s := openStore(t, Config{Addrs: []string{addr}, BreakerFailures: 2, BreakerCooldown: time.Minute, Prefix: prefix,
 		Timeout: 2 * time.Second, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
 	// The holder, through a store that does not wait for replicas.
-	plain, _, _ := rgStandalone(t, addr, nil, Options{Prefix: prefix})
+	plain, _, _ := rgStandalone(t, addr, nil, Config{Prefix: prefix})
 	ctx := context.Background()
 	if g, err := plain.AcquireLock(ctx, store.AcquireLock{Name: "ns:held", Token: token.New(), Owner: "holder", TTL: time.Minute}); err != nil || !g.Acquired {
 		t.Fatalf("holder's AcquireLock = %+v, %v", g, err)
@@ -590,16 +574,7 @@ func TestRegressionReplicaShortfallIsNotAnOutage(t *testing.T) {
 func TestRegressionBreakerChargesTheFailingNode(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0)
 	defer rgCloseAdmins()
-	// As coordd configures it (cmd/coordd/redis.go).
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs(), MaxRetries: -1,
-		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = cc.Close() })
-	bs := NewBreakers(cc, BreakerOptions{Failures: 2, Cooldown: time.Minute})
-	s, err := New(context.Background(), Options{Client: cc, Breakers: bs, Timeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openStore(t, Config{Addrs: c.Addrs(), Timeout: 300 * time.Millisecond, BreakerFailures: 2, BreakerCooldown: time.Minute})
 	ctx := context.Background()
 	lim := store.Limit{Algorithm: store.FixedWindow, Limit: 100, Period: time.Minute}
 
@@ -652,7 +627,7 @@ func TestRegressionBreakerChargesTheFailingNode(t *testing.T) {
 // reports them and deletes it.
 func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 	clk := clock.NewFake(rgT0)
-	s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Options{})
+	s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Config{})
 	ctx := context.Background()
 	sid := rgSession(t, s, time.Minute, 0)
 	names := []string{"ns:L1", "ns:L2"}
@@ -702,7 +677,7 @@ func TestRegressionHalfClosedSessionIsFinished(t *testing.T) {
 	for _, op := range []string{"KeepAliveSession", "CheckSession"} {
 		t.Run(op, func(t *testing.T) {
 			clk := clock.NewFake(rgT0)
-			s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Options{})
+			s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Config{})
 			ctx := context.Background()
 			sid := rgSession(t, s, time.Minute, 0)
 			if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L1", Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
@@ -739,7 +714,7 @@ func TestRegressionHalfClosedSessionIsFinished(t *testing.T) {
 // string, so that the keepalive pipeline's ZADD answers WRONGTYPE. The old
 // code failed the keepalive with it (and indexed every session, cap or not).
 func TestRegressionKeepAliveIgnoresIndexFailure(t *testing.T) {
-	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Options{})
+	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Config{})
 	ctx := context.Background()
 
 	free := "free" + strings.ToLower(token.New()[:8])
@@ -781,14 +756,8 @@ func TestRegressionPipelineRerunsOnlyNoscript(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	defer rgCloseAdmins()
 	rgReplicasListed(t, c)
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
-	t.Cleanup(func() { _ = cc.Close() })
 	ctx := context.Background()
-	s, err := New(ctx, Options{Client: cc, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openStore(t, Config{Addrs: c.Addrs(), Timeout: 2 * time.Second})
 
 	// New loads the scripts on every node CLUSTER SLOTS lists.
 	hashes := make([]string, len(allScripts))
@@ -848,7 +817,7 @@ func TestRegressionPipelineRerunsOnlyNoscript(t *testing.T) {
 func rgReplicasListed(t *testing.T, c *redistest.ClusterProc) {
 	t.Helper()
 	ctx := context.Background()
-	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
+	cc := goredis.NewClusterClient(redistest.ClusterOptions(c.Addrs()))
 	defer cc.Close()
 	for i := range 64 {
 		if err := cc.Set(ctx, "rg:warm:"+strconv.Itoa(i), "x", time.Minute).Err(); err != nil {
@@ -922,7 +891,7 @@ func TestRegressionSessionEntryIsReplicated(t *testing.T) {
 			t.Fatal("the replica does not acknowledge writes")
 		}
 	}
-	s, c, h := rgStandalone(t, master.Addr(), nil, Options{WaitReplicas: 1, WaitTimeout: 500 * time.Millisecond})
+	s, c, h := rgStandalone(t, master.Addr(), nil, Config{WaitReplicas: 1, WaitTimeout: 500 * time.Millisecond})
 	sid := rgSession(t, s, time.Minute, 0)
 	locks := func() int64 {
 		n, err := c.HLen(ctx, s.keys.session(sid)[1]).Result()
@@ -982,7 +951,7 @@ func TestRegressionSessionEntryIsReplicated(t *testing.T) {
 // waiter polls every PollWithoutWakeups when it cannot subscribe, instead of
 // failing).
 func TestRegressionSubscribeAfterClose(t *testing.T) {
-	s, _, _ := rgStandalone(t, redistest.Standalone(t), nil, Options{})
+	s, _, _ := rgStandalone(t, redistest.Standalone(t), nil, Config{})
 	ctx := context.Background()
 	early, err := s.Subscribe(ctx, store.LockTopic("ns:early"))
 	if err != nil {
@@ -1025,7 +994,7 @@ func TestRegressionSubscribeAfterClose(t *testing.T) {
 // deadline, so the index of a namespace that went idle does not stay in
 // Redis forever. (Before, the index had no TTL.)
 func TestSessionIndexExpiresWithItsSessions(t *testing.T) {
-	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Options{})
+	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Config{})
 	ctx := context.Background()
 	ns := "idle" + strings.ToLower(token.New()[:8])
 	sid := ns + ":" + token.New()

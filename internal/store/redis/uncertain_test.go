@@ -95,10 +95,12 @@ func (p *cutProxy) accept() {
 func TestLostAnswerIsUncertain(t *testing.T) {
 	addr := redistest.Standalone(t)
 	proxy := newCutProxy(t, addr)
-	// go-redis retries by default; the store must stop it for scripts.
+	// go-redis retries by default; the store must stop it for scripts. So
+	// not Open, whose client never retries (MaxRetries -1) and would hide a
+	// store that let go-redis retry: a client with go-redis' defaults.
 	c := goredis.NewClient(&goredis.Options{Addr: proxy.lis.Addr().String()})
 	defer c.Close()
-	direct := goredis.NewClient(&goredis.Options{Addr: addr})
+	direct := goredis.NewClient(redistest.Options(addr))
 	defer direct.Close()
 	prefix := "t" + token.New()[:12]
 	s, err := redis.New(context.Background(), redis.Options{Client: c, Prefix: prefix, Timeout: 2 * time.Second})
@@ -145,23 +147,22 @@ func twoInstances(t *testing.T) (cut, other *redis.Store, proxy *cutProxy, direc
 	t.Helper()
 	addr := redistest.Standalone(t)
 	proxy = newCutProxy(t, addr)
-	c := goredis.NewClient(&goredis.Options{Addr: proxy.lis.Addr().String()})
-	t.Cleanup(func() { _ = c.Close() })
-	direct = goredis.NewClient(&goredis.Options{Addr: addr})
-	t.Cleanup(func() { _ = direct.Close() })
 	prefix = "t" + token.New()[:12]
 	var err error
 	for _, st := range []struct {
-		s **redis.Store
-		c *goredis.Client
-	}{{&cut, c}, {&other, direct}} {
-		if *st.s, err = redis.New(context.Background(), redis.Options{Client: st.c, Prefix: prefix, Timeout: 2 * time.Second}); err != nil {
+		s    **redis.Store
+		addr string
+	}{{&cut, proxy.lis.Addr().String()}, {&other, addr}} {
+		cfg := redis.Config{Mode: "standalone", Addrs: []string{st.addr}, Prefix: prefix, Timeout: 2 * time.Second}
+		if *st.s, err = redis.Open(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
 		s := *st.s
 		t.Cleanup(func() { _ = s.Close() })
 	}
-	return cut, other, proxy, direct, prefix
+	// other's client, as before: the test reads behind the stores' backs
+	// through the connection of the instance that reaches Redis directly.
+	return cut, other, proxy, other.Client().(*goredis.Client), prefix
 }
 
 // TestUncertainSessionBindingIsNeverRenewed: a session-bound grant whose
