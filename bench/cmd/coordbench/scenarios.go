@@ -364,7 +364,11 @@ func (b *bench) runIdem(ctx context.Context) {
 			if err != nil {
 				return err
 			}
-			if n, _ := r[0].(int64); n != 1 {
+			// {OK, EXECUTE, ...}: claimed for this owner (lua/idem_begin.lua).
+			if code, _ := r[0].(int64); code != 1 || len(r) < 2 {
+				return errNotExecute
+			}
+			if outcome, _ := r[1].(int64); outcome != 1 {
 				return errNotExecute
 			}
 			n, err := b.lua.idemFinish.Run(ctx, b.rdb, k, args(owner, "c", string(idemResult), idemResultTTL.Microseconds(), b.keys.idemChannel(key))...).Int64()
@@ -414,7 +418,8 @@ func (b *bench) runEnqueue(ctx context.Context) {
 			q := scope(directNS, names[w.rng.IntN(len(names))])
 			r, err := b.lua.queueEnqueue.Run(ctx, b.rdb, b.keys.queue(q), b.enqueueArgs(q)...).Slice()
 			if err == nil {
-				if n, _ := r[0].(int64); n != 0 {
+				// OK (lua/prelude.lua): added; DUPLICATE otherwise.
+				if n, _ := r[0].(int64); n != 1 {
 					err = errors.New("enqueue: a duplicate")
 				}
 			}
