@@ -119,6 +119,20 @@ func (p *inProcess) stop(t *testing.T, within time.Duration) (time.Duration, err
 	}
 }
 
+// clients waits until p serves and returns a gRPC connection to it, an HTTP
+// client, and a context for the test's calls, all ended when the test ends.
+func (p *inProcess) clients(t *testing.T) (*grpc.ClientConn, *http.Client, context.Context) {
+	t.Helper()
+	conn := dial(t, p.grpcAddr)
+	t.Cleanup(func() { _ = conn.Close() })
+	hc := newHTTPClient()
+	t.Cleanup(hc.CloseIdleConnections)
+	waitServing(t, conn, 5*time.Second, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return conn, hc, ctx
+}
+
 // dial opens a client connection; the caller closes it.
 func dial(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()

@@ -95,13 +95,7 @@ func TestMetricsScrape(t *testing.T) {
 		c.Metrics.Queues = []metrics.QueueRef{{Namespace: "default", Name: queue}}
 		c.RateLimit.Policies = []PolicyConfig{{Name: "p", Algorithm: "fixed_window", Limit: 2, Period: time.Hour}}
 	})
-	conn := dial(t, p.grpcAddr)
-	defer conn.Close()
-	hc := newHTTPClient()
-	defer hc.CloseIdleConnections()
-	waitServing(t, conn, 5*time.Second, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	conn, hc, ctx := p.clients(t)
 
 	s := &metricsScenario{
 		t: t, ctx: ctx, conn: conn, hc: hc, httpAddr: p.httpAddr,
@@ -509,13 +503,7 @@ func TestMetricsStoreOnRedis(t *testing.T) {
 		c.Redis.Mode = "standalone"
 		c.Redis.Addrs = []string{srv.Addr()}
 	})
-	conn := dial(t, p.grpcAddr)
-	defer conn.Close()
-	hc := newHTTPClient()
-	defer hc.CloseIdleConnections()
-	waitServing(t, conn, 5*time.Second, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	conn, hc, ctx := p.clients(t)
 	locks := coordv1.NewLockServiceClient(conn)
 
 	before := getMetrics(t, hc, p.httpAddr)

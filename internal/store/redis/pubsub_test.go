@@ -164,6 +164,13 @@ func onePerNode(t *testing.T, name string, nodes []string, masters int) {
 
 	// The last waiters leave: every channel is unsubscribed.
 	closeAll()
+	wantUnsubscribed(t, c, s, topics)
+}
+
+// wantUnsubscribed checks that every topic's channel ends up with no
+// subscriber, once every waiter has left.
+func wantUnsubscribed(t *testing.T, c goredis.UniversalClient, s *Store, topics []string) {
+	t.Helper()
 	if err := eventually(10*time.Second, func() error {
 		for i, topic := range topics {
 			if k := shardSubscribers(t, c, s.keys.channel(topic)); k != 0 {
@@ -418,14 +425,5 @@ func churn(t *testing.T, addrs []string) {
 	if t.Failed() {
 		return
 	}
-	if err := eventually(10*time.Second, func() error {
-		for i, topic := range topics {
-			if k := shardSubscribers(t, c, s.keys.channel(topic)); k != 0 {
-				return fmt.Errorf("topic %d's channel still has %d subscribers", i, k)
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Errorf("after every waiter left: %v; want each channel unsubscribed", err)
-	}
+	wantUnsubscribed(t, c, s, topics)
 }
