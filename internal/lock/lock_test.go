@@ -53,7 +53,7 @@ func (h *harness) held(t *testing.T, name string) store.LockInfo {
 func (h *harness) session(t *testing.T) string {
 	t.Helper()
 	id := token.New()
-	if _, err := h.mem.CreateSession(t.Context(), store.Scope(ns, id), time.Minute, 0); err != nil {
+	if _, err := h.mem.CreateSession(t.Context(), store.Scope(ns, id), time.Minute, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -182,7 +182,7 @@ func TestLockSessionNotFound(t *testing.T) {
 		{"unknown", func(*testing.T, *harness) string { return token.New() }},
 		{"expired", func(t *testing.T, h *harness) string {
 			id := token.New()
-			if _, err := h.mem.CreateSession(t.Context(), store.Scope(ns, id), time.Second, 0); err != nil {
+			if _, err := h.mem.CreateSession(t.Context(), store.Scope(ns, id), time.Second, 0, 0); err != nil {
 				t.Fatal(err)
 			}
 			h.clock.Advance(2 * time.Second)
@@ -190,7 +190,7 @@ func TestLockSessionNotFound(t *testing.T) {
 		}},
 		{"in another namespace", func(t *testing.T, h *harness) string {
 			id := token.New()
-			if _, err := h.mem.CreateSession(t.Context(), store.Scope("other", id), time.Minute, 0); err != nil {
+			if _, err := h.mem.CreateSession(t.Context(), store.Scope("other", id), time.Minute, 0, 0); err != nil {
 				t.Fatal(err)
 			}
 			return id

@@ -56,9 +56,9 @@ func (p *panicky) AcquireLock(ctx context.Context, req store.AcquireLock) (store
 	return p.Store.AcquireLock(ctx, req)
 }
 
-func (p *panicky) CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (store.SessionState, error) {
+func (p *panicky) CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {
 	p.trip(&p.createSession)
-	return p.Store.CreateSession(ctx, id, ttl, max)
+	return p.Store.CreateSession(ctx, id, ttl, max, lockDelay)
 }
 
 func withPanicky(p **panicky) func(*config) {

@@ -270,7 +270,7 @@ func TestKeepAliveStoreUnavailable(t *testing.T) {
 			t.Run("resume", func(t *testing.T) {
 				var f *storetest.Faulty
 				h := newHarness(t, withFaulty(&f))
-				s, err := h.st.CreateSession(ctx(t), store.Scope("default", token.New()), time.Minute, 0)
+				s, err := h.st.CreateSession(ctx(t), store.Scope("default", token.New()), time.Minute, 0, 0)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -73,7 +73,7 @@ func (s *Service) Open(ctx context.Context, ns, id string, ttl time.Duration) (s
 		ttl = s.cfg.DefaultTTL
 	}
 	id = token.New()
-	st, err := s.st.CreateSession(ctx, store.Scope(ns, id), ttl, s.cfg.MaxPerNamespace)
+	st, err := s.st.CreateSession(ctx, store.Scope(ns, id), ttl, s.cfg.MaxPerNamespace, 0)
 	return unscope(ns, st), err
 }
 

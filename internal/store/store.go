@@ -66,6 +66,8 @@ func Namespace(scoped string) string {
 // Store is every kind of state together; a backend implements all of it.
 type Store interface {
 	Locks
+	Holds
+	Elections
 	Sessions
 	Limits
 	Idempotency
@@ -100,7 +102,9 @@ func QueueTopic(queue string) string { return "queue:" + queue }
 // to it, or a stream resumed it (the stream that drove it is superseded).
 func SessionTopic(id string) string { return "session:" + id }
 
-// Locks is lease storage with fencing.
+// Locks is lease storage with fencing: the holds of kind HoldLock (see
+// Holds for shared holders, waiting order and lock-delay). Each method is
+// its Holds counterpart with kind HoldLock.
 //
 // A lock is live while now < its deadline. Fences come from a counter that
 // never expires, raised to a time floor (the store's time in Unix
@@ -156,6 +160,19 @@ type AcquireLock struct {
 	// (locks, and later other HoldKinds), counting its unacknowledged loss
 	// reports; 0: no cap (tests only: lock.Config requires one).
 	MaxSessionLocks int
+
+	// Kind is the hold's kind for Holds.AcquireHold: HoldLock (also the
+	// zero value) or HoldSemaphore. AcquireLock ignores it.
+	Kind HoldKind
+	// Shared asks for a shared hold (HoldLock only).
+	Shared bool
+	// MaxHolders caps a lock's shared holders at once; 0: no cap (tests
+	// only: lock.Config requires one).
+	MaxHolders int
+	// Limit is a semaphore's number of permits (HoldSemaphore: >= 1).
+	Limit int
+	// Wait, if not nil, queues the request when it is not granted at once.
+	Wait *WaitTicket
 }
 
 // LockGrant is the outcome of AcquireLock.
@@ -171,8 +188,18 @@ type LockGrant struct {
 	// lease.
 	TTL        time.Duration
 	ExpireTime time.Time
-	// Holder is the live holder's Owner label when not acquired.
+	// Holder is the live holder's Owner label when not acquired (of the
+	// blocking holder whose lease ends first, with several).
 	Holder string
+	// Queued: not acquired, and the request's ticket waits in the queue.
+	Queued bool
+	// RetryAt, when not acquired and not zero, is when the state may change
+	// by itself (a blocking holder's deadline, the end of a lock-delay);
+	// otherwise only a wake-up can let the request in.
+	RetryAt time.Time
+	// Holders counts the live holders after the call; Limit is a
+	// semaphore's limit.
+	Holders, Limit int
 }
 
 // Lease is a renewed lock lease.
@@ -184,7 +211,13 @@ type Lease struct {
 
 // LockInfo describes a lock's live holder. It never carries the holder's
 // token nor its session's ID: both are secrets of the holder.
+//
+// The single-holder fields describe the holder with the lowest fence;
+// Holders lists every live holder, by fence.
 type LockInfo struct {
+	Holders      []HolderInfo
+	Waiters      int // live tickets in the queue
+	Limit        int // a semaphore's limit (0 without holders or waiters)
 	Held         bool
 	Owner        string
 	Fence        uint64
@@ -221,7 +254,8 @@ type Sessions interface {
 	// 1. id is scoped to a namespace (Scope); if the namespace already has
 	// max live sessions (max > 0), it is ErrTooManySessions and nothing is
 	// created.
-	CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (SessionState, error)
+	// lockDelay (0: none) is the session's lock-delay (see Holds).
+	CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (SessionState, error)
 	// ResumeSession hands a session to a new stream: its epoch goes up by
 	// one (so the old stream's calls are ErrSuperseded from now on), and it
 	// is renewed and reported as by KeepAliveSession, acknowledging nothing;
@@ -288,8 +322,13 @@ type HoldKind string
 
 // Hold kinds.
 const (
-	HoldLock HoldKind = "lock" // a lock (Locks)
+	HoldLock      HoldKind = "lock"      // a lock (Locks)
+	HoldSemaphore HoldKind = "semaphore" // a semaphore's permit (Holds)
+	HoldElection  HoldKind = "election"  // a leadership (Elections)
 )
+
+// MaxLockDelay is the longest session lock-delay.
+const MaxLockDelay = time.Minute
 
 // LostHold is a hold a session had and has no more.
 type LostHold struct {

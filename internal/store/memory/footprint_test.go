@@ -18,7 +18,7 @@ func TestExpiredSessionKeepsOnlyItsReports(t *testing.T) {
 	t.Cleanup(func() { _ = s.Close() })
 	ctx := context.Background()
 	const id = "ns/sess"
-	if _, err := s.CreateSession(ctx, id, time.Second, 0); err != nil {
+	if _, err := s.CreateSession(ctx, id, time.Second, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}

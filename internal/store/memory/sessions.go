@@ -97,7 +97,7 @@ func capHold(deadline, holdUntil time.Time) time.Time {
 }
 
 // CreateSession implements store.Sessions.
-func (s *Store) CreateSession(_ context.Context, id string, ttl time.Duration, max int) (store.SessionState, error) {
+func (s *Store) CreateSession(_ context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {
 	now := s.now()
 	ttl = us(ttl)
 	ns := store.Namespace(id)

@@ -617,7 +617,7 @@ func (x *noCrossSlot) queueJob(i int) {
 func (x *noCrossSlot) bareJob(i int) {
 	st, ctx, f, bare := x.st, context.Background(), x.f, x.bare
 	id := bare[i]
-	_, err := st.CreateSession(ctx, id, time.Minute, 0)
+	_, err := st.CreateSession(ctx, id, time.Minute, 0, 0)
 	if !f.err("CreateSession", id, err) {
 		return
 	}
@@ -641,7 +641,7 @@ func (x *noCrossSlot) operations(t *testing.T) {
 	st, ctx, f, r, sessions, subs := x.st, context.Background(), x.f, x.r, x.sessions, &x.subs
 	begin := time.Now()
 	for _, s := range sessions {
-		_, err := st.CreateSession(ctx, s.id, 2*time.Minute, 0)
+		_, err := st.CreateSession(ctx, s.id, 2*time.Minute, 0, 0)
 		f.err("CreateSession", s.id, err)
 	}
 

@@ -319,7 +319,7 @@ type lrHeld struct {
 func (r *luaRun) sessionEntries(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		sid := "ns:" + token.New()
-		if _, err := r.s.CreateSession(r.ctx, sid, time.Hour, 0); err != nil {
+		if _, err := r.s.CreateSession(r.ctx, sid, time.Hour, 0, 0); err != nil {
 			t.Fatal(err)
 		}
 		locks := r.acquireLocks(t, i, sid)

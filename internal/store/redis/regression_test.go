@@ -149,7 +149,7 @@ func rgDeletePrefix(t *testing.T, addr, prefix string) {
 func rgSession(t *testing.T, s *Store, ttl time.Duration, max int) string {
 	t.Helper()
 	sid := "ns:" + token.New()
-	if _, err := s.CreateSession(context.Background(), sid, ttl, max); err != nil {
+	if _, err := s.CreateSession(context.Background(), sid, ttl, max, 0); err != nil {
 		t.Fatal(err)
 	}
 	return sid
@@ -591,7 +591,7 @@ func TestRegressionBreakerChargesTheFailingNode(t *testing.T) {
 		}
 	}
 	b := c.MasterFor(s.keys.lock(lockName)[0]).Addr()
-	if _, err := s.CreateSession(ctx, sid, time.Minute, 0); err != nil {
+	if _, err := s.CreateSession(ctx, sid, time.Minute, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: lockName, Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
@@ -718,7 +718,7 @@ func TestRegressionKeepAliveIgnoresIndexFailure(t *testing.T) {
 	ctx := context.Background()
 
 	free := "free" + strings.ToLower(token.New()[:8])
-	if _, err := s.CreateSession(ctx, free+":"+token.New(), time.Minute, 0); err != nil {
+	if _, err := s.CreateSession(ctx, free+":"+token.New(), time.Minute, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := c.Exists(ctx, s.keys.sessionIndex(free)).Result(); err != nil || n != 0 {
@@ -727,7 +727,7 @@ func TestRegressionKeepAliveIgnoresIndexFailure(t *testing.T) {
 
 	ns := "capped" + strings.ToLower(token.New()[:8])
 	sid := ns + ":" + token.New()
-	if _, err := s.CreateSession(ctx, sid, time.Minute, 5); err != nil {
+	if _, err := s.CreateSession(ctx, sid, time.Minute, 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: ns + ":L", Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
@@ -772,7 +772,7 @@ func TestRegressionPipelineRerunsOnlyNoscript(t *testing.T) {
 	}
 
 	sid := "ns:" + token.New()
-	if _, err := s.CreateSession(ctx, sid, time.Minute, 0); err != nil {
+	if _, err := s.CreateSession(ctx, sid, time.Minute, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -998,7 +998,7 @@ func TestSessionIndexExpiresWithItsSessions(t *testing.T) {
 	ctx := context.Background()
 	ns := "idle" + strings.ToLower(token.New()[:8])
 	sid := ns + ":" + token.New()
-	if _, err := s.CreateSession(ctx, sid, 10*time.Second, 5); err != nil {
+	if _, err := s.CreateSession(ctx, sid, 10*time.Second, 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	idx := s.keys.sessionIndex(ns)

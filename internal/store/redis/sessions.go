@@ -52,7 +52,7 @@ func (h sessionHold) field() string { return holdField(h.kind, h.name) }
 // index admits the session (or finds the namespace full); then the session
 // is created. A crash between the two leaves an index entry that ends at the
 // session's deadline.
-func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (store.SessionState, error) {
+func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {
 	var st store.SessionState
 	err := s.do(ctx, "CreateSession", s.keys.session(id)[0], func(ctx context.Context) error {
 		indexed := ""

@@ -178,7 +178,7 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 
 	const ttl = 600 * time.Millisecond
 	sid := "ns:" + token.New()
-	st, err := other.CreateSession(ctx, sid, ttl, 0)
+	st, err := other.CreateSession(ctx, sid, ttl, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	ctx := context.Background()
 	cut, other, proxy, direct, prefix := twoInstances(t)
 	sid := "ns:" + token.New()
-	st, err := other.CreateSession(ctx, sid, time.Minute, 0)
+	st, err := other.CreateSession(ctx, sid, time.Minute, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

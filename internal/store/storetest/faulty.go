@@ -272,8 +272,8 @@ func (f *Faulty) GetLock(ctx context.Context, name string) (store.LockInfo, erro
 }
 
 // CreateSession implements store.Sessions.
-func (f *Faulty) CreateSession(ctx context.Context, id string, ttl time.Duration, max int) (store.SessionState, error) {
-	return do(ctx, f, "CreateSession", func() (store.SessionState, error) { return f.inner.CreateSession(ctx, id, ttl, max) }, nil)
+func (f *Faulty) CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {
+	return do(ctx, f, "CreateSession", func() (store.SessionState, error) { return f.inner.CreateSession(ctx, id, ttl, max, lockDelay) }, nil)
 }
 
 // ResumeSession implements store.Sessions.

@@ -37,7 +37,7 @@ func sessionTests() []test {
 func (e *env) session(ttl time.Duration) string {
 	e.Helper()
 	id := token.New()
-	_, err := e.s.CreateSession(e.ctx, id, ttl, 0)
+	_, err := e.s.CreateSession(e.ctx, id, ttl, 0, 0)
 	noErr(e, "CreateSession", err)
 	return id
 }
@@ -121,7 +121,7 @@ func sessCreate(e *env) {
 	e.clk.Set(base.Add(1500 * time.Nanosecond))
 	t0 := base.Add(us) // the store's now, in microseconds
 	id := token.New()
-	st, err := e.s.CreateSession(e.ctx, id, 10*time.Second+999*time.Nanosecond, 0)
+	st, err := e.s.CreateSession(e.ctx, id, 10*time.Second+999*time.Nanosecond, 0, 0)
 	noErr(e, "CreateSession", err)
 	e.wantSession("create", st, store.SessionState{ID: id, TTL: 10 * time.Second, ExpireTime: t0.Add(10 * time.Second)})
 	e.wantSession("check", e.check(id), store.SessionState{ID: id, TTL: 10 * time.Second, ExpireTime: t0.Add(10 * time.Second)})
@@ -302,7 +302,7 @@ func sessLostMaxHoldReportedUntilAcked(e *env) {
 func sessResumeSupersedes(e *env) {
 	t0 := e.now()
 	id := token.New()
-	st, err := e.s.CreateSession(e.ctx, id, 10*time.Second, 0)
+	st, err := e.s.CreateSession(e.ctx, id, 10*time.Second, 0, 0)
 	noErr(e, "CreateSession", err)
 	eq(e, "CreateSession's stream", st.Stream, uint64(1))
 	n := e.name("lock")
@@ -457,7 +457,7 @@ func sessNamespaceCap(e *env) {
 	ns, other := "n"+token.New()[:10], "n"+token.New()[:10]
 	create := func(ns string, ttl time.Duration) (string, error) {
 		id := store.Scope(ns, token.New())
-		_, err := e.s.CreateSession(e.ctx, id, ttl, 2)
+		_, err := e.s.CreateSession(e.ctx, id, ttl, 2, 0)
 		return id, err
 	}
 	_, err := create(ns, time.Second)

@@ -1,0 +1,81 @@
+package storetest
+
+import (
+	"context"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// AcquireHold implements store.Holds.
+func (f *Faulty) AcquireHold(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+	return do(ctx, f, "AcquireHold", func() (store.LockGrant, error) { return f.inner.AcquireHold(ctx, req) }, nil)
+}
+
+// RenewHold implements store.Holds.
+func (f *Faulty) RenewHold(ctx context.Context, kind store.HoldKind, name, token string, ttl time.Duration) (store.Lease, error) {
+	return do(ctx, f, "RenewHold", func() (store.Lease, error) { return f.inner.RenewHold(ctx, kind, name, token, ttl) }, nil)
+}
+
+// ReleaseHold implements store.Holds.
+func (f *Faulty) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token string) (bool, time.Duration, error) {
+	type released struct {
+		ok   bool
+		held time.Duration
+	}
+	r, err := do(ctx, f, "ReleaseHold", func() (released, error) {
+		ok, held, err := f.inner.ReleaseHold(ctx, kind, name, token)
+		return released{ok, held}, err
+	}, nil)
+	return r.ok, r.held, err
+}
+
+// AbandonHold implements store.Holds.
+func (f *Faulty) AbandonHold(ctx context.Context, kind store.HoldKind, name, token string) error {
+	return do0(ctx, f, "AbandonHold", func() error { return f.inner.AbandonHold(ctx, kind, name, token) })
+}
+
+// GetHolds implements store.Holds.
+func (f *Faulty) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
+	return do(ctx, f, "GetHolds", func() (store.LockInfo, error) { return f.inner.GetHolds(ctx, kind, name) }, nil)
+}
+
+// LeaveQueue implements store.Holds.
+func (f *Faulty) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket string) error {
+	return do0(ctx, f, "LeaveQueue", func() error { return f.inner.LeaveQueue(ctx, kind, name, ticket) })
+}
+
+// RefreshTickets implements store.Holds.
+func (f *Faulty) RefreshTickets(ctx context.Context, kind store.HoldKind, name string, tickets []string, lease time.Duration) ([]string, error) {
+	return do(ctx, f, "RefreshTickets", func() ([]string, error) { return f.inner.RefreshTickets(ctx, kind, name, tickets, lease) }, nil)
+}
+
+// CheckFence implements store.Holds.
+func (f *Faulty) CheckFence(ctx context.Context, kind store.HoldKind, name string, fence uint64) (bool, error) {
+	return do(ctx, f, "CheckFence", func() (bool, error) { return f.inner.CheckFence(ctx, kind, name, fence) }, nil)
+}
+
+// Campaign implements store.Elections.
+func (f *Faulty) Campaign(ctx context.Context, req store.Campaign) (store.Campaigned, error) {
+	return do(ctx, f, "Campaign", func() (store.Campaigned, error) { return f.inner.Campaign(ctx, req) }, nil)
+}
+
+// Proclaim implements store.Elections.
+func (f *Faulty) Proclaim(ctx context.Context, name, token string, value []byte) error {
+	return do0(ctx, f, "Proclaim", func() error { return f.inner.Proclaim(ctx, name, token, value) })
+}
+
+// Resign implements store.Elections.
+func (f *Faulty) Resign(ctx context.Context, name, token string) (bool, error) {
+	return do(ctx, f, "Resign", func() (bool, error) { return f.inner.Resign(ctx, name, token) }, nil)
+}
+
+// Leader implements store.Elections.
+func (f *Faulty) Leader(ctx context.Context, name string) (store.LeaderInfo, error) {
+	return do(ctx, f, "Leader", func() (store.LeaderInfo, error) { return f.inner.Leader(ctx, name) }, nil)
+}
+
+// ElectionChanges implements store.Elections.
+func (f *Faulty) ElectionChanges(ctx context.Context, name string, after uint64) (store.ElectionLog, error) {
+	return do(ctx, f, "ElectionChanges", func() (store.ElectionLog, error) { return f.inner.ElectionChanges(ctx, name, after) }, nil)
+}
