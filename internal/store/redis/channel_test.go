@@ -18,10 +18,11 @@ func TestChannelOfEveryTopicKind(t *testing.T) {
 	k := keys{prefix: "p"}
 	const name = "ns:a{b}:c"
 	for topic, tag := range map[string]string{
-		store.LockTopic(name):    k.lock(name)[0],
-		store.IdemTopic(name):    k.idem(name),
-		store.QueueTopic(name):   k.tag("q", name),
-		store.SessionTopic(name): k.session(name)[0],
+		store.LockTopic(name):     k.holdBase(store.HoldLock, name),
+		store.ElectionTopic(name): k.holdBase(store.HoldElection, name),
+		store.IdemTopic(name):     k.idem(name),
+		store.QueueTopic(name):    k.tag("q", name),
+		store.SessionTopic(name):  k.session(name)[0],
 	} {
 		ch, err := k.topicChannel(topic)
 		if err != nil || ch != tag+":ev" {
@@ -31,8 +32,14 @@ func TestChannelOfEveryTopicKind(t *testing.T) {
 			t.Errorf("channel(%q) = %q, want %q", topic, ch, tag+":ev")
 		}
 	}
-	if len(topicTags) != 4 {
-		t.Errorf("topicTags has %d kinds, want the 4 of store's topic functions", len(topicTags))
+	for _, kind := range []store.HoldKind{store.HoldLock, store.HoldSemaphore, store.HoldElection} {
+		want := k.holdBase(kind, name) + ":w:0123456789abcdef"
+		if ch, err := k.topicChannel(store.WaitTopic(kind, name, "0123456789abcdef")); err != nil || ch != want {
+			t.Errorf("topicChannel(WaitTopic(%s)) = %q, %v, want %q", kind, ch, err, want)
+		}
+	}
+	if len(topicTags) != 6 {
+		t.Errorf("topicTags has %d kinds, want the 6 of store's topic functions", len(topicTags))
 	}
 	for _, topic := range []string{"", "secret", "bogus:secret", "Lock:secret", "q:secret", "l:secret", ":secret", " lock:secret"} {
 		ch, err := k.topicChannel(topic)
