@@ -446,7 +446,7 @@ func holdsFIFOSemaphore(e *env) {
 		e.grant(r)
 		held = append(held, r)
 	}
-	ws := e.fifoWaiters(60, func(i int) store.AcquireLock { return permitReq(n, fmt.Sprint("w", i), 3, time.Minute) })
+	ws := e.fifoWaiters(40, func(i int) store.AcquireLock { return permitReq(n, fmt.Sprint("w", i), 3, time.Minute) })
 	for i := range ws {
 		e.free(held[0])
 		held = append(held[1:], ws[i])
