@@ -125,7 +125,7 @@ type waiting struct {
 	trying  bool              // a try is in flight
 	tries   int
 	gaveUp  bool
-	retryAt time.Time     // from its last try
+	retryAt time.Time    // from its last try
 	out     chan outcome // cap 1; receives the outcome when the agent ends the wait
 }
 
