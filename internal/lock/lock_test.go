@@ -481,7 +481,10 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"name", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns}); return err }},
 		{"name", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: long}); return err }},
-		{"owner", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "a\u202e"}); return err }},
+		{"owner", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "a\u202e"})
+			return err
+		}},
 		{"session_id", func() error {
 			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", SessionID: "nope"})
 			return err
@@ -490,13 +493,19 @@ func TestBadRequests(t *testing.T) {
 			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", SessionID: token.New(), TTL: time.Second})
 			return err
 		}},
-		{"ttl", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: 2 * time.Hour}); return err }},
+		{"ttl", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: 2 * time.Hour})
+			return err
+		}},
 		{"max_hold", func() error {
 			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", MaxHold: 48 * time.Hour})
 			return err
 		}},
 		{"wait", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Wait: -1}); return err }},
-		{"wait", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Wait: time.Hour}); return err }},
+		{"wait", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Wait: time.Hour})
+			return err
+		}},
 		{"fence", func() error { _, err := h.svc.CheckFence(t.Context(), ns, "a", 0); return err }},
 		{"name", func() error { _, err := h.svc.CheckFence(t.Context(), ns, "", 1); return err }},
 		{"name", func() error { _, err := h.svc.Get(t.Context(), ns, ""); return err }},
