@@ -185,8 +185,9 @@ func (r *holdsRecorder) done() bool {
 	return el >= r.w.maxLength || r.covered.Load()
 }
 
-// recordHolds runs w against st and returns the history.
-func recordHolds(t testing.TB, st store.Holds, w holdsWorkload) holdsHistory {
+// recordHolds runs w against st and returns the history; warm, if not
+// nil, is st's store without the faults or the breakage, warmed up first.
+func recordHolds(t testing.TB, st, warm store.Holds, w holdsWorkload) holdsHistory {
 	t.Helper()
 	s := *seed
 	if s == 0 {
@@ -194,7 +195,9 @@ func recordHolds(t testing.TB, st store.Holds, w holdsWorkload) holdsHistory {
 	}
 	t.Logf("workload: %d clients on %v holds %v for %v (up to %v for missing outcomes), seed %d (-linearizability.seed)",
 		w.clients, w.kind, w.names, w.length, max(w.length, w.maxLength), s)
-	warmUpHolds(t, st, w)
+	if warm != nil {
+		warmUpHolds(t, warm, w)
+	}
 	r := &holdsRecorder{start: time.Now(), w: w, h: holdsHistory{counts: map[string]int{}}}
 	var wg sync.WaitGroup
 	for c := range w.clients {
@@ -338,16 +341,26 @@ func (c *hclient) acquire(name string) {
 			c.own[name] = in.Token
 			return
 		case out.Unknown:
-			// It may have granted, or queued: undo both.
-			c.own[name] = in.Token
-			c.release(name, "own")
-			if in.Ticket != "" {
-				c.leave(name, in.Ticket)
+			// It may have granted, or queued: undo both, until the undoing
+			// is known to be done (a ticket left behind would block the
+			// name for the rest of the test).
+			for range 5 {
+				c.own[name] = in.Token
+				if c.release(name, "own") {
+					break
+				}
+			}
+			for range 5 {
+				if in.Ticket == "" || c.leave(name, in.Ticket) {
+					break
+				}
 			}
 			return
 		case !out.Queued || try >= tries:
-			if in.Ticket != "" {
-				c.leave(name, in.Ticket)
+			for range 5 {
+				if in.Ticket == "" || c.leave(name, in.Ticket) {
+					break
+				}
 			}
 			return
 		}
@@ -382,7 +395,8 @@ func (c *hclient) callAcquire(in hin) hout {
 	return out
 }
 
-func (c *hclient) release(name, which string) {
+// release reports whether its outcome is known.
+func (c *hclient) release(name, which string) bool {
 	in := hin{Op: hRelease, Kind: c.w.kind, Name: name, Token: c.token(name, which), Which: which, ID: c.rec.nextID()}
 	ctx, cancel := callCtx()
 	defer cancel()
@@ -397,6 +411,7 @@ func (c *hclient) release(name, which string) {
 	if which == "own" {
 		c.lose(name)
 	}
+	return !out.Unknown
 }
 
 func (c *hclient) renew(name, which string) {
@@ -437,7 +452,8 @@ func (c *hclient) get(name string) {
 	c.rec.add(c.id, in, call, out, ret)
 }
 
-func (c *hclient) leave(name, ticket string) {
+// leave reports whether its outcome is known.
+func (c *hclient) leave(name, ticket string) bool {
 	in := hin{Op: hLeave, Kind: c.w.kind, Name: name, Ticket: ticket, ID: c.rec.nextID()}
 	ctx, cancel := callCtx()
 	defer cancel()
@@ -449,6 +465,7 @@ func (c *hclient) leave(name, ticket string) {
 		out = hout{Unknown: true, Err: err.Error()}
 	}
 	c.rec.add(c.id, in, call, out, ret)
+	return !out.Unknown
 }
 
 // checkHolds checks a recorded history against the holds model, wanting

@@ -2,7 +2,9 @@ package linearizability
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +44,7 @@ func TestSemaphoreRedisCluster(t *testing.T) {
 
 func testHolds(t *testing.T, st store.Store, w holdsWorkload) {
 	t.Cleanup(func() { _ = st.Close() })
-	checkHolds(t, w, recordHolds(t, st, w), porcupine.Ok)
+	checkHolds(t, w, recordHolds(t, st, st, w), porcupine.Ok)
 }
 
 // TestSharedBesideExclusiveIsCaught: a store that takes some exclusive
@@ -54,7 +56,7 @@ func TestSharedBesideExclusiveIsCaught(t *testing.T) {
 	st := memoryStore()
 	t.Cleanup(func() { _ = st.Close() })
 	w := sharedWorkload(time.Second)
-	checkHolds(t, w, recordHolds(t, &exclusiveAsShared{Holds: st, fences: map[string]map[uint64]bool{}}, w), porcupine.Illegal)
+	checkHolds(t, w, recordHolds(t, &exclusiveAsShared{Holds: st, fences: map[string]map[uint64]bool{}}, st, w), porcupine.Illegal)
 }
 
 // exclusiveAsShared is a broken store: one exclusive lock request in four
@@ -104,7 +106,7 @@ func TestSemaphoreOverLimitIsCaught(t *testing.T) {
 	st := memoryStore()
 	t.Cleanup(func() { _ = st.Close() })
 	w := semaphoreWorkload(time.Second)
-	checkHolds(t, w, recordHolds(t, overLimit{st}, w), porcupine.Illegal)
+	checkHolds(t, w, recordHolds(t, overLimit{st}, st, w), porcupine.Illegal)
 }
 
 // overLimit is a broken store: a semaphore request's limit is raised by
@@ -129,4 +131,80 @@ func (s overLimit) GetHolds(ctx context.Context, kind store.HoldKind, name strin
 		info.Limit--
 	}
 	return info, err
+}
+
+// TestHoldsUnknownOutcomes: with store calls failing at random (before or
+// after they reach the store), of unknown outcome, the history is still
+// linearizable when those calls may or may not have taken effect: this
+// tests the model's handling of unknown outcomes as much as the store.
+func TestHoldsUnknownOutcomes(t *testing.T) {
+	for _, w := range []holdsWorkload{sharedWorkload(time.Second).covering(6 * time.Second), semaphoreWorkload(time.Second).covering(6 * time.Second)} {
+		t.Run(string(w.kind), func(t *testing.T) {
+			st := memoryStore()
+			t.Cleanup(func() { _ = st.Close() })
+			f := &failing{Holds: st, rng: rand.New(rand.NewPCG(1, 2))}
+			h := recordHolds(t, f, st, w)
+			if h.unknown == 0 {
+				t.Fatal("no call had an unknown outcome: the faults did not bite")
+			}
+			checkHolds(t, w, h, porcupine.Ok)
+		})
+	}
+}
+
+// failing fails one call in 50 before it reaches the store, and one in 50
+// after the store applied it.
+type failing struct {
+	store.Holds
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+var errInjected = errors.New("injected fault")
+
+// fail runs call unless it fails before, and reports whether it fails.
+func (f *failing) fail(call func()) bool {
+	f.mu.Lock()
+	p := f.rng.IntN(100)
+	f.mu.Unlock()
+	if p < 2 {
+		return true
+	}
+	call()
+	return p < 4
+}
+
+func (f *failing) AcquireHold(ctx context.Context, req store.AcquireLock) (g store.LockGrant, err error) {
+	if f.fail(func() { g, err = f.Holds.AcquireHold(ctx, req) }) {
+		return store.LockGrant{}, errInjected
+	}
+	return g, err
+}
+
+func (f *failing) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token string) (ok bool, held time.Duration, err error) {
+	if f.fail(func() { ok, held, err = f.Holds.ReleaseHold(ctx, kind, name, token) }) {
+		return false, 0, errInjected
+	}
+	return ok, held, err
+}
+
+func (f *failing) RenewHold(ctx context.Context, kind store.HoldKind, name, token string, ttl time.Duration) (l store.Lease, err error) {
+	if f.fail(func() { l, err = f.Holds.RenewHold(ctx, kind, name, token, ttl) }) {
+		return store.Lease{}, errInjected
+	}
+	return l, err
+}
+
+func (f *failing) GetHolds(ctx context.Context, kind store.HoldKind, name string) (info store.LockInfo, err error) {
+	if f.fail(func() { info, err = f.Holds.GetHolds(ctx, kind, name) }) {
+		return store.LockInfo{}, errInjected
+	}
+	return info, err
+}
+
+func (f *failing) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket string) (err error) {
+	if f.fail(func() { err = f.Holds.LeaveQueue(ctx, kind, name, ticket) }) {
+		return errInjected
+	}
+	return err
 }
