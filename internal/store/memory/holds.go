@@ -166,6 +166,7 @@ type op struct {
 	now    time.Time
 	sets   []*holdSet
 	topics []string
+	seen   map[string]bool // topics, once
 	budget int // lapsed tickets found in walks that may still be removed
 }
 
@@ -194,7 +195,20 @@ func (o *op) end() {
 }
 
 func (o *op) notify(topic string) {
-	if !slices.Contains(o.topics, topic) {
+	if len(o.topics) < 16 { // most ops wake a few
+		if !slices.Contains(o.topics, topic) {
+			o.topics = append(o.topics, topic)
+		}
+		return
+	}
+	if o.seen == nil {
+		o.seen = make(map[string]bool, 2*len(o.topics))
+		for _, t := range o.topics {
+			o.seen[t] = true
+		}
+	}
+	if !o.seen[topic] {
+		o.seen[topic] = true
 		o.topics = append(o.topics, topic)
 	}
 }
@@ -228,6 +242,15 @@ func (o *op) clean(h *holdSet) int {
 		o.removeHolder(h, h.byDeadline[0])
 		n++
 	}
+	if len(h.byDeadline) > 0 && !h.byDeadline[0].live(o.now) {
+		// More expired at once than one call removes: their lock-delays
+		// apply already (removal will find them applied).
+		for _, x := range h.byDeadline {
+			if !x.live(o.now) {
+				h.delayFrom(x, o.now)
+			}
+		}
+	}
 	for i := 0; i < cleanBatch && len(h.byLease) > 0 && !h.byLease[0].live(o.now); i++ {
 		h.removeTicket(h.byLease[0])
 		h.dirty = true
@@ -245,11 +268,7 @@ func (o *op) removeHolder(h *holdSet, x *holder) {
 	delete(h.holders, x.token)
 	delete(h.byFence, x.fence)
 	heap.Remove(&h.byDeadline, x.idx)
-	if !x.live(o.now) && x.session != "" && x.delay > 0 && (x.holdUntil.IsZero() || x.deadline.Before(x.holdUntil)) {
-		if u := x.deadline.Add(x.delay); u.After(h.delayUntil) {
-			h.delayUntil = u
-		}
-	}
+	h.delayFrom(x, o.now)
 	h.dirty = true
 	switch h.kind() {
 	case store.HoldLock:
@@ -258,6 +277,17 @@ func (o *op) removeHolder(h *holdSet, x *holder) {
 		if h.leader == x.token {
 			h.leader = ""
 			o.change(h, store.LeaderInfo{})
+		}
+	}
+}
+
+// delayFrom applies the lock-delay of x if it ended by its session's
+// expiry: not live, session-bound with a delay, and not ended by its max
+// hold.
+func (h *holdSet) delayFrom(x *holder, now time.Time) {
+	if !x.live(now) && x.session != "" && x.delay > 0 && (x.holdUntil.IsZero() || x.deadline.Before(x.holdUntil)) {
+		if u := x.deadline.Add(x.delay); u.After(h.delayUntil) {
+			h.delayUntil = u
 		}
 	}
 }
