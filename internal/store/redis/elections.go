@@ -119,6 +119,9 @@ func decodeElection(cmd *redis.Cmd, after uint64) (store.ElectionLog, error) {
 		if err != nil {
 			return store.ElectionLog{}, err
 		}
+		if cur := log.Current; c.Leader.HasLeader && cur.HasLeader && c.Leader.Fence == cur.Fence {
+			c.Leader.ExpireTime = cur.ExpireTime // the live term's end now: a renewal is no change
+		}
 		log.Changes = append(log.Changes, c)
 	}
 	return log, nil

@@ -194,6 +194,17 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 		st = store.SessionState{ID: id, Stream: rs.stream, ExpireTime: unixMicro(dl), Lost: rs.reports}
 		if rs.code == codeExpired {
 			st.Expired = true
+			// The holds that ended with the session go now (their
+			// lock-delays, an election's "no leader", whom they let in),
+			// not at the next call on each name. Best effort: that call
+			// would do the same.
+			calls := make([]call, len(rs.holds))
+			for i, h := range rs.holds {
+				calls[i] = holdKinds[h.kind].drop(s.keys, h.name, h.token)
+			}
+			if len(calls) > 0 {
+				s.evalPipelined(ctx, calls)
+			}
 			return nil
 		}
 		st.TTL = micros(dl - now)

@@ -9,7 +9,13 @@
 -- session ID} bound to a session.
 local tok = ARGV[5]
 local r = holder(tok)
-if not r or r.dl <= now then return {NO} end
+if not r or r.dl <= now then
+  if clean() then
+    wake()
+    keep()
+  end
+  return {NO}
+end
 if r.ses ~= '' and ARGV[6] ~= '1' then return {SESSION_BOUND, r.ses} end
 removeHolder(tok, r)
 if kind == 'lock' then redis.call('SPUBLISH', base .. ':ev', '') end

@@ -7,6 +7,7 @@
 --          never shorten it, so that renewals applied out of order are
 --          harmless), "check", or "drop" (delete it if it is still the
 --          session's; an expired one leaves its lock-delay)
+-- A renew or check that finds the hold expired removes it as a drop does.
 -- Returns {OK} if the session holds it live, else {NO}; for "drop", {OK,
 -- µs it was held} if it held it live, else {NO}.
 local tok = ARGV[5]
@@ -22,7 +23,16 @@ if ARGV[7] == 'drop' then
   if not live then return {NO} end
   return {OK, now - r.acq}
 end
-if not r or r.dl <= now then return {NO} end
+if not r then return {NO} end
+if r.dl <= now then
+  -- It ended by its session: gone now (its lock-delay, an election's "no
+  -- leader"), letting the next in.
+  removeHolder(tok, r)
+  clean()
+  wake()
+  keep()
+  return {NO}
+end
 if ARGV[7] == 'renew' then
   local deadline = tonumber(ARGV[6])
   if r.hold > 0 and r.hold < deadline then deadline = r.hold end
