@@ -138,6 +138,9 @@ func (b *bench) runEmpty(ctx context.Context) error {
 		}
 		return err
 	})
+	if b.measured("empty", tBare) { // with --coordd-bin: once, for the first binary
+		return nil
+	}
 	es, err := startEmptyServer(b.cfg.EmptyServer)
 	if err != nil {
 		return fmt.Errorf("bare gRPC server: %w", err)
@@ -305,30 +308,6 @@ func (b *bench) runLockRelease(ctx context.Context) {
 		c := b.cl.locks[w.id%len(b.cl.locks)]
 		name := b.key(w)
 		g, err := c.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: ttl})
-		if err != nil {
-			return err
-		}
-		if !g.GetAcquired() {
-			w.misses++
-			return nil
-		}
-		r, err := c.Release(ctx, &coordv1.ReleaseRequest{Name: name, Token: g.GetToken()})
-		if err == nil && !r.GetReleased() {
-			err = errNotReleased
-		}
-		return err
-	})
-}
-
-// runLockContention measures every worker taking one name in turn: Lock
-// with wait, then Release (coordd only: the libraries poll).
-func (b *bench) runLockContention(ctx context.Context) {
-	name := "cb:contended:" + b.runID
-	b.usedLocks = append(b.usedLocks, name)
-	ttl, wait := durationpb.New(contentionTTL), durationpb.New(contentionWait)
-	b.measure(ctx, "lock-contention", tCoordd, b.cfg.CoorddPID, func(ctx context.Context, w *worker) error {
-		c := b.cl.locks[w.id%len(b.cl.locks)]
-		g, err := c.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: ttl, Wait: wait})
 		if err != nil {
 			return err
 		}

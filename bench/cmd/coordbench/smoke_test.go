@@ -302,3 +302,34 @@ func deletePrefix(t *testing.T, addrs, mode, prefix string) {
 		t.Logf("deleting the test's keys: %v", err)
 	}
 }
+
+// --coordd-bin: coordbench starts the binaries itself, one after the other,
+// and names their rows; the same build twice here (before and after).
+func TestSmokeCoorddBin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs coordd")
+	}
+	t.Parallel()
+	build(t)
+	rep, table := runBench(t, append([]string{"--coordd-bin", "before=" + coorddBin + ",after=" + coorddBin,
+		"--scenarios", "contention"}, smokeScenarioFlags...)...)
+	t.Log("\n" + table)
+	want := map[string][]string{"empty": {"coordd@before", tBare, "coordd@after"}, "lock-contention": {"coordd@before", "coordd@after"}}
+	checkResults(t, rep, table, want)
+	if len(rep.Binaries) != 2 || rep.Binaries[0].PID == rep.Binaries[1].PID || rep.Binaries[0].PID == 0 {
+		t.Errorf("binaries: %+v", rep.Binaries)
+	}
+	for _, target := range want["lock-contention"] {
+		r := rep.find("lock-contention", target)
+		if r == nil || r.Contention == nil || r.Contention.Grants == 0 || r.Contention.Waiters != 4 || r.Contention.HandOff == nil ||
+			r.ServerCPUPerOpUs == 0 {
+			t.Errorf("lock-contention/%s: %+v", target, r)
+		}
+	}
+	if rep.ratioOf("lock-contention", "coordd@before") == nil {
+		t.Errorf("no after ÷ before ratio: %+v", rep.Ratios)
+	}
+	if !strings.Contains(table, "coordd@after: "+coorddBin) {
+		t.Error("the table does not name the binaries")
+	}
+}
