@@ -117,6 +117,7 @@ type contender struct {
 // runContention measures k's cycles on --concurrency callers: acquire,
 // --hold, release. An acquire that gives up (its wait passed) is a miss.
 func (b *bench) runContention(ctx context.Context, scenario string, limit int, k contender) {
+	b.contended = true
 	c := &contention{}
 	hold := b.cfg.Hold
 	res := b.measureWith(ctx, scenario, tCoordd, b.cfg.CoorddPID, func(ctx context.Context, w *worker) error {

@@ -150,3 +150,18 @@ func TestWriteContention(t *testing.T) {
 		}
 	}
 }
+
+func TestContendedPattern(t *testing.T) {
+	b := &bench{keys: keyLayout{prefix: "cb*1"}, runID: "0123abcd"}
+	if got, want := b.contendedPattern(), `cb\*1:{?:*:cb:*:0123abcd*`; got != want {
+		t.Fatalf("pattern %q, want %q", got, want)
+	}
+	// The lock-contention name's keys (in any namespace) match it.
+	b.binLabel = "after"
+	name := "cb:contended:" + b.runID + b.nameTag()
+	for _, k := range b.keys.lock(scope("default", name)) {
+		if !strings.HasPrefix(k, `cb*1:{l:default:cb:contended:0123abcd:after}`) {
+			t.Errorf("key %q", k)
+		}
+	}
+}

@@ -74,6 +74,7 @@ type bench struct {
 	usedQueues      []string
 	usedAsynqQueues []string
 	usedRedisKeys   []string // keys that would outlive the run: allow-hot's hour-long buckets
+	contended       bool     // a contention scenario ran: its names' keys (contendedPattern) are deleted
 
 	// With --coordd-bin: the label of the binary whose turn it is.
 	binLabel string

@@ -524,6 +524,10 @@ func (rep *Report) writeText(out io.Writer) {
 		if len(goals) == 0 {
 			continue
 		}
+		if !slices.ContainsFunc(goals, func(g Goal) bool { return g.Status != "not measured" }) {
+			fmt.Fprintf(out, "\ngoals (issue %d): none measured by this run (its scenarios, store or baselines)\n", issue)
+			continue
+		}
 		fmt.Fprintf(out, "\ngoals (issue %d):\n", issue)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		for _, g := range goals {

@@ -246,7 +246,7 @@ func TestSmokeRedisBaseline(t *testing.T) {
 		"COORDD_REDIS_KEY_PREFIX="+prefix)
 	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--baseline",
 		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix,
-		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,idem,enqueue,queue-e2e,sessions"}, smokeScenarioFlags...)...)
+		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,idem,enqueue,queue-e2e,sessions"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	checkResults(t, rep, table, map[string][]string{
 		"empty":              {tCoordd, tBare},
@@ -254,6 +254,7 @@ func TestSmokeRedisBaseline(t *testing.T) {
 		"allow-sliding_log":  {tDirect, tCoordd},
 		"allow-hot":          {tDirect, tRedisRate, tCoordd},
 		"lock-release":       {tDirect, tRedislock, tCoordd},
+		"lock-contention":    {tCoordd},
 		"idem":               {tDirect, tCoordd},
 		"enqueue":            {tDirect, tAsynq, tCoordd},
 		"queue-e2e":          {tDirect, tAsynq, tCoordd},
@@ -272,6 +273,43 @@ func TestSmokeRedisBaseline(t *testing.T) {
 	if !strings.Contains(table, "Redis per op") {
 		t.Error("the table lacks Redis's cost per op")
 	}
+	// Every grant runs at least its Lock's script; the contended name's keys
+	// are gone after the run.
+	if r := rep.find("lock-contention", tCoordd); r == nil || r.Contention == nil || r.Contention.ScriptsPerGrant < 0.9 {
+		t.Errorf("lock-contention/coordd: %+v", r)
+	}
+	if n := countKeys(t, addrs, mode, prefix+":{l:*:cb:contended:*"); n != 0 {
+		t.Errorf("%d keys of the contended lock left after the run", n)
+	}
+}
+
+// countKeys counts the keys matching pattern on every master.
+func countKeys(t *testing.T, addrs, mode, pattern string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	n := 0
+	count := func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, pattern).Result()
+		mu.Lock()
+		n += len(keys)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	if mode == "cluster" {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+		defer c.Close()
+		err = c.ForEachMaster(ctx, count)
+	} else {
+		c := redis.NewClient(&redis.Options{Addr: addrs})
+		defer c.Close()
+		err = count(ctx, c)
+	}
+	if err != nil {
+		t.Fatalf("counting keys: %v", err)
+	}
+	return n
 }
 
 // deletePrefix deletes every key under prefix (coordd's, and the direct
