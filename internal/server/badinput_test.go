@@ -404,7 +404,7 @@ func biWaitCases[R proto.Message](r biRPC[R], field string, max time.Duration, s
 // The RPCs, each with a valid base request on the fixture.
 var (
 	biLock = biRPC[*coordv1.LockRequest]{
-		name: "Lock",
+		name: "LockService.Lock",
 		base: func(*biFixture) *coordv1.LockRequest {
 			return &coordv1.LockRequest{Name: "new-lock", Ttl: biD(10 * time.Second), Wait: biD(time.Second), Owner: "me", MaxHold: biD(time.Minute)}
 		},
@@ -419,7 +419,7 @@ var (
 		},
 	}
 	biRenew = biRPC[*coordv1.RenewRequest]{
-		name: "Renew",
+		name: "LockService.Renew",
 		base: func(fx *biFixture) *coordv1.RenewRequest {
 			return &coordv1.RenewRequest{Name: fx.lockName, Token: fx.lockToken, Ttl: biD(20 * time.Minute)}
 		},
@@ -428,7 +428,7 @@ var (
 		},
 	}
 	biRelease = biRPC[*coordv1.ReleaseRequest]{
-		name: "Release",
+		name: "LockService.Release",
 		base: func(fx *biFixture) *coordv1.ReleaseRequest {
 			return &coordv1.ReleaseRequest{Name: fx.lockName, Token: fx.lockToken}
 		},
@@ -443,7 +443,7 @@ var (
 		},
 	}
 	biGetLock = biRPC[*coordv1.GetLockRequest]{
-		name: "GetLock",
+		name: "LockService.GetLock",
 		base: func(fx *biFixture) *coordv1.GetLockRequest { return &coordv1.GetLockRequest{Name: fx.lockName} },
 		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.GetLockRequest, o ...grpc.CallOption) (any, error) {
 			return h.locks.GetLock(c, r, o...)
@@ -458,7 +458,7 @@ var (
 	// The first request of a new KeepAlive stream. Accepted, the session is
 	// ended by a half-close so that it does not outlive the call.
 	biKeepAlive = biRPC[*coordv1.KeepAliveRequest]{
-		name: "KeepAlive/first",
+		name: "SessionService.KeepAlive/first",
 		base: func(*biFixture) *coordv1.KeepAliveRequest {
 			return &coordv1.KeepAliveRequest{Ttl: biD(time.Minute)}
 		},
@@ -495,7 +495,7 @@ var (
 	}
 	// A later request on the fixture's live stream.
 	biKeepAliveLater = biRPC[*coordv1.KeepAliveRequest]{
-		name: "KeepAlive/later",
+		name: "SessionService.KeepAlive/later",
 		base: func(fx *biFixture) *coordv1.KeepAliveRequest {
 			return &coordv1.KeepAliveRequest{SessionId: fx.session, Ttl: biD(2 * time.Minute)}
 		},
@@ -516,7 +516,7 @@ var (
 		},
 	}
 	biAllow = biRPC[*coordv1.AllowRequest]{
-		name: "Allow",
+		name: "RateLimitService.Allow",
 		base: func(fx *biFixture) *coordv1.AllowRequest {
 			return &coordv1.AllowRequest{Key: fx.rlKey, Policy: "log", Cost: 1}
 		},
@@ -531,7 +531,7 @@ var (
 		},
 	}
 	biBegin = biRPC[*coordv1.BeginIdempotentRequest]{
-		name: "BeginIdempotent",
+		name: "IdempotencyService.BeginIdempotent",
 		base: func(*biFixture) *coordv1.BeginIdempotentRequest {
 			return &coordv1.BeginIdempotentRequest{Key: "new-idem-key", Fingerprint: "fp-new", ProcessingTtl: biD(10 * time.Second), Wait: biD(time.Second)}
 		},
@@ -546,7 +546,7 @@ var (
 		},
 	}
 	biFinish = biRPC[*coordv1.FinishRequest]{
-		name: "Finish",
+		name: "IdempotencyService.Finish",
 		base: func(fx *biFixture) *coordv1.FinishRequest {
 			return &coordv1.FinishRequest{Key: fx.idemKey, OwnerToken: fx.idemOwner, Result: []byte("done"), ResultTtl: biD(time.Hour)}
 		},
@@ -555,7 +555,7 @@ var (
 		},
 	}
 	biExtendIdem = biRPC[*coordv1.ExtendIdempotentRequest]{
-		name: "ExtendIdempotent",
+		name: "IdempotencyService.ExtendIdempotent",
 		base: func(fx *biFixture) *coordv1.ExtendIdempotentRequest {
 			return &coordv1.ExtendIdempotentRequest{Key: fx.idemKey, OwnerToken: fx.idemOwner, ProcessingTtl: biD(20 * time.Minute)}
 		},
@@ -564,7 +564,7 @@ var (
 		},
 	}
 	biEnqueue = biRPC[*coordv1.EnqueueRequest]{
-		name: "Enqueue",
+		name: "QueueService.Enqueue",
 		base: func(fx *biFixture) *coordv1.EnqueueRequest {
 			return &coordv1.EnqueueRequest{Queue: fx.queue, Payload: []byte("x"), Delay: biD(time.Second), DedupId: "new-dedup", MaxAttempts: 3}
 		},
@@ -579,7 +579,7 @@ var (
 		},
 	}
 	biClaim = biRPC[*coordv1.ClaimRequest]{
-		name: "Claim",
+		name: "QueueService.Claim",
 		base: func(fx *biFixture) *coordv1.ClaimRequest {
 			return &coordv1.ClaimRequest{Queue: fx.queue, MaxMessages: 2, VisibilityTimeout: biD(10 * time.Second), Wait: biD(time.Second)}
 		},
@@ -594,7 +594,7 @@ var (
 		},
 	}
 	biAck = biRPC[*coordv1.AckRequest]{
-		name: "Ack",
+		name: "QueueService.Ack",
 		base: func(fx *biFixture) *coordv1.AckRequest {
 			return &coordv1.AckRequest{Queue: fx.queue, Receipt: fx.receipt}
 		},
@@ -603,7 +603,7 @@ var (
 		},
 	}
 	biNack = biRPC[*coordv1.NackRequest]{
-		name: "Nack",
+		name: "QueueService.Nack",
 		base: func(fx *biFixture) *coordv1.NackRequest {
 			return &coordv1.NackRequest{Queue: fx.queue, Receipt: fx.receipt, Delay: biD(time.Second)}
 		},
@@ -612,7 +612,7 @@ var (
 		},
 	}
 	biExtend = biRPC[*coordv1.ExtendRequest]{
-		name: "Extend",
+		name: "QueueService.Extend",
 		base: func(fx *biFixture) *coordv1.ExtendRequest {
 			return &coordv1.ExtendRequest{Queue: fx.queue, Receipt: fx.receipt, VisibilityTimeout: biD(time.Minute)}
 		},
@@ -621,14 +621,14 @@ var (
 		},
 	}
 	biStats = biRPC[*coordv1.StatsRequest]{
-		name: "Stats",
+		name: "QueueService.Stats",
 		base: func(fx *biFixture) *coordv1.StatsRequest { return &coordv1.StatsRequest{Queue: fx.queue} },
 		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.StatsRequest, o ...grpc.CallOption) (any, error) {
 			return h.queues.Stats(c, r, o...)
 		},
 	}
 	biRedrive = biRPC[*coordv1.RedriveRequest]{
-		name: "Redrive",
+		name: "QueueService.Redrive",
 		base: func(fx *biFixture) *coordv1.RedriveRequest {
 			return &coordv1.RedriveRequest{Queue: fx.queue, MaxMessages: 5}
 		},
@@ -880,18 +880,22 @@ func biCases() []biCase {
 	return cs
 }
 
-// biAllRPCs are every RPC of the five services, from their generated
+// biAllRPCs are every RPC of the services, from their generated
 // descriptors, so that an RPC added later fails the coverage checks below
-// until it has cases.
+// until it has cases. An RPC is named by its service and method
+// ("SemaphoreService.Renew"), since two services may have methods of one
+// name; a case's rpc starts with that name.
 var biAllRPCs = func() []string {
 	var rpcs []string
 	for _, sd := range []grpc.ServiceDesc{coordv1.LockService_ServiceDesc, coordv1.SessionService_ServiceDesc,
-		coordv1.RateLimitService_ServiceDesc, coordv1.IdempotencyService_ServiceDesc, coordv1.QueueService_ServiceDesc} {
+		coordv1.RateLimitService_ServiceDesc, coordv1.IdempotencyService_ServiceDesc, coordv1.QueueService_ServiceDesc,
+		coordv1.SemaphoreService_ServiceDesc, coordv1.ElectionService_ServiceDesc} {
+		svc := sd.ServiceName[strings.LastIndex(sd.ServiceName, ".")+1:]
 		for _, m := range sd.Methods {
-			rpcs = append(rpcs, m.MethodName)
+			rpcs = append(rpcs, svc+"."+m.MethodName)
 		}
 		for _, st := range sd.Streams {
-			rpcs = append(rpcs, st.StreamName)
+			rpcs = append(rpcs, svc+"."+st.StreamName)
 		}
 	}
 	return rpcs
@@ -910,7 +914,7 @@ func TestBadInput(t *testing.T) {
 		seen[name] = true
 		covered[strings.SplitN(tc.rpc, "/", 2)[0]] = true
 	}
-	if len(biAllRPCs) < 16 {
+	if len(biAllRPCs) < 26 {
 		t.Fatalf("the service descriptors list %d RPCs: %q", len(biAllRPCs), biAllRPCs)
 	}
 	for _, rpc := range biAllRPCs {
@@ -967,8 +971,11 @@ func TestBadInput(t *testing.T) {
 
 // biVisible are the RPCs whose base request changes what biSnapshot sees.
 var biVisible = map[string]bool{
-	"Lock": true, "Renew": true, "Release": true, "KeepAlive/later": true, "Allow": true, "BeginIdempotent": true,
-	"Finish": true, "ExtendIdempotent": true, "Enqueue": true, "Claim": true, "Ack": true, "Nack": true, "Redrive": true,
+	"LockService.Lock": true, "LockService.Renew": true, "LockService.Release": true,
+	"SessionService.KeepAlive/later": true, "RateLimitService.Allow": true,
+	"IdempotencyService.BeginIdempotent": true, "IdempotencyService.Finish": true, "IdempotencyService.ExtendIdempotent": true,
+	"QueueService.Enqueue": true, "QueueService.Claim": true, "QueueService.Ack": true, "QueueService.Nack": true,
+	"QueueService.Redrive": true,
 }
 
 // TestBadInputControl sends each RPC's base request, and some at the bounds,
