@@ -14,6 +14,7 @@ import (
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
+	"github.com/coordd/coordd/internal/waiter"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,8 +35,9 @@ func newHarness(t *testing.T) *harness {
 	mem := memory.New(memory.Options{Clock: c})
 	f := storetest.NewFaulty(mem)
 	drain := make(chan struct{})
-	svc := lock.New(f, f, lock.DefaultConfig(), drain)
-	t.Cleanup(func() { close(drain); svc.Wait(); _ = f.Close() })
+	queues := waiter.NewQueues(f, f, drain)
+	svc := lock.New(f, queues, c, lock.DefaultConfig(), drain)
+	t.Cleanup(func() { close(drain); queues.Close(); svc.Wait(); _ = f.Close() })
 	return &harness{svc: svc, mem: mem, faulty: f, clock: c}
 }
 
@@ -102,7 +104,7 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancel()
-			h.faulty.Set("AcquireLock", tc.fault)
+			h.faulty.Set("AcquireHold", tc.fault)
 			g, err := h.svc.Lock(ctx, req)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Lock: %+v, %v; want error %v", g, err, tc.wantErr)
@@ -113,7 +115,7 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 			if g != (lock.Grant{}) {
 				t.Errorf("grant with an error = %+v, want zero (no token)", g)
 			}
-			if n := h.faulty.Calls("AbandonLock"); n != 1 {
+			if n := h.faulty.Calls("AbandonHold"); n != 1 {
 				t.Errorf("AbandonLock called %d times, want 1 (the clean-up by token)", n)
 			}
 			if tc.session {
@@ -152,13 +154,13 @@ func TestLockUncertainAfterWaiting(t *testing.T) {
 		out <- result{g, err}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for h.faulty.Calls("AcquireLock") < 2 { // the holder's and the waiter's first try
+	for h.faulty.Calls("AcquireHold") < 2 { // the holder's and the waiter's first try
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never tried")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	h.faulty.FailAfter("AcquireLock")
+	h.faulty.FailAfter("AcquireHold")
 	if ok, _, err := h.svc.Release(t.Context(), ns, "a", holder.Token); err != nil || !ok {
 		t.Fatalf("holder's Release: %v, %v", ok, err)
 	}
@@ -203,7 +205,7 @@ func TestLockSessionNotFound(t *testing.T) {
 				if !errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrUnavailable) {
 					t.Fatalf("Lock: %+v, %v; want ErrSessionNotFound", g, err)
 				}
-				if n := h.faulty.Calls("AbandonLock"); n != 0 {
+				if n := h.faulty.Calls("AbandonHold"); n != 0 {
 					t.Errorf("AbandonLock called %d times after ErrSessionNotFound, want 0", n)
 				}
 				if info := h.held(t, "a"); info.Held {
@@ -228,7 +230,7 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiter: %v, want context.DeadlineExceeded", err)
 	}
-	if n := h.faulty.Calls("AbandonLock"); n != 1 {
+	if n := h.faulty.Calls("AbandonHold"); n != 1 {
 		t.Errorf("AbandonLock called %d times, want 1 (the clean-up)", n)
 	}
 	info := h.held(t, "a")
@@ -244,8 +246,8 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 // acquire's failure; the orphaned lease then ends with its TTL.
 func TestLockFailedCleanUp(t *testing.T) {
 	h := newHarness(t)
-	h.faulty.FailAfter("AcquireLock")
-	h.faulty.Fail("AbandonLock")
+	h.faulty.FailAfter("AcquireHold")
+	h.faulty.Fail("AbandonHold")
 	_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Second})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Lock: %v, want ErrUnavailable", err)
@@ -267,7 +269,7 @@ func TestLockNotAcquiredIsNotAnError(t *testing.T) {
 	if g.Acquired || g.Token != "" || g.Fence != 0 || g.Holder != "holder" || g.TTL != time.Minute {
 		t.Fatalf("contended Lock: %+v; want not acquired, holder %q with 1m left", g, "holder")
 	}
-	if n := h.faulty.Calls("AbandonLock"); n != 0 {
+	if n := h.faulty.Calls("AbandonHold"); n != 0 {
 		t.Errorf("AbandonLock called %d times for a plain contention, want 0", n)
 	}
 }
@@ -285,8 +287,9 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 			mem := memory.New(memory.Options{Clock: c})
 			f := storetest.NewFaulty(mem)
 			drain := make(chan struct{})
-			svc := lock.New(f, f, lock.DefaultConfig(), drain)
-			t.Cleanup(func() { close(drain); svc.Wait(); _ = f.Close() })
+			queues := waiter.NewQueues(f, f, drain)
+			svc := lock.New(f, queues, c, lock.DefaultConfig(), drain)
+			t.Cleanup(func() { close(drain); queues.Close(); svc.Wait(); _ = f.Close() })
 			h := &harness{svc: svc, mem: mem, faulty: f, clock: c}
 			req := lock.Request{NS: ns, Name: "a", Owner: "me"}
 			if session {
@@ -294,8 +297,8 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 			} else {
 				req.TTL = time.Hour
 			}
-			f.Set("AcquireLock", storetest.Fault{FailAfter: true})
-			f.Set("AbandonLock", storetest.Fault{Fail: true})
+			f.Set("AcquireHold", storetest.Fault{FailAfter: true})
+			f.Set("AbandonHold", storetest.Fault{Fail: true})
 			if _, err := svc.Lock(t.Context(), req); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("Lock = %v, want ErrUnavailable", err)
 			}
@@ -303,10 +306,10 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 				t.Fatal("the uncertain grant is not in the store; the test tests nothing")
 			}
 			deadline := time.Now().Add(5 * time.Second)
-			for f.Calls("AbandonLock") < 3 && time.Now().Before(deadline) {
+			for f.Calls("AbandonHold") < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if n := f.Calls("AbandonLock"); n < 3 {
+			if n := f.Calls("AbandonHold"); n < 3 {
 				t.Fatalf("AbandonLock tried %d times in 5s while the store was unreachable, want retries", n)
 			}
 			if !h.held(t, "a").Held {
