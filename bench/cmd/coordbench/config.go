@@ -17,7 +17,7 @@ var allScenarios = []string{
 	"sessions",
 	"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket",
 	"allow-hot",
-	"lock-release", "lock-contention",
+	"lock-release", "lock-contention", "semaphore-contention",
 	"idem",
 	"enqueue",
 	"queue-e2e",
@@ -29,7 +29,7 @@ var scenarioGroups = map[string][]string{
 	"allow":      {"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket"},
 	"lock":       {"lock-release", "lock-contention"},
 	"queue":      {"enqueue", "queue-e2e"},
-	"contention": {"lock-contention"},
+	"contention": {"lock-contention", "semaphore-contention"},
 }
 
 // config is the parsed command line.

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // The hand-off pairs each grant with the oldest unpaired Release call: with
@@ -163,5 +167,30 @@ func TestContendedPattern(t *testing.T) {
 		if !strings.HasPrefix(k, `cb*1:{l:default:cb:contended:0123abcd:after}`) {
 			t.Errorf("key %q", k)
 		}
+	}
+}
+
+// A server without SemaphoreService (a coordd from before issue 11): the
+// scenario is skipped, said in the report, not measured as errors.
+func TestSemaphoreContentionSkipsUnimplemented(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Stop()
+	b := &bench{cfg: &config{Concurrency: 2, Duration: time.Second, SemLimit: 4, Conns: 1}, log: io.Discard, report: &Report{}, runID: "00000000"}
+	conns, err := b.dial(l.Addr().String(), 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(conns)
+	b.cl = newClients(conns)
+	b.binLabel = "before"
+	b.runSemaphoreContention(context.Background())
+	if len(b.results) != 0 || len(b.report.Skipped) != 1 ||
+		!strings.HasPrefix(b.report.Skipped[0], "semaphore-contention/coordd@before: the server answers Unimplemented") {
+		t.Fatalf("results %v, skipped %q", b.results, b.report.Skipped)
 	}
 }

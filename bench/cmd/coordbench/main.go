@@ -197,6 +197,8 @@ func (b *bench) runScenarios(ctx context.Context) error {
 			b.runLockRelease(ctx)
 		case s == "lock-contention":
 			b.runLockContention(ctx)
+		case s == "semaphore-contention":
+			b.runSemaphoreContention(ctx)
 		case s == "idem":
 			b.runIdem(ctx)
 		case s == "enqueue":

@@ -110,6 +110,7 @@ type clients struct {
 	idem    []coordv1.IdempotencyServiceClient
 	queues  []coordv1.QueueServiceClient
 	session []coordv1.SessionServiceClient
+	sems    []coordv1.SemaphoreServiceClient
 }
 
 func newClients(conns []*grpc.ClientConn) *clients {
@@ -121,6 +122,7 @@ func newClients(conns []*grpc.ClientConn) *clients {
 		c.idem = append(c.idem, coordv1.NewIdempotencyServiceClient(cc))
 		c.queues = append(c.queues, coordv1.NewQueueServiceClient(cc))
 		c.session = append(c.session, coordv1.NewSessionServiceClient(cc))
+		c.sems = append(c.sems, coordv1.NewSemaphoreServiceClient(cc))
 	}
 	return c
 }

@@ -352,16 +352,22 @@ func TestSmokeCoorddBin(t *testing.T) {
 	rep, table := runBench(t, append([]string{"--coordd-bin", "before=" + coorddBin + ",after=" + coorddBin,
 		"--scenarios", "contention"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
-	want := map[string][]string{"empty": {"coordd@before", tBare, "coordd@after"}, "lock-contention": {"coordd@before", "coordd@after"}}
+	want := map[string][]string{"empty": {"coordd@before", tBare, "coordd@after"},
+		"lock-contention": {"coordd@before", "coordd@after"}, "semaphore-contention": {"coordd@before", "coordd@after"}}
 	checkResults(t, rep, table, want)
 	if len(rep.Binaries) != 2 || rep.Binaries[0].PID == rep.Binaries[1].PID || rep.Binaries[0].PID == 0 {
 		t.Errorf("binaries: %+v", rep.Binaries)
 	}
-	for _, target := range want["lock-contention"] {
-		r := rep.find("lock-contention", target)
-		if r == nil || r.Contention == nil || r.Contention.Grants == 0 || r.Contention.Waiters != 4 || r.Contention.HandOff == nil ||
-			r.ServerCPUPerOpUs == 0 {
-			t.Errorf("lock-contention/%s: %+v", target, r)
+	for _, s := range []struct {
+		scenario string
+		limit    int
+	}{{"lock-contention", 1}, {"semaphore-contention", 4}} {
+		for _, target := range want[s.scenario] {
+			r := rep.find(s.scenario, target)
+			if r == nil || r.Contention == nil || r.Contention.Grants == 0 || r.Contention.Waiters != 4 || r.Contention.Limit != s.limit ||
+				r.Contention.HandOff == nil || r.ServerCPUPerOpUs == 0 {
+				t.Errorf("%s/%s: %+v", s.scenario, target, r)
+			}
 		}
 	}
 	if rep.ratioOf("lock-contention", "coordd@before") == nil {
