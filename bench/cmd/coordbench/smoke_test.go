@@ -246,19 +246,20 @@ func TestSmokeRedisBaseline(t *testing.T) {
 		"COORDD_REDIS_KEY_PREFIX="+prefix)
 	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--baseline",
 		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix,
-		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,idem,enqueue,queue-e2e,sessions"}, smokeScenarioFlags...)...)
+		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,sessions"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	checkResults(t, rep, table, map[string][]string{
-		"empty":              {tCoordd, tBare},
-		"allow-token_bucket": {tDirect, tRedisRate, tCoordd},
-		"allow-sliding_log":  {tDirect, tCoordd},
-		"allow-hot":          {tDirect, tRedisRate, tCoordd},
-		"lock-release":       {tDirect, tRedislock, tCoordd},
-		"lock-contention":    {tCoordd},
-		"idem":               {tDirect, tCoordd},
-		"enqueue":            {tDirect, tAsynq, tCoordd},
-		"queue-e2e":          {tDirect, tAsynq, tCoordd},
-		"sessions":           {tCoordd},
+		"empty":                {tCoordd, tBare},
+		"allow-token_bucket":   {tDirect, tRedisRate, tCoordd},
+		"allow-sliding_log":    {tDirect, tCoordd},
+		"allow-hot":            {tDirect, tRedisRate, tCoordd},
+		"lock-release":         {tDirect, tRedislock, tCoordd},
+		"lock-contention":      {tCoordd},
+		"semaphore-contention": {tCoordd},
+		"idem":                 {tDirect, tCoordd},
+		"enqueue":              {tDirect, tAsynq, tCoordd},
+		"queue-e2e":            {tDirect, tAsynq, tCoordd},
+		"sessions":             {tCoordd},
 	})
 	if rep.ratioOf("allow-token_bucket", tRedisRate) == nil || rep.ratioOf("queue-e2e", tAsynq) == nil {
 		t.Errorf("baseline ratios missing: %+v", rep.Ratios)
@@ -273,13 +274,17 @@ func TestSmokeRedisBaseline(t *testing.T) {
 	if !strings.Contains(table, "Redis per op") {
 		t.Error("the table lacks Redis's cost per op")
 	}
-	// Every grant runs at least its Lock's script; the contended name's keys
-	// are gone after the run.
-	if r := rep.find("lock-contention", tCoordd); r == nil || r.Contention == nil || r.Contention.ScriptsPerGrant < 0.9 {
-		t.Errorf("lock-contention/coordd: %+v", r)
+	// Every grant runs at least its acquire's script; the contended names'
+	// keys are gone after the run.
+	for _, s := range []string{"lock-contention", "semaphore-contention"} {
+		if r := rep.find(s, tCoordd); r == nil || r.Contention == nil || r.Contention.ScriptsPerGrant < 0.9 {
+			t.Errorf("%s/coordd: %+v", s, r)
+		}
 	}
-	if n := countKeys(t, addrs, mode, prefix+":{l:*:cb:contended:*"); n != 0 {
-		t.Errorf("%d keys of the contended lock left after the run", n)
+	for _, pattern := range []string{prefix + ":{l:*:cb:contended:*", prefix + ":{m:*:cb:sem:*"} {
+		if n := countKeys(t, addrs, mode, pattern); n != 0 {
+			t.Errorf("%d keys matching %s left after the run", n, pattern)
+		}
 	}
 }
 
