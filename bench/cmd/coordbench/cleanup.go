@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -44,6 +45,11 @@ func (b *bench) cleanup(ctx context.Context, c redis.UniversalClient) error {
 			break
 		}
 	}
+	if b.contended {
+		if err := deleteMatching(ctx, c, b.contendedPattern()); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(b.usedAsynqQueues) > 0 {
 		insp := asynq.NewInspectorFromRedisClient(c)
 		for _, q := range b.usedAsynqQueues {
@@ -60,6 +66,52 @@ func (b *bench) cleanup(ctx context.Context, c redis.UniversalClient) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// contendedPattern matches every key of the names the contention scenarios
+// used, whatever the kind (lock, semaphore) and however many keys coordd's
+// layout gives a name (holders, tickets, meta...): those names all hold the
+// run's ID (cb:contended:ID..., cb:sem:ID...).
+func (b *bench) contendedPattern() string {
+	return globEscape(b.keys.prefix) + ":{?:*:cb:*:" + b.runID + "*"
+}
+
+// globEscape escapes the characters special in a Redis MATCH pattern.
+func globEscape(s string) string {
+	var out strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^`, r) {
+			out.WriteByte('\\')
+		}
+		out.WriteRune(r)
+	}
+	return out.String()
+}
+
+// deleteMatching deletes the keys matching pattern from every master (one
+// SCAN each, a DEL per key: they may be in different slots).
+func deleteMatching(ctx context.Context, c redis.UniversalClient, pattern string) error {
+	del := func(ctx context.Context, n redis.Cmdable) error {
+		var keys []string
+		it := n.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		if err := it.Err(); err != nil || len(keys) == 0 {
+			return err
+		}
+		_, err := n.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys {
+				p.Del(ctx, k)
+			}
+			return nil
+		})
+		return err
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return del(ctx, n) })
+	}
+	return del(ctx, c)
 }
 
 // asynqStatKeys are the counters asynq keeps per queue, for the run's day

@@ -17,7 +17,7 @@ var allScenarios = []string{
 	"sessions",
 	"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket",
 	"allow-hot",
-	"lock-release", "lock-contention",
+	"lock-release", "lock-contention", "semaphore-contention",
 	"idem",
 	"enqueue",
 	"queue-e2e",
@@ -25,10 +25,11 @@ var allScenarios = []string{
 
 // scenarioGroups are shorthands accepted by --scenarios.
 var scenarioGroups = map[string][]string{
-	"all":   allScenarios,
-	"allow": {"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket"},
-	"lock":  {"lock-release", "lock-contention"},
-	"queue": {"enqueue", "queue-e2e"},
+	"all":        allScenarios,
+	"allow":      {"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket"},
+	"lock":       {"lock-release", "lock-contention"},
+	"queue":      {"enqueue", "queue-e2e"},
+	"contention": {"lock-contention", "semaphore-contention"},
 }
 
 // config is the parsed command line.
@@ -62,11 +63,21 @@ type config struct {
 	EmptyServer string        `json:"empty_server"`
 	Quiet       bool          `json:"-"`
 	Label       string        `json:"label,omitempty"`
+	Hold        time.Duration `json:"-"`
+	SemLimit    int           `json:"semaphore_limit"`
+	Bins        []binSpec     `json:"coordd_bins,omitempty"`
 
 	// For the JSON output, durations as strings.
 	DurationS   string `json:"duration"`
 	WarmupS     string `json:"warmup"`
 	SessionTTLS string `json:"session_ttl"`
+	HoldS       string `json:"hold"`
+}
+
+// binSpec is one coordd binary of --coordd-bin.
+type binSpec struct {
+	Label string `json:"label"`
+	Path  string `json:"path"`
 }
 
 func (c *config) has(scenario string) bool { return slices.Contains(c.Scenarios, scenario) }
@@ -80,7 +91,8 @@ gRPC call (the floor), and, with --json, all of it as JSON.
 
 Usage: coordbench [flags]
 
-Scenarios (--scenarios, comma separated; groups: all, allow, lock, queue):
+Scenarios (--scenarios, comma separated; groups: all, allow, lock, queue,
+contention):
   empty              grpc.health.v1.Health/Check on coordd, and an empty unary
                      method on a bare gRPC server (always run: the floor)
   sessions           --sessions KeepAlive streams with --locks-per-session
@@ -95,12 +107,24 @@ Scenarios (--scenarios, comma separated; groups: all, allow, lock, queue):
                      hour): every call is denied; coordd may answer from its
                      deny cache, the baselines ask Redis every time
   lock-release       Lock + Release on random names of --keys
-  lock-contention    Lock (wait) + Release on one name
+  lock-contention    --concurrency callers on one name, each looping Lock
+                     (wait) → --hold → Release; per grant: store scripts
+                     (with --redis), grants/s, hand-off and wait latency
+  semaphore-contention
+                     the same with SemaphoreService Acquire (wait, limit
+                     --semaphore-limit) → --hold → Release on one name;
+                     skipped if the server answers Unimplemented
   idem               BeginIdempotent + Finish on unique keys
   enqueue            Enqueue of a tiny message onto --queues queues
   queue-e2e          enqueue --queue-messages tiny messages, then consume them
                      all (Claim up to --claim-max, then Ack each, or the
                      batch at once with --ack-batch)
+
+With --coordd-bin before=PATH,after=PATH coordbench starts each binary in
+turn (on free loopback ports, with its own environment plus COORDD_STORE and,
+with --redis, COORDD_REDIS_ADDRS, _MODE and _KEY_PREFIX from these flags) and
+runs the scenarios against each; rows are named coordd@LABEL, and the report
+compares each later binary with the first in the same run.
 
 Flags (-flag and --flag are the same):
 `
@@ -144,6 +168,10 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.EmptyServer, "empty-server", "child", "where the bare gRPC server of the empty floor runs: child (a process of its own, like coordd) or inprocess")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines on stderr")
 	fs.StringVar(&c.Label, "label", "", "free text for the report, e.g. the coordd commit measured")
+	fs.DurationVar(&c.Hold, "hold", 0, "lock-contention, semaphore-contention: how long a holder keeps the lock or permit before Release (0: releases at once)")
+	fs.IntVar(&c.SemLimit, "semaphore-limit", 4, "semaphore-contention: the semaphore's limit (permits)")
+	var bins string
+	fs.StringVar(&bins, "coordd-bin", "", "LABEL=PATH,...: start each coordd binary in turn and run the scenarios against each (instead of --addr); see above")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -157,6 +185,9 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 	}
 	var err error
 	if c.Scenarios, err = parseScenarios(scenarios); err != nil {
+		return nil, err
+	}
+	if c.Bins, err = parseBins(bins); err != nil {
 		return nil, err
 	}
 	switch c.RedisMode {
@@ -214,8 +245,16 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("--key-prefix must be non-empty and without braces")
 	case c.CoorddPID < 0:
 		return nil, errors.New("--coordd-pid must be positive")
+	case c.Hold < 0:
+		return nil, errors.New("--hold must not be negative")
+	case c.SemLimit < 1:
+		return nil, errors.New("--semaphore-limit must be at least 1")
+	case len(c.Bins) > 0 && c.Baseline:
+		return nil, errors.New("--coordd-bin and --baseline do not go together: the baselines do not depend on the binary")
+	case len(c.Bins) > 0 && (c.CoorddPID != 0 || c.CoorddMetr != ""):
+		return nil, errors.New("--coordd-bin starts the binaries itself: --coordd-pid and --coordd-metrics are its own")
 	}
-	c.DurationS, c.WarmupS, c.SessionTTLS = c.Duration.String(), c.Warmup.String(), c.SessionTTL.String()
+	c.DurationS, c.WarmupS, c.SessionTTLS, c.HoldS = c.Duration.String(), c.Warmup.String(), c.SessionTTL.String(), c.Hold.String()
 	return c, nil
 }
 
@@ -235,7 +274,7 @@ func parseScenarios(s string) ([]string, error) {
 			continue
 		}
 		if !slices.Contains(allScenarios, name) {
-			return nil, fmt.Errorf("--scenarios: unknown scenario %q (known: %s, and the groups all, allow, lock, queue)",
+			return nil, fmt.Errorf("--scenarios: unknown scenario %q (known: %s, and the groups all, allow, lock, queue, contention)",
 				name, strings.Join(allScenarios, ", "))
 		}
 		want[name] = true
@@ -245,6 +284,30 @@ func parseScenarios(s string) ([]string, error) {
 		if want[n] {
 			out = append(out, n)
 		}
+	}
+	return out, nil
+}
+
+// parseBins parses --coordd-bin: LABEL=PATH pairs, comma separated, with
+// distinct labels of letters, digits, '.', '_' and '-'.
+func parseBins(s string) ([]binSpec, error) {
+	var out []binSpec
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		label, path, ok := strings.Cut(part, "=")
+		if !ok || label == "" || path == "" {
+			return nil, fmt.Errorf("--coordd-bin: %q is not LABEL=PATH", part)
+		}
+		if strings.Trim(label, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" {
+			return nil, fmt.Errorf("--coordd-bin: label %q: only letters, digits, '.', '_' and '-'", label)
+		}
+		if slices.ContainsFunc(out, func(b binSpec) bool { return b.Label == label }) {
+			return nil, fmt.Errorf("--coordd-bin: label %q given twice", label)
+		}
+		out = append(out, binSpec{Label: label, Path: path})
 	}
 	return out, nil
 }

@@ -74,6 +74,10 @@ type bench struct {
 	usedQueues      []string
 	usedAsynqQueues []string
 	usedRedisKeys   []string // keys that would outlive the run: allow-hot's hour-long buckets
+	contended       bool     // a contention scenario ran: its names' keys (contendedPattern) are deleted
+
+	// With --coordd-bin: the label of the binary whose turn it is.
+	binLabel string
 }
 
 func run(ctx context.Context, args []string, out, log io.Writer) error {
@@ -100,12 +104,14 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		b.report.Machine.Hostname = h
 	}
 
-	conns, err := b.dial(cfg.Addr, cfg.Conns, true)
-	if err != nil {
-		return err
+	if len(cfg.Bins) == 0 { // else each binary's turn dials it
+		conns, err := b.dial(cfg.Addr, cfg.Conns, true)
+		if err != nil {
+			return err
+		}
+		defer closeAll(conns)
+		b.cl = newClients(conns)
 	}
-	defer closeAll(conns)
-	b.cl = newClients(conns)
 	if cfg.CoorddPID > 0 {
 		if _, err := readProc(cfg.CoorddPID); err != nil {
 			return fmt.Errorf("--coordd-pid: %w", err)
@@ -136,10 +142,16 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		}
 		b.rdb = rdb
 	}
-	b.progress("run %s: coordd at %s (%s store), %d callers, %v per target (+%v warm-up), scenarios %s",
-		b.runID, cfg.Addr, cfg.Store, cfg.Concurrency, cfg.Duration, cfg.Warmup, strings.Join(cfg.Scenarios, ","))
-
-	runErr := b.runScenarios(ctx)
+	var runErr error
+	if len(cfg.Bins) == 0 {
+		b.progress("run %s: coordd at %s (%s store), %d callers, %v per target (+%v warm-up), scenarios %s",
+			b.runID, cfg.Addr, cfg.Store, cfg.Concurrency, cfg.Duration, cfg.Warmup, strings.Join(cfg.Scenarios, ","))
+		runErr = b.runScenarios(ctx)
+	} else {
+		b.progress("run %s: %d coordd binaries in turn (%s store), %d callers, %v per target (+%v warm-up), scenarios %s",
+			b.runID, len(cfg.Bins), cfg.Store, cfg.Concurrency, cfg.Duration, cfg.Warmup, strings.Join(cfg.Scenarios, ","))
+		runErr = b.runBins(ctx)
+	}
 	if rdb != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if err := b.cleanup(cctx, rdb); err != nil {
@@ -185,6 +197,8 @@ func (b *bench) runScenarios(ctx context.Context) error {
 			b.runLockRelease(ctx)
 		case s == "lock-contention":
 			b.runLockContention(ctx)
+		case s == "semaphore-contention":
+			b.runSemaphoreContention(ctx)
 		case s == "idem":
 			b.runIdem(ctx)
 		case s == "enqueue":
@@ -231,12 +245,21 @@ func (b *bench) snapshot(pid int) snapshot {
 // measure runs op for the warm-up, then measures it for --duration on
 // --concurrency workers, reading pid's CPU and RSS around the measurement.
 func (b *bench) measure(ctx context.Context, scenario, target string, pid int, op opFunc) *Result {
+	return b.measureWith(ctx, scenario, target, pid, op, nil)
+}
+
+// measureWith is measure with reset, if not nil, called between the
+// warm-up and the measurement (no op runs then).
+func (b *bench) measureWith(ctx context.Context, scenario, target string, pid int, op opFunc, reset func()) *Result {
 	if ctx.Err() != nil {
 		return nil
 	}
-	b.progress("%s/%s", scenario, target)
+	b.progress("%s/%s", scenario, b.targetName(target))
 	if b.cfg.Warmup > 0 {
 		runLoop(ctx, b.cfg.Concurrency, b.cfg.Warmup, op, b.seed^1)
+	}
+	if reset != nil {
+		reset()
 	}
 	before := b.snapshot(pid)
 	lr := runLoop(ctx, b.cfg.Concurrency, b.cfg.Duration, op, b.seed)
@@ -248,6 +271,10 @@ func (b *bench) measure(ctx context.Context, scenario, target string, pid int, o
 }
 
 func (b *bench) add(r *Result) {
+	r.Target = b.targetName(r.Target)
+	for _, p := range r.Phases {
+		p.Target = b.targetName(p.Target)
+	}
 	b.results = append(b.results, r)
 	line := fmt.Sprintf("  %s/%s: %.0f %s/s", r.Scenario, r.Target, r.OpsPerSec, r.unit())
 	if r.Latency != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -43,7 +44,9 @@ type Result struct {
 	Claims   int64 `json:"claims,omitempty"`
 	// sessions.
 	Sessions *SessionStats `json:"sessions,omitempty"`
-	Phases   []*Result     `json:"phases,omitempty"`
+	// lock-contention, semaphore-contention.
+	Contention *ContentionStats `json:"contention,omitempty"`
+	Phases     []*Result        `json:"phases,omitempty"`
 }
 
 // SessionStats is what the sessions scenario reports beside heartbeats.
@@ -117,6 +120,10 @@ type Report struct {
 	Results []*Result `json:"results"`
 	Ratios  []Ratio   `json:"ratios"`
 	Goals   []Goal    `json:"goals"`
+	// With --coordd-bin: the binaries, in the order they ran.
+	Binaries []BinaryRun `json:"binaries,omitempty"`
+	// Scenarios not run on a target, and why (a server without the API).
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // Machine describes where the run ran.
@@ -148,9 +155,10 @@ type Ratio struct {
 	Note string  `json:"note,omitempty"`
 }
 
-// Goal is one of issue 6's targets for the speed work, and whether this run
-// meets it.
+// Goal is one of an issue's targets (issue 6: the speed work; issue 11: the
+// waiting without a herd), and whether this run meets it.
 type Goal struct {
+	Issue    int     `json:"issue"`
 	Goal     string  `json:"goal"`
 	Measured string  `json:"measured"`
 	Value    float64 `json:"value,omitempty"`
@@ -241,7 +249,36 @@ func (rep *Report) analyze() {
 				Note: note})
 		}
 	}
+	rep.binRatios()
 	rep.goals()
+	rep.goals11()
+}
+
+// binRatios compares, per scenario, each later --coordd-bin binary with the
+// first one (coordd@after ÷ coordd@before).
+func (rep *Report) binRatios() {
+	var scenarios []string
+	for _, r := range rep.Results {
+		if strings.HasPrefix(r.Target, tCoordd+"@") && !slices.Contains(scenarios, r.Scenario) {
+			scenarios = append(scenarios, r.Scenario)
+		}
+	}
+	for _, s := range scenarios {
+		var first *Result
+		for _, r := range rep.Results {
+			if r.Scenario != s || !strings.HasPrefix(r.Target, tCoordd+"@") {
+				continue
+			}
+			if first == nil {
+				first = r
+				continue
+			}
+			rep.Ratios = append(rep.Ratios, Ratio{Scenario: s, Vs: first.Target,
+				Ops: ratio(r.OpsPerSec, first.OpsPerSec), P99: ratio(p99(r), p99(first)),
+				CPU:  ratio(r.ServerCPUPerOpUs, first.ServerCPUPerOpUs),
+				Note: r.Target + " ÷ " + first.Target + " (binaries of --coordd-bin, same run)"})
+		}
+	}
 }
 
 func (rep *Report) ratioOf(scenario, vs string) *Ratio {
@@ -258,7 +295,7 @@ func (rep *Report) goals() {
 	rep.Goals = nil
 	store := rep.Config.Store
 	add := func(goal string, v float64, measured string, ok bool, why string) {
-		g := Goal{Goal: goal, Value: v, Measured: measured, Status: "NOT met"}
+		g := Goal{Issue: 6, Goal: goal, Value: v, Measured: measured, Status: "NOT met"}
 		switch {
 		case why != "":
 			g.Status, g.Measured, g.Value = "not measured", why, 0
@@ -384,8 +421,17 @@ func (rep *Report) writeText(out io.Writer) {
 	if c.Label != "" {
 		fmt.Fprintf(out, "%s\n", c.Label)
 	}
-	fmt.Fprintf(out, "coordd %s (%s store), %d callers, %d conn(s), %v per target after %v warm-up, %d keys\n",
-		c.Addr, c.Store, c.Concurrency, c.Conns, c.Duration, c.Warmup, c.Keys)
+	if len(rep.Binaries) > 0 {
+		fmt.Fprintf(out, "coordd binaries, started in turn by coordbench (--coordd-bin; one at a time, each on ports of its own):\n")
+		for _, b := range rep.Binaries {
+			fmt.Fprintf(out, "  coordd@%s: %s (pid %d, %s)\n", b.Label, b.Path, b.PID, b.Addr)
+		}
+		fmt.Fprintf(out, "%s store, %d callers, %d conn(s), %v per target after %v warm-up, %d keys\n",
+			c.Store, c.Concurrency, c.Conns, c.Duration, c.Warmup, c.Keys)
+	} else {
+		fmt.Fprintf(out, "coordd %s (%s store), %d callers, %d conn(s), %v per target after %v warm-up, %d keys\n",
+			c.Addr, c.Store, c.Concurrency, c.Conns, c.Duration, c.Warmup, c.Keys)
+	}
 	fmt.Fprintf(out, "machine: %d CPUs (%s), %s, %s/%s", m.NumCPU, m.CPUModel, m.GoVersion, m.GOOS, m.GOARCH)
 	if m.RedisVersion != "" {
 		fmt.Fprintf(out, ", Redis %s (%s: %s)", m.RedisVersion, c.RedisMode, strings.Join(c.Redis, ","))
@@ -428,6 +474,10 @@ func (rep *Report) writeText(out io.Writer) {
 			}
 		}
 	}
+	rep.writeContention(out)
+	if len(rep.Skipped) > 0 {
+		fmt.Fprintf(out, "\nskipped:\n  %s\n", strings.Join(rep.Skipped, "\n  "))
+	}
 	var costs []*Result
 	for _, r := range rep.Results {
 		if r.Redis != nil {
@@ -464,10 +514,23 @@ func (rep *Report) writeText(out io.Writer) {
 		}
 		_ = tw.Flush()
 	}
-	if len(rep.Goals) > 0 {
-		fmt.Fprintf(out, "\ngoals (issue 6):\n")
-		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, issue := range []int{6, 11} {
+		var goals []Goal
 		for _, g := range rep.Goals {
+			if g.Issue == issue {
+				goals = append(goals, g)
+			}
+		}
+		if len(goals) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(goals, func(g Goal) bool { return g.Status != "not measured" }) {
+			fmt.Fprintf(out, "\ngoals (issue %d): none measured by this run (its scenarios, store or baselines)\n", issue)
+			continue
+		}
+		fmt.Fprintf(out, "\ngoals (issue %d):\n", issue)
+		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		for _, g := range goals {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Goal, g.Status, g.Measured)
 		}
 		_ = tw.Flush()

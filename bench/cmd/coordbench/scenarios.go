@@ -110,6 +110,7 @@ type clients struct {
 	idem    []coordv1.IdempotencyServiceClient
 	queues  []coordv1.QueueServiceClient
 	session []coordv1.SessionServiceClient
+	sems    []coordv1.SemaphoreServiceClient
 }
 
 func newClients(conns []*grpc.ClientConn) *clients {
@@ -121,6 +122,7 @@ func newClients(conns []*grpc.ClientConn) *clients {
 		c.idem = append(c.idem, coordv1.NewIdempotencyServiceClient(cc))
 		c.queues = append(c.queues, coordv1.NewQueueServiceClient(cc))
 		c.session = append(c.session, coordv1.NewSessionServiceClient(cc))
+		c.sems = append(c.sems, coordv1.NewSemaphoreServiceClient(cc))
 	}
 	return c
 }
@@ -138,6 +140,9 @@ func (b *bench) runEmpty(ctx context.Context) error {
 		}
 		return err
 	})
+	if b.measured("empty", tBare) { // with --coordd-bin: once, for the first binary
+		return nil
+	}
 	es, err := startEmptyServer(b.cfg.EmptyServer)
 	if err != nil {
 		return fmt.Errorf("bare gRPC server: %w", err)
@@ -307,30 +312,6 @@ func (b *bench) runLockRelease(ctx context.Context) {
 		c := b.cl.locks[w.id%len(b.cl.locks)]
 		name := b.key(w)
 		g, err := c.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: ttl})
-		if err != nil {
-			return err
-		}
-		if !g.GetAcquired() {
-			w.misses++
-			return nil
-		}
-		r, err := c.Release(ctx, &coordv1.ReleaseRequest{Name: name, Token: g.GetToken()})
-		if err == nil && !r.GetReleased() {
-			err = errNotReleased
-		}
-		return err
-	})
-}
-
-// runLockContention measures every worker taking one name in turn: Lock
-// with wait, then Release (coordd only: the libraries poll).
-func (b *bench) runLockContention(ctx context.Context) {
-	name := "cb:contended:" + b.runID
-	b.usedLocks = append(b.usedLocks, name)
-	ttl, wait := durationpb.New(contentionTTL), durationpb.New(contentionWait)
-	b.measure(ctx, "lock-contention", tCoordd, b.cfg.CoorddPID, func(ctx context.Context, w *worker) error {
-		c := b.cl.locks[w.id%len(b.cl.locks)]
-		g, err := c.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: ttl, Wait: wait})
 		if err != nil {
 			return err
 		}

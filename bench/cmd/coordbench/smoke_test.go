@@ -246,18 +246,20 @@ func TestSmokeRedisBaseline(t *testing.T) {
 		"COORDD_REDIS_KEY_PREFIX="+prefix)
 	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--baseline",
 		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix,
-		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,idem,enqueue,queue-e2e,sessions"}, smokeScenarioFlags...)...)
+		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,sessions"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	checkResults(t, rep, table, map[string][]string{
-		"empty":              {tCoordd, tBare},
-		"allow-token_bucket": {tDirect, tRedisRate, tCoordd},
-		"allow-sliding_log":  {tDirect, tCoordd},
-		"allow-hot":          {tDirect, tRedisRate, tCoordd},
-		"lock-release":       {tDirect, tRedislock, tCoordd},
-		"idem":               {tDirect, tCoordd},
-		"enqueue":            {tDirect, tAsynq, tCoordd},
-		"queue-e2e":          {tDirect, tAsynq, tCoordd},
-		"sessions":           {tCoordd},
+		"empty":                {tCoordd, tBare},
+		"allow-token_bucket":   {tDirect, tRedisRate, tCoordd},
+		"allow-sliding_log":    {tDirect, tCoordd},
+		"allow-hot":            {tDirect, tRedisRate, tCoordd},
+		"lock-release":         {tDirect, tRedislock, tCoordd},
+		"lock-contention":      {tCoordd},
+		"semaphore-contention": {tCoordd},
+		"idem":                 {tDirect, tCoordd},
+		"enqueue":              {tDirect, tAsynq, tCoordd},
+		"queue-e2e":            {tDirect, tAsynq, tCoordd},
+		"sessions":             {tCoordd},
 	})
 	if rep.ratioOf("allow-token_bucket", tRedisRate) == nil || rep.ratioOf("queue-e2e", tAsynq) == nil {
 		t.Errorf("baseline ratios missing: %+v", rep.Ratios)
@@ -272,6 +274,47 @@ func TestSmokeRedisBaseline(t *testing.T) {
 	if !strings.Contains(table, "Redis per op") {
 		t.Error("the table lacks Redis's cost per op")
 	}
+	// Every grant runs at least its acquire's script; the contended names'
+	// keys are gone after the run.
+	for _, s := range []string{"lock-contention", "semaphore-contention"} {
+		if r := rep.find(s, tCoordd); r == nil || r.Contention == nil || r.Contention.ScriptsPerGrant < 0.9 {
+			t.Errorf("%s/coordd: %+v", s, r)
+		}
+	}
+	for _, pattern := range []string{prefix + ":{l:*:cb:contended:*", prefix + ":{m:*:cb:sem:*"} {
+		if n := countKeys(t, addrs, mode, pattern); n != 0 {
+			t.Errorf("%d keys matching %s left after the run", n, pattern)
+		}
+	}
+}
+
+// countKeys counts the keys matching pattern on every master.
+func countKeys(t *testing.T, addrs, mode, pattern string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	n := 0
+	count := func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, pattern).Result()
+		mu.Lock()
+		n += len(keys)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	if mode == "cluster" {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")})
+		defer c.Close()
+		err = c.ForEachMaster(ctx, count)
+	} else {
+		c := redis.NewClient(&redis.Options{Addr: addrs})
+		defer c.Close()
+		err = count(ctx, c)
+	}
+	if err != nil {
+		t.Fatalf("counting keys: %v", err)
+	}
+	return n
 }
 
 // deletePrefix deletes every key under prefix (coordd's, and the direct
@@ -300,5 +343,42 @@ func deletePrefix(t *testing.T, addrs, mode, prefix string) {
 	}
 	if err != nil {
 		t.Logf("deleting the test's keys: %v", err)
+	}
+}
+
+// --coordd-bin: coordbench starts the binaries itself, one after the other,
+// and names their rows; the same build twice here (before and after).
+func TestSmokeCoorddBin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs coordd")
+	}
+	t.Parallel()
+	build(t)
+	rep, table := runBench(t, append([]string{"--coordd-bin", "before=" + coorddBin + ",after=" + coorddBin,
+		"--scenarios", "contention"}, smokeScenarioFlags...)...)
+	t.Log("\n" + table)
+	want := map[string][]string{"empty": {"coordd@before", tBare, "coordd@after"},
+		"lock-contention": {"coordd@before", "coordd@after"}, "semaphore-contention": {"coordd@before", "coordd@after"}}
+	checkResults(t, rep, table, want)
+	if len(rep.Binaries) != 2 || rep.Binaries[0].PID == rep.Binaries[1].PID || rep.Binaries[0].PID == 0 {
+		t.Errorf("binaries: %+v", rep.Binaries)
+	}
+	for _, s := range []struct {
+		scenario string
+		limit    int
+	}{{"lock-contention", 1}, {"semaphore-contention", 4}} {
+		for _, target := range want[s.scenario] {
+			r := rep.find(s.scenario, target)
+			if r == nil || r.Contention == nil || r.Contention.Grants == 0 || r.Contention.Waiters != 4 || r.Contention.Limit != s.limit ||
+				r.Contention.HandOff == nil || r.ServerCPUPerOpUs == 0 {
+				t.Errorf("%s/%s: %+v", s.scenario, target, r)
+			}
+		}
+	}
+	if rep.ratioOf("lock-contention", "coordd@before") == nil {
+		t.Errorf("no after ÷ before ratio: %+v", rep.Ratios)
+	}
+	if !strings.Contains(table, "coordd@after: "+coorddBin) {
+		t.Error("the table does not name the binaries")
 	}
 }
