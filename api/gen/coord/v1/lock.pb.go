@@ -55,7 +55,18 @@ type LockRequest struct {
 	// Caps the total time the lock may be held across renewals, counted from
 	// the grant. Unset means no cap; set, at least 1ms and at most config
 	// lock.hold_limit (24h).
-	MaxHold       *durationpb.Duration `protobuf:"bytes,6,opt,name=max_hold,json=maxHold" json:"max_hold,omitempty"`
+	MaxHold *durationpb.Duration `protobuf:"bytes,6,opt,name=max_hold,json=maxHold" json:"max_hold,omitempty"`
+	// false (the default): an exclusive hold, alone on name. true: a shared
+	// (read) hold: shared holders of name coexist, up to config
+	// lock.max_shared_holders (1000) at once; an exclusive hold excludes every
+	// other. Waiters are granted in arrival order across every coordd
+	// instance, and a waiting exclusive request blocks every shared request
+	// that arrives after it, so writers never starve. Each grant, shared or
+	// not, has its own token and a fence greater than every fence issued for
+	// name before. A session holds a name at most once, in one mode: a
+	// session that already holds name gets that grant back (already_held),
+	// whatever mode it asks for now.
+	Shared        bool `protobuf:"varint,7,opt,name=shared" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,6 +143,13 @@ func (x *LockRequest) GetMaxHold() *durationpb.Duration {
 	return nil
 }
 
+func (x *LockRequest) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
 // LockResponse is the outcome of a Lock.
 type LockResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -158,7 +176,10 @@ type LockResponse struct {
 	// once, even with wait; nothing changed. The session ID is the capability
 	// to all of the session's locks, so this is how a client whose Lock
 	// answer was lost finds its token.
-	AlreadyHeld   bool `protobuf:"varint,7,opt,name=already_held,json=alreadyHeld" json:"already_held,omitempty"`
+	AlreadyHeld bool `protobuf:"varint,7,opt,name=already_held,json=alreadyHeld" json:"already_held,omitempty"`
+	// Acquired: how many live holders name has now, the caller included (1
+	// for an exclusive hold). Not acquired: 0.
+	Holders       uint32 `protobuf:"varint,8,opt,name=holders" json:"holders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +261,13 @@ func (x *LockResponse) GetAlreadyHeld() bool {
 		return x.AlreadyHeld
 	}
 	return false
+}
+
+func (x *LockResponse) GetHolders() uint32 {
+	if x != nil {
+		return x.Holders
+	}
+	return 0
 }
 
 // RenewRequest extends a held lease.
@@ -519,16 +547,19 @@ func (x *GetLockRequest) GetName() string {
 	return ""
 }
 
-// GetLockResponse describes the lock's current holder, if any.
+// GetLockResponse describes the lock's live holders, if any. The single
+// holder fields (owner, fence, ttl, expire_time, acquire_time,
+// session_bound) describe the holder with the lowest fence; holders lists
+// them all.
 type GetLockResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether anyone holds the lock.
 	Held bool `protobuf:"varint,1,opt,name=held" json:"held,omitempty"`
-	// The holder's owner label.
+	// The (lowest-fence) holder's owner label.
 	Owner string `protobuf:"bytes,2,opt,name=owner" json:"owner,omitempty"`
-	// The holder's fence.
+	// The (lowest-fence) holder's fence.
 	Fence uint64 `protobuf:"varint,3,opt,name=fence" json:"fence,omitempty"`
-	// How long the holder's lease has left.
+	// How long the (lowest-fence) holder's lease has left.
 	Ttl *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl" json:"ttl,omitempty"`
 	// When the holder's lease ends, by the store's clock.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime" json:"expire_time,omitempty"`
@@ -536,7 +567,13 @@ type GetLockResponse struct {
 	AcquireTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=acquire_time,json=acquireTime" json:"acquire_time,omitempty"`
 	// Whether the lock is bound to a session (its lease follows the session's
 	// heartbeats), rather than a lease renewed by its token.
-	SessionBound  bool `protobuf:"varint,8,opt,name=session_bound,json=sessionBound" json:"session_bound,omitempty"`
+	SessionBound bool `protobuf:"varint,8,opt,name=session_bound,json=sessionBound" json:"session_bound,omitempty"`
+	// Every live holder, by fence (lowest first): one exclusive holder, or
+	// up to config lock.max_shared_holders shared ones.
+	Holders []*Holder `protobuf:"bytes,9,rep,name=holders" json:"holders,omitempty"`
+	// How many requests wait for the lock (wait > 0), on every coordd
+	// instance.
+	Waiters       uint32 `protobuf:"varint,10,opt,name=waiters" json:"waiters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -620,11 +657,229 @@ func (x *GetLockResponse) GetSessionBound() bool {
 	return false
 }
 
+func (x *GetLockResponse) GetHolders() []*Holder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *GetLockResponse) GetWaiters() uint32 {
+	if x != nil {
+		return x.Waiters
+	}
+	return 0
+}
+
+// Holder describes one live holder of a lock or a semaphore permit. It
+// never carries the holder's token nor its session's ID.
+type Holder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The holder's owner label (may be empty).
+	Owner string `protobuf:"bytes,1,opt,name=owner" json:"owner,omitempty"`
+	// The holder's fence.
+	Fence uint64 `protobuf:"varint,2,opt,name=fence" json:"fence,omitempty"`
+	// How long its lease has left.
+	Ttl *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl" json:"ttl,omitempty"`
+	// Whether it is a shared hold of a lock (always false for an exclusive
+	// lock and for a semaphore permit).
+	Shared bool `protobuf:"varint,4,opt,name=shared" json:"shared,omitempty"`
+	// Whether it is bound to a session (its lease follows the session's
+	// heartbeats) rather than a lease renewed by its token.
+	SessionBound bool `protobuf:"varint,5,opt,name=session_bound,json=sessionBound" json:"session_bound,omitempty"`
+	// When its lease ends, by the store's clock.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime" json:"expire_time,omitempty"`
+	// When it was granted, by the store's clock.
+	AcquireTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=acquire_time,json=acquireTime" json:"acquire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Holder) Reset() {
+	*x = Holder{}
+	mi := &file_coord_v1_lock_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Holder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Holder) ProtoMessage() {}
+
+func (x *Holder) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_lock_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Holder.ProtoReflect.Descriptor instead.
+func (*Holder) Descriptor() ([]byte, []int) {
+	return file_coord_v1_lock_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Holder) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Holder) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *Holder) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *Holder) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *Holder) GetSessionBound() bool {
+	if x != nil {
+		return x.SessionBound
+	}
+	return false
+}
+
+func (x *Holder) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *Holder) GetAcquireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AcquireTime
+	}
+	return nil
+}
+
+// CheckFenceRequest asks whether a fence is a live holder's.
+type CheckFenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lock's name (as LockRequest.name).
+	Name string `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	// The fence to check: required (at least 1).
+	Fence         uint64 `protobuf:"varint,2,opt,name=fence" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckFenceRequest) Reset() {
+	*x = CheckFenceRequest{}
+	mi := &file_coord_v1_lock_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckFenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckFenceRequest) ProtoMessage() {}
+
+func (x *CheckFenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_lock_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckFenceRequest.ProtoReflect.Descriptor instead.
+func (*CheckFenceRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_lock_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CheckFenceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CheckFenceRequest) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+// CheckFenceResponse tells whether the fence is current.
+type CheckFenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True iff a live holder of name has that fence (exclusive or shared).
+	Current       bool `protobuf:"varint,1,opt,name=current" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckFenceResponse) Reset() {
+	*x = CheckFenceResponse{}
+	mi := &file_coord_v1_lock_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckFenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckFenceResponse) ProtoMessage() {}
+
+func (x *CheckFenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_lock_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckFenceResponse.ProtoReflect.Descriptor instead.
+func (*CheckFenceResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_lock_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CheckFenceResponse) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
 var File_coord_v1_lock_proto protoreflect.FileDescriptor
 
 const file_coord_v1_lock_proto_rawDesc = "" +
 	"\n" +
-	"\x13coord/v1/lock.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe8\x01\n" +
+	"\x13coord/v1/lock.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x80\x02\n" +
 	"\vLockRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12-\n" +
@@ -632,7 +887,8 @@ const file_coord_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x04 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05owner\x18\x05 \x01(\tR\x05owner\x124\n" +
-	"\bmax_hold\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\amaxHold\"\xfb\x01\n" +
+	"\bmax_hold\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\amaxHold\x12\x16\n" +
+	"\x06shared\x18\a \x01(\bR\x06shared\"\x95\x02\n" +
 	"\fLockResponse\x12\x1a\n" +
 	"\bacquired\x18\x01 \x01(\bR\bacquired\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
@@ -641,7 +897,8 @@ const file_coord_v1_lock_proto_rawDesc = "" +
 	"\vexpire_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x16\n" +
 	"\x06holder\x18\x06 \x01(\tR\x06holder\x12!\n" +
-	"\falready_held\x18\a \x01(\bR\valreadyHeld\"e\n" +
+	"\falready_held\x18\a \x01(\bR\valreadyHeld\x12\x18\n" +
+	"\aholders\x18\b \x01(\rR\aholders\"e\n" +
 	"\fRenewRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12+\n" +
@@ -657,7 +914,7 @@ const file_coord_v1_lock_proto_rawDesc = "" +
 	"\x0fReleaseResponse\x12\x1a\n" +
 	"\breleased\x18\x01 \x01(\bR\breleased\"$\n" +
 	"\x0eGetLockRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xb1\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xf7\x02\n" +
 	"\x0fGetLockResponse\x12\x12\n" +
 	"\x04held\x18\x01 \x01(\bR\x04held\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
@@ -666,13 +923,32 @@ const file_coord_v1_lock_proto_rawDesc = "" +
 	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12=\n" +
 	"\facquire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\x12#\n" +
-	"\rsession_bound\x18\b \x01(\bR\fsessionBoundJ\x04\b\x05\x10\x06R\n" +
-	"session_id2\xfe\x01\n" +
+	"\rsession_bound\x18\b \x01(\bR\fsessionBound\x12*\n" +
+	"\aholders\x18\t \x03(\v2\x10.coord.v1.HolderR\aholders\x12\x18\n" +
+	"\awaiters\x18\n" +
+	" \x01(\rR\awaitersJ\x04\b\x05\x10\x06R\n" +
+	"session_id\"\x9a\x02\n" +
+	"\x06Holder\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x16\n" +
+	"\x06shared\x18\x04 \x01(\bR\x06shared\x12#\n" +
+	"\rsession_bound\x18\x05 \x01(\bR\fsessionBound\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12=\n" +
+	"\facquire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\"=\n" +
+	"\x11CheckFenceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\x04R\x05fence\".\n" +
+	"\x12CheckFenceResponse\x12\x18\n" +
+	"\acurrent\x18\x01 \x01(\bR\acurrent2\xc7\x02\n" +
 	"\vLockService\x125\n" +
 	"\x04Lock\x12\x15.coord.v1.LockRequest\x1a\x16.coord.v1.LockResponse\x128\n" +
 	"\x05Renew\x12\x16.coord.v1.RenewRequest\x1a\x17.coord.v1.RenewResponse\x12>\n" +
 	"\aRelease\x12\x18.coord.v1.ReleaseRequest\x1a\x19.coord.v1.ReleaseResponse\x12>\n" +
-	"\aGetLock\x12\x18.coord.v1.GetLockRequest\x1a\x19.coord.v1.GetLockResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
+	"\aGetLock\x12\x18.coord.v1.GetLockRequest\x1a\x19.coord.v1.GetLockResponse\x12G\n" +
+	"\n" +
+	"CheckFence\x12\x1b.coord.v1.CheckFenceRequest\x1a\x1c.coord.v1.CheckFenceResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_coord_v1_lock_proto_rawDescOnce sync.Once
@@ -686,7 +962,7 @@ func file_coord_v1_lock_proto_rawDescGZIP() []byte {
 	return file_coord_v1_lock_proto_rawDescData
 }
 
-var file_coord_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_coord_v1_lock_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_coord_v1_lock_proto_goTypes = []any{
 	(*LockRequest)(nil),           // 0: coord.v1.LockRequest
 	(*LockResponse)(nil),          // 1: coord.v1.LockResponse
@@ -696,34 +972,43 @@ var file_coord_v1_lock_proto_goTypes = []any{
 	(*ReleaseResponse)(nil),       // 5: coord.v1.ReleaseResponse
 	(*GetLockRequest)(nil),        // 6: coord.v1.GetLockRequest
 	(*GetLockResponse)(nil),       // 7: coord.v1.GetLockResponse
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*Holder)(nil),                // 8: coord.v1.Holder
+	(*CheckFenceRequest)(nil),     // 9: coord.v1.CheckFenceRequest
+	(*CheckFenceResponse)(nil),    // 10: coord.v1.CheckFenceResponse
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_coord_v1_lock_proto_depIdxs = []int32{
-	8,  // 0: coord.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
-	8,  // 1: coord.v1.LockRequest.wait:type_name -> google.protobuf.Duration
-	8,  // 2: coord.v1.LockRequest.max_hold:type_name -> google.protobuf.Duration
-	8,  // 3: coord.v1.LockResponse.ttl:type_name -> google.protobuf.Duration
-	9,  // 4: coord.v1.LockResponse.expire_time:type_name -> google.protobuf.Timestamp
-	8,  // 5: coord.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
-	8,  // 6: coord.v1.RenewResponse.ttl:type_name -> google.protobuf.Duration
-	9,  // 7: coord.v1.RenewResponse.expire_time:type_name -> google.protobuf.Timestamp
-	8,  // 8: coord.v1.GetLockResponse.ttl:type_name -> google.protobuf.Duration
-	9,  // 9: coord.v1.GetLockResponse.expire_time:type_name -> google.protobuf.Timestamp
-	9,  // 10: coord.v1.GetLockResponse.acquire_time:type_name -> google.protobuf.Timestamp
-	0,  // 11: coord.v1.LockService.Lock:input_type -> coord.v1.LockRequest
-	2,  // 12: coord.v1.LockService.Renew:input_type -> coord.v1.RenewRequest
-	4,  // 13: coord.v1.LockService.Release:input_type -> coord.v1.ReleaseRequest
-	6,  // 14: coord.v1.LockService.GetLock:input_type -> coord.v1.GetLockRequest
-	1,  // 15: coord.v1.LockService.Lock:output_type -> coord.v1.LockResponse
-	3,  // 16: coord.v1.LockService.Renew:output_type -> coord.v1.RenewResponse
-	5,  // 17: coord.v1.LockService.Release:output_type -> coord.v1.ReleaseResponse
-	7,  // 18: coord.v1.LockService.GetLock:output_type -> coord.v1.GetLockResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 0: coord.v1.LockRequest.ttl:type_name -> google.protobuf.Duration
+	11, // 1: coord.v1.LockRequest.wait:type_name -> google.protobuf.Duration
+	11, // 2: coord.v1.LockRequest.max_hold:type_name -> google.protobuf.Duration
+	11, // 3: coord.v1.LockResponse.ttl:type_name -> google.protobuf.Duration
+	12, // 4: coord.v1.LockResponse.expire_time:type_name -> google.protobuf.Timestamp
+	11, // 5: coord.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	11, // 6: coord.v1.RenewResponse.ttl:type_name -> google.protobuf.Duration
+	12, // 7: coord.v1.RenewResponse.expire_time:type_name -> google.protobuf.Timestamp
+	11, // 8: coord.v1.GetLockResponse.ttl:type_name -> google.protobuf.Duration
+	12, // 9: coord.v1.GetLockResponse.expire_time:type_name -> google.protobuf.Timestamp
+	12, // 10: coord.v1.GetLockResponse.acquire_time:type_name -> google.protobuf.Timestamp
+	8,  // 11: coord.v1.GetLockResponse.holders:type_name -> coord.v1.Holder
+	11, // 12: coord.v1.Holder.ttl:type_name -> google.protobuf.Duration
+	12, // 13: coord.v1.Holder.expire_time:type_name -> google.protobuf.Timestamp
+	12, // 14: coord.v1.Holder.acquire_time:type_name -> google.protobuf.Timestamp
+	0,  // 15: coord.v1.LockService.Lock:input_type -> coord.v1.LockRequest
+	2,  // 16: coord.v1.LockService.Renew:input_type -> coord.v1.RenewRequest
+	4,  // 17: coord.v1.LockService.Release:input_type -> coord.v1.ReleaseRequest
+	6,  // 18: coord.v1.LockService.GetLock:input_type -> coord.v1.GetLockRequest
+	9,  // 19: coord.v1.LockService.CheckFence:input_type -> coord.v1.CheckFenceRequest
+	1,  // 20: coord.v1.LockService.Lock:output_type -> coord.v1.LockResponse
+	3,  // 21: coord.v1.LockService.Renew:output_type -> coord.v1.RenewResponse
+	5,  // 22: coord.v1.LockService.Release:output_type -> coord.v1.ReleaseResponse
+	7,  // 23: coord.v1.LockService.GetLock:output_type -> coord.v1.GetLockResponse
+	10, // 24: coord.v1.LockService.CheckFence:output_type -> coord.v1.CheckFenceResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_lock_proto_init() }
@@ -737,7 +1022,7 @@ func file_coord_v1_lock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coord_v1_lock_proto_rawDesc), len(file_coord_v1_lock_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,10 +24,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LockService_Lock_FullMethodName    = "/coord.v1.LockService/Lock"
-	LockService_Renew_FullMethodName   = "/coord.v1.LockService/Renew"
-	LockService_Release_FullMethodName = "/coord.v1.LockService/Release"
-	LockService_GetLock_FullMethodName = "/coord.v1.LockService/GetLock"
+	LockService_Lock_FullMethodName       = "/coord.v1.LockService/Lock"
+	LockService_Renew_FullMethodName      = "/coord.v1.LockService/Renew"
+	LockService_Release_FullMethodName    = "/coord.v1.LockService/Release"
+	LockService_GetLock_FullMethodName    = "/coord.v1.LockService/GetLock"
+	LockService_CheckFence_FullMethodName = "/coord.v1.LockService/CheckFence"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -51,7 +52,17 @@ type LockServiceClient interface {
 	// Not acquired is not an error: the response has acquired=false, the
 	// current holder's owner label and how long its lease has left. With
 	// wait > 0 the call blocks, without polling, until the lock is granted or
-	// wait passes; it is woken by the holder's release or expiry.
+	// wait passes. Waiters are granted in arrival order (FIFO), across every
+	// coordd instance; a request without wait never jumps the queue. A
+	// release wakes only the waiter(s) it lets in. A waiter that gives up, is
+	// cancelled, or whose coordd dies stops blocking the others within 2s.
+	// RESOURCE_EXHAUSTED reason TOO_MANY_WAITERS: name already has 10000
+	// waiters.
+	//
+	// Lock-delay: after a session-bound lock is lost because its session
+	// expired (not on a release or a clean end of the session), name is
+	// granted to nobody until the session's lock_delay (KeepAliveRequest) has
+	// passed; a waiter is then granted when it ends.
 	//
 	// Retry: a retried Lock is a new acquisition attempt with a new token.
 	// Uncertain outcome: UNAVAILABLE means the lock may or may not have been
@@ -80,9 +91,17 @@ type LockServiceClient interface {
 	// Retry: safe; a retry after a release that did happen answers
 	// released=false.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
-	// GetLock describes the current holder of name, if any. It never returns
-	// the token.
+	// GetLock describes every live holder of name and how many wait for it.
+	// It never returns a token nor a session's ID.
 	GetLock(ctx context.Context, in *GetLockRequest, opts ...grpc.CallOption) (*GetLockResponse, error)
+	// CheckFence tells whether a live holder of name has fence (Chubby's
+	// CheckSequencer), for a downstream that cannot store the last fence it
+	// accepted: accept a write only while its fence is current. The answer is
+	// true at the moment the store looked; the holder's lease may end right
+	// after, so a downstream that must never accept a stale write still needs
+	// to compare fences itself.
+	// Retry: safe (it changes nothing).
+	CheckFence(ctx context.Context, in *CheckFenceRequest, opts ...grpc.CallOption) (*CheckFenceResponse, error)
 }
 
 type lockServiceClient struct {
@@ -133,6 +152,16 @@ func (c *lockServiceClient) GetLock(ctx context.Context, in *GetLockRequest, opt
 	return out, nil
 }
 
+func (c *lockServiceClient) CheckFence(ctx context.Context, in *CheckFenceRequest, opts ...grpc.CallOption) (*CheckFenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckFenceResponse)
+	err := c.cc.Invoke(ctx, LockService_CheckFence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LockServiceServer is the server API for LockService service.
 // All implementations must embed UnimplementedLockServiceServer
 // for forward compatibility.
@@ -154,7 +183,17 @@ type LockServiceServer interface {
 	// Not acquired is not an error: the response has acquired=false, the
 	// current holder's owner label and how long its lease has left. With
 	// wait > 0 the call blocks, without polling, until the lock is granted or
-	// wait passes; it is woken by the holder's release or expiry.
+	// wait passes. Waiters are granted in arrival order (FIFO), across every
+	// coordd instance; a request without wait never jumps the queue. A
+	// release wakes only the waiter(s) it lets in. A waiter that gives up, is
+	// cancelled, or whose coordd dies stops blocking the others within 2s.
+	// RESOURCE_EXHAUSTED reason TOO_MANY_WAITERS: name already has 10000
+	// waiters.
+	//
+	// Lock-delay: after a session-bound lock is lost because its session
+	// expired (not on a release or a clean end of the session), name is
+	// granted to nobody until the session's lock_delay (KeepAliveRequest) has
+	// passed; a waiter is then granted when it ends.
 	//
 	// Retry: a retried Lock is a new acquisition attempt with a new token.
 	// Uncertain outcome: UNAVAILABLE means the lock may or may not have been
@@ -183,9 +222,17 @@ type LockServiceServer interface {
 	// Retry: safe; a retry after a release that did happen answers
 	// released=false.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
-	// GetLock describes the current holder of name, if any. It never returns
-	// the token.
+	// GetLock describes every live holder of name and how many wait for it.
+	// It never returns a token nor a session's ID.
 	GetLock(context.Context, *GetLockRequest) (*GetLockResponse, error)
+	// CheckFence tells whether a live holder of name has fence (Chubby's
+	// CheckSequencer), for a downstream that cannot store the last fence it
+	// accepted: accept a write only while its fence is current. The answer is
+	// true at the moment the store looked; the holder's lease may end right
+	// after, so a downstream that must never accept a stale write still needs
+	// to compare fences itself.
+	// Retry: safe (it changes nothing).
+	CheckFence(context.Context, *CheckFenceRequest) (*CheckFenceResponse, error)
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -207,6 +254,9 @@ func (UnimplementedLockServiceServer) Release(context.Context, *ReleaseRequest) 
 }
 func (UnimplementedLockServiceServer) GetLock(context.Context, *GetLockRequest) (*GetLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLock not implemented")
+}
+func (UnimplementedLockServiceServer) CheckFence(context.Context, *CheckFenceRequest) (*CheckFenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckFence not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -301,6 +351,24 @@ func _LockService_GetLock_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LockService_CheckFence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckFenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).CheckFence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_CheckFence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).CheckFence(ctx, req.(*CheckFenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -323,6 +391,10 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetLock",
 			Handler:    _LockService_GetLock_Handler,
+		},
+		{
+			MethodName: "CheckFence",
+			Handler:    _LockService_CheckFence_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -98,7 +98,17 @@ type KeepAliveRequest struct {
 	// session.min_ttl (1s) and session.max_ttl (5m). A heartbeat never cuts
 	// the current lease short: a shorter ttl takes effect once the current
 	// lease would end sooner than it.
-	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl" json:"ttl,omitempty"`
+	// The session's lock-delay (Consul's): when the session expires (not when
+	// it ends by a half-close, nor when a hold is released), none of the
+	// locks, semaphore permits and leaderships it lost can be granted to
+	// anyone else until lock_delay after its expiry, so that a holder that
+	// was cut off has time to notice. Read on the request that creates the
+	// session (the first, without session_id); unset or 0 means none; at
+	// most 60s. A resumed session keeps the lock-delay it was created with:
+	// on any other request, lock_delay must be unset (INVALID_ARGUMENT
+	// otherwise).
+	LockDelay     *durationpb.Duration `protobuf:"bytes,3,opt,name=lock_delay,json=lockDelay" json:"lock_delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -143,6 +153,13 @@ func (x *KeepAliveRequest) GetSessionId() string {
 func (x *KeepAliveRequest) GetTtl() *durationpb.Duration {
 	if x != nil {
 		return x.Ttl
+	}
+	return nil
+}
+
+func (x *KeepAliveRequest) GetLockDelay() *durationpb.Duration {
+	if x != nil {
+		return x.LockDelay
 	}
 	return nil
 }
@@ -308,11 +325,13 @@ var File_coord_v1_session_proto protoreflect.FileDescriptor
 
 const file_coord_v1_session_proto_rawDesc = "" +
 	"\n" +
-	"\x16coord/v1/session.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"^\n" +
+	"\x16coord/v1/session.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\x01\n" +
 	"\x10KeepAliveRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
-	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"f\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x128\n" +
+	"\n" +
+	"lock_delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"f\n" +
 	"\bLostLock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x18.coord.v1.LockLossReasonR\x06reason\x12\x14\n" +
@@ -361,17 +380,18 @@ var file_coord_v1_session_proto_goTypes = []any{
 }
 var file_coord_v1_session_proto_depIdxs = []int32{
 	4, // 0: coord.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
-	0, // 1: coord.v1.LostLock.reason:type_name -> coord.v1.LockLossReason
-	4, // 2: coord.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	5, // 3: coord.v1.KeepAliveResponse.expire_time:type_name -> google.protobuf.Timestamp
-	2, // 4: coord.v1.KeepAliveResponse.lost_locks:type_name -> coord.v1.LostLock
-	1, // 5: coord.v1.SessionService.KeepAlive:input_type -> coord.v1.KeepAliveRequest
-	3, // 6: coord.v1.SessionService.KeepAlive:output_type -> coord.v1.KeepAliveResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 1: coord.v1.KeepAliveRequest.lock_delay:type_name -> google.protobuf.Duration
+	0, // 2: coord.v1.LostLock.reason:type_name -> coord.v1.LockLossReason
+	4, // 3: coord.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	5, // 4: coord.v1.KeepAliveResponse.expire_time:type_name -> google.protobuf.Timestamp
+	2, // 5: coord.v1.KeepAliveResponse.lost_locks:type_name -> coord.v1.LostLock
+	1, // 6: coord.v1.SessionService.KeepAlive:input_type -> coord.v1.KeepAliveRequest
+	3, // 7: coord.v1.SessionService.KeepAlive:output_type -> coord.v1.KeepAliveResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_session_proto_init() }

@@ -32,8 +32,9 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // SessionService keeps sessions alive. A session is a lease that a client
-// renews by streaming heartbeats; locks bound to it (LockRequest.session_id)
-// live exactly as long as it does.
+// renews by streaming heartbeats; the holds bound to it (locks:
+// LockRequest.session_id, semaphore permits: AcquireRequest.session_id,
+// leaderships: CampaignRequest.session_id) live exactly as long as it does.
 type SessionServiceClient interface {
 	// KeepAlive opens or resumes a session and keeps it alive.
 	//
@@ -106,8 +107,9 @@ type SessionService_KeepAliveClient = grpc.BidiStreamingClient[KeepAliveRequest,
 // for forward compatibility.
 //
 // SessionService keeps sessions alive. A session is a lease that a client
-// renews by streaming heartbeats; locks bound to it (LockRequest.session_id)
-// live exactly as long as it does.
+// renews by streaming heartbeats; the holds bound to it (locks:
+// LockRequest.session_id, semaphore permits: AcquireRequest.session_id,
+// leaderships: CampaignRequest.session_id) live exactly as long as it does.
 type SessionServiceServer interface {
 	// KeepAlive opens or resumes a session and keeps it alive.
 	//
