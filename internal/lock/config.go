@@ -15,6 +15,10 @@ func (c Config) Validate() error {
 		// Every session script walks the session's locks: they must be bounded.
 		v.Bad("lock.max_locks_per_session", "must be between 1 and %d, got %d", MaxSessionLocksLimit, n)
 	}
+	if n := c.MaxSharedHolders; n < 1 || n > MaxSharedHoldersLimit {
+		// A release wakes, and GetLock lists, every shared holder: bounded.
+		v.Bad("lock.max_shared_holders", "must be between 1 and %d, got %d", MaxSharedHoldersLimit, n)
+	}
 	if c.MaxWait < 0 {
 		v.Bad("limits.max_wait", "must not be negative, got %v", c.MaxWait)
 	}

@@ -1,14 +1,15 @@
-// Package lock implements LockService's rules on top of store.Locks:
-// defaults and bounds, fresh tokens, waiting for a held lock without polling,
-// and the clean-up after an uncertain outcome.
+// Package lock implements LockService's rules on top of store.Locks (the
+// holds of kind HoldLock): defaults and bounds, fresh tokens, exclusive and shared
+// holds, waiting for a held lock in arrival order without polling
+// (waiter.Queues), fence checks, and the clean-up after an uncertain outcome
+// (CleanUps, shared with the other kinds of hold).
 package lock
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 
+	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/validate"
@@ -27,6 +28,10 @@ type Config struct {
 	// loss reports not yet acknowledged; between 1 and MaxSessionLocksLimit,
 	// so that every session script does bounded work.
 	MaxSessionLocks int `mapstructure:"max_locks_per_session"`
+	// MaxSharedHolders caps a lock's shared holders at once (default 1000,
+	// between 1 and MaxSharedHoldersLimit): GetLock lists them all, and a
+	// release wakes at most this many.
+	MaxSharedHolders int `mapstructure:"max_shared_holders"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -38,34 +43,46 @@ func DefaultConfig() Config {
 		MaxWait:      time.Minute,
 		MaxNameBytes: 256,
 
-		MaxSessionLocks: 100,
+		MaxSessionLocks:  100,
+		MaxSharedHolders: 1000,
 	}
 }
 
 // MaxSessionLocksLimit is the largest lock.max_locks_per_session.
 const MaxSessionLocksLimit = 10000
 
-// Service hands out locks.
-type Service struct {
-	st       store.Locks
-	sub      store.Subscriber
-	cfg      Config
-	drain    waiter.Drain
-	cleanups sync.WaitGroup
-	mu       sync.Mutex // guards closed and inFlight
-	closed   bool       // Wait was called: no clean-up starts
-	inFlight int
+// MaxSharedHoldersLimit is the largest lock.max_shared_holders.
+const MaxSharedHoldersLimit = 10000
+
+// Store is what the service needs of a store: the Locks methods (the Holds
+// methods of kind HoldLock) and CheckFence.
+type Store interface {
+	store.Locks
+	CheckFence(ctx context.Context, kind store.HoldKind, name string, fence uint64) (bool, error)
 }
 
-// New returns a Service. Waits end early when drain is closed.
-func New(st store.Locks, sub store.Subscriber, cfg Config, drain waiter.Drain) *Service {
-	return &Service{st: st, sub: sub, cfg: cfg, drain: drain}
+// Service hands out locks.
+type Service struct {
+	st       Store
+	queues   *waiter.Queues
+	clk      clock.Clock
+	cfg      Config
+	cleanUps *CleanUps
+}
+
+// New returns a Service on st, waiting through queues; clk tells the
+// store's time (to turn its retry times into local ones). Background
+// clean-ups end when drain is closed.
+func New(st Store, queues *waiter.Queues, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
+	return &Service{st: st, queues: queues, clk: clk, cfg: cfg, cleanUps: NewCleanUps(st.AbandonLock, drain)}
 }
 
 // Request asks for a lock. Durations of 0 are unset.
 type Request struct {
 	NS, Name, Owner, SessionID string
 	TTL, Wait, MaxHold         time.Duration
+	// Shared asks for a shared (read) hold; false: exclusive.
+	Shared bool
 }
 
 // Grant is the outcome of Lock.
@@ -84,65 +101,58 @@ func (s *Service) validate(r *Request) error {
 	if err := validate.Label("owner", r.Owner, s.cfg.MaxNameBytes); err != nil {
 		return err
 	}
-	if r.SessionID != "" {
-		if err := validate.Token("session_id", r.SessionID); err != nil {
-			return err
-		}
-		if r.TTL != 0 {
-			return validate.Errorf("ttl", "must be unset with session_id: the lock lives as long as its session")
-		}
-	} else if r.TTL == 0 {
-		r.TTL = s.cfg.DefaultTTL
-	}
-	if r.SessionID == "" {
-		if err := validate.Duration("ttl", r.TTL, s.cfg.MaxTTL); err != nil {
-			return err
-		}
-	}
-	if r.MaxHold != 0 {
-		if err := validate.Duration("max_hold", r.MaxHold, s.cfg.HoldLimit); err != nil {
-			return err
-		}
+	if err := ValidateLease(r.SessionID, &r.TTL, r.MaxHold, s.cfg, "the lock"); err != nil {
+		return err
 	}
 	return validate.Wait("wait", r.Wait, s.cfg.MaxWait)
 }
 
-// Lock acquires a lock, waiting up to r.Wait for a held one. A store failure
-// or a cancellation is returned as is, after an attempt to release whatever
-// the failed call may have granted.
+// ValidateLease checks a hold's session_id, ttl (set to cfg.DefaultTTL if
+// unset without a session) and max_hold under cfg's bounds; what names the
+// hold in the error ("the lock", "the permit").
+func ValidateLease(sessionID string, ttl *time.Duration, maxHold time.Duration, cfg Config, what string) error {
+	if sessionID != "" {
+		if err := validate.Token("session_id", sessionID); err != nil {
+			return err
+		}
+		if *ttl != 0 {
+			return validate.Errorf("ttl", "must be unset with session_id: %s lives as long as its session", what)
+		}
+	} else if *ttl == 0 {
+		*ttl = cfg.DefaultTTL
+	}
+	if sessionID == "" {
+		if err := validate.Duration("ttl", *ttl, cfg.MaxTTL); err != nil {
+			return err
+		}
+	}
+	if maxHold != 0 {
+		if err := validate.Duration("max_hold", maxHold, cfg.HoldLimit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Lock acquires a lock, waiting up to r.Wait for a held one, in arrival
+// order (waiter.Queues). A store failure or a cancellation is returned as
+// is, after an attempt to release whatever the failed call may have
+// granted.
 func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 	if err := s.validate(&r); err != nil {
 		return Grant{}, err
 	}
 	name := store.Scope(r.NS, r.Name)
 	req := store.AcquireLock{
-		Name: name, Token: token.New(), Owner: r.Owner,
-		TTL: r.TTL, MaxHold: r.MaxHold,
+		Kind: store.HoldLock, Name: name, Token: token.New(), Owner: r.Owner,
+		TTL: r.TTL, MaxHold: r.MaxHold, Shared: r.Shared, MaxHolders: s.cfg.MaxSharedHolders,
 	}
 	if r.SessionID != "" {
 		req.SessionID = store.Scope(r.NS, r.SessionID)
 		req.MaxSessionLocks = s.cfg.MaxSessionLocks
 	}
-	var g store.LockGrant
-	contended := false
-	err := waiter.Wait(ctx, s.sub, store.LockTopic(name), r.Wait, s.drain, func(ctx context.Context) (bool, time.Duration, error) {
-		var err error
-		g, err = s.st.AcquireLock(ctx, req)
-		if err != nil {
-			return false, 0, err
-		}
-		contended = contended || !g.Acquired
-		return g.Acquired, g.TTL, nil
-	})
+	g, contended, err := Acquire(ctx, s.st.AcquireLock, s.queues, s.clk, s.cleanUps, req, r.Wait)
 	if err != nil {
-		if !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyLocks) {
-			// The store may have granted the lock before failing to say so.
-			life := r.TTL
-			if r.SessionID != "" {
-				life = cleanUpFor // a binding may live as long as its session
-			}
-			s.cleanUp(name, req.Token, life)
-		}
 		return Grant{}, err
 	}
 	out := Grant{LockGrant: g, Contended: contended && !g.AlreadyHeld}
@@ -155,74 +165,38 @@ func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 	return out, nil
 }
 
-// cleanUpFor bounds the background clean-up of an uncertain session-bound
-// grant (a lease's is bounded by its TTL).
-const cleanUpFor = time.Hour
+// AcquireFunc is one store attempt at a hold: the store's AcquireLock or
+// AcquireHold.
+type AcquireFunc func(ctx context.Context, req store.AcquireLock) (store.LockGrant, error)
 
-// maxCleanUps bounds the background clean-ups in flight; past it, an
-// uncertain grant is left to end by itself (at its TTL; a session-bound
-// one, unconfirmed, at the deadline it was granted with).
-const maxCleanUps = 10000
-
-// cleanUp abandons a grant that a failed AcquireLock may have made: its
-// token is known only to this call, so nobody else can. AbandonLock
-// releases a lease, and turns a session-bound grant into a loss report, so
-// that a stream that adopted it (AlreadyHeld) learns that it is gone. One
-// try now; if the store cannot be reached, tries go on in the background,
-// with backoff, until the store answers, the grant's life has passed, or
-// the daemon drains.
-func (s *Service) cleanUp(name, tok string, life time.Duration) {
-	if s.abandonOnce(name, tok) {
-		return
-	}
-	s.mu.Lock()
-	if s.closed || s.inFlight >= maxCleanUps {
-		s.mu.Unlock()
-		return
-	}
-	s.inFlight++
-	s.cleanups.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer func() {
-			s.mu.Lock()
-			s.inFlight--
-			s.mu.Unlock()
-			s.cleanups.Done()
-		}()
-		end := time.Now().Add(life)
-		backoff := 50 * time.Millisecond
-		for time.Now().Before(end) {
-			t := time.NewTimer(backoff)
-			select {
-			case <-s.drain:
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			if s.abandonOnce(name, tok) {
-				return
-			}
-			backoff = min(2*backoff, 2*time.Second)
+// Acquire makes req (a hold of req.Kind) through acquire, waiting up to
+// wait in queues, and, if it fails with an uncertain outcome, abandons
+// whatever it may have granted through cleanUps. contended: not granted at
+// the first try.
+func Acquire(ctx context.Context, acquire AcquireFunc, queues *waiter.Queues, clk clock.Clock, cleanUps *CleanUps, req store.AcquireLock, wait time.Duration) (g store.LockGrant, contended bool, err error) {
+	err = queues.Wait(ctx, req.Kind, req.Name, wait, func(ctx context.Context, t *store.WaitTicket) (bool, time.Time, error) {
+		req.Wait = t
+		var err error
+		g, err = acquire(ctx, req)
+		if err != nil {
+			return false, time.Time{}, err
 		}
-	}()
-}
-
-// abandonOnce tries AbandonLock once and reports whether the store answered.
-func (s *Service) abandonOnce(name, tok string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	return s.st.AbandonLock(ctx, name, tok) == nil
+		contended = contended || !g.Acquired
+		return g.Acquired, LocalTime(clk, g.RetryAt), nil
+	})
+	if err != nil {
+		if Uncertain(err) {
+			// The store may have granted the hold before failing to say so.
+			cleanUps.Abandon(req.Name, req.Token, req.TTL, req.SessionID != "")
+		}
+		return store.LockGrant{}, false, err
+	}
+	return g, contended, nil
 }
 
 // Wait returns when every background clean-up has ended (they end when the
 // drain channel closes); no clean-up starts after it is called.
-func (s *Service) Wait() {
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.cleanups.Wait()
-}
+func (s *Service) Wait() { s.cleanUps.Wait() }
 
 // Renew extends a held lock's lease to ttl from now.
 func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Duration) (store.Lease, error) {
@@ -250,10 +224,23 @@ func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, time
 	return s.st.ReleaseLock(ctx, store.Scope(ns, name), tok)
 }
 
-// Get describes a lock's holder (never its token nor its session's ID).
+// Get describes a lock's holders and counts its waiters (never a token nor
+// a session's ID).
 func (s *Service) Get(ctx context.Context, ns, name string) (store.LockInfo, error) {
 	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
 		return store.LockInfo{}, err
 	}
 	return s.st.GetLock(ctx, store.Scope(ns, name))
+}
+
+// CheckFence reports whether a live holder of the lock has fence (Chubby's
+// CheckSequencer).
+func (s *Service) CheckFence(ctx context.Context, ns, name string, fence uint64) (bool, error) {
+	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
+		return false, err
+	}
+	if fence == 0 {
+		return false, validate.Errorf("fence", "is required: a fence is at least 1")
+	}
+	return s.st.CheckFence(ctx, store.HoldLock, store.Scope(ns, name), fence)
 }

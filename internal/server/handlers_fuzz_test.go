@@ -492,7 +492,7 @@ func FuzzLockRequest(f *testing.F) {
 		e := newFuzzEnv(t)
 		fields := []string{"name", "owner", "session_id", "ttl", "wait", "max_hold"}
 		if realSession {
-			st, err := e.svc.Sessions.Open(e.ctx, DefaultNamespace, "", 0)
+			st, err := e.svc.Sessions.Open(e.ctx, DefaultNamespace, "", 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -75,7 +75,7 @@ func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain
 		return Services{}, err
 	}
 	return Services{
-		Locks:    lock.New(st, st, cfg.Lock, drain),
+		Locks:    lock.New(st, waiter.NewQueues(st, st, drain), clk, cfg.Lock, drain),
 		Sessions: session.New(st, st, cfg.Session),
 		Limiter:  lim,
 		Idem:     idem.New(st, st, cfg.Idem, drain),

@@ -176,7 +176,7 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			var st store.SessionState
 			switch {
 			case ref.ID == "":
-				st, err = s.svc.Open(ctx, ns, req.GetSessionId(), ttl)
+				st, err = s.svc.Open(ctx, ns, req.GetSessionId(), ttl, 0)
 			case req.GetSessionId() != "" && req.GetSessionId() != ref.ID:
 				return validate.Errorf("session_id", "is not this stream's session; open a new stream for another session")
 			default:

@@ -57,9 +57,15 @@ func (s *Service) CheckTTL(ttl time.Duration) error {
 }
 
 // Open creates a session (id "") or resumes an existing one on a new
-// stream, which supersedes the stream that drove it until now.
-func (s *Service) Open(ctx context.Context, ns, id string, ttl time.Duration) (store.SessionState, error) {
+// stream, which supersedes the stream that drove it until now. lockDelay
+// (0 to store.MaxLockDelay; 0: none) is a new session's lock-delay: how
+// long the holds it loses by expiring stay ungranted; a resumed session
+// keeps the one it was created with (lockDelay is still checked).
+func (s *Service) Open(ctx context.Context, ns, id string, ttl, lockDelay time.Duration) (store.SessionState, error) {
 	if err := s.CheckTTL(ttl); err != nil {
+		return store.SessionState{}, err
+	}
+	if err := CheckLockDelay(lockDelay); err != nil {
 		return store.SessionState{}, err
 	}
 	if id != "" {
@@ -73,8 +79,14 @@ func (s *Service) Open(ctx context.Context, ns, id string, ttl time.Duration) (s
 		ttl = s.cfg.DefaultTTL
 	}
 	id = token.New()
-	st, err := s.st.CreateSession(ctx, store.Scope(ns, id), ttl, s.cfg.MaxPerNamespace, 0)
+	st, err := s.st.CreateSession(ctx, store.Scope(ns, id), ttl, s.cfg.MaxPerNamespace, lockDelay)
 	return unscope(ns, st), err
+}
+
+// CheckLockDelay validates a requested lock-delay: 0 (none) to
+// store.MaxLockDelay.
+func CheckLockDelay(d time.Duration) error {
+	return validate.Wait("lock_delay", d, store.MaxLockDelay)
 }
 
 // KeepAlive renews a session and its locks; ttl 0 keeps its TTL. ref is the

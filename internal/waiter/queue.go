@@ -1,0 +1,439 @@
+package waiter
+
+// Queues: this instance's waiting acquisitions, without a herd.
+//
+// Concurrency design. Per (kind, name) with local waiters there is one
+// agent: one goroutine that owns the name's subscription to
+// store.WaitTopic(kind, name, instance), its ticket refresh, and every store
+// try of the name's waiters, one at a time, in local arrival order. Each
+// waiting call (Wait) runs in its caller's goroutine and only joins the
+// agent's list and waits for its outcome; the agent runs the caller's
+// TryFunc with the caller's context. Because the tries of one name never
+// overlap and the first tries are made in list order, the order of the local
+// list is the order of this instance's tickets in the store's queue (a
+// waiter whose ticket turned out gone moves to the back of the list, as its
+// fresh ticket goes to the back of the queue).
+//
+// The agent tries a waiter when it is new (its first try) or its ticket was
+// found gone, and in rounds: on a wake-up of the topic, or at the earliest
+// retry time the store gave (a blocking holder's deadline, a lock-delay's
+// end). A round gives the waiters a try each, in order, and stops at the
+// first one not granted: the store grants in ticket order, so the ones
+// behind it would not be granted either, and the store work per grant stays
+// constant however many wait.
+//
+// Giving up (the wait passed, the caller's context ended, a drain, Close)
+// takes the waiter out of the list under the mutex. If its try is in flight
+// at that moment, Wait waits for it, so that a grant made by that try is
+// returned to its caller (or, if the caller's context is done, its error is
+// returned, and the caller's clean-up of an uncertain outcome ends the
+// grant). Then the waiter's ticket leaves the store's queue (LeaveQueue,
+// best effort, bounded by a second; a ticket left behind lapses within
+// store.WaitLease).
+//
+// q.mu guards the agents map and every agent's and waiter's fields; it is
+// never held across a store call or a TryFunc.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/token"
+)
+
+// Queues coordinates this instance's waiting acquisitions: per (kind, name)
+// one agent with one subscription to store.WaitTopic(kind, name, instance),
+// one refresh of all its tickets every store.WaitRefresh, and one store try
+// at a time, in local arrival order (which is the store's ticket order).
+type Queues struct {
+	st       store.Holds
+	sub      store.Subscriber
+	drain    Drain
+	instance string
+	stop     chan struct{} // closed by Close
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	agents map[agentKey]*agent
+	closed bool
+}
+
+// TryFunc makes one store attempt with the caller's ticket (nil: a single
+// try without waiting, nothing may be queued). done ends the wait; otherwise
+// retryAt, if not zero, is the local time (time.Now's clock, not the
+// store's: the caller converts the store's RetryAt) at which the state may
+// change by itself; zero: only a wake-up can let the request in.
+type TryFunc func(ctx context.Context, t *store.WaitTicket) (done bool, retryAt time.Time, err error)
+
+// NewQueues returns the waiting coordinator of this instance, with a fresh
+// random instance ID. Waits end early when drain is closed.
+func NewQueues(st store.Holds, sub store.Subscriber, drain Drain) *Queues {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return &Queues{
+		st: st, sub: sub, drain: drain,
+		instance: hex.EncodeToString(b[:]),
+		stop:     make(chan struct{}),
+		agents:   make(map[agentKey]*agent),
+	}
+}
+
+// Instance is this instance's ID in the store's tickets (16 hex digits).
+func (q *Queues) Instance() string { return q.instance }
+
+// maxRefresh is the most tickets one RefreshTickets call takes (the store's
+// bound).
+const maxRefresh = 1000
+
+// giveUpTimeout bounds the LeaveQueue of a waiter that gave up.
+const giveUpTimeout = time.Second
+
+// minRetry keeps a retry time that is already past (the store's clock a
+// little behind ours) from turning into a busy loop.
+const minRetry = time.Millisecond
+
+type agentKey struct {
+	kind store.HoldKind
+	name string
+}
+
+type agent struct {
+	q      *Queues
+	key    agentKey
+	ctx    context.Context // ends when the agent has no waiters or on Close
+	cancel context.CancelFunc
+	kick   chan struct{} // cap 1: a waiter joined
+
+	// Guarded by q.mu.
+	waiters []*waiting // local arrival order = store ticket order
+	exited  bool       // run returned: no try will come any more
+}
+
+// waiting is one Wait call; its fields are guarded by q.mu.
+type waiting struct {
+	ctx     context.Context
+	try     TryFunc
+	ticket  *store.WaitTicket // the current ticket; nil before the first try
+	pending bool              // due a try outside rounds: new, or its ticket is gone
+	fresh   bool              // its next try takes a new ticket
+	trying  bool              // a try is in flight
+	tries   int
+	gaveUp  bool
+	retryAt time.Time    // from its last try
+	out     chan outcome // cap 1; receives the outcome when the agent ends the wait
+}
+
+type outcome struct {
+	done bool
+	err  error
+}
+
+// errClosed: the Queues were closed.
+var errClosed = errors.New("waiter: queues closed")
+
+// Wait tries at once and, if not done, waits up to wait (0: try once, no
+// ticket) for its turn: a wake-up, its retryAt, a refresh that found its
+// ticket gone (next try re-queues with a new ticket). On give-up (wait
+// passed, ctx done, drain) it leaves the queue (LeaveQueue, best effort,
+// bounded by 1s). Tries of one (kind, name) on this instance never overlap.
+//
+// It returns the error of the last try, ctx's error if ctx ended first, and
+// nil otherwise (done, or gave up at the end of the wait or on a drain: the
+// caller then answers with what its last try saw). A try in flight when the
+// wait ends is waited for, and its outcome counts (a grant is never lost,
+// except that with ctx done its error is returned instead, for the caller's
+// clean-up). After Close, Wait tries once without waiting.
+func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name string, wait time.Duration, try TryFunc) error {
+	if wait <= 0 || isClosed(q.drain) {
+		_, _, err := try(ctx, nil)
+		return err
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	w := &waiting{ctx: ctx, try: try, pending: true, fresh: true, out: make(chan outcome, 1)}
+	a, err := q.join(agentKey{kind, name}, w)
+	if err != nil {
+		_, _, err := try(ctx, nil)
+		return err
+	}
+	select {
+	case o := <-w.out:
+		return o.err
+	case <-deadline.C:
+	case <-ctx.Done():
+	case <-q.drain:
+	case <-q.stop:
+	}
+	o, ended := a.giveUp(w, ctx.Err() == nil)
+	if ended && (o.done || o.err != nil) {
+		if o.done && ctx.Err() != nil {
+			return ctx.Err() // granted, but nobody will hear it: the caller cleans up
+		}
+		return o.err
+	}
+	if w.ticket != nil {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpTimeout)
+		_ = q.st.LeaveQueue(lctx, kind, name, w.ticket.Ticket)
+		cancel()
+	}
+	return ctx.Err()
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// join adds w at the back of its name's agent, starting the agent if the
+// name has none.
+func (q *Queues) join(key agentKey, w *waiting) (*agent, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, errClosed
+	}
+	a := q.agents[key]
+	if a == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		a = &agent{q: q, key: key, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1)}
+		q.agents[key] = a
+		q.wg.Add(1)
+		go a.run()
+	}
+	a.waiters = append(a.waiters, w)
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+	return a, nil
+}
+
+// removeLocked takes w out of a's list; an agent left without waiters
+// stops. q.mu is held.
+func (a *agent) removeLocked(w *waiting) {
+	if i := slices.Index(a.waiters, w); i >= 0 {
+		a.waiters = slices.Delete(a.waiters, i, i+1)
+	}
+	if len(a.waiters) == 0 {
+		if a.q.agents[a.key] == a {
+			delete(a.q.agents, a.key)
+		}
+		a.cancel()
+	}
+}
+
+// giveUp ends w's wait. If a try of w is in flight, or (with waitFirst) its
+// first try has not been made yet, it waits for that try and returns its
+// outcome (ended true); otherwise it returns at once.
+func (a *agent) giveUp(w *waiting, waitFirst bool) (outcome, bool) {
+	q := a.q
+	q.mu.Lock()
+	select {
+	case o := <-w.out: // the agent ended the wait meanwhile
+		q.mu.Unlock()
+		return o, true
+	default:
+	}
+	w.gaveUp = true
+	if w.trying || (waitFirst && w.tries == 0 && !a.exited) {
+		q.mu.Unlock()
+		return <-w.out, true
+	}
+	a.removeLocked(w)
+	q.mu.Unlock()
+	return outcome{}, false
+}
+
+// run is the agent's goroutine.
+func (a *agent) run() {
+	q := a.q
+	defer q.wg.Done()
+	defer func() {
+		q.mu.Lock()
+		a.exited = true
+		// Waiters that gave up before their first try wait for it: there
+		// will be none.
+		for _, w := range slices.Clone(a.waiters) {
+			if w.gaveUp && !w.trying {
+				a.removeLocked(w)
+				w.out <- outcome{}
+			}
+		}
+		q.mu.Unlock()
+		a.cancel()
+	}()
+	var wake <-chan struct{} // nil without a subscription: never ready
+	poll := time.Duration(0)
+	if s, err := q.sub.Subscribe(a.ctx, store.WaitTopic(a.key.kind, a.key.name, q.instance)); err == nil {
+		defer s.Close()
+		wake = s.C()
+	} else {
+		poll = PollWithoutWakeups
+	}
+	refresh := time.NewTicker(store.WaitRefresh)
+	defer refresh.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	round := false
+	lastRound := time.Now() // for the polling without wake-ups
+	for {
+		if round {
+			lastRound = time.Now()
+		}
+		a.pass(round)
+		round = false
+		if next, ok := a.nextRetry(poll, lastRound); ok {
+			timer.Reset(max(time.Until(next), minRetry))
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-a.kick:
+			timer.Stop()
+			continue
+		case <-refresh.C:
+			timer.Stop()
+			a.refresh()
+			continue
+		case <-a.ctx.Done():
+			return
+		}
+		timer.Stop()
+		round = true
+	}
+}
+
+// pass gives a try to every waiter due one outside rounds (new, or with its
+// ticket gone), and, with round, to the others in order until one is not
+// granted.
+func (a *agent) pass(round bool) {
+	q := a.q
+	q.mu.Lock()
+	list := slices.Clone(a.waiters)
+	q.mu.Unlock()
+	for _, w := range list {
+		q.mu.Lock()
+		inRound := !w.pending
+		firstOfGaveUp := w.gaveUp && w.tries == 0
+		if w.gaveUp && w.ctx.Err() != nil && slices.Contains(a.waiters, w) {
+			// It waits for a first try that its context no longer allows.
+			a.removeLocked(w)
+			w.out <- outcome{}
+			q.mu.Unlock()
+			continue
+		}
+		if !slices.Contains(a.waiters, w) || (w.gaveUp && !firstOfGaveUp) || (inRound && !round) || w.ctx.Err() != nil {
+			q.mu.Unlock()
+			continue
+		}
+		var t *store.WaitTicket
+		if !firstOfGaveUp {
+			if w.fresh {
+				w.ticket = &store.WaitTicket{Ticket: token.New(), Instance: q.instance, Lease: store.WaitLease}
+				w.fresh = false
+			}
+			t = w.ticket
+		}
+		w.pending = false
+		w.trying = true
+		w.tries++
+		q.mu.Unlock()
+
+		done, retryAt, err := w.try(w.ctx, t)
+
+		q.mu.Lock()
+		w.trying = false
+		w.retryAt = retryAt
+		if done || err != nil || w.gaveUp {
+			a.removeLocked(w)
+			w.out <- outcome{done: done, err: err}
+		}
+		q.mu.Unlock()
+		if inRound && !done && err == nil {
+			round = false
+		}
+	}
+}
+
+// nextRetry is when the next round is due by time: the earliest retry time
+// of the queued waiters, or poll after the last round if that is sooner
+// (poll > 0).
+func (a *agent) nextRetry(poll time.Duration, lastRound time.Time) (time.Time, bool) {
+	q := a.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var next time.Time
+	for _, w := range a.waiters {
+		if w.tries > 0 && !w.retryAt.IsZero() && (next.IsZero() || w.retryAt.Before(next)) {
+			next = w.retryAt
+		}
+	}
+	if poll > 0 && len(a.waiters) > 0 {
+		if p := lastRound.Add(poll); next.IsZero() || p.Before(next) {
+			next = p
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// refresh renews the leases of the agent's queued tickets; a waiter whose
+// ticket is gone moves to the back and is due a try with a new ticket. It
+// runs in the agent's goroutine, so no try is in flight meanwhile.
+func (a *agent) refresh() {
+	q := a.q
+	q.mu.Lock()
+	byTicket := make(map[string]*waiting, len(a.waiters))
+	var tickets []string
+	for _, w := range a.waiters {
+		if w.ticket != nil && w.tries > 0 && !w.pending && !w.gaveUp {
+			byTicket[w.ticket.Ticket] = w
+			tickets = append(tickets, w.ticket.Ticket)
+		}
+	}
+	q.mu.Unlock()
+	for chunk := range slices.Chunk(tickets, maxRefresh) {
+		ctx, cancel := context.WithTimeout(a.ctx, store.WaitLease)
+		gone, err := q.st.RefreshTickets(ctx, a.key.kind, a.key.name, chunk, store.WaitLease)
+		cancel()
+		if err != nil {
+			continue // the tickets may lapse; a later try queues them again
+		}
+		q.mu.Lock()
+		for _, t := range gone {
+			w := byTicket[t]
+			i := slices.Index(a.waiters, w)
+			if w == nil || i < 0 || w.gaveUp || w.ticket == nil || w.ticket.Ticket != t {
+				continue
+			}
+			w.pending, w.fresh = true, true
+			a.waiters = append(slices.Delete(a.waiters, i, i+1), w)
+		}
+		q.mu.Unlock()
+	}
+}
+
+// Close stops every agent; the waits still going end as on a drain. It
+// returns when every agent has stopped.
+func (q *Queues) Close() {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.stop)
+	}
+	for _, a := range q.agents {
+		a.cancel()
+	}
+	q.mu.Unlock()
+	q.wg.Wait()
+}
