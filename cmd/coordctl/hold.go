@@ -163,7 +163,8 @@ func (j *holdJob) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 // calls of at most the server's max wait, and printing a progress line
 // between them. A signal abandons the wait and is returned; so does a lost
 // session (err is then nil and sess.Err says why). granted is when the
-// answer came: the hold was granted before then.
+// request that was granted was sent: the grant came after it, so a
+// --max-hold counted from then ends no later than coordd's.
 func (j *holdJob) acquire(ctx context.Context, a *app, sess *session, sigs <-chan os.Signal) (
 	att *attempt, granted time.Time, sig os.Signal, err error,
 ) {
@@ -202,9 +203,9 @@ func (j *holdJob) acquire(ctx context.Context, a *app, sess *session, sigs <-cha
 			w = 0
 		}
 		callCtx, callCancel := a.call(ctx, w)
+		granted = time.Now()
 		att, err = j.try(callCtx, sess.ID(), w)
 		callCancel()
-		granted = time.Now()
 		if err != nil {
 			if w > time.Millisecond && waitOverLimit(err) && ctx.Err() == nil {
 				// coordd's limits.max_wait is lower than chunk: find it.
