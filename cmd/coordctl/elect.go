@@ -37,14 +37,15 @@ one it accepted: leadership is a lease.
 
 A lost leadership ends the command as a lost lock does (see 'coordctl help
 lock'): SIGTERM, then SIGKILL after --grace, and exit 70, when coordd reports
-the session expired or the leadership lost, or no heartbeat is answered
-within --ttl. Signals are passed on to CMD as by lock.
+the session expired, the election (which coordctl observes) shows another
+leader or none, or no heartbeat is answered within --ttl. Signals are passed
+on to CMD as by lock.
 
 Exit status: CMD's (128+N if signal N killed it); 75 if another leads;
 70 if the leadership was lost; 127 if CMD was not found, 126 if it could not
 be started; 69 if coordd is unavailable.
 
-  coordctl elect --wait 8760h scheduler --value "$(hostname)" -- ./scheduler --fence "$COORDD_FENCE"`,
+  coordctl elect --wait 8760h scheduler --value "$(hostname)" -- sh -c './scheduler --fence "$COORDD_FENCE"'`,
 	setup: func(fs *pflag.FlagSet) func(*pflag.FlagSet) (command, error) {
 		c := &electCmd{}
 		fs.StringVar(&c.value, "value", "", "the value the leader shows to others (default HOSTNAME:PID)")
