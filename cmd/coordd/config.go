@@ -18,11 +18,13 @@ import (
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/coordd/coordd/internal/election"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/semaphore"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
@@ -57,11 +59,13 @@ type Config struct {
 		SweepInterval time.Duration `mapstructure:"sweep_interval"`
 	} `mapstructure:"memory"`
 	Redis       RedisConfig    `mapstructure:"redis"`
-	Lock        lock.Config    `mapstructure:"lock"`
-	Session     session.Config `mapstructure:"session"`
-	RateLimit   RateLimit      `mapstructure:"ratelimit"`
-	Idempotency idem.Config    `mapstructure:"idempotency"`
-	Queue       queue.Config   `mapstructure:"queue"`
+	Lock        lock.Config      `mapstructure:"lock"`
+	Semaphore   semaphore.Config `mapstructure:"semaphore"`
+	Election    election.Config  `mapstructure:"election"`
+	Session     session.Config   `mapstructure:"session"`
+	RateLimit   RateLimit        `mapstructure:"ratelimit"`
+	Idempotency idem.Config      `mapstructure:"idempotency"`
+	Queue       queue.Config     `mapstructure:"queue"`
 }
 
 // GRPCConfig is the grpc section: the server's transport settings.
@@ -144,6 +148,8 @@ func DefaultConfig() Config {
 		LogFormat:       "text",
 		ShutdownTimeout: 10 * time.Second,
 		Lock:            sc.Lock,
+		Semaphore:       sc.Semaphore,
+		Election:        sc.Election,
 		Session:         sc.Session,
 		RateLimit:       RateLimit{Config: sc.Limiter, Policies: []PolicyConfig{}},
 		Idempotency:     sc.Idem,
@@ -244,6 +250,10 @@ func setDefaults(v *viper.Viper, prefix string, rv reflect.Value) {
 // applyLimits copies the shared limits into the sections that use them.
 func (c *Config) applyLimits() {
 	c.Lock.MaxWait, c.Lock.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
+	c.Semaphore.MaxWait, c.Semaphore.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
+	c.Election.MaxWait, c.Election.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
+	// A session's holds of every kind count against one bound.
+	c.Semaphore.MaxSessionLocks, c.Election.MaxSessionLocks = c.Lock.MaxSessionLocks, c.Lock.MaxSessionLocks
 	c.Idempotency.MaxWait, c.Idempotency.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
 	c.Queue.MaxWait, c.Queue.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
 	c.RateLimit.MaxNameBytes = c.Limits.MaxNameBytes
@@ -304,6 +314,8 @@ func (c *Config) Validate() error {
 	v.Positive("memory.sweep_interval", c.Memory.SweepInterval)
 
 	v.Add(c.Lock.Validate())
+	v.Add(c.Semaphore.Validate())
+	v.Add(c.Election.Validate())
 	v.Add(c.Session.Validate())
 	v.Add(c.RateLimit.Config.Validate())
 	v.Add(c.Idempotency.Validate())

@@ -32,7 +32,6 @@ import (
 
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/store"
@@ -148,7 +147,7 @@ type daemon struct {
 	httpLis  net.Listener
 	drain    chan struct{}
 	draining atomic.Bool
-	locks    *lock.Service // its background clean-ups end with the drain
+	services server.Services // their waits and background clean-ups end with the drain
 	auth     *server.Authenticator
 	tls      *tlsFiles // nil without TLS
 }
@@ -224,7 +223,8 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return metrics.QueueDepth{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, err
 	}, time.Second)
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{
-		Lock: cfg.Lock, Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies,
+		Lock: cfg.Lock, Semaphore: cfg.Semaphore, Election: cfg.Election,
+		Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies,
 		Idem: cfg.Idempotency, Queue: cfg.Queue,
 	}, d.drain)
 	if err != nil {
@@ -232,7 +232,7 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return nil, err
 	}
 	d.limiter = svc.Limiter
-	d.locks = svc.Locks
+	d.services = svc
 
 	grpcMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	reg.MustRegister(grpcMetrics)
@@ -319,7 +319,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	if herr := d.http.Shutdown(hctx); herr != nil && err == nil {
 		err = herr
 	}
-	d.locks.Wait()
+	d.services.Wait()
 	if serr := d.closeStore(); serr != nil && err == nil {
 		err = serr
 	}

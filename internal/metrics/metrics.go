@@ -41,7 +41,25 @@ type Metrics struct {
 	panics         prometheus.Counter
 	authFailures   *prometheus.CounterVec // by reason
 	rejected       *prometheus.CounterVec // by reason (limits against abuse)
+
+	holdsGranted   *prometheus.CounterVec   // by kind, mode
+	holdWaits      *prometheus.CounterVec   // by kind
+	holdWait       *prometheus.HistogramVec // by kind
+	holdersAtGrant *prometheus.HistogramVec // by kind
+	elections      *prometheus.CounterVec   // by event
+	observers      prometheus.Gauge
 }
+
+// Hold kinds and modes, the label values of the hold metrics. Every series
+// of them exists from the start, at 0.
+var (
+	holdModes = map[string][]string{
+		"lock":      {"exclusive", "shared"},
+		"semaphore": {"shared"}, // a permit coexists with the others
+		"election":  {"exclusive"},
+	}
+	electionEvents = []string{"elected", "resigned", "lost"}
+)
 
 // New registers the metrics on reg.
 func New(reg prometheus.Registerer) *Metrics {
@@ -78,6 +96,34 @@ func New(reg prometheus.Registerer) *Metrics {
 			"reason"),
 		rejected: f.counterVec("rejected_total", "Calls refused by a limit against abuse, by reason.",
 			"reason"),
+
+		holdsGranted: f.counterVec("holds_granted_total",
+			"New grants by kind (lock, semaphore, election) and mode (exclusive; shared: a shared lock, a semaphore permit). An already_held answer is no new grant.",
+			"kind", "mode"),
+		holdWaits: f.counterVec("hold_waits_total",
+			"Acquisitions (Lock, Acquire, Campaign with wait > 0) that found the name taken and waited, by kind, whether they were then granted or not.",
+			"kind"),
+		holdWait: f.histogramVec("hold_wait_seconds",
+			"Time the acquisitions counted by coordd_hold_waits_total waited, until granted or given up, by kind.",
+			prometheus.ExponentialBuckets(0.0005, 4, 10), "kind"),
+		holdersAtGrant: f.histogramVec("hold_holders_at_grant",
+			"Live holders of the name just after a grant, the new one included, by kind (1 for an exclusive lock and an election).",
+			prometheus.ExponentialBuckets(1, 2, 14), "kind"),
+		elections: f.counterVec("elections_total",
+			"Leadership changes by event: elected (Campaign won), resigned (Resign, or the end of the leader's session by a half-close), lost (reported lost to the leader's session: it expired, or the store lost the term).",
+			"event"),
+		observers: f.gauge("election_observers", "Observe streams open on this instance."),
+	}
+	for kind, modes := range holdModes {
+		for _, mode := range modes {
+			m.holdsGranted.WithLabelValues(kind, mode)
+		}
+		m.holdWaits.WithLabelValues(kind)
+		m.holdWait.WithLabelValues(kind)
+		m.holdersAtGrant.WithLabelValues(kind)
+	}
+	for _, e := range electionEvents {
+		m.elections.WithLabelValues(e)
 	}
 	return m
 }
@@ -156,6 +202,42 @@ func (m *Metrics) LockExpired() {
 func (m *Metrics) LockLost(reason string) {
 	if m != nil {
 		m.locksLost.WithLabelValues(reason).Inc()
+	}
+}
+
+// HoldGranted counts a new grant of kind (lock, semaphore, election) in
+// mode (exclusive, shared) after which the name had holders live holders.
+func (m *Metrics) HoldGranted(kind, mode string, holders int) {
+	if m == nil {
+		return
+	}
+	m.holdsGranted.WithLabelValues(kind, mode).Inc()
+	if holders > 0 {
+		m.holdersAtGrant.WithLabelValues(kind).Observe(float64(holders))
+	}
+}
+
+// HoldWaited counts an acquisition of kind that found its name taken and
+// waited for wait (until granted or given up).
+func (m *Metrics) HoldWaited(kind string, wait time.Duration) {
+	if m == nil {
+		return
+	}
+	m.holdWaits.WithLabelValues(kind).Inc()
+	m.holdWait.WithLabelValues(kind).Observe(wait.Seconds())
+}
+
+// Election counts a leadership change: elected, resigned or lost.
+func (m *Metrics) Election(event string) {
+	if m != nil {
+		m.elections.WithLabelValues(event).Inc()
+	}
+}
+
+// Observers adds delta to the open Observe streams.
+func (m *Metrics) Observers(delta int) {
+	if m != nil {
+		m.observers.Add(float64(delta))
 	}
 }
 

@@ -111,3 +111,65 @@ func TestWatchQueues(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldSeries: the hold and election series exist at 0 before anything
+// happens, and each call counts under its own labels.
+func TestHoldSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	zero := []string{
+		"coordd_holds_granted_total{lock,exclusive}", "coordd_holds_granted_total{lock,shared}",
+		"coordd_holds_granted_total{semaphore,shared}", "coordd_holds_granted_total{election,exclusive}",
+		"coordd_hold_waits_total{lock}", "coordd_hold_waits_total{semaphore}", "coordd_hold_waits_total{election}",
+		"coordd_hold_wait_seconds{lock}", "coordd_hold_wait_seconds{semaphore}", "coordd_hold_wait_seconds{election}",
+		"coordd_hold_holders_at_grant{lock}", "coordd_hold_holders_at_grant{semaphore}", "coordd_hold_holders_at_grant{election}",
+		"coordd_elections_total{elected}", "coordd_elections_total{resigned}", "coordd_elections_total{lost}",
+	}
+	got := series(t, reg)
+	for _, key := range zero {
+		if v, ok := got[key]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want present at 0", key, v, ok)
+		}
+	}
+	m.HoldGranted("semaphore", "shared", 3)
+	m.HoldGranted("lock", "shared", 2)
+	m.HoldGranted("lock", "shared", 0) // unknown count: no observation
+	m.HoldWaited("election", time.Second)
+	m.Election("elected")
+	m.Election("lost")
+	m.Observers(2)
+	m.Observers(-1)
+	got = series(t, reg)
+	for key, want := range map[string]float64{
+		"coordd_holds_granted_total{semaphore,shared}": 1,
+		"coordd_holds_granted_total{lock,shared}":      2,
+		"coordd_holds_granted_total{lock,exclusive}":   0,
+		"coordd_hold_holders_at_grant{semaphore}":      1,
+		"coordd_hold_holders_at_grant{lock}":           1,
+		"coordd_hold_waits_total{election}":            1,
+		"coordd_hold_wait_seconds{election}":           1,
+		"coordd_elections_total{elected}":              1,
+		"coordd_elections_total{lost}":                 1,
+		"coordd_elections_total{resigned}":             0,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "coordd_election_observers" {
+			if v := f.GetMetric()[0].GetGauge().GetValue(); v != 1 {
+				t.Errorf("coordd_election_observers = %v, want 1", v)
+			}
+		}
+	}
+	var none *Metrics
+	none.HoldGranted("lock", "exclusive", 1)
+	none.HoldWaited("lock", time.Second)
+	none.Election("elected")
+	none.Observers(1)
+}

@@ -7,6 +7,8 @@ import "github.com/coordd/coordd/internal/validate"
 func (c Config) Validate() error {
 	var v validate.Checks
 	v.Add(c.Lock.Validate())
+	v.Add(c.Semaphore.Validate())
+	v.Add(c.Election.Validate())
 	v.Add(c.Session.Validate())
 	v.Add(c.Limiter.Validate())
 	v.Add(c.Idem.Validate())

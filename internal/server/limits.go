@@ -16,7 +16,8 @@ import (
 // limit.
 type Limits struct {
 	// MaxWaitersPerNamespace caps the calls of one namespace that are waiting
-	// on this instance (a Lock, BeginIdempotent or Claim with wait > 0).
+	// on this instance (a Lock, Acquire, Campaign, BeginIdempotent or Claim
+	// with wait > 0, and every Observe stream).
 	MaxWaitersPerNamespace int `mapstructure:"max_waiters_per_namespace"`
 	// MaxWaitersPerConnection caps the waiting calls of one connection.
 	MaxWaitersPerConnection int `mapstructure:"max_waiters_per_connection"`
@@ -104,8 +105,8 @@ func (g *gate) enter(ctx context.Context, ns string, stream bool) (func(), error
 	}, nil
 }
 
-// waits reports whether a request asks to wait: a Lock, BeginIdempotent or
-// Claim with wait > 0.
+// waits reports whether a request asks to wait: a Lock, Acquire,
+// Campaign, BeginIdempotent or Claim with wait > 0.
 func waits(req any) bool {
 	w, ok := req.(interface{ GetWait() *durationpb.Duration })
 	return ok && w.GetWait().AsDuration() > 0

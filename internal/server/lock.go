@@ -35,7 +35,7 @@ func (s *lockServer) Lock(ctx context.Context, req *coordv1.LockRequest) (*coord
 	start := time.Now()
 	g, err := s.svc.Lock(ctx, lock.Request{
 		NS: namespace(ctx), Name: req.GetName(), Owner: req.GetOwner(), SessionID: req.GetSessionId(),
-		TTL: ttl, Wait: wait, MaxHold: maxHold,
+		TTL: ttl, Wait: wait, MaxHold: maxHold, Shared: req.GetShared(),
 	})
 	if err != nil {
 		return nil, err
@@ -47,11 +47,20 @@ func (s *lockServer) Lock(ctx context.Context, req *coordv1.LockRequest) (*coord
 	default:
 		s.metrics.LockNotAcquired()
 	}
-	return &coordv1.LockResponse{
+	mode := "exclusive"
+	if req.GetShared() {
+		mode = "shared"
+	}
+	countGrant(s.metrics, "lock", mode, g.LockGrant, g.Contended, wait, start)
+	resp := &coordv1.LockResponse{
 		Acquired: g.Acquired, Token: g.Token, Fence: g.Fence,
 		Ttl: durationpb.New(g.TTL), ExpireTime: timestamp(g.ExpireTime), Holder: g.Holder,
 		AlreadyHeld: g.AlreadyHeld,
-	}, nil
+	}
+	if g.Acquired {
+		resp.Holders = count32(g.Holders)
+	}
+	return resp, nil
 }
 
 func (s *lockServer) Renew(ctx context.Context, req *coordv1.RenewRequest) (*coordv1.RenewResponse, error) {
@@ -86,10 +95,19 @@ func (s *lockServer) GetLock(ctx context.Context, req *coordv1.GetLockRequest) (
 		return nil, err
 	}
 	if !info.Held {
-		return &coordv1.GetLockResponse{}, nil
+		return &coordv1.GetLockResponse{Waiters: count32(info.Waiters)}, nil
 	}
 	return &coordv1.GetLockResponse{
 		Held: true, Owner: info.Owner, Fence: info.Fence, Ttl: durationpb.New(info.TTL),
 		SessionBound: info.SessionBound, ExpireTime: timestamp(info.ExpireTime), AcquireTime: timestamp(info.AcquireTime),
+		Holders: holders(info.Holders), Waiters: count32(info.Waiters),
 	}, nil
+}
+
+func (s *lockServer) CheckFence(ctx context.Context, req *coordv1.CheckFenceRequest) (*coordv1.CheckFenceResponse, error) {
+	ok, err := s.svc.CheckFence(ctx, namespace(ctx), req.GetName(), req.GetFence())
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.CheckFenceResponse{Current: ok}, nil
 }

@@ -1,5 +1,6 @@
 // Package server is coordd's gRPC surface: it turns requests into calls of
-// the domain packages (internal/lock, session, limiter, idem, queue) and
+// the domain packages (internal/lock, semaphore, election, session,
+// limiter, idem, queue) and
 // their errors into gRPC statuses, through one table (errors.go). Handlers
 // never talk to a store and proto types never leave this package.
 package server
@@ -22,11 +23,13 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/election"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/semaphore"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/waiter"
@@ -34,31 +37,49 @@ import (
 
 // Services are the domain services the handlers call.
 type Services struct {
-	Locks    *lock.Service
-	Sessions *session.Service
-	Limiter  *limiter.Service
-	Idem     *idem.Service
-	Queues   *queue.Service
-	// Drain, when closed, ends waits and KeepAlive streams so that the
-	// server can stop gracefully.
+	Locks      *lock.Service
+	Semaphores *semaphore.Service
+	Elections  *election.Service
+	Sessions   *session.Service
+	Limiter    *limiter.Service
+	Idem       *idem.Service
+	Queues     *queue.Service
+	// Waiting is the instance's one coordinator of waiting acquisitions,
+	// shared by locks, semaphores and elections.
+	Waiting *waiter.Queues
+	// Drain, when closed, ends waits, KeepAlive and Observe streams so that
+	// the server can stop gracefully.
 	Drain waiter.Drain
+}
+
+// Wait returns when the services' background work has ended: the waits
+// and the clean-ups of uncertain grants end when Drain is closed. Call it
+// after closing Drain and stopping the server, before closing the store.
+func (s Services) Wait() {
+	s.Waiting.Close()
+	s.Locks.Wait()
+	s.Semaphores.Wait()
+	s.Elections.Wait()
 }
 
 // Config holds every domain package's rules.
 type Config struct {
-	Lock     lock.Config
-	Session  session.Config
-	Limiter  limiter.Config
-	Policies map[string]limiter.Policy
-	Idem     idem.Config
-	Queue    queue.Config
+	Lock      lock.Config
+	Semaphore semaphore.Config
+	Election  election.Config
+	Session   session.Config
+	Limiter   limiter.Config
+	Policies  map[string]limiter.Policy
+	Idem      idem.Config
+	Queue     queue.Config
 }
 
 // DefaultConfig returns every domain package's default configuration, with
 // no rate-limit policies.
 func DefaultConfig() Config {
 	return Config{
-		Lock: lock.DefaultConfig(), Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
+		Lock: lock.DefaultConfig(), Semaphore: semaphore.DefaultConfig(), Election: election.DefaultConfig(),
+		Session: session.DefaultConfig(), Limiter: limiter.DefaultConfig(),
 		Idem: idem.DefaultConfig(), Queue: queue.DefaultConfig(),
 	}
 }
@@ -74,13 +95,17 @@ func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain
 	if err != nil {
 		return Services{}, err
 	}
+	waiting := waiter.NewQueues(st, st, drain)
 	return Services{
-		Locks:    lock.New(st, waiter.NewQueues(st, st, drain), clk, cfg.Lock, drain),
-		Sessions: session.New(st, st, cfg.Session),
-		Limiter:  lim,
-		Idem:     idem.New(st, st, cfg.Idem, drain),
-		Queues:   queue.New(st, st, clk, cfg.Queue, drain),
-		Drain:    drain,
+		Locks:      lock.New(st, waiting, clk, cfg.Lock, drain),
+		Semaphores: semaphore.New(st, waiting, clk, cfg.Semaphore, drain),
+		Elections:  election.New(st, waiting, clk, cfg.Election, drain),
+		Sessions:   session.New(st, st, cfg.Session),
+		Limiter:    lim,
+		Idem:       idem.New(st, st, cfg.Idem, drain),
+		Queues:     queue.New(st, st, clk, cfg.Queue, drain),
+		Waiting:    waiting,
+		Drain:      drain,
 	}, nil
 }
 
@@ -143,6 +168,8 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	gs := grpc.NewServer(opts...)
 	m := o.Metrics
 	coordv1.RegisterLockServiceServer(gs, &lockServer{svc: svc.Locks, metrics: m})
+	coordv1.RegisterSemaphoreServiceServer(gs, &semaphoreServer{svc: svc.Semaphores, metrics: m})
+	coordv1.RegisterElectionServiceServer(gs, &electionServer{svc: svc.Elections, drain: svc.Drain, metrics: m})
 	coordv1.RegisterSessionServiceServer(gs, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate})
 	coordv1.RegisterRateLimitServiceServer(gs, &rateLimitServer{svc: svc.Limiter, metrics: m})
 	coordv1.RegisterIdempotencyServiceServer(gs, &idempotencyServer{svc: svc.Idem, metrics: m})
@@ -236,13 +263,22 @@ func (c calls) limitUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 }
 
 func (c calls) limitStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if info.FullMethod != coordv1.SessionService_KeepAlive_FullMethodName {
+	var leave func()
+	var err error
+	switch info.FullMethod {
+	case coordv1.SessionService_KeepAlive_FullMethodName:
+		if leave, err = c.gate.enter(ss.Context(), namespace(ss.Context()), true); err != nil {
+			c.metrics.Rejected("too_many_streams")
+			return err
+		}
+	case coordv1.ElectionService_Observe_FullMethodName:
+		// An observer is a long wait: it counts among the waiting calls.
+		if leave, err = c.gate.enter(ss.Context(), namespace(ss.Context()), false); err != nil {
+			c.metrics.Rejected("too_many_waiters")
+			return err
+		}
+	default:
 		return h(srv, ss) // health Watch, reflection: not sessions
-	}
-	leave, err := c.gate.enter(ss.Context(), namespace(ss.Context()), true)
-	if err != nil {
-		c.metrics.Rejected("too_many_streams")
-		return err
 	}
 	defer leave()
 	return h(srv, ss)

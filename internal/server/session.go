@@ -102,8 +102,11 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 		for _, l := range st.Lost {
 			news = news || l.Seq > sent
 			if l.Seq > counted {
-				if l.Kind == store.HoldLock {
+				switch l.Kind {
+				case store.HoldLock:
 					s.metrics.LockLost(lossLabels[l.Reason])
+				case store.HoldElection:
+					s.metrics.Election("lost")
 				}
 				counted = l.Seq
 			}
@@ -173,10 +176,17 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			if err != nil {
 				return err
 			}
+			lockDelay, err := nonNegative("lock_delay", req.GetLockDelay())
+			if err == nil {
+				err = session.CheckLockDelay(lockDelay)
+			}
+			if err != nil {
+				return err
+			}
 			var st store.SessionState
 			switch {
 			case ref.ID == "":
-				st, err = s.svc.Open(ctx, ns, req.GetSessionId(), ttl, 0)
+				st, err = s.svc.Open(ctx, ns, req.GetSessionId(), ttl, lockDelay)
 			case req.GetSessionId() != "" && req.GetSessionId() != ref.ID:
 				return validate.Errorf("session_id", "is not this stream's session; open a new stream for another session")
 			default:
@@ -225,8 +235,11 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 			released, err := s.svc.Close(cctx, ns, ref)
 			cancel()
 			for _, h := range released {
-				if h.Kind == store.HoldLock {
+				switch h.Kind {
+				case store.HoldLock:
 					s.metrics.LockReleased(h.Held)
+				case store.HoldElection:
+					s.metrics.Election("resigned")
 				}
 			}
 			if errors.Is(err, store.ErrSessionNotFound) {

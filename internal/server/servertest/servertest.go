@@ -78,7 +78,7 @@ func Serve(tb testing.TB, st store.Store, clk clock.Clock, opts ...Option) *grpc
 		close(drain)
 		gs.Stop()
 		<-served
-		svc.Locks.Wait()
+		svc.Wait()
 	})
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -103,11 +103,10 @@ type KeepAliveRequest struct {
 	// it ends by a half-close, nor when a hold is released), none of the
 	// locks, semaphore permits and leaderships it lost can be granted to
 	// anyone else until lock_delay after its expiry, so that a holder that
-	// was cut off has time to notice. Read on the request that creates the
-	// session (the first, without session_id); unset or 0 means none; at
-	// most 60s. A resumed session keeps the lock-delay it was created with:
-	// on any other request, lock_delay must be unset (INVALID_ARGUMENT
-	// otherwise).
+	// was cut off has time to notice. Unset or 0 means none; at most 60s
+	// (checked on every request). Only the request that creates the session
+	// (the first, without session_id) sets it: a resumed session keeps the
+	// lock-delay it was created with, and a heartbeat does not change it.
 	LockDelay     *durationpb.Duration `protobuf:"bytes,3,opt,name=lock_delay,json=lockDelay" json:"lock_delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
