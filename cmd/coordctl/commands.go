@@ -38,6 +38,7 @@ type commandSpec struct {
 
 var commands = []*commandSpec{
 	lockSpec,
+	electSpec,
 	{
 		name: "get-lock", synopsis: "get-lock NAME", summary: "show who holds a lock",
 		help: "Prints the holder of lock NAME (owner, fence, remaining lease), or 'not held'. Never the token.",

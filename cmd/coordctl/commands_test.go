@@ -205,6 +205,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"lock", "job", "--"}, "missing the command after --"},
 		{[]string{"lock", "--ttl", "soon", "job", "--", "true"}, `invalid argument "soon" for "--ttl"`},
 		{[]string{"lock", "--wait", "5s", "--fail-if-held", "job", "--", "true"}, "exclude each other"},
+		{[]string{"lock", "--shared", "--limit", "3", "job", "--", "true"}, "--shared and --limit exclude each other"},
+		{[]string{"elect", "sched", "true"}, "coordctl elect NAME [flags] -- CMD [ARGS...] (see 'coordctl help elect')"},
 		{[]string{"allow", "k"}, "give --policy or an inline limit"},
 		{[]string{"allow", "k", "--policy", "p", "--limit", "3"}, "exclude each other"},
 		{[]string{"allow", "k", "--algorithm", "quadratic", "--limit", "1", "--period", "1s"}, `--algorithm "quadratic"`},
@@ -231,7 +233,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"--help"}, []string{"Commands:", "lock", "--addr", "COORDCTL_ADDR", "75"}},
 		{[]string{"help"}, []string{"Commands:"}},
 		{[]string{"help", "lock"}, []string{"lease", "COORDD_FENCE", "SIGKILL", "--grace", "exits 70"}},
-		{[]string{"lock", "-h"}, []string{"--max-hold"}},
+		{[]string{"lock", "-h"}, []string{"--max-hold", "--shared", "--limit", "--max-wait", "waiting for NAME, held by OWNER"}},
+		{[]string{"help", "elect"}, []string{"--value", "COORDD_FENCE", "COORDD_ELECTION_NAME", "resigns", "exit 70"}},
 		{[]string{"allow", "--help"}, []string{"--algorithm", "retry_after"}},
 	} {
 		r := c.run(tt.args...)

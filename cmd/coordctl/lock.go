@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -20,7 +16,7 @@ import (
 
 var lockSpec = &commandSpec{
 	name:     "lock",
-	synopsis: "lock NAME [--ttl D] [--wait D] [--owner LABEL] [--max-hold D] [--fail-if-held] [--grace D] -- CMD [ARGS...]",
+	synopsis: "lock NAME [--shared | --limit N] [--ttl D] [--wait D] [--max-wait D] [--owner LABEL] [--max-hold D] [--fail-if-held] [--grace D] -- CMD [ARGS...]",
 	summary:  "run a command while holding a lock",
 	help: `Runs CMD while holding lock NAME. The lock is bound to a session that
 coordctl keeps alive with a heartbeat every --ttl/3. When CMD exits,
@@ -28,12 +24,23 @@ coordctl ends the session, which releases the lock at once, and exits with
 CMD's status.
 
 If someone else holds the lock, coordctl exits 75 at once, naming the holder;
-with --wait it first waits up to that long for the lock (coordd bounds
---wait: 1m by default).
+with --wait it first waits up to that long for the lock. Waiters are granted
+in arrival order. coordd bounds the wait of one call (limits.max_wait, 1m by
+default; tell coordctl a higher one with --max-wait): a longer --wait waits
+again, printing "waiting for NAME, held by OWNER" to stderr each time.
 
-CMD gets two variables: COORDD_FENCE, the lock's fencing token, a number
-greater than every fence issued before for NAME, and COORDD_LOCK_NAME. The
-lock's token is not passed on. Have what the lock protects reject a write
+With --shared the lock is a shared (read) lock: shared holders of NAME
+coexist, an exclusive (default) one excludes all others, and a waiting
+exclusive request goes before shared requests that came after it.
+
+With --limit N, NAME is a semaphore of N permits instead of a lock: up to N
+commands run at once, each with a permit of its own (and its own fence). All
+users of a semaphore must give the same N while it has holders or waiters
+(else FAILED_PRECONDITION LIMIT_MISMATCH).
+
+CMD gets two variables: COORDD_FENCE, the lock's (or permit's) fencing
+token, a number greater than every fence issued before for NAME, and
+COORDD_LOCK_NAME. The lock's token is not passed on. Have what the lock protects reject a write
 whose fence is lower than the last one it accepted: only that makes the lock
 safe, because the lock is a lease.
 
@@ -68,38 +75,38 @@ started.
 		c := &lockCmd{}
 		var failIfHeld bool
 		fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "the session's TTL: how long the lease outlives the last answered heartbeat (coordd bounds it: 1s to 5m by default)")
+		fs.BoolVar(&c.shared, "shared", false, "take a shared (read) lock: shared holders coexist, excluding exclusive ones")
+		fs.Int32Var(&c.limit, "limit", 0, "take a permit of the semaphore NAME with N permits instead of a lock")
 		fs.DurationVar(&c.wait, "wait", 0, "how long to wait for a held lock (0: do not wait, exit 75)")
+		fs.DurationVar(&c.maxWait, "max-wait", 0, "coordd's limits.max_wait, the longest wait of one call; a longer --wait calls again (0: 1m, coordd's default; a lower limit is found by itself)")
 		fs.StringVar(&c.owner, "owner", "", "a label for the holder, shown to others (default HOSTNAME:PID)")
 		fs.DurationVar(&c.maxHold, "max-hold", 0, "end the command once the lock has been held this long (0: no limit)")
 		fs.BoolVar(&failIfHeld, "fail-if-held", false, "exit 75 at once if the lock is held (the default; excludes --wait)")
 		fs.DurationVar(&c.grace, "grace", 5*time.Second, "after a lost lease, the time between SIGTERM and SIGKILL")
 		return func(fs *pflag.FlagSet) (command, error) {
-			args, dash := fs.Args(), fs.ArgsLenAtDash()
+			name, argv, err := nameAndCommand(fs, "lock")
+			if err != nil {
+				return nil, err
+			}
 			switch {
-			case dash < 0:
-				return nil, usagef("", "missing -- before the command: coordctl lock NAME [flags] -- CMD [ARGS...]")
-			case dash == 0:
-				return nil, usagef("", "missing NAME before --")
-			case dash > 1:
-				return nil, usagef("", "unexpected argument %q before -- (one NAME)", args[1])
-			case len(args) == 1:
-				return nil, usagef("", "missing the command after --")
-			case args[0] == "":
-				return nil, usagef("", "NAME is empty")
-			case args[1] == "":
-				return nil, usagef("", "the command is empty")
 			case c.ttl <= 0:
 				return nil, usagef("", "--ttl is %v; it must be positive", c.ttl)
 			case c.wait < 0:
 				return nil, usagef("", "--wait is %v; it must not be negative", c.wait)
 			case failIfHeld && c.wait > 0:
 				return nil, usagef("", "--fail-if-held and --wait %v exclude each other", c.wait)
+			case c.shared && fs.Changed("limit"):
+				return nil, usagef("", "--shared and --limit exclude each other: a semaphore's permits are all alike")
+			case fs.Changed("limit") && c.limit < 1:
+				return nil, usagef("", "--limit is %d; it must be at least 1", c.limit)
+			case c.maxWait < 0:
+				return nil, usagef("", "--max-wait is %v; it must not be negative", c.maxWait)
 			case c.maxHold < 0:
 				return nil, usagef("", "--max-hold is %v; it must not be negative", c.maxHold)
 			case c.grace < 0:
 				return nil, usagef("", "--grace is %v; it must not be negative", c.grace)
 			}
-			c.name, c.argv = args[0], args[1:]
+			c.name, c.argv = name, argv
 			return c, nil
 		}
 	},
@@ -107,9 +114,12 @@ started.
 
 type lockCmd struct {
 	name    string
+	shared  bool
+	limit   int32 // > 0: a semaphore's permit
 	ttl     time.Duration
 	wait    time.Duration
-	owner   string // "" means HOSTNAME:PID
+	maxWait time.Duration // 0: defaultMaxWait
+	owner   string        // "" means HOSTNAME:PID
 	maxHold time.Duration
 	grace   time.Duration
 	argv    []string
@@ -128,189 +138,75 @@ func (c *lockCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 	if owner == "" {
 		owner = defaultOwner()
 	}
-	// From here on coordctl outlives these signals, to release the lock. A
-	// signal ignored at start stays ignored, for coordctl and CMD.
-	sigs := make(chan os.Signal, 2*len(forwardedSignals))
-	for _, s := range forwardedSignals {
-		if !signal.Ignored(s) {
-			signal.Notify(sigs, s)
-		}
+	j := &holdJob{
+		what: "lock", name: c.name, ttl: c.ttl, wait: c.wait, maxWait: c.maxWait, maxHold: c.maxHold, grace: c.grace,
+		argv: c.argv, env: []string{"COORDD_LOCK_NAME=" + c.name},
 	}
-	defer signal.Stop(sigs)
+	if c.limit > 0 {
+		j.what = "semaphore"
+		j.try = c.trySemaphore(conn, owner)
+	} else {
+		j.try = c.tryLock(conn, owner)
+	}
+	return j.run(ctx, a, conn)
+}
 
-	sess, err := startSession(ctx, coordv1.NewSessionServiceClient(conn), c.ttl, a.opts.timeout)
-	if err != nil {
-		return &rpcError{"lock: opening a session", err}
-	}
-	resp, granted, sig, err := c.acquire(ctx, a, conn, sess.ID(), owner, sigs)
-	if sig != nil || err != nil || !resp.GetAcquired() {
-		c.endSession(a, sess, a.opts.timeout)
-		switch {
-		case sig != nil:
-			return &exitError{code: 128 + signalNumber(sig), msg: fmt.Sprintf("lock %q: interrupted by %v", c.name, sig)}
-		case err != nil:
-			return &rpcError{"lock", err}
+func (c *lockCmd) tryLock(conn *grpc.ClientConn, owner string) func(context.Context, string, time.Duration) (*attempt, error) {
+	client := coordv1.NewLockServiceClient(conn)
+	return func(ctx context.Context, sessionID string, wait time.Duration) (*attempt, error) {
+		resp, err := client.Lock(ctx, &coordv1.LockRequest{
+			Name: c.name, SessionId: sessionID, Owner: owner, Shared: c.shared,
+			Wait: optDuration(wait), MaxHold: optDuration(c.maxHold),
+		})
+		if err != nil {
+			return nil, err
 		}
-		if a.opts.json {
+		att := &attempt{acquired: resp.GetAcquired(), token: resp.GetToken(), fence: resp.GetFence()}
+		if !att.acquired {
 			resp.Token = "" // never shown; empty anyway when not acquired
-			if err := a.emit(resp, ""); err != nil {
-				return err
+			att.resp, att.blockedBy = resp, blocker(resp.GetHolder(), resp.GetTtl())
+			att.held = fmt.Sprintf("lock %q is held by %s; its lease ends in %s", c.name, att.blockedBy, fmtDuration(resp.GetTtl()))
+			if att.blockedBy == byWaiters {
+				att.held = fmt.Sprintf("lock %q is not free: %s go first", c.name, byWaiters)
 			}
 		}
-		return &exitError{code: exitHeld, msg: fmt.Sprintf("lock %q is held by %s; its lease ends in %s",
-			c.name, holderName(resp.GetHolder()), fmtDuration(resp.GetTtl()))}
-	}
-	if lost := sess.Err(); lost != nil {
-		c.endSession(a, sess, min(a.opts.timeout, time.Second))
-		return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("lock %q: the lease was lost before the command started: %v", c.name, lost)}
-	}
-
-	cmd := exec.Command(c.argv[0], c.argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.stdin, a.stdout, a.stderr
-	cmd.Env = append(os.Environ(), "COORDD_FENCE="+strconv.FormatUint(resp.GetFence(), 10), "COORDD_LOCK_NAME="+c.name)
-	f, ok := a.stdin.(*os.File)
-	ownGroup := !ok || !inForeground(f)
-	configureChild(cmd, ownGroup)
-	if err := cmd.Start(); err != nil {
-		c.endSession(a, sess, a.opts.timeout)
-		code := 126
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = 127
-		}
-		return &exitError{code: code, msg: fmt.Sprintf("lock %q: %v", c.name, err)}
-	}
-	lostErr, terminated := c.supervise(a, cmd, ownGroup, sess, granted, sigs)
-
-	bound := a.opts.timeout
-	if lostErr != nil {
-		bound = min(bound, time.Second) // the lease is gone: only tidy up
-	}
-	if err := sess.Close(bound); err != nil && lostErr == nil {
-		fmt.Fprintf(a.stderr, "coordctl: lock %q: %v\n", c.name, err)
-	}
-	status := exitFailure
-	if cmd.ProcessState != nil {
-		status = exitStatus(cmd.ProcessState)
-	}
-	switch {
-	case terminated:
-		return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("lock %q: the lease was lost while the command ran; the command was terminated (exit status %d)", c.name, status)}
-	case lostErr != nil:
-		return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("lock %q: the lease was lost as the command exited (exit status %d), so its end may have run without the lock: %v", c.name, status, lostErr)}
-	}
-	if status != 0 {
-		return &exitError{code: status}
-	}
-	return nil
-}
-
-// acquire takes the lock bound to the session, waiting up to --wait. A
-// signal abandons the wait and is returned. granted is when the answer came:
-// the lock was granted before then.
-func (c *lockCmd) acquire(ctx context.Context, a *app, conn *grpc.ClientConn, sessionID, owner string, sigs <-chan os.Signal) (
-	resp *coordv1.LockResponse, granted time.Time, sig os.Signal, err error,
-) {
-	ctx, cancel := a.call(ctx, c.wait)
-	defer cancel()
-	got := make(chan os.Signal, 1)
-	stop, watched := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case s := <-sigs:
-			got <- s
-			cancel()
-		case <-stop:
-		}
-	}()
-	req := &coordv1.LockRequest{Name: c.name, SessionId: sessionID, Owner: owner}
-	if c.wait > 0 {
-		req.Wait = durationpb.New(c.wait)
-	}
-	if c.maxHold > 0 {
-		req.MaxHold = durationpb.New(c.maxHold)
-	}
-	resp, err = coordv1.NewLockServiceClient(conn).Lock(ctx, req)
-	granted = time.Now()
-	close(stop)
-	<-watched
-	select {
-	case sig = <-got:
-	default:
-	}
-	return resp, granted, sig, err
-}
-
-// supervise waits for CMD to exit, passing signals on, and terminates it if
-// the lease is lost. It returns why the lease was lost, or nil, and whether
-// it terminated CMD for it.
-func (c *lockCmd) supervise(a *app, cmd *exec.Cmd, ownGroup bool, sess *session, granted time.Time, sigs <-chan os.Signal) (lostErr error, terminated bool) {
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the status is in cmd.ProcessState
-		close(exited)
-	}()
-	var (
-		lost  = sess.Lost()
-		holdC <-chan time.Time
-		killC <-chan time.Time
-	)
-	if c.maxHold > 0 {
-		hold := time.NewTimer(time.Until(granted.Add(c.maxHold)))
-		defer hold.Stop()
-		holdC = hold.C
-	}
-	terminate := func(why error) {
-		lostErr, terminated, lost, holdC = why, true, nil, nil
-		fmt.Fprintf(a.stderr, "coordctl: lock %q lost: %v; terminating the command (SIGTERM, then SIGKILL after %v)\n", c.name, why, c.grace)
-		if err := signalCommand(cmd.Process, ownGroup, syscall.SIGTERM); err != nil {
-			fmt.Fprintf(a.stderr, "coordctl: SIGTERM: %v\n", err)
-		}
-		kill := time.NewTimer(c.grace)
-		killC = kill.C
-	}
-	for {
-		select {
-		case <-exited:
-			if lostErr != nil && ownGroup {
-				// What is left of the group had its SIGTERM too; it holds no lease.
-				_ = signalCommand(cmd.Process, true, syscall.SIGKILL)
-			}
-			if lostErr == nil {
-				lostErr = sess.Err() // a loss that came with the exit
-			}
-			return lostErr, terminated
-		case s := <-sigs:
-			// In a terminal's foreground, the terminal's own signals reached CMD already.
-			if ownGroup || s == syscall.SIGTERM {
-				if err := signalCommand(cmd.Process, ownGroup, s); err != nil {
-					fmt.Fprintf(a.stderr, "coordctl: passing on %v: %v\n", s, err)
-				}
-			}
-		case <-lost:
-			terminate(sess.Err())
-		case <-holdC:
-			terminate(fmt.Errorf("--max-hold %v has passed since the lock was granted", c.maxHold))
-		case <-killC:
-			killC = nil
-			if err := signalCommand(cmd.Process, ownGroup, syscall.SIGKILL); err != nil {
-				fmt.Fprintf(a.stderr, "coordctl: SIGKILL: %v\n", err)
-			}
-		}
+		return att, nil
 	}
 }
 
-// endSession ends the session of a command that did not run, which
-// releases the lock if it was taken.
-func (c *lockCmd) endSession(a *app, sess *session, bound time.Duration) {
-	if err := sess.Close(bound); err != nil {
-		fmt.Fprintf(a.stderr, "coordctl: lock %q: %v\n", c.name, err)
+func (c *lockCmd) trySemaphore(conn *grpc.ClientConn, owner string) func(context.Context, string, time.Duration) (*attempt, error) {
+	client := coordv1.NewSemaphoreServiceClient(conn)
+	return func(ctx context.Context, sessionID string, wait time.Duration) (*attempt, error) {
+		resp, err := client.Acquire(ctx, &coordv1.AcquireRequest{
+			Name: c.name, Limit: c.limit, SessionId: sessionID, Owner: owner,
+			Wait: optDuration(wait), MaxHold: optDuration(c.maxHold),
+		})
+		if err != nil {
+			return nil, err
+		}
+		att := &attempt{acquired: resp.GetAcquired(), token: resp.GetToken(), fence: resp.GetFence()}
+		if !att.acquired {
+			resp.Token = ""
+			att.resp, att.blockedBy = resp, blocker(resp.GetHolder(), resp.GetTtl())
+			att.held = fmt.Sprintf("semaphore %q has no free permit (%d of %d held); the first to end is held by %s, whose lease ends in %s",
+				c.name, resp.GetHolders(), resp.GetLimit(), att.blockedBy, fmtDuration(resp.GetTtl()))
+			if att.blockedBy == byWaiters {
+				att.held = fmt.Sprintf("semaphore %q has no free permit for this request: %s go first", c.name, byWaiters)
+			}
+		}
+		return att, nil
 	}
 }
 
-func holderName(owner string) string {
-	if owner == "" {
-		return "a holder without an owner label"
+// byWaiters is who blocks a request that only waiters ahead of it block.
+const byWaiters = "earlier waiters"
+
+// blocker names who blocks a request, from a not-acquired answer: the
+// holder whose lease ends first, or, if none (owner empty, no lease), the
+// waiters ahead of it.
+func blocker(owner string, ttl *durationpb.Duration) string {
+	if owner == "" && ttl.AsDuration() == 0 {
+		return byWaiters
 	}
-	return strconv.Quote(owner)
+	return holderName(owner)
 }

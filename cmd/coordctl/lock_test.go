@@ -261,3 +261,179 @@ func TestLockUnavailable(t *testing.T) {
 		t.Errorf("the command ran without a lock")
 	}
 }
+
+// holdUntil writes the fence to file and waits until the file done exists.
+func holdUntil(file, done string) string {
+	return fmt.Sprintf(`echo "$COORDD_FENCE" > %s; while [ ! -e %s ]; do sleep 0.02; done`, file, done)
+}
+
+// waitFor polls cond every 10ms until it holds or within has passed.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(within); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+	}
+}
+
+func TestLockShared(t *testing.T) {
+	t.Parallel()
+	c := newCtl(t, startDaemon(t))
+	r1 := c.start("lock", "--shared", "data", "--owner", "reader 1", "--", "sh", "-c", holdUntil("fence1", "done"))
+	r2 := c.start("lock", "--shared", "data", "--owner", "reader 2", "--", "sh", "-c", holdUntil("fence2", "done"))
+	// Both run at once.
+	f1 := waitFile(t, filepath.Join(c.dir, "fence1"), 10*time.Second)
+	f2 := waitFile(t, filepath.Join(c.dir, "fence2"), 10*time.Second)
+	if f1 == f2 || f1 == "0" || f2 == "0" {
+		t.Errorf("shared holders' fences %s and %s; want each its own", f1, f2)
+	}
+	info := c.getLock("data")
+	holders, _ := info["holders"].([]any)
+	if len(holders) != 2 {
+		t.Errorf("GetLock with two shared holders = %v; want two holders", info)
+	}
+	for _, h := range holders {
+		if m, _ := h.(map[string]any); m["shared"] != true || m["sessionBound"] != true {
+			t.Errorf("holder %v; want shared and session-bound", h)
+		}
+	}
+	// An exclusive lock is excluded, at once without --wait.
+	r := c.run("lock", "data", "--", "touch", "ran")
+	want(t, r, exitHeld, "", `lock "data" is held by "reader `)
+
+	// A waiting exclusive request goes before later shared ones.
+	writer := c.start("lock", "--wait", "20s", "data", "--owner", "writer", "--", "sh", "-c", holdUntil("fence3", "done3"))
+	waitFor(t, 10*time.Second, "the writer waits", func() bool {
+		n, _ := c.getLock("data")["waiters"].(float64)
+		return n == 1
+	})
+	want(t, c.run("lock", "--shared", "data", "--", "touch", "ran"), exitHeld, "", `lock "data"`)
+	if _, err := os.Stat(filepath.Join(c.dir, "ran")); err == nil {
+		t.Errorf("a command ran although it should have been excluded")
+	}
+
+	touch(t, filepath.Join(c.dir, "done"))
+	want(t, r1.wait(10*time.Second), 0, "", "")
+	want(t, r2.wait(10*time.Second), 0, "", "")
+	f3 := waitFile(t, filepath.Join(c.dir, "fence3"), 10*time.Second)
+	if info := c.getLock("data"); info["held"] != true || info["owner"] != "writer" {
+		t.Errorf("GetLock after the readers ended = %v; want held by the writer", info)
+	}
+	touch(t, filepath.Join(c.dir, "done3"))
+	want(t, writer.wait(10*time.Second), 0, "", "")
+	n1, _ := strconv.ParseUint(f1, 10, 64)
+	n2, _ := strconv.ParseUint(f2, 10, 64)
+	n3, _ := strconv.ParseUint(f3, 10, 64)
+	if n3 <= max(n1, n2) {
+		t.Errorf("the writer's fence %d is not above the readers' %d, %d", n3, n1, n2)
+	}
+	if info := c.getLock("data"); info["held"] != false {
+		t.Errorf("GetLock at the end = %v; want not held", info)
+	}
+}
+
+func TestLockSemaphore(t *testing.T) {
+	t.Parallel()
+	c := newCtl(t, startDaemon(t))
+	p1 := c.start("lock", "--limit", "2", "pool", "--owner", "w1", "--", "sh", "-c", `env > env; `+holdUntil("fence1", "done1"))
+	p2 := c.start("lock", "--limit", "2", "pool", "--owner", "w2", "--", "sh", "-c", holdUntil("fence2", "done2"))
+	f1 := waitFile(t, filepath.Join(c.dir, "fence1"), 10*time.Second)
+	f2 := waitFile(t, filepath.Join(c.dir, "fence2"), 10*time.Second)
+	if f1 == f2 {
+		t.Errorf("two permits with one fence %s; want each its own", f1)
+	}
+	for _, kv := range strings.Split(readFile(t, filepath.Join(c.dir, "env")), "\n") {
+		if strings.HasPrefix(kv, "COORDD_") && kv != "COORDD_FENCE="+f1 && kv != "COORDD_LOCK_NAME=pool" {
+			t.Errorf("the command's environment has %q; want only COORDD_FENCE=%s and COORDD_LOCK_NAME=pool", kv, f1)
+		}
+	}
+
+	// Full: a third exits 75 at once; another limit is refused.
+	want(t, c.run("lock", "--limit", "2", "pool", "--", "touch", "ran"), exitHeld, "", `semaphore "pool" has no free permit (2 of 2 held)`)
+	r := c.run("--json", "lock", "--limit", "2", "pool", "--", "touch", "ran")
+	want(t, r, exitHeld, "", `semaphore "pool"`)
+	if m := jsonOut(t, r); m["acquired"] != false || m["token"] != "" {
+		t.Errorf("--json lock --limit on a full semaphore printed %v; want acquired false, no token", m)
+	}
+	want(t, c.run("lock", "--limit", "3", "pool", "--", "touch", "ran"), exitFailure, "", "LIMIT_MISMATCH")
+	// A lock of the same name is another thing.
+	want(t, c.run("lock", "pool", "--", "true"), 0, "", "")
+	if _, err := os.Stat(filepath.Join(c.dir, "ran")); err == nil {
+		t.Errorf("a command ran without a permit")
+	}
+
+	// A waiter gets the permit that a holder gives back.
+	p3 := c.start("lock", "--limit", "2", "--wait", "20s", "pool", "--", "sh", "-c", `echo "$COORDD_FENCE" > fence3`)
+	time.Sleep(300 * time.Millisecond)
+	if !p3.running() {
+		t.Fatalf("the third permit did not wait: %v", p3.wait(0))
+	}
+	touch(t, filepath.Join(c.dir, "done1"))
+	want(t, p1.wait(10*time.Second), 0, "", "")
+	want(t, p3.wait(10*time.Second), 0, "", "")
+	n1, _ := strconv.ParseUint(f1, 10, 64)
+	n2, _ := strconv.ParseUint(f2, 10, 64)
+	n3, _ := strconv.ParseUint(readFile(t, filepath.Join(c.dir, "fence3")), 10, 64)
+	if n3 <= max(n1, n2) {
+		t.Errorf("the third permit's fence %d is not above the first two, %d and %d", n3, n1, n2)
+	}
+	touch(t, filepath.Join(c.dir, "done2"))
+	want(t, p2.wait(10*time.Second), 0, "", "")
+	// Every permit was given back: the limit may change.
+	want(t, c.run("lock", "--limit", "5", "pool", "--", "true"), 0, "", "")
+}
+
+// TestWaitsBeyondMaxWait: a --wait longer than coordd's limits.max_wait
+// (1s here; coordctl assumes 1m and finds the lower limit) waits again,
+// with a progress line each time, for a lock, a permit and a leadership.
+func TestWaitsBeyondMaxWait(t *testing.T) {
+	t.Parallel()
+	d := startDaemonConfig(t, "limits:\n  max_wait: 1s\n")
+	for _, tt := range []struct {
+		name     string
+		hold     []string // before -- and the command
+		progress string
+	}{
+		{"lock", []string{"lock", "job"}, `waiting for "job", held by "first holder"`},
+		{"semaphore", []string{"lock", "--limit", "1", "pool"}, `waiting for "pool", held by "first holder"`},
+		{"shared lock", []string{"lock", "--shared", "data"}, `waiting for "data", held by "first holder"`},
+		{"election", []string{"elect", "sched"}, `waiting for "sched", held by "first holder"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCtl(t, d)
+			label := "--owner"
+			if tt.hold[0] == "elect" {
+				label = "--value"
+			}
+			first := tt.hold
+			if tt.name == "shared lock" {
+				first = []string{"lock", "data"} // an exclusive holder, a shared waiter
+			}
+			p1 := c.start(append(append([]string{}, first...), label, "first holder", "--", "sh", "-c", holdScript)...)
+			waitFile(t, filepath.Join(c.dir, "fence"), 10*time.Second)
+
+			// A wait that runs out: progress lines, then exit 75.
+			r := c.run(append(append([]string{}, tt.hold...), "--wait", "2500ms", "--", "touch", "ran")...)
+			want(t, r, exitHeld, "", tt.progress)
+			if r.took < 2500*time.Millisecond {
+				t.Errorf("--wait 2500ms gave up after %v", r.took)
+			}
+
+			// A wait that ends in a grant, with an explicit --max-wait.
+			p2 := c.start(append(append([]string{}, tt.hold...), "--wait", "30s", "--max-wait", "1s", "--", "sh", "-c", `echo "$COORDD_FENCE" > fence2`)...)
+			waitFor(t, 15*time.Second, "two progress lines", func() bool { return strings.Count(p2.stderr.String(), tt.progress) >= 2 })
+			touch(t, filepath.Join(c.dir, "done"))
+			want(t, p1.wait(10*time.Second), 0, "", "")
+			r = p2.wait(10 * time.Second)
+			want(t, r, 0, "", tt.progress)
+			if waitFile(t, filepath.Join(c.dir, "fence2"), time.Second) == "" {
+				t.Errorf("the waiter's command got no fence")
+			}
+			if _, err := os.Stat(filepath.Join(c.dir, "ran")); err == nil {
+				t.Errorf("a command ran without its hold")
+			}
+		})
+	}
+}

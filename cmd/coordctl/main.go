@@ -14,6 +14,13 @@
 //	# Wait up to 30s for the lock; pass its fence to what the lock protects.
 //	coordctl lock --wait 30s db-migrate -- sh -c 'migrate --fence "$COORDD_FENCE"'
 //
+//	# At most 4 builds at once (a semaphore); readers share a lock.
+//	coordctl lock --limit 4 --wait 1h builds -- make
+//	coordctl lock --shared --wait 1m dataset -- ./read.sh
+//
+//	# Run the scheduler on the elected host only, until it loses the leadership.
+//	coordctl elect --wait 8760h scheduler -- ./scheduler
+//
 //	# At most 10 per second, from a shell loop.
 //	until coordctl allow user:42 --algorithm token_bucket --limit 10 --period 1s; do sleep 0.1; done
 //
@@ -22,15 +29,17 @@
 //	coordctl --json claim emails --wait 20s | jq -r '.messages[].receipt'
 //	coordctl ack emails "$RECEIPT"
 //
-// `coordctl lock` holds the lock as a lease: it keeps a session alive with
-// heartbeats while the command runs, and terminates the command if the lease
-// is lost (see `coordctl help lock`).
+// `coordctl lock` and `coordctl elect` hold their lock, permit or
+// leadership as a lease: they keep a session alive with heartbeats while the
+// command runs, and terminate the command if the lease is lost (see
+// `coordctl help lock`).
 //
 // Exit status: 0 on success; 1 on a failure, a denied `allow` or a `release`
 // that released nothing; 2 on a usage error; 69 when coordd is unavailable;
-// 75 when `lock` finds the lock held; 70 when `lock` lost its lease while the
-// command ran; otherwise `lock` exits with the command's status (128+N if it
-// was killed by signal N).
+// 75 when `lock` finds the lock held (or the semaphore full) or `elect`
+// another leader; 70 when `lock` or `elect` lost its lease while the command
+// ran; otherwise they exit with the command's status (128+N if it was killed
+// by signal N).
 package main
 
 import (
@@ -57,8 +66,8 @@ const (
 	exitFailure     = 1
 	exitUsage       = 2
 	exitUnavailable = 69 // EX_UNAVAILABLE: coordd answered UNAVAILABLE or could not be reached
-	exitLeaseLost   = 70 // lock: the lease ended while the command ran; the command was terminated
-	exitHeld        = 75 // EX_TEMPFAIL: lock: someone else holds the lock
+	exitLeaseLost   = 70 // lock, elect: the lease ended while the command ran; the command was terminated
+	exitHeld        = 75 // EX_TEMPFAIL: lock: someone else holds the lock (the semaphore is full); elect: another leads
 )
 
 const (
@@ -349,9 +358,9 @@ Exit status:
   1   failure; also a denied allow, a release that released nothing
   2   usage error
   69  coordd unavailable (gRPC UNAVAILABLE, or not reachable)
-  70  lock: the lease was lost while the command ran, and the command was terminated
-  75  lock: the lock is held by someone else
-  lock otherwise exits with the command's status (128+N if a signal N killed it).
+  70  lock, elect: the lease was lost while the command ran, and the command was terminated
+  75  lock: the lock is held by someone else (or the semaphore is full); elect: another leads
+  lock and elect otherwise exit with the command's status (128+N if a signal N killed it).
 
 Errors are printed to stderr as CODE (REASON): message, with the gRPC status
 code and the reason of its google.rpc.ErrorInfo.

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/coordd/coordd/internal/daemontest"
 )
 
@@ -59,8 +62,26 @@ type daemon struct {
 // waits until it logs its gRPC address. It is killed at the end of the test.
 func startDaemon(t *testing.T) *daemon {
 	t.Helper()
-	d := daemontest.Start(t, daemontest.Options{Args: []string{"--store", "memory"}, KillAtEnd: true, StartTimeout: 10 * time.Second})
+	return startDaemonConfig(t, "")
+}
+
+// startDaemonConfig is startDaemon with config (YAML) as coordd.yaml.
+func startDaemonConfig(t *testing.T, config string) *daemon {
+	t.Helper()
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--store", "memory"}, Config: config, KillAtEnd: true, StartTimeout: 10 * time.Second})
 	return &daemon{Daemon: d, addr: d.GRPCAddr}
+}
+
+// conn is a gRPC client connection to the daemon, closed at the end of
+// the test.
+func (d *daemon) conn(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 func (d *daemon) signal(t *testing.T, sig os.Signal) {

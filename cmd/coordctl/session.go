@@ -252,7 +252,14 @@ func (s *session) keep() {
 			if s.isLost() {
 				continue
 			}
-			conn, resp, sent, err := s.open(min(s.timeout, time.Until(s.deadline)))
+			bound := min(s.timeout, time.Until(s.deadline))
+			if bound <= 0 {
+				// The lease has run out: the expire timer ends it, with the
+				// last error of a real attempt (this one could not wait at all).
+				expire.Reset(0)
+				continue
+			}
+			conn, resp, sent, err := s.open(bound)
 			if err != nil {
 				if finalStreamError(err) {
 					s.fail(streamEnded(err))
