@@ -48,7 +48,7 @@ func memDump(s *memory.Store) (out string) {
 
 	lk := mutex(v, "lk")
 	lk.Lock()
-	dump("locks", field(v, "locks"))
+	dump("holds", field(v, "holds"))
 	dump("sessions", field(v, "sessions"))
 	lk.Unlock()
 

@@ -274,6 +274,14 @@ func TestLoadConfigBadValues(t *testing.T) {
 		{name: "default_ttl > max_ttl", yaml: "lock:\n  default_ttl: 2h\n  max_ttl: 1h\n", key: "lock.default_ttl"},
 		{name: "unbounded max_locks_per_session", yaml: "lock:\n  max_locks_per_session: 0\n", key: "lock.max_locks_per_session"},
 		{name: "max_locks_per_session over 10000", yaml: "lock:\n  max_locks_per_session: 10001\n", key: "lock.max_locks_per_session"},
+		{name: "max_shared_holders 0", yaml: "lock:\n  max_shared_holders: 0\n", key: "lock.max_shared_holders"},
+		{name: "max_shared_holders over 10000", yaml: "lock:\n  max_shared_holders: 10001\n", key: "lock.max_shared_holders"},
+		{name: "semaphore default_ttl > max_ttl", yaml: "semaphore:\n  default_ttl: 2h\n  max_ttl: 1h\n", key: "semaphore.default_ttl"},
+		{name: "semaphore zero hold_limit", yaml: "semaphore:\n  hold_limit: 0s\n", key: "semaphore.hold_limit"},
+		{name: "semaphore max_limit 0", yaml: "semaphore:\n  max_limit: 0\n", key: "semaphore.max_limit"},
+		{name: "semaphore max_limit over 10000", yaml: "semaphore:\n  max_limit: 10001\n", key: "semaphore.max_limit"},
+		{name: "election max_value_bytes 0", yaml: "election:\n  max_value_bytes: 0\n", key: "election.max_value_bytes"},
+		{name: "election max_value_bytes over 1MiB", env: map[string]string{"COORDD_ELECTION_MAX_VALUE_BYTES": "1048577"}, key: "election.max_value_bytes"},
 		{name: "store bogus", yaml: "store: bogus\n", key: "store"},
 		{name: "bad log_level", yaml: "log_level: loud\n", key: "log_level"},
 		{name: "bad log_format", yaml: "log_format: xml\n", key: "log_format"},
@@ -478,7 +486,7 @@ func TestAPIKeysFile(t *testing.T) {
 // are copied into every section that uses them, and each section checks
 // them; a bad one is still reported once.
 func TestLoadConfigSharedLimitOnce(t *testing.T) {
-	for _, yaml := range []string{"limits:\n  max_wait: -1s\n", "limits:\n  max_name_bytes: 0\n"} {
+	for _, yaml := range []string{"limits:\n  max_wait: -1s\n", "limits:\n  max_name_bytes: 0\n", "lock:\n  max_locks_per_session: 0\n"} {
 		_, err := loadConfig([]string{"--config", writeConfig(t, yaml)})
 		if err == nil {
 			t.Fatalf("loadConfig(%q) = nil error", yaml)
@@ -486,5 +494,21 @@ func TestLoadConfigSharedLimitOnce(t *testing.T) {
 		if lines := strings.Split(err.Error(), "\n"); len(lines) != 1 {
 			t.Errorf("loadConfig(%q) = %d errors, want 1:\n%v", yaml, len(lines), err)
 		}
+	}
+}
+
+// TestLoadConfigSharedLimitsReachEverySection: the shared limits (and the
+// session's bound on holds of every kind) are copied into the semaphore and
+// election sections, as into the lock's.
+func TestLoadConfigSharedLimitsReachEverySection(t *testing.T) {
+	cfg, err := loadConfig([]string{"--config", writeConfig(t, "limits:\n  max_wait: 5s\n  max_name_bytes: 64\nlock:\n  max_locks_per_session: 7\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Semaphore; c.MaxWait != 5*time.Second || c.MaxNameBytes != 64 || c.MaxSessionLocks != 7 {
+		t.Errorf("semaphore section = %+v, want max wait 5s, 64 name bytes, 7 holds per session", c)
+	}
+	if c := cfg.Election; c.MaxWait != 5*time.Second || c.MaxNameBytes != 64 || c.MaxSessionLocks != 7 {
+		t.Errorf("election section = %+v, want max wait 5s, 64 name bytes, 7 holds per session", c)
 	}
 }

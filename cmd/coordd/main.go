@@ -32,7 +32,6 @@ import (
 
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/limiter"
-	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/store"

@@ -25,6 +25,8 @@ func TestConfigValidate(t *testing.T) {
 		{"default over max", func(c *lock.Config) { c.DefaultTTL, c.MaxTTL = 2*time.Hour, time.Hour }, "lock.default_ttl: (2h0m0s) must not exceed lock.max_ttl (1h0m0s)"},
 		{"unbounded locks per session", func(c *lock.Config) { c.MaxSessionLocks = 0 }, "lock.max_locks_per_session: must be between 1 and 10000, got 0"},
 		{"too many locks per session", func(c *lock.Config) { c.MaxSessionLocks = lock.MaxSessionLocksLimit + 1 }, "lock.max_locks_per_session: must be between 1 and 10000, got 10001"},
+		{"no shared holders", func(c *lock.Config) { c.MaxSharedHolders = 0 }, "lock.max_shared_holders: must be between 1 and 10000, got 0"},
+		{"too many shared holders", func(c *lock.Config) { c.MaxSharedHolders = lock.MaxSharedHoldersLimit + 1 }, "lock.max_shared_holders: must be between 1 and 10000, got 10001"},
 		{"negative max wait", func(c *lock.Config) { c.MaxWait = -time.Second }, "limits.max_wait: must not be negative, got -1s"},
 		{"zero name bytes", func(c *lock.Config) { c.MaxNameBytes = 0 }, "limits.max_name_bytes: must be at least 1, got 0"},
 	}
@@ -38,8 +40,12 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	c := lock.DefaultConfig()
-	c.MaxSessionLocks, c.MaxWait = lock.MaxSessionLocksLimit, 0
+	c.MaxSessionLocks, c.MaxWait, c.MaxSharedHolders = lock.MaxSessionLocksLimit, 0, lock.MaxSharedHoldersLimit
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate() at the bounds = %v, want nil", err)
+	}
+	c.MaxSharedHolders = 1
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate() with max_shared_holders 1 = %v, want nil", err)
 	}
 }

@@ -3,6 +3,8 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
+	"github.com/coordd/coordd/internal/validate"
 	"github.com/coordd/coordd/internal/waiter"
 )
 
@@ -44,7 +47,7 @@ func newHarness(t *testing.T) *harness {
 // held reports the inner store's view of lock name, past every fault.
 func (h *harness) held(t *testing.T, name string) store.LockInfo {
 	t.Helper()
-	info, err := h.mem.GetLock(t.Context(), store.Scope(ns, name))
+	info, err := h.mem.GetHolds(t.Context(), store.HoldLock, store.Scope(ns, name))
 	if err != nil {
 		t.Fatalf("GetLock on the inner store: %v", err)
 	}
@@ -324,5 +327,210 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 			}
 			svc.Wait() // the clean-up ended once it was done, before the drain
 		})
+	}
+}
+
+// TestLockShared: shared holds coexist, each with its own token and a
+// greater fence; an exclusive request waits for all of them, and a shared
+// one that comes after a waiting exclusive one waits behind it.
+func TestLockShared(t *testing.T) {
+	h := newHarness(t)
+	r1, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "r1", TTL: time.Minute, Shared: true})
+	if err != nil || !r1.Acquired {
+		t.Fatalf("first shared: %+v, %v", r1, err)
+	}
+	r2, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "r2", TTL: time.Minute, Shared: true})
+	if err != nil || !r2.Acquired || r2.Token == r1.Token || r2.Fence <= r1.Fence {
+		t.Fatalf("second shared: %+v, %v; want acquired with its own token and a greater fence than %d", r2, err, r1.Fence)
+	}
+	if g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "w", TTL: time.Minute}); err != nil || g.Acquired {
+		t.Fatalf("exclusive beside shared holders: %+v, %v; want not acquired", g, err)
+	}
+	type result struct {
+		g   lock.Grant
+		err error
+	}
+	writer := make(chan result, 1)
+	go func() {
+		g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "w", TTL: time.Minute, Wait: 30 * time.Second})
+		writer <- result{g, err}
+	}()
+	waitFor(t, "the writer's ticket", func() bool { return h.held(t, "a").Waiters == 1 })
+	// A reader now waits behind the writer: writers are not starved.
+	if g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "r3", TTL: time.Minute, Shared: true}); err != nil || g.Acquired {
+		t.Fatalf("shared behind a waiting exclusive: %+v, %v; want not acquired", g, err)
+	}
+	info, err := h.svc.Get(t.Context(), ns, "a")
+	if err != nil || len(info.Holders) != 2 || info.Waiters != 1 || !info.Holders[0].Shared || info.Holders[0].Owner != "r1" || info.Holders[1].Owner != "r2" {
+		t.Fatalf("Get: %+v, %v; want r1 and r2 shared, one waiter", info, err)
+	}
+	for _, g := range []lock.Grant{r1, r2} {
+		if ok, _, err := h.svc.Release(t.Context(), ns, "a", g.Token); err != nil || !ok {
+			t.Fatalf("Release: %v, %v", ok, err)
+		}
+	}
+	r := <-writer
+	if r.err != nil || !r.g.Acquired || r.g.Fence <= r2.Fence || !r.g.Contended {
+		t.Fatalf("writer: %+v, %v; want acquired after the readers, contended", r.g, r.err)
+	}
+}
+
+// TestLockSharedHoldersCapped: lock.max_shared_holders reaches the store.
+func TestLockSharedHoldersCapped(t *testing.T) {
+	c := clock.NewFake(time.Unix(1_800_000_000, 0))
+	mem := memory.New(memory.Options{Clock: c})
+	drain := make(chan struct{})
+	queues := waiter.NewQueues(mem, mem, drain)
+	cfg := lock.DefaultConfig()
+	cfg.MaxSharedHolders = 2
+	svc := lock.New(mem, queues, c, cfg, drain)
+	t.Cleanup(func() { close(drain); queues.Close(); svc.Wait(); _ = mem.Close() })
+	for i, want := range []bool{true, true, false} {
+		g, err := svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Minute, Shared: true})
+		if err != nil || g.Acquired != want {
+			t.Fatalf("shared %d: %+v, %v; want acquired %v", i, g, err, want)
+		}
+	}
+}
+
+// TestLockWaitersInArrivalOrder: waiting Lock calls are granted in the
+// order they came, and a waiter's ticket is gone when it gives up.
+func TestLockWaitersInArrivalOrder(t *testing.T) {
+	h := newHarness(t)
+	holder, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Minute})
+	if err != nil || !holder.Acquired {
+		t.Fatal(holder, err)
+	}
+	const n = 8
+	order := make(chan int, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "w", TTL: time.Minute, Wait: 30 * time.Second})
+			if err != nil || !g.Acquired {
+				errs <- fmt.Errorf("waiter %d: %+v, %v", i, g, err)
+				return
+			}
+			order <- i
+			if _, _, err := h.svc.Release(context.Background(), ns, "a", g.Token); err != nil {
+				errs <- err
+			}
+			errs <- nil
+		}()
+		waitFor(t, "the waiter's ticket", func() bool { return h.held(t, "a").Waiters == i+1 })
+	}
+	if _, _, err := h.svc.Release(t.Context(), ns, "a", holder.Token); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		if got := <-order; got != i {
+			t.Errorf("grant %d went to waiter %d", i, got)
+		}
+	}
+	// A waiter that gives up leaves no ticket behind.
+	holder, _ = h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Minute})
+	if g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Minute, Wait: 20 * time.Millisecond}); err != nil || g.Acquired {
+		t.Fatalf("waiter that times out: %+v, %v", g, err)
+	}
+	if w := h.held(t, "a").Waiters; w != 0 {
+		t.Errorf("%d tickets after the waiter gave up, want 0", w)
+	}
+	_ = holder
+}
+
+func TestCheckFence(t *testing.T) {
+	h := newHarness(t)
+	g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Minute})
+	if err != nil || !g.Acquired {
+		t.Fatal(g, err)
+	}
+	for _, tc := range []struct {
+		ns, name string
+		fence    uint64
+		want     bool
+	}{
+		{ns, "a", g.Fence, true},
+		{ns, "a", g.Fence + 1, false},
+		{ns, "a", g.Fence - 1, false},
+		{ns, "b", g.Fence, false},
+		{"other", "a", g.Fence, false},
+	} {
+		if ok, err := h.svc.CheckFence(t.Context(), tc.ns, tc.name, tc.fence); err != nil || ok != tc.want {
+			t.Errorf("CheckFence(%q, %q, %d) = %v, %v; want %v", tc.ns, tc.name, tc.fence, ok, err, tc.want)
+		}
+	}
+	if _, _, err := h.svc.Release(t.Context(), ns, "a", g.Token); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := h.svc.CheckFence(t.Context(), ns, "a", g.Fence); err != nil || ok {
+		t.Errorf("CheckFence after the release = %v, %v; want false", ok, err)
+	}
+}
+
+// TestBadRequests: every bad field is INVALID_ARGUMENT naming it, before
+// any store call.
+func TestBadRequests(t *testing.T) {
+	h := newHarness(t)
+	long := strings.Repeat("x", lock.DefaultConfig().MaxNameBytes+1)
+	for _, tc := range []struct {
+		field string
+		call  func() error
+	}{
+		{"name", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns}); return err }},
+		{"name", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: long}); return err }},
+		{"owner", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "a\u202e"})
+			return err
+		}},
+		{"session_id", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", SessionID: "nope"})
+			return err
+		}},
+		{"ttl", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", SessionID: token.New(), TTL: time.Second})
+			return err
+		}},
+		{"ttl", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: 2 * time.Hour})
+			return err
+		}},
+		{"max_hold", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", MaxHold: 48 * time.Hour})
+			return err
+		}},
+		{"wait", func() error { _, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Wait: -1}); return err }},
+		{"wait", func() error {
+			_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Wait: time.Hour})
+			return err
+		}},
+		{"fence", func() error { _, err := h.svc.CheckFence(t.Context(), ns, "a", 0); return err }},
+		{"name", func() error { _, err := h.svc.CheckFence(t.Context(), ns, "", 1); return err }},
+		{"name", func() error { _, err := h.svc.Get(t.Context(), ns, ""); return err }},
+		{"token", func() error { _, _, err := h.svc.Release(t.Context(), ns, "a", "x"); return err }},
+		{"ttl", func() error { _, err := h.svc.Renew(t.Context(), ns, "a", token.New(), 0); return err }},
+	} {
+		before := h.faulty.CallCounts()
+		err := tc.call()
+		var fe *validate.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("err = %v, want a FieldError for %q", err, tc.field)
+		}
+		if made := h.faulty.CallsSince(before); len(made) != 0 {
+			t.Errorf("%s: store calls %v before the check", tc.field, made)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

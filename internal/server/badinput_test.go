@@ -36,7 +36,8 @@ import (
 // store (memory backend) nor the pre-existing state as seen through the API
 // (a held lock, a session-bound lock, an in-progress idempotency key, a
 // rate-limit key with consumption, a queue with ready, delayed, in-flight
-// and dead messages) differs afterwards.
+// and dead messages, a held semaphore permit, an election with a leader)
+// differs afterwards.
 //
 // Every bad request is a valid base request (TestBadInputControl shows that
 // each base succeeds) with one field broken, so a case can only pass because
@@ -54,6 +55,10 @@ func biPolicies(c *config) {
 // biFixture is the state every case starts from.
 type biFixture struct {
 	lockName, lockToken string // a plain lock, held
+	lockFence           uint64
+	semName, semToken   string // a semaphore permit, held (a plain lease)
+	electName           string // an election led by session
+	electToken          string
 	sessLock            string // a lock bound to session
 	session             string // a live session, kept alive by ka
 	ka                  coordv1.SessionService_KeepAliveClient
@@ -69,6 +74,7 @@ func biSetup(t *testing.T, h *harness, f *storetest.Faulty) *biFixture {
 	c := ctx(t)
 	fx := &biFixture{
 		lockName: "held-lock", sessLock: "session-lock", idemKey: "idem-key", idemFP: "fp-1",
+		semName: "held-sem", electName: "led-election",
 		rlKey: "rl-key", queue: "q",
 	}
 	must := func(what string, err error) {
@@ -94,7 +100,7 @@ func biSetup(t *testing.T, h *harness, f *storetest.Faulty) *biFixture {
 	if !l.GetAcquired() {
 		t.Fatalf("setup: Lock = %v, want acquired", l)
 	}
-	fx.lockToken = l.GetToken()
+	fx.lockToken, fx.lockFence = l.GetToken(), l.GetFence()
 	sl, err := h.locks.Lock(c, &coordv1.LockRequest{Name: fx.sessLock, SessionId: fx.session, Owner: "session-holder"})
 	must("Lock(session)", err)
 	if !sl.GetAcquired() {
@@ -102,6 +108,20 @@ func biSetup(t *testing.T, h *harness, f *storetest.Faulty) *biFixture {
 	}
 	// The binding wakes the stream, which checks the session again.
 	biAwaitCalls(t, f, "CheckSession", 2)
+
+	sem, err := h.semaphores.Acquire(c, &coordv1.AcquireRequest{Name: fx.semName, Limit: 2, Ttl: durationpb.New(10 * time.Minute), Owner: "sem-holder", MaxHold: durationpb.New(time.Hour)})
+	must("Acquire", err)
+	if !sem.GetAcquired() {
+		t.Fatalf("setup: Acquire = %v, want acquired", sem)
+	}
+	fx.semToken = sem.GetToken()
+	el, err := h.elections.Campaign(c, &coordv1.CampaignRequest{Name: fx.electName, Value: []byte("leader-1"), SessionId: fx.session})
+	must("Campaign", err)
+	if !el.GetElected() {
+		t.Fatalf("setup: Campaign = %v, want elected", el)
+	}
+	fx.electToken = el.GetToken()
+	biAwaitCalls(t, f, "CheckSession", 3) // the leadership's binding, as the lock's
 
 	b, err := h.idem.BeginIdempotent(c, &coordv1.BeginIdempotentRequest{Key: fx.idemKey, Fingerprint: fx.idemFP, ProcessingTtl: durationpb.New(10 * time.Minute)})
 	must("BeginIdempotent", err)
@@ -154,6 +174,7 @@ type biSnap struct {
 	Len                 int
 	Lock, SessLock      string
 	Idem, Queue, Limits string
+	Sem, Election       string
 }
 
 func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
@@ -172,6 +193,19 @@ func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
 			g.GetHeld(), g.GetOwner(), g.GetFence(), g.GetSessionBound(), g.GetExpireTime().AsTime(), g.GetAcquireTime().AsTime())
 	}
 	s.Lock, s.SessLock = getLock(fx.lockName), getLock(fx.sessLock)
+	if g, err := h.semaphores.GetSemaphore(c, &coordv1.GetSemaphoreRequest{Name: fx.semName}); err != nil {
+		s.Sem = "GetSemaphore: " + err.Error()
+	} else {
+		s.Sem = fmt.Sprintf("limit=%d waiters=%d", g.GetLimit(), g.GetWaiters())
+		for _, p := range g.GetHolders() {
+			s.Sem += fmt.Sprintf(" {owner=%q fence=%d expire=%v}", p.GetOwner(), p.GetFence(), p.GetExpireTime().AsTime())
+		}
+	}
+	if l, err := h.elections.Leader(c, &coordv1.LeaderRequest{Name: fx.electName}); err != nil {
+		s.Election = "Leader: " + err.Error()
+	} else {
+		s.Election = fmt.Sprintf("has_leader=%v value=%q fence=%d rev=%d", l.GetHasLeader(), l.GetLeader().GetValue(), l.GetLeader().GetFence(), l.GetRev())
+	}
 	if b, err := h.idem.BeginIdempotent(c, &coordv1.BeginIdempotentRequest{Key: fx.idemKey, Fingerprint: fx.idemFP}); err != nil {
 		s.Idem = "BeginIdempotent: " + err.Error()
 	} else {
@@ -644,6 +678,152 @@ var (
 	}
 )
 
+// The RPCs added with semaphores, elections and fence checks.
+var (
+	biCheckFence = biRPC[*coordv1.CheckFenceRequest]{
+		name: "LockService.CheckFence",
+		base: func(fx *biFixture) *coordv1.CheckFenceRequest {
+			return &coordv1.CheckFenceRequest{Name: fx.lockName, Fence: fx.lockFence}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.CheckFenceRequest, o ...grpc.CallOption) (any, error) {
+			return h.locks.CheckFence(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.CheckFenceResponse); !r.GetCurrent() {
+				return fmt.Errorf("CheckFence = %v, want current", r)
+			}
+			return nil
+		},
+	}
+	biAcquire = biRPC[*coordv1.AcquireRequest]{
+		name: "SemaphoreService.Acquire",
+		base: func(*biFixture) *coordv1.AcquireRequest {
+			return &coordv1.AcquireRequest{Name: "new-sem", Limit: 3, Ttl: biD(10 * time.Second), Wait: biD(time.Second), Owner: "me", MaxHold: biD(time.Minute)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.AcquireRequest, o ...grpc.CallOption) (any, error) {
+			return h.semaphores.Acquire(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.AcquireResponse); !r.GetAcquired() {
+				return fmt.Errorf("Acquire = %v, want acquired", r)
+			}
+			return nil
+		},
+	}
+	biSemRenew = biRPC[*coordv1.SemaphoreServiceRenewRequest]{
+		name: "SemaphoreService.Renew",
+		base: func(fx *biFixture) *coordv1.SemaphoreServiceRenewRequest {
+			return &coordv1.SemaphoreServiceRenewRequest{Name: fx.semName, Token: fx.semToken, Ttl: biD(20 * time.Minute)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.SemaphoreServiceRenewRequest, o ...grpc.CallOption) (any, error) {
+			return h.semaphores.Renew(c, r, o...)
+		},
+	}
+	biSemRelease = biRPC[*coordv1.SemaphoreServiceReleaseRequest]{
+		name: "SemaphoreService.Release",
+		base: func(fx *biFixture) *coordv1.SemaphoreServiceReleaseRequest {
+			return &coordv1.SemaphoreServiceReleaseRequest{Name: fx.semName, Token: fx.semToken}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.SemaphoreServiceReleaseRequest, o ...grpc.CallOption) (any, error) {
+			return h.semaphores.Release(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.SemaphoreServiceReleaseResponse); !r.GetReleased() {
+				return fmt.Errorf("Release = %v, want released", r)
+			}
+			return nil
+		},
+	}
+	biGetSemaphore = biRPC[*coordv1.GetSemaphoreRequest]{
+		name: "SemaphoreService.GetSemaphore",
+		base: func(fx *biFixture) *coordv1.GetSemaphoreRequest {
+			return &coordv1.GetSemaphoreRequest{Name: fx.semName}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.GetSemaphoreRequest, o ...grpc.CallOption) (any, error) {
+			return h.semaphores.GetSemaphore(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.GetSemaphoreResponse); len(r.GetHolders()) != 1 || r.GetLimit() != 2 {
+				return fmt.Errorf("GetSemaphore = %v, want one holder of limit 2", r)
+			}
+			return nil
+		},
+	}
+	biCampaign = biRPC[*coordv1.CampaignRequest]{
+		name: "ElectionService.Campaign",
+		base: func(fx *biFixture) *coordv1.CampaignRequest {
+			return &coordv1.CampaignRequest{Name: "new-election", Value: []byte("me"), SessionId: fx.session, Wait: biD(time.Second)}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.CampaignRequest, o ...grpc.CallOption) (any, error) {
+			return h.elections.Campaign(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.CampaignResponse); !r.GetElected() || r.GetAlreadyLeader() {
+				return fmt.Errorf("Campaign = %v, want newly elected", r)
+			}
+			return nil
+		},
+	}
+	biProclaim = biRPC[*coordv1.ProclaimRequest]{
+		name: "ElectionService.Proclaim",
+		base: func(fx *biFixture) *coordv1.ProclaimRequest {
+			return &coordv1.ProclaimRequest{Name: fx.electName, Token: fx.electToken, Value: []byte("leader-2")}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ProclaimRequest, o ...grpc.CallOption) (any, error) {
+			return h.elections.Proclaim(c, r, o...)
+		},
+	}
+	biResign = biRPC[*coordv1.ResignRequest]{
+		name: "ElectionService.Resign",
+		base: func(fx *biFixture) *coordv1.ResignRequest {
+			return &coordv1.ResignRequest{Name: fx.electName, Token: fx.electToken}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ResignRequest, o ...grpc.CallOption) (any, error) {
+			return h.elections.Resign(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.ResignResponse); !r.GetResigned() {
+				return fmt.Errorf("Resign = %v, want resigned", r)
+			}
+			return nil
+		},
+	}
+	biLeader = biRPC[*coordv1.LeaderRequest]{
+		name: "ElectionService.Leader",
+		base: func(fx *biFixture) *coordv1.LeaderRequest { return &coordv1.LeaderRequest{Name: fx.electName} },
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.LeaderRequest, o ...grpc.CallOption) (any, error) {
+			return h.elections.Leader(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.LeaderResponse); !r.GetHasLeader() || string(r.GetLeader().GetValue()) != "leader-1" {
+				return fmt.Errorf("Leader = %v, want leader-1", r)
+			}
+			return nil
+		},
+	}
+	// Observe: the first response of a new stream (the current leader);
+	// the stream is then cancelled.
+	biObserve = biRPC[*coordv1.ObserveRequest]{
+		name: "ElectionService.Observe",
+		base: func(fx *biFixture) *coordv1.ObserveRequest { return &coordv1.ObserveRequest{Name: fx.electName} },
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ObserveRequest, o ...grpc.CallOption) (any, error) {
+			c, cancel := context.WithCancel(c)
+			defer cancel()
+			s, err := h.elections.Observe(c, r, o...)
+			if err != nil {
+				return nil, err
+			}
+			return s.Recv()
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.ObserveResponse); !r.GetHasLeader() || string(r.GetLeader().GetValue()) != "leader-1" || r.GetMissed() != 0 {
+				return fmt.Errorf("Observe's first response = %v, want leader-1", r)
+			}
+			return nil
+		},
+	}
+)
+
 // biInline replaces the policy with an inline limit.
 func biInline(l *coordv1.Limit) func(*biFixture, *coordv1.AllowRequest) {
 	return func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy, r.Limit = "", l }
@@ -870,6 +1050,80 @@ func biCases() []biCase {
 	// Stats.
 	addAll(biNameCases(biStats, "queue", 1, func(r *coordv1.StatsRequest, s string) { r.Queue = s }))
 
+	// CheckFence, of the held lock's fence.
+	addAll(biNameCases(biCheckFence, "name", 1, func(r *coordv1.CheckFenceRequest, s string) { r.Name = s }))
+	add(biCheckFence.bad("fence=0", "fence", func(_ *biFixture, r *coordv1.CheckFenceRequest) { r.Fence = 0 }))
+
+	// KeepAlive's lock_delay, first and later requests.
+	for _, rpc := range []biRPC[*coordv1.KeepAliveRequest]{biKeepAlive, biKeepAliveLater} {
+		addAll(biWaitCases(rpc, "lock_delay", time.Minute, func(r *coordv1.KeepAliveRequest, d *durationpb.Duration) { r.LockDelay = d }))
+	}
+
+	// SemaphoreService.Acquire, of a fresh semaphore.
+	addAll(biNameCases(biAcquire, "name", 1, func(r *coordv1.AcquireRequest, s string) { r.Name = s }))
+	addAll(biLabelCases(biAcquire, "owner", 6, func(r *coordv1.AcquireRequest, s string) { r.Owner = s }))
+	addAll(biDurCases(biAcquire, "ttl", time.Hour, false, func(r *coordv1.AcquireRequest, d *durationpb.Duration) { r.Ttl = d }))
+	addAll(biDurCases(biAcquire, "max_hold", 24*time.Hour, false, func(r *coordv1.AcquireRequest, d *durationpb.Duration) { r.MaxHold = d }))
+	addAll(biWaitCases(biAcquire, "wait", time.Minute, func(r *coordv1.AcquireRequest, d *durationpb.Duration) { r.Wait = d }))
+	add(
+		biAcquire.bad("limit=0", "limit", func(_ *biFixture, r *coordv1.AcquireRequest) { r.Limit = 0 }),
+		biAcquire.bad("limit=-1", "limit", func(_ *biFixture, r *coordv1.AcquireRequest) { r.Limit = -1 }),
+		biAcquire.bad("limit=MinInt32", "limit", func(_ *biFixture, r *coordv1.AcquireRequest) { r.Limit = math.MinInt32 }),
+		biAcquire.bad("limit=1001 above semaphore.max_limit", "limit", func(_ *biFixture, r *coordv1.AcquireRequest) { r.Limit = 1001 }),
+		biAcquire.bad("limit=MaxInt32", "limit", func(_ *biFixture, r *coordv1.AcquireRequest) { r.Limit = math.MaxInt32 }),
+		// The held semaphore's own name with a bad limit: refused as input,
+		// not as a LIMIT_MISMATCH.
+		biAcquire.bad("limit=0 on a held semaphore", "limit", func(fx *biFixture, r *coordv1.AcquireRequest) { r.Name, r.Limit = fx.semName, 0 }),
+	)
+	for _, v := range biBadTokens {
+		if v.name == "empty" {
+			continue // empty is a plain lease
+		}
+		add(biAcquire.bad("session_id="+v.name, "session_id", func(fx *biFixture, r *coordv1.AcquireRequest) { r.SessionId, r.Ttl = v.v(fx.session), nil }))
+	}
+	add(
+		biAcquire.bad("session_id=invalid UTF-8", "session_id", func(_ *biFixture, r *coordv1.AcquireRequest) { r.Ttl = nil }, biRawString(4, strings.Repeat("\xff", 32))),
+		biAcquire.bad("session-bound with ttl=10s", "ttl", func(fx *biFixture, r *coordv1.AcquireRequest) { r.SessionId = fx.session }),
+		biAcquire.bad("session-bound with ttl=0s", "ttl", func(fx *biFixture, r *coordv1.AcquireRequest) { r.SessionId, r.Ttl = fx.session, biD(0) }),
+	)
+
+	// SemaphoreService.Renew, Release, GetSemaphore, of the held permit.
+	addAll(biNameCases(biSemRenew, "name", 1, func(r *coordv1.SemaphoreServiceRenewRequest, s string) { r.Name = s }))
+	addAll(biTokenCases(biSemRenew, "token", 2, func(fx *biFixture) string { return fx.semToken }, func(r *coordv1.SemaphoreServiceRenewRequest, s string) { r.Token = s }))
+	addAll(biDurCases(biSemRenew, "ttl", time.Hour, true, func(r *coordv1.SemaphoreServiceRenewRequest, d *durationpb.Duration) { r.Ttl = d }))
+	addAll(biNameCases(biSemRelease, "name", 1, func(r *coordv1.SemaphoreServiceReleaseRequest, s string) { r.Name = s }))
+	addAll(biTokenCases(biSemRelease, "token", 2, func(fx *biFixture) string { return fx.semToken }, func(r *coordv1.SemaphoreServiceReleaseRequest, s string) { r.Token = s }))
+	addAll(biNameCases(biGetSemaphore, "name", 1, func(r *coordv1.GetSemaphoreRequest, s string) { r.Name = s }))
+
+	// ElectionService.Campaign, of a fresh election, by the live session.
+	addAll(biNameCases(biCampaign, "name", 1, func(r *coordv1.CampaignRequest, s string) { r.Name = s }))
+	addAll(biWaitCases(biCampaign, "wait", time.Minute, func(r *coordv1.CampaignRequest, d *durationpb.Duration) { r.Wait = d }))
+	add(
+		biCampaign.bad("value empty", "value", func(_ *biFixture, r *coordv1.CampaignRequest) { r.Value = nil }),
+		biCampaign.bad("value=4097 bytes", "value", func(_ *biFixture, r *coordv1.CampaignRequest) { r.Value = make([]byte, 4097) }),
+		biCampaign.bad("session_id empty", "session_id", func(_ *biFixture, r *coordv1.CampaignRequest) { r.SessionId = "" }),
+		biCampaign.bad("session_id=invalid UTF-8", "session_id", nil, biRawString(3, strings.Repeat("\xff", 32))),
+	)
+	for _, v := range biBadTokens {
+		if v.name == "empty" {
+			continue // above: required
+		}
+		add(biCampaign.bad("session_id="+v.name, "session_id", func(fx *biFixture, r *coordv1.CampaignRequest) { r.SessionId = v.v(fx.session) }))
+	}
+
+	// ElectionService.Proclaim, Resign, of the led election; Leader, Observe.
+	addAll(biNameCases(biProclaim, "name", 1, func(r *coordv1.ProclaimRequest, s string) { r.Name = s }))
+	addAll(biTokenCases(biProclaim, "token", 2, func(fx *biFixture) string { return fx.electToken }, func(r *coordv1.ProclaimRequest, s string) { r.Token = s }))
+	add(
+		biProclaim.bad("value empty", "value", func(_ *biFixture, r *coordv1.ProclaimRequest) { r.Value = nil }),
+		biProclaim.bad("value=4097 bytes", "value", func(_ *biFixture, r *coordv1.ProclaimRequest) { r.Value = make([]byte, 4097) }),
+		biProclaim.bad("value=1MiB", "value", func(_ *biFixture, r *coordv1.ProclaimRequest) { r.Value = make([]byte, 1<<20) }),
+	)
+	addAll(biNameCases(biResign, "name", 1, func(r *coordv1.ResignRequest, s string) { r.Name = s }))
+	addAll(biTokenCases(biResign, "token", 2, func(fx *biFixture) string { return fx.electToken }, func(r *coordv1.ResignRequest, s string) { r.Token = s }))
+	addAll(biNameCases(biLeader, "name", 1, func(r *coordv1.LeaderRequest, s string) { r.Name = s }))
+	addAll(biNameCases(biObserve, "name", 1, func(r *coordv1.ObserveRequest, s string) { r.Name = s }))
+
 	// Redrive, of the queue with a dead letter.
 	addAll(biNameCases(biRedrive, "queue", 1, func(r *coordv1.RedriveRequest, s string) { r.Queue = s }))
 	add(
@@ -975,7 +1229,9 @@ var biVisible = map[string]bool{
 	"SessionService.KeepAlive/later": true, "RateLimitService.Allow": true,
 	"IdempotencyService.BeginIdempotent": true, "IdempotencyService.Finish": true, "IdempotencyService.ExtendIdempotent": true,
 	"QueueService.Enqueue": true, "QueueService.Claim": true, "QueueService.Ack": true, "QueueService.Nack": true,
-	"QueueService.Redrive": true,
+	"QueueService.Redrive":     true,
+	"SemaphoreService.Acquire": true, "SemaphoreService.Renew": true, "SemaphoreService.Release": true,
+	"ElectionService.Campaign": true, "ElectionService.Proclaim": true, "ElectionService.Resign": true,
 }
 
 // TestBadInputControl sends each RPC's base request, and some at the bounds,
@@ -985,6 +1241,12 @@ func TestBadInputControl(t *testing.T) {
 	long := strings.Repeat("n", 256)
 	biGetLockFree := biGetLock
 	biGetLockFree.ok = nil // a free lock is not held
+	biCheckFenceAny := biCheckFence
+	biCheckFenceAny.ok = nil // another fence is not current
+	biGetSemaphoreFree := biGetSemaphore
+	biGetSemaphoreFree.ok = nil
+	biLeaderAny, biObserveAny := biLeader, biObserve
+	biLeaderAny.ok, biObserveAny.ok = nil, nil
 	cases := []biCase{
 		biLock.control("base", nil),
 		biLock.control("at the bounds", func(_ *biFixture, r *coordv1.LockRequest) {
@@ -1002,12 +1264,17 @@ func TestBadInputControl(t *testing.T) {
 		biLock.control("raw codec", nil, biRawString(1, "raw-name")),
 		biRenew.control("base", nil),
 		biRenew.control("ttl=max", func(_ *biFixture, r *coordv1.RenewRequest) { r.Ttl = biD(time.Hour) }),
+		biLock.control("shared", func(_ *biFixture, r *coordv1.LockRequest) { r.Shared = true }),
+		biLock.control("shared, session-bound", func(fx *biFixture, r *coordv1.LockRequest) { r.Shared, r.SessionId, r.Ttl = true, fx.session, nil }),
 		biRelease.control("base", nil),
 		biGetLock.control("base", nil),
 		biGetLockFree.control("256-byte name", func(_ *biFixture, r *coordv1.GetLockRequest) { r.Name = long }),
 		biKeepAlive.control("base", nil),
 		biKeepAlive.control("resume", func(fx *biFixture, r *coordv1.KeepAliveRequest) { r.SessionId = fx.session }),
+		biKeepAlive.control("lock_delay=1m", func(_ *biFixture, r *coordv1.KeepAliveRequest) { r.LockDelay = biD(time.Minute) }),
+		biKeepAlive.control("lock_delay=0s", func(_ *biFixture, r *coordv1.KeepAliveRequest) { r.LockDelay = biD(0) }),
 		biKeepAliveLater.control("base", nil),
+		biKeepAliveLater.control("lock_delay=1m", func(_ *biFixture, r *coordv1.KeepAliveRequest) { r.LockDelay = biD(time.Minute) }),
 		biKeepAliveLater.control("ttl=5m", func(_ *biFixture, r *coordv1.KeepAliveRequest) { r.Ttl = biD(5 * time.Minute) }),
 		biAllow.control("base", nil),
 		biAllow.control("cost=0 means 1", func(_ *biFixture, r *coordv1.AllowRequest) { r.Cost = 0 }),
@@ -1072,6 +1339,36 @@ func TestBadInputControl(t *testing.T) {
 		biExtend.control("visibility_timeout=max", func(_ *biFixture, r *coordv1.ExtendRequest) { r.VisibilityTimeout = biD(12 * time.Hour) }),
 		biStats.control("base", nil),
 		biStats.control("256-byte queue", func(_ *biFixture, r *coordv1.StatsRequest) { r.Queue = long }),
+		biCheckFence.control("base", nil),
+		biCheckFenceAny.control("another fence", func(_ *biFixture, r *coordv1.CheckFenceRequest) { r.Fence = math.MaxUint64 }),
+		biCheckFenceAny.control("free lock, 256-byte name", func(_ *biFixture, r *coordv1.CheckFenceRequest) { r.Name = long }),
+		biAcquire.control("base", nil),
+		biAcquire.control("at the bounds", func(_ *biFixture, r *coordv1.AcquireRequest) {
+			r.Name, r.Owner, r.Limit, r.Ttl, r.MaxHold, r.Wait = long, long, 1000, biD(time.Hour), biD(24*time.Hour), biD(time.Minute)
+		}),
+		biAcquire.control("at the lower bounds", func(_ *biFixture, r *coordv1.AcquireRequest) {
+			r.Name, r.Owner, r.Limit, r.Ttl, r.MaxHold, r.Wait = "x", "", 1, biD(time.Millisecond), biD(time.Millisecond), biD(0)
+		}),
+		biAcquire.control("defaults", func(_ *biFixture, r *coordv1.AcquireRequest) { r.Ttl, r.MaxHold, r.Wait, r.Owner = nil, nil, nil, "" }),
+		biAcquire.control("session-bound", func(fx *biFixture, r *coordv1.AcquireRequest) { r.SessionId, r.Ttl = fx.session, nil }),
+		biAcquire.control("the held semaphore, its limit", func(fx *biFixture, r *coordv1.AcquireRequest) { r.Name, r.Limit = fx.semName, 2 }),
+		biSemRenew.control("base", nil),
+		biSemRenew.control("ttl=max", func(_ *biFixture, r *coordv1.SemaphoreServiceRenewRequest) { r.Ttl = biD(time.Hour) }),
+		biSemRelease.control("base", nil),
+		biGetSemaphore.control("base", nil),
+		biGetSemaphoreFree.control("256-byte name", func(_ *biFixture, r *coordv1.GetSemaphoreRequest) { r.Name = long }),
+		biCampaign.control("base", nil),
+		biCampaign.control("at the bounds", func(_ *biFixture, r *coordv1.CampaignRequest) {
+			r.Name, r.Value, r.Wait = long, make([]byte, 4096), biD(time.Minute)
+		}),
+		biCampaign.control("at the lower bounds", func(_ *biFixture, r *coordv1.CampaignRequest) { r.Name, r.Value, r.Wait = "x", []byte{0}, nil }),
+		biProclaim.control("base", nil),
+		biProclaim.control("value=4096 bytes", func(_ *biFixture, r *coordv1.ProclaimRequest) { r.Value = make([]byte, 4096) }),
+		biResign.control("base", nil),
+		biLeader.control("base", nil),
+		biLeaderAny.control("no leader, 256-byte name", func(_ *biFixture, r *coordv1.LeaderRequest) { r.Name = long }),
+		biObserve.control("base", nil),
+		biObserveAny.control("no leader, 256-byte name", func(_ *biFixture, r *coordv1.ObserveRequest) { r.Name = long }),
 		biRedrive.control("base", nil),
 		biRedrive.control("max_messages=1000", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = 1000 }),
 		biRedrive.control("max_messages=0 means default", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = 0 }),

@@ -62,16 +62,18 @@ type config struct {
 // harness is a coordd server on the memory store, on a loopback listener,
 // with clients for every service.
 type harness struct {
-	clock    *clock.Fake   // nil unless config.fake
-	st       store.Store   // the backend's store, unwrapped
-	store    *memory.Store // the same, on the memory backend; else nil
-	conn     *grpc.ClientConn
-	locks    coordv1.LockServiceClient
-	sessions coordv1.SessionServiceClient
-	limits   coordv1.RateLimitServiceClient
-	idem     coordv1.IdempotencyServiceClient
-	queues   coordv1.QueueServiceClient
-	prefix   string // the Redis key prefix (Redis backends)
+	clock      *clock.Fake   // nil unless config.fake
+	st         store.Store   // the backend's store, unwrapped
+	store      *memory.Store // the same, on the memory backend; else nil
+	conn       *grpc.ClientConn
+	locks      coordv1.LockServiceClient
+	semaphores coordv1.SemaphoreServiceClient
+	elections  coordv1.ElectionServiceClient
+	sessions   coordv1.SessionServiceClient
+	limits     coordv1.RateLimitServiceClient
+	idem       coordv1.IdempotencyServiceClient
+	queues     coordv1.QueueServiceClient
+	prefix     string // the Redis key prefix (Redis backends)
 }
 
 func withFakeClock(c *config) { c.fake = true }
@@ -113,6 +115,8 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 		}),
 		servertest.WithRegister(cfg.register))
 	h.locks = coordv1.NewLockServiceClient(h.conn)
+	h.semaphores = coordv1.NewSemaphoreServiceClient(h.conn)
+	h.elections = coordv1.NewElectionServiceClient(h.conn)
 	h.sessions = coordv1.NewSessionServiceClient(h.conn)
 	h.limits = coordv1.NewRateLimitServiceClient(h.conn)
 	h.idem = coordv1.NewIdempotencyServiceClient(h.conn)

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"errors"
+	"io"
 	"runtime"
 	"sort"
 	"sync"
@@ -239,5 +241,169 @@ func TestLockExclusiveUnderContention(t *testing.T) {
 	wg.Wait()
 	if grants.Load() != 16*25 {
 		t.Fatalf("%d grants, want %d", grants.Load(), 16*25)
+	}
+}
+
+// TestLockShared: shared holders coexist, each with its own token and a
+// greater fence, and GetLock lists them; an exclusive request waits for
+// them all, and once it waits, a later shared request waits behind it
+// (writers do not starve).
+func TestLockShared(t *testing.T) {
+	h := newHarness(t)
+	c := ctx(t)
+	r1 := h.lock(t, &coordv1.LockRequest{Name: "doc", Ttl: dur(time.Minute), Shared: true, Owner: "r1"})
+	r2 := h.lock(t, &coordv1.LockRequest{Name: "doc", Ttl: dur(time.Minute), Shared: true, Owner: "r2"})
+	if !r1.GetAcquired() || !r2.GetAcquired() || r1.GetHolders() != 1 || r2.GetHolders() != 2 {
+		t.Fatalf("shared Locks = %v, %v; want both acquired, 1 then 2 holders", r1, r2)
+	}
+	if r1.GetToken() == r2.GetToken() || r2.GetFence() <= r1.GetFence() {
+		t.Fatalf("shared Locks = %v, %v; want distinct tokens, a greater fence for the second", r1, r2)
+	}
+	if w := h.lock(t, &coordv1.LockRequest{Name: "doc", Ttl: dur(time.Minute), Owner: "w"}); w.GetAcquired() || w.GetHolder() == "" {
+		t.Fatalf("exclusive Lock beside shared holders = %v, want not acquired, told a holder", w)
+	}
+	info := h.held(t, "doc")
+	if !info.GetHeld() || len(info.GetHolders()) != 2 || info.GetWaiters() != 0 || info.GetFence() != r1.GetFence() || info.GetOwner() != "r1" {
+		t.Fatalf("GetLock = %v, want two holders, r1's fence first", info)
+	}
+	for i, want := range []*coordv1.LockResponse{r1, r2} {
+		hd := info.GetHolders()[i]
+		if hd.GetFence() != want.GetFence() || !hd.GetShared() || hd.GetSessionBound() || hd.GetOwner() != []string{"r1", "r2"}[i] {
+			t.Errorf("holder %d = %v, want shared with fence %d", i, hd, want.GetFence())
+		}
+	}
+
+	writer := make(chan *coordv1.LockResponse, 1)
+	go func() {
+		resp, err := h.locks.Lock(c, &coordv1.LockRequest{Name: "doc", Ttl: dur(time.Minute), Wait: dur(30 * time.Second), Owner: "w"})
+		if err != nil {
+			t.Error(err)
+		}
+		writer <- resp
+	}()
+	awaitWaiters(t, "GetLock", 1, func() uint32 { return h.held(t, "doc").GetWaiters() })
+	if late := h.lock(t, &coordv1.LockRequest{Name: "doc", Ttl: dur(time.Minute), Shared: true, Owner: "r3"}); late.GetAcquired() {
+		t.Fatalf("a shared Lock behind a waiting writer = %v, want not acquired", late)
+	}
+	for _, r := range []*coordv1.LockResponse{r1, r2} {
+		if rel, err := h.locks.Release(c, &coordv1.ReleaseRequest{Name: "doc", Token: r.GetToken()}); err != nil || !rel.GetReleased() {
+			t.Fatalf("Release = %v, %v", rel, err)
+		}
+	}
+	w := <-writer
+	if !w.GetAcquired() || w.GetFence() <= r2.GetFence() || w.GetHolders() != 1 {
+		t.Fatalf("the writer = %v, want acquired alone with a greater fence", w)
+	}
+	if info := h.held(t, "doc"); len(info.GetHolders()) != 1 || info.GetHolders()[0].GetShared() || info.GetWaiters() != 0 {
+		t.Fatalf("GetLock = %v, want the writer alone, nobody waiting", info)
+	}
+}
+
+// TestCheckFence: a fence is current while a live holder has it, exclusive
+// or shared, and not after its release or expiry.
+func TestCheckFence(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	c := ctx(t)
+	check := func(name string, fence uint64) bool {
+		t.Helper()
+		r, err := h.locks.CheckFence(c, &coordv1.CheckFenceRequest{Name: name, Fence: fence})
+		if err != nil {
+			t.Fatalf("CheckFence(%s, %d): %v", name, fence, err)
+		}
+		return r.GetCurrent()
+	}
+	if check("x", 1) {
+		t.Fatal("CheckFence of a free lock = true")
+	}
+	g := h.lock(t, &coordv1.LockRequest{Name: "x", Ttl: dur(10 * time.Second)})
+	if !check("x", g.GetFence()) || check("x", g.GetFence()+1) || check("x", g.GetFence()-1) || check("y", g.GetFence()) {
+		t.Fatalf("CheckFence: only x's fence %d may be current", g.GetFence())
+	}
+	h.clock.Advance(10 * time.Second)
+	if check("x", g.GetFence()) {
+		t.Fatal("CheckFence after the lease expired = true")
+	}
+	s1 := h.lock(t, &coordv1.LockRequest{Name: "x", Ttl: dur(time.Minute), Shared: true})
+	s2 := h.lock(t, &coordv1.LockRequest{Name: "x", Ttl: dur(time.Minute), Shared: true})
+	if !check("x", s1.GetFence()) || !check("x", s2.GetFence()) || check("x", g.GetFence()) {
+		t.Fatalf("CheckFence: both shared fences %d and %d must be current, the old %d not", s1.GetFence(), s2.GetFence(), g.GetFence())
+	}
+	if _, err := h.locks.Release(c, &coordv1.ReleaseRequest{Name: "x", Token: s1.GetToken()}); err != nil {
+		t.Fatal(err)
+	}
+	if check("x", s1.GetFence()) || !check("x", s2.GetFence()) {
+		t.Fatal("CheckFence after one shared release: the released fence must not be current, the other must")
+	}
+}
+
+// TestLockDelay: a lock lost because its session expired is granted to
+// nobody until the session's lock_delay after its expiry.
+func TestLockDelay(t *testing.T) {
+	h := newHarness(t, withFakeClock)
+	c := ctx(t)
+	stream, err := h.sessions.KeepAlive(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: dur(time.Second), LockDelay: dur(5 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.GetSessionId()
+	if g := h.lock(t, &coordv1.LockRequest{Name: "kept", SessionId: id}); !g.GetAcquired() {
+		t.Fatalf("Lock(kept) = %v", g)
+	}
+	h.clock.Advance(2 * time.Second) // the session expires, unrenewed
+	if g := h.lock(t, &coordv1.LockRequest{Name: "kept", Ttl: dur(time.Minute)}); g.GetAcquired() {
+		t.Fatalf("Lock 1s after the session expired (lock_delay 5s) = %v, want not acquired", g)
+	}
+	h.clock.Advance(3 * time.Second) // 4s after: still in the delay
+	if g := h.lock(t, &coordv1.LockRequest{Name: "kept", Ttl: dur(time.Minute)}); g.GetAcquired() {
+		t.Fatalf("Lock 4s after the session expired (lock_delay 5s) = %v, want not acquired", g)
+	}
+	h.clock.Advance(time.Second + time.Millisecond)
+	if g := h.lock(t, &coordv1.LockRequest{Name: "kept", Ttl: dur(time.Minute)}); !g.GetAcquired() {
+		t.Fatalf("Lock after the lock-delay = %v, want acquired", g)
+	}
+}
+
+// TestLockDelayNotOnRelease: a lock its session's holder releases, or a
+// session that ends by a half-close, sets no lock-delay.
+func TestLockDelayNotOnRelease(t *testing.T) {
+	h := newHarness(t)
+	c := ctx(t)
+	stream, err := h.sessions.KeepAlive(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: dur(30 * time.Second), LockDelay: dur(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := first.GetSessionId()
+	a := h.lock(t, &coordv1.LockRequest{Name: "a", SessionId: id})
+	if g := h.lock(t, &coordv1.LockRequest{Name: "b", SessionId: id}); !a.GetAcquired() || !g.GetAcquired() {
+		t.Fatalf("Locks = %v, %v", a, g)
+	}
+	if rel, err := h.locks.Release(c, &coordv1.ReleaseRequest{Name: "a", Token: a.GetToken()}); err != nil || !rel.GetReleased() {
+		t.Fatalf("Release = %v, %v", rel, err)
+	}
+	if g := h.lock(t, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute)}); !g.GetAcquired() {
+		t.Fatalf("Lock after a release = %v, want acquired at once (no lock-delay)", g)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("KeepAlive after half-close: %v, want the end of the stream", err)
+	}
+	if g := h.lock(t, &coordv1.LockRequest{Name: "b", Ttl: dur(time.Minute)}); !g.GetAcquired() {
+		t.Fatalf("Lock after the session's clean end = %v, want acquired at once (no lock-delay)", g)
 	}
 }

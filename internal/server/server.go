@@ -68,10 +68,10 @@ type Config struct {
 	Semaphore semaphore.Config
 	Election  election.Config
 	Session   session.Config
-	Limiter  limiter.Config
-	Policies map[string]limiter.Policy
-	Idem     idem.Config
-	Queue    queue.Config
+	Limiter   limiter.Config
+	Policies  map[string]limiter.Policy
+	Idem      idem.Config
+	Queue     queue.Config
 }
 
 // DefaultConfig returns every domain package's default configuration, with

@@ -286,10 +286,14 @@ func (a *agent) run() {
 	timer.Stop()
 	defer timer.Stop()
 	round := false
+	lastRound := time.Now() // for the polling without wake-ups
 	for {
+		if round {
+			lastRound = time.Now()
+		}
 		a.pass(round)
 		round = false
-		if next, ok := a.nextRetry(poll); ok {
+		if next, ok := a.nextRetry(poll, lastRound); ok {
 			timer.Reset(max(time.Until(next), minRetry))
 		}
 		select {
@@ -363,8 +367,9 @@ func (a *agent) pass(round bool) {
 }
 
 // nextRetry is when the next round is due by time: the earliest retry time
-// of the queued waiters, or poll from now if that is sooner (poll > 0).
-func (a *agent) nextRetry(poll time.Duration) (time.Time, bool) {
+// of the queued waiters, or poll after the last round if that is sooner
+// (poll > 0).
+func (a *agent) nextRetry(poll time.Duration, lastRound time.Time) (time.Time, bool) {
 	q := a.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -375,7 +380,7 @@ func (a *agent) nextRetry(poll time.Duration) (time.Time, bool) {
 		}
 	}
 	if poll > 0 && len(a.waiters) > 0 {
-		if p := time.Now().Add(poll); next.IsZero() || p.Before(next) {
+		if p := lastRound.Add(poll); next.IsZero() || p.Before(next) {
 			next = p
 		}
 	}

@@ -34,7 +34,7 @@ func TestExpiredSessionKeepsOnlyItsReports(t *testing.T) {
 		t.Fatalf("CheckSession = %+v, %v; want expired with %d lost locks", st, err, len(names))
 	}
 	s.lk.Lock()
-	r, locks := s.sessions[id], len(s.locks)
+	r, locks := s.sessions[id], len(s.holds)
 	s.lk.Unlock()
 	if r == nil {
 		t.Fatal("the expired session is forgotten within its grace")

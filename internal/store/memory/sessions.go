@@ -18,6 +18,7 @@ import (
 type sessionRec struct {
 	ttl      time.Duration
 	deadline time.Time
+	delay    time.Duration // lock-delay, copied into its holds at grant
 	holds    map[holdKey]sessionHold
 	stream   uint64           // the epoch of the stream that drives it
 	seq      uint64           // the last loss report's Seq
@@ -38,16 +39,15 @@ type sessionHold struct {
 }
 
 // holdKind is the work a session does on the holds of one kind. Its
-// functions run with s.lk held.
+// functions run within an op (s.lk held), which wakes the waiters that a
+// drop lets in when it ends.
 type holdKind struct {
 	// refresh reports whether token still holds name live and, if renew,
 	// extends it to deadline (capped by its max hold; never shortened).
-	refresh func(s *Store, name, token string, deadline, now time.Time, renew bool) bool
+	refresh func(o *op, name, token string, deadline time.Time, renew bool) bool
 	// drop deletes name if token holds it, live or not, and reports whether
 	// it was live and for how long it had been held then.
-	drop func(s *Store, name, token string, now time.Time) (live bool, held time.Duration)
-	// topic is the wake-up topic of a hold of name (its waiters).
-	topic func(name string) string
+	drop func(o *op, name, token string) (live bool, held time.Duration)
 }
 
 // holdKinds is the table of kinds; each kind's file registers its own.
@@ -106,7 +106,8 @@ func (s *Store) CreateSession(_ context.Context, id string, ttl time.Duration, m
 	if max > 0 && s.liveSessions(ns, now) >= max {
 		return store.SessionState{}, store.ErrTooManySessions
 	}
-	r := &sessionRec{ttl: ttl, deadline: now.Add(ttl), holds: make(map[holdKey]sessionHold), stream: 1}
+	r := &sessionRec{ttl: ttl, deadline: now.Add(ttl), delay: clampDelay(lockDelay),
+		holds: make(map[holdKey]sessionHold), stream: 1}
 	s.sessions[id] = r
 	if s.byNS[ns] == nil {
 		s.byNS[ns] = make(map[string]struct{})
@@ -184,9 +185,9 @@ func (s *Store) session(ref store.SessionRef, now time.Time) (*sessionRec, error
 // refreshSession reports a session's lost holds and expiry and, unless
 // mode is modeCheck, renews it and its holds.
 func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode refreshMode) (store.SessionState, error) {
-	now := s.now()
-	s.lk.Lock()
-	defer s.lk.Unlock()
+	o := s.begin()
+	defer o.end()
+	now := o.now
 	r, err := s.session(ref, now)
 	if err != nil {
 		return store.SessionState{}, err
@@ -203,7 +204,7 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 				reason = store.LostMaxHold
 			}
 			r.report(store.LostHold{Kind: k.kind, Name: k.name, Fence: h.fence, Reason: reason})
-			holdKinds[k.kind].drop(s, k.name, h.token, now)
+			holdKinds[k.kind].drop(o, k.name, h.token)
 			delete(r.holds, k)
 		}
 		// An expired session binds no more holds: only its reports are kept
@@ -228,7 +229,7 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 		hk := holdKinds[k.kind]
 		reason := store.LostGone
 		switch {
-		case hk.refresh(s, k.name, h.token, r.deadline, now, mode != modeCheck):
+		case hk.refresh(o, k.name, h.token, r.deadline, mode != modeCheck):
 			if u := h.holdUntil; !u.IsZero() && u.Before(r.deadline) && (st.NextLoss.IsZero() || u.Before(st.NextLoss)) {
 				st.NextLoss = u
 			}
@@ -238,7 +239,7 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 		}
 		r.report(store.LostHold{Kind: k.kind, Name: k.name, Fence: h.fence, Reason: reason})
 		delete(r.holds, k)
-		hk.drop(s, k.name, h.token, now)
+		hk.drop(o, k.name, h.token)
 	}
 	st.Lost = lostCopy(r.lost)
 	return st, nil
@@ -266,31 +267,27 @@ func sortedHolds(m map[holdKey]sessionHold) []holdKey {
 
 // CloseSession implements store.Sessions.
 func (s *Store) CloseSession(_ context.Context, ref store.SessionRef) ([]store.ReleasedHold, error) {
-	now := s.now()
-	s.lk.Lock()
-	r, err := s.session(ref, now)
+	o := s.begin()
+	defer o.end()
+	r, err := s.session(ref, o.now)
 	if err != nil {
-		s.lk.Unlock()
 		return nil, err
 	}
 	var released []store.ReleasedHold
 	for k, h := range r.holds {
-		if live, held := holdKinds[k.kind].drop(s, k.name, h.token, now); live {
+		if live, held := holdKinds[k.kind].drop(o, k.name, h.token); live {
 			released = append(released, store.ReleasedHold{Kind: k.kind, Name: k.name, Held: held})
 		}
 	}
 	s.dropSession(ref.ID)
-	s.lk.Unlock()
-	for _, h := range released {
-		s.hub.Notify(holdKinds[h.Kind].topic(h.Name))
-	}
 	return released, nil
 }
 
 // sweepSessions deletes the sessions past their grace (and the holds they
 // still had), looking at up to sweepBatch of them, and reports how many it
-// deleted. s.lk must be held.
-func (s *Store) sweepSessions(now time.Time) int {
+// deleted. It runs within o.
+func (s *Store) sweepSessions(o *op) int {
+	now := o.now
 	n, seen := 0, 0
 	for id, r := range s.sessions {
 		if seen++; seen > sweepBatch {
@@ -298,11 +295,16 @@ func (s *Store) sweepSessions(now time.Time) int {
 		}
 		if !now.Before(r.deadline.Add(store.SessionGrace)) {
 			for k, h := range r.holds {
-				holdKinds[k.kind].drop(s, k.name, h.token, now)
+				holdKinds[k.kind].drop(o, k.name, h.token)
 			}
 			s.dropSession(id)
 			n++
 		}
 	}
 	return n
+}
+
+// clampDelay bounds a session's lock-delay to [0, store.MaxLockDelay].
+func clampDelay(d time.Duration) time.Duration {
+	return min(max(us(d), 0), store.MaxLockDelay)
 }

@@ -5,9 +5,9 @@
 //
 // Concurrency: each kind of state has its own mutex, and every store method
 // runs entirely under one of them, which makes it atomic:
-//   - lk guards locks, sessions and the fence counter together, because a
-//     session's keepalive or close touches its holds (its locks; every
-//     kind of session hold lives under lk);
+//   - lk guards the holds (locks, semaphore permits, leaderships: see
+//     holds.go), sessions and the fence counter together, because a
+//     session's keepalive or close touches its holds of every kind;
 //   - rate-limiter state is split over shards by key hash, since Allow is
 //     the hottest call;
 //   - idempotency keys share one mutex;
@@ -20,7 +20,7 @@
 // Expiry is by deadline: every read treats a record whose deadline has passed
 // as absent. A background sweep (every Options.SweepInterval) deletes
 // expired records in bounded batches, so that memory follows live state, and
-// wakes the waiters of locks that expired.
+// wakes the waiters that the expired holds and lapsed tickets let in.
 package memory
 
 import (
@@ -50,7 +50,7 @@ type Store struct {
 	deadTTL time.Duration
 
 	lk        sync.Mutex
-	locks     map[string]*lockRec
+	holds     map[holdKey]*holdSet
 	sessions  map[string]*sessionRec
 	byNS      map[string]map[string]struct{} // session IDs by namespace, for its cap
 	lastFence uint64
@@ -83,7 +83,7 @@ func New(opts Options) *Store {
 	s := &Store{
 		clock:    opts.Clock,
 		deadTTL:  us(opts.DeadLetterTTL),
-		locks:    make(map[string]*lockRec),
+		holds:    make(map[holdKey]*holdSet),
 		sessions: make(map[string]*sessionRec),
 		byNS:     make(map[string]map[string]struct{}),
 		idem:     make(map[string]*idemRec),
@@ -118,12 +118,18 @@ func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscriptio
 	return sub, nil
 }
 
-// Len reports how many records the store holds (locks, sessions, limiter
-// states, idempotency keys, messages, dead letters included, and
-// deduplication entries), expired or not. Tests use it to check that a rejected request changed nothing.
+// Len reports how many records the store holds (holders of locks,
+// semaphores and elections, waiting tickets, names that keep only a
+// lock-delay or an election's log, sessions, limiter states, idempotency
+// keys, messages, dead letters included, and deduplication entries),
+// expired or not. Tests use it to check that a rejected request changed
+// nothing.
 func (s *Store) Len() int {
 	s.lk.Lock()
-	n := len(s.locks) + len(s.sessions)
+	n := len(s.sessions)
+	for _, h := range s.holds {
+		n += max(len(h.holders)+len(h.tickets), 1)
+	}
 	s.lk.Unlock()
 	for i := range s.limits {
 		sh := &s.limits[i]
@@ -171,7 +177,7 @@ func (s *Store) sweepLoop(every time.Duration) {
 // own active expiry does.
 func (s *Store) sweep() {
 	const rounds = 16
-	for i := 0; i < rounds && s.sweepLocks() > sweepBatch/4; i++ {
+	for i := 0; i < rounds && s.sweepHolds() > sweepBatch/4; i++ {
 	}
 	for i := range s.limits {
 		for j := 0; j < rounds && s.limits[i].sweep(s.now()) > sweepBatch/4; j++ {

@@ -53,6 +53,8 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Idempotency", idemTests()},
 		{"Queues", queueTests()},
 		{"Subscribe", subscribeTests()},
+		{"Holds", holdTests()},
+		{"Elections", electionTests()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

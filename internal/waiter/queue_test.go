@@ -1,0 +1,570 @@
+package waiter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/memory"
+	"github.com/coordd/coordd/internal/store/storetest"
+	"github.com/coordd/coordd/internal/token"
+	"github.com/coordd/coordd/internal/waiter"
+)
+
+// qharness is a Queues on a Faulty memory store driven by a fake clock
+// (nothing expires unless a test advances it).
+type qharness struct {
+	q      *waiter.Queues
+	mem    *memory.Store
+	faulty *storetest.Faulty
+	clock  *clock.Fake
+	drain  chan struct{}
+}
+
+func newQHarness(t *testing.T) *qharness {
+	t.Helper()
+	c := clock.NewFake(time.Unix(1_800_000_000, 0))
+	mem := memory.New(memory.Options{Clock: c})
+	f := storetest.NewFaulty(mem)
+	drain := make(chan struct{})
+	q := waiter.NewQueues(f, f, drain)
+	t.Cleanup(func() { q.Close(); _ = f.Close() })
+	return &qharness{q: q, mem: mem, faulty: f, clock: c, drain: drain}
+}
+
+// acquire is a TryFunc that asks the store for an exclusive lock with tok,
+// recording the grant in *g.
+func (h *qharness) acquire(name, tok string, g *store.LockGrant) waiter.TryFunc {
+	return func(ctx context.Context, t *store.WaitTicket) (bool, time.Time, error) {
+		var err error
+		*g, err = h.faulty.AcquireHold(ctx, store.AcquireLock{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Hour, Wait: t})
+		if err != nil {
+			return false, time.Time{}, err
+		}
+		var at time.Time
+		if !g.RetryAt.IsZero() {
+			at = time.Now().Add(g.RetryAt.Sub(h.clock.Now()))
+		}
+		return g.Acquired, at, nil
+	}
+}
+
+func (h *qharness) hold(t *testing.T, name string) string {
+	t.Helper()
+	tok := token.New()
+	g, err := h.mem.AcquireHold(t.Context(), store.AcquireLock{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Hour})
+	if err != nil || !g.Acquired {
+		t.Fatalf("AcquireHold: %+v, %v", g, err)
+	}
+	return tok
+}
+
+func (h *qharness) waiters(t *testing.T, name string) int {
+	t.Helper()
+	info, err := h.mem.GetHolds(t.Context(), store.HoldLock, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Waiters
+}
+
+// eventually polls cond for up to prompt.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(prompt)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, prompt)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestQueuesFIFOWithoutHerd: 64 waiters on one name are granted in their
+// arrival order, and the store calls per grant do not grow with their
+// number: each release lets one in with one wake-up and costs a grant and
+// at most one try that is not granted (the next waiter's).
+func TestQueuesFIFOWithoutHerd(t *testing.T) {
+	for _, n := range []int{4, 64} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			h := newQHarness(t)
+			const name = "ns:a"
+			holder := h.hold(t, name)
+			order := make(chan int, n)
+			errs := make(chan error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				before := h.faulty.Calls("AcquireHold")
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					tok := token.New()
+					var g store.LockGrant
+					if err := h.q.Wait(t.Context(), store.HoldLock, name, long, h.acquire(name, tok, &g)); err != nil || !g.Acquired {
+						errs <- fmt.Errorf("waiter %d: %+v, %v", i, g, err)
+						return
+					}
+					order <- i
+					if ok, _, err := h.faulty.ReleaseHold(context.Background(), store.HoldLock, name, tok); err != nil || !ok {
+						errs <- fmt.Errorf("waiter %d's release: %v, %v", i, ok, err)
+					}
+				}()
+				// The next waiter arrives after this one's ticket is queued.
+				eventually(t, "the waiter's first try", func() bool { return h.faulty.Calls("AcquireHold") > before })
+			}
+			if w := h.waiters(t, name); w != n {
+				t.Fatalf("%d tickets queued, want %d", w, n)
+			}
+			before := h.faulty.CallCounts()
+			if ok, _, err := h.faulty.ReleaseHold(t.Context(), store.HoldLock, name, holder); err != nil || !ok {
+				t.Fatalf("holder's release: %v, %v", ok, err)
+			}
+			wg.Wait()
+			close(order)
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			want := 0
+			for i := range order {
+				if i != want {
+					t.Errorf("grant %d went to waiter %d: not arrival order", want, i)
+				}
+				want = i + 1
+			}
+			after := h.faulty.CallCounts()
+			acq := after["AcquireHold"] - before["AcquireHold"]
+			rel := after["ReleaseHold"] - before["ReleaseHold"]
+			t.Logf("%d grants: %v", n, h.faulty.CallsSince(before))
+			// Every round is one wake-up (one per release: n+1) and ends at
+			// its first try that is not granted, so n grants take at most
+			// n + (n+1) tries, however many wait: constant per grant.
+			if acq > 2*n+1 {
+				t.Errorf("%d AcquireHold calls for %d grants, want at most %d (a herd?)", acq, n, 2*n+1)
+			}
+			if rel != n+1 {
+				t.Errorf("%d ReleaseHold calls, want %d", rel, n+1)
+			}
+			if m := after["LeaveQueue"] - before["LeaveQueue"]; m != 0 {
+				t.Errorf("%d LeaveQueue calls, want 0: nobody gave up", m)
+			}
+			if w := h.waiters(t, name); w != 0 {
+				t.Errorf("%d tickets left in the queue", w)
+			}
+		})
+	}
+}
+
+// TestQueuesWaitZeroTriesOnceWithoutTicket: wait 0 is one try, no ticket,
+// no agent.
+func TestQueuesWaitZeroTriesOnceWithoutTicket(t *testing.T) {
+	h := newQHarness(t)
+	h.faulty.Fail("Subscribe") // shows that no subscription is made
+	var n atomic.Int32
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", 0, func(_ context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+		n.Add(1)
+		if tk != nil {
+			t.Errorf("ticket %+v with wait 0, want none", tk)
+		}
+		return false, time.Time{}, nil
+	})
+	if err != nil || n.Load() != 1 {
+		t.Fatalf("Wait = %v after %d tries, want nil after 1", err, n.Load())
+	}
+	if c := h.faulty.Calls("Subscribe"); c != 0 {
+		t.Errorf("Subscribe called %d times, want 0", c)
+	}
+}
+
+// TestQueuesTicket: a waiting try has a fresh ticket with this instance's
+// ID and the store's lease, and the same ticket for every retry of it.
+func TestQueuesTicket(t *testing.T) {
+	h := newQHarness(t)
+	if id := h.q.Instance(); len(id) != 16 {
+		t.Errorf("Instance() = %q, want 16 hex digits", id)
+	}
+	if other := waiter.NewQueues(h.faulty, h.faulty, nil); other.Instance() == h.q.Instance() {
+		t.Errorf("two Queues have the same instance ID %q", other.Instance())
+	}
+	var tickets []store.WaitTicket
+	var mu sync.Mutex
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		tickets = append(tickets, *tk)
+		return len(tickets) == 3, time.Now().Add(time.Millisecond), nil
+	})
+	if err != nil || len(tickets) != 3 {
+		t.Fatalf("Wait = %v after %d tries, want nil after 3", err, len(tickets))
+	}
+	tk := tickets[0]
+	if !token.Valid(tk.Ticket) || tk.Instance != h.q.Instance() || tk.Lease != store.WaitLease {
+		t.Errorf("ticket %+v, want a fresh token, instance %q, lease %v", tk, h.q.Instance(), store.WaitLease)
+	}
+	for _, o := range tickets[1:] {
+		if o != tk {
+			t.Errorf("retry with ticket %+v, want the first one %+v", o, tk)
+		}
+	}
+}
+
+// TestQueuesRetryAt: a retry time is a round without a wake-up.
+func TestQueuesRetryAt(t *testing.T) {
+	h := newQHarness(t)
+	var n atomic.Int32
+	start := time.Now()
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+		if n.Add(1) == 1 {
+			return false, time.Now().Add(30 * time.Millisecond), nil
+		}
+		return true, time.Time{}, nil
+	})
+	if err != nil || n.Load() != 2 {
+		t.Fatalf("Wait = %v after %d tries, want nil after 2", err, n.Load())
+	}
+	if took := time.Since(start); took < 30*time.Millisecond {
+		t.Errorf("retried after %v, before the retry time", took)
+	}
+}
+
+// TestQueuesWakeUp: a wake-up of this instance's topic for the name is a
+// round; another instance's or another name's is not.
+func TestQueuesWakeUp(t *testing.T) {
+	h := newQHarness(t)
+	var hub store.Hub
+	q := waiter.NewQueues(h.faulty, &hubSub{hub: &hub}, nil)
+	defer q.Close()
+	tries := make(chan int, 10)
+	var n atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+			i := int(n.Add(1))
+			tries <- i
+			return i == 2, time.Time{}, nil
+		})
+	}()
+	<-tries
+	hub.Notify(store.WaitTopic(store.HoldLock, "ns:a", "0123456789abcdef"))
+	hub.Notify(store.WaitTopic(store.HoldLock, "ns:b", q.Instance()))
+	hub.Notify(store.WaitTopic(store.HoldSemaphore, "ns:a", q.Instance()))
+	select {
+	case i := <-tries:
+		t.Fatalf("try %d after a wake-up of another topic", i)
+	case <-time.After(50 * time.Millisecond):
+	}
+	hub.Notify(store.WaitTopic(store.HoldLock, "ns:a", q.Instance()))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	if n := hub.Topics(); n != 0 {
+		t.Errorf("%d topics still subscribed after the wait ended", n)
+	}
+}
+
+// TestQueuesGiveUpLeavesTheQueue: at the end of the wait, on cancellation
+// and on a drain, the waiter's ticket leaves the store's queue at once.
+func TestQueuesGiveUpLeavesTheQueue(t *testing.T) {
+	for _, how := range []string{"wait passed", "canceled", "drain", "close"} {
+		t.Run(how, func(t *testing.T) {
+			h := newQHarness(t)
+			const name = "ns:a"
+			h.hold(t, name)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			wait := long
+			if how == "wait passed" {
+				wait = 50 * time.Millisecond
+			}
+			var g store.LockGrant
+			done := make(chan error, 1)
+			go func() { done <- h.q.Wait(ctx, store.HoldLock, name, wait, h.acquire(name, token.New(), &g)) }()
+			eventually(t, "queued", func() bool { return h.waiters(t, name) == 1 })
+			switch how {
+			case "canceled":
+				cancel()
+			case "drain":
+				close(h.drain)
+			case "close":
+				h.q.Close()
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(prompt):
+				t.Fatal("Wait did not return")
+			}
+			if want := error(nil); how == "canceled" {
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("err = %v, want context.Canceled", err)
+				}
+			} else if err != want {
+				t.Errorf("err = %v, want nil", err)
+			}
+			if g.Acquired || !g.Queued {
+				t.Errorf("last grant %+v, want queued, not acquired", g)
+			}
+			if n := h.faulty.Calls("LeaveQueue"); n != 1 {
+				t.Errorf("LeaveQueue called %d times, want 1", n)
+			}
+			if w := h.waiters(t, name); w != 0 {
+				t.Errorf("%d tickets queued after the give-up, want 0", w)
+			}
+		})
+	}
+}
+
+// TestQueuesGrantDuringGiveUp: a give-up while the waiter's try is in
+// flight waits for it, and a grant it makes is the caller's, or, with the
+// caller's context done, is answered with the context's error so that the
+// caller's clean-up ends it.
+func TestQueuesGrantDuringGiveUp(t *testing.T) {
+	for _, how := range []string{"wait passed", "canceled", "drain"} {
+		t.Run(how, func(t *testing.T) {
+			h := newQHarness(t)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			in := make(chan struct{})
+			release := make(chan struct{})
+			var n atomic.Int32
+			wait := long
+			if how == "wait passed" {
+				wait = 100 * time.Millisecond
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- h.q.Wait(ctx, store.HoldLock, "ns:a", wait, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+					if n.Add(1) == 1 {
+						return false, time.Now().Add(10 * time.Millisecond), nil
+					}
+					close(in)
+					<-release // the grant is made, its answer still on the way
+					return true, time.Time{}, nil
+				})
+			}()
+			<-in
+			switch how {
+			case "canceled":
+				cancel()
+			case "drain":
+				close(h.drain)
+			case "wait passed":
+				time.Sleep(150 * time.Millisecond)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Wait returned %v with its try in flight", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+			close(release)
+			err := <-done
+			if how == "canceled" {
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("err = %v, want context.Canceled (the caller cleans the grant up)", err)
+				}
+			} else if err != nil {
+				t.Errorf("err = %v, want nil: the grant is the caller's", err)
+			}
+			if n := h.faulty.Calls("LeaveQueue"); n != 0 {
+				t.Errorf("LeaveQueue called %d times after a grant, want 0", n)
+			}
+		})
+	}
+}
+
+// TestQueuesTriesNeverOverlap: the tries of one name never run at once,
+// whatever the number of waiters; another name's run beside them.
+func TestQueuesTriesNeverOverlap(t *testing.T) {
+	h := newQHarness(t)
+	var running, most atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var n int
+			err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+				r := running.Add(1)
+				defer running.Add(-1)
+				for {
+					m := most.Load()
+					if r <= m || most.CompareAndSwap(m, r) {
+						break
+					}
+				}
+				time.Sleep(time.Millisecond)
+				n++
+				return n == 3, time.Now().Add(time.Millisecond), nil
+			})
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d tries of one name ran at once, want 1", m)
+	}
+}
+
+// TestQueuesTryError: a try's error ends its wait with that error; the
+// others go on.
+func TestQueuesTryError(t *testing.T) {
+	h := newQHarness(t)
+	errTry := errors.New("try failed")
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+		return false, time.Time{}, errTry
+	})
+	if !errors.Is(err, errTry) {
+		t.Errorf("err = %v, want %v", err, errTry)
+	}
+}
+
+// TestQueuesSubscribeFails: without wake-ups the agent re-checks every
+// PollWithoutWakeups instead.
+func TestQueuesSubscribeFails(t *testing.T) {
+	h := newQHarness(t)
+	h.faulty.Fail("Subscribe")
+	h.hold(t, "ns:a")
+	var n atomic.Int32
+	var g store.LockGrant
+	acquire := h.acquire("ns:a", token.New(), &g) // queued: refreshes keep the ticket
+	start := time.Now()
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(ctx context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+		if n.Add(1) == 2 {
+			return true, time.Time{}, nil
+		}
+		return acquire(ctx, tk)
+	})
+	took := time.Since(start)
+	if err != nil || n.Load() != 2 {
+		t.Fatalf("Wait = %v after %d tries, want nil after 2", err, n.Load())
+	}
+	if took < waiter.PollWithoutWakeups/2 || took > 5*waiter.PollWithoutWakeups {
+		t.Errorf("second try after %v, want about PollWithoutWakeups (%v)", took, waiter.PollWithoutWakeups)
+	}
+}
+
+// TestQueuesRefreshKeepsTickets: while a waiter waits, its ticket is
+// refreshed (it does not lapse however long it waits), with one
+// RefreshTickets call for every waiter of the name.
+func TestQueuesRefreshKeepsTickets(t *testing.T) {
+	h := newQHarness(t)
+	const name = "ns:a"
+	holder := h.hold(t, name)
+	const n = 5
+	var wg sync.WaitGroup
+	grants := make([]store.LockGrant, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = h.q.Wait(t.Context(), store.HoldLock, name, long, h.acquire(name, token.New(), &grants[i]))
+		}()
+	}
+	eventually(t, "queued", func() bool { return h.waiters(t, name) == n })
+	for range 4 {
+		before := h.faulty.Calls("RefreshTickets")
+		eventually(t, "a refresh", func() bool { return h.faulty.Calls("RefreshTickets") > before })
+		// Store time passes: without the refresh the tickets would lapse.
+		h.clock.Advance(store.WaitLease / 2)
+	}
+	if w := h.waiters(t, name); w != n {
+		t.Fatalf("%d tickets queued after 2 leases, want %d (refreshed)", w, n)
+	}
+	if ok, _, err := h.mem.ReleaseHold(t.Context(), store.HoldLock, name, holder); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	// The first waiter is granted; the others go on waiting until Close.
+	eventually(t, "a grant", func() bool { return h.waiters(t, name) == n-1 })
+	h.q.Close()
+	wg.Wait()
+	granted := 0
+	for _, g := range grants {
+		if g.Acquired {
+			granted++
+		}
+	}
+	if granted != 1 {
+		t.Errorf("%d waiters granted, want 1", granted)
+	}
+}
+
+// TestQueuesLapsedTicketRequeues: a waiter whose ticket the refresh finds
+// gone (it lapsed) is tried again at once with a fresh ticket, at the back.
+func TestQueuesLapsedTicketRequeues(t *testing.T) {
+	h := newQHarness(t)
+	const name = "ns:a"
+	h.hold(t, name)
+	var mu sync.Mutex
+	var tickets []string
+	done := make(chan error, 1)
+	go func() {
+		var g store.LockGrant
+		acquire := h.acquire(name, token.New(), &g)
+		done <- h.q.Wait(t.Context(), store.HoldLock, name, long, func(ctx context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+			mu.Lock()
+			tickets = append(tickets, tk.Ticket)
+			mu.Unlock()
+			return acquire(ctx, tk)
+		})
+	}()
+	eventually(t, "queued", func() bool { return h.waiters(t, name) == 1 })
+	h.faulty.Fail("RefreshTickets") // the coordd "stalls": its ticket lapses
+	h.clock.Advance(2 * store.WaitLease)
+	before := h.faulty.Calls("RefreshTickets")
+	eventually(t, "a failed refresh", func() bool { return h.faulty.Calls("RefreshTickets") > before })
+	h.faulty.Clear("RefreshTickets")
+	eventually(t, "a fresh ticket", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(tickets) >= 2
+	})
+	mu.Lock()
+	if tickets[1] == tickets[0] {
+		t.Errorf("the retry after the lapse has the old ticket")
+	}
+	mu.Unlock()
+	eventually(t, "queued again", func() bool { return h.waiters(t, name) == 1 })
+	h.q.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Wait after Close = %v, want nil", err)
+	}
+}
+
+// TestQueuesCloseEndsEverything: Close ends every wait and agent, and a
+// Wait after Close tries once.
+func TestQueuesCloseEndsEverything(t *testing.T) {
+	h := newQHarness(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = h.q.Wait(t.Context(), store.HoldLock, fmt.Sprintf("ns:%d", i%3), long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+				return false, time.Time{}, nil
+			})
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	h.q.Close()
+	wg.Wait()
+	var n int
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+		n++
+		if tk != nil {
+			t.Errorf("ticket after Close")
+		}
+		return false, time.Time{}, nil
+	})
+	if err != nil || n != 1 {
+		t.Errorf("Wait after Close = %v after %d tries, want nil after 1", err, n)
+	}
+}
