@@ -356,15 +356,15 @@ func TestObserveAcrossInstances(t *testing.T) {
 	_ = sa
 }
 
-// TestLockDelayAfterExpiry: 100 sessions with a lock-delay of 150ms each
+// TestLockDelayAfterExpiry: 100 sessions with a lock-delay of 300ms each
 // hold a lock and then expire (their stream is cut, not half-closed), with
 // a waiter on each lock: no waiter is granted before the session's expiry
 // + the delay − 10 ms, by the store's clock.
 func TestLockDelayAfterExpiry(t *testing.T) {
 	const (
 		n     = 100
-		ttl   = 100 * time.Millisecond
-		delay = 150 * time.Millisecond
+		ttl   = 500 * time.Millisecond
+		delay = 300 * time.Millisecond
 	)
 	a, b := newPair(t)
 	var wg sync.WaitGroup
@@ -383,9 +383,8 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 				t.Errorf("%s: Lock = %v, %v", name, g, err)
 				return
 			}
-			last := k.beat(resp.GetSessionId(), 0) // the session's last renewal
-			k.cancel()                              // cut, not a half-close: the session expires
-			expiry := last.GetExpireTime().AsTime()
+			k.cancel() // cut, not a half-close: the session expires, unrenewed
+			expiry := resp.GetExpireTime().AsTime()
 			w, err := b.locks.Lock(ctx(t), &coordv1.LockRequest{Name: name, Ttl: dur(time.Minute), Wait: dur(10 * time.Second)})
 			if err != nil || !w.GetAcquired() {
 				t.Errorf("%s: waiting Lock = %v, %v", name, w, err)
