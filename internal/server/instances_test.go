@@ -227,13 +227,13 @@ func (r *fencedResource) leave(fence uint64) {
 }
 
 // TestSemaphoreLimitUnderContention: 64 callers on two instances take
-// permits of a semaphore of limit 4, 10 times each: never more than 4 are
+// permits of a semaphore of limit 4, 5 times each: never more than 4 are
 // inside the fenced resource at once, every permit has its own fence, and
 // every caller gets its turns.
 func TestSemaphoreLimitUnderContention(t *testing.T) {
 	const (
 		callers = 64
-		rounds  = 10
+		rounds  = 5
 		limit   = 4
 	)
 	a, b := newPair(t)
