@@ -53,6 +53,10 @@ type config struct {
 	limits  server.Limits
 	metrics *metrics.Metrics
 	log     *slog.Logger
+	// shared, if not nil, is another harness whose backend this one
+	// shares, as a second coordd instance: the same memory store, or a
+	// Redis store of its own on the same Redis and key prefix.
+	shared *harness
 }
 
 // harness is a coordd server on the memory store, on a loopback listener,
@@ -69,6 +73,7 @@ type harness struct {
 	limits     coordv1.RateLimitServiceClient
 	idem       coordv1.IdempotencyServiceClient
 	queues     coordv1.QueueServiceClient
+	prefix     string // the Redis key prefix (Redis backends)
 }
 
 func withFakeClock(c *config) { c.fake = true }
@@ -86,7 +91,14 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 		h.clock = clock.NewFake(epoch)
 		c = h.clock
 	}
-	h.st = newBackend(t, c)
+	switch {
+	case cfg.shared == nil:
+		h.st, h.prefix = newBackend(t, c, "")
+	case cfg.shared.store != nil:
+		h.st = nopClose{cfg.shared.st} // one memory store: its first harness closes it
+	default:
+		h.st, h.prefix = newBackend(t, c, cfg.shared.prefix)
+	}
 	h.store, _ = h.st.(*memory.Store)
 	st := h.st
 	if cfg.wrap != nil {
@@ -146,12 +158,18 @@ func wantStatus(t testing.TB, err error, code codes.Code, reason string) *status
 
 func timestampAt(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 
-// newBackend returns a store of the -coordd.backend kind with clock c.
-func newBackend(t testing.TB, c clock.Clock) store.Store {
+// nopClose is a store whose Close does nothing.
+type nopClose struct{ store.Store }
+
+func (nopClose) Close() error { return nil }
+
+// newBackend returns a store of the -coordd.backend kind with clock c, and
+// its Redis key prefix: prefix, or a fresh one if "".
+func newBackend(t testing.TB, c clock.Clock, prefix string) (store.Store, string) {
 	var addrs []string
 	switch *backend {
 	case "memory":
-		return memory.New(memory.Options{Clock: c})
+		return memory.New(memory.Options{Clock: c}), ""
 	case "redis":
 		addrs = []string{redistest.Standalone(t)}
 	case "cluster":
@@ -164,7 +182,10 @@ func newBackend(t testing.TB, c clock.Clock) store.Store {
 		mode = "cluster"
 	}
 	// A key prefix of its own keeps every harness apart on the shared Redis.
-	cfg := redis.Config{Mode: mode, Addrs: addrs, Prefix: "t" + token.New()[:12], Timeout: 5 * time.Second, MaxBatch: 64}
+	if prefix == "" {
+		prefix = "t" + token.New()[:12]
+	}
+	cfg := redis.Config{Mode: mode, Addrs: addrs, Prefix: prefix, Timeout: 5 * time.Second, MaxBatch: 64}
 	if _, fake := c.(*clock.Fake); fake {
 		cfg.Clock = c
 	}
@@ -172,5 +193,5 @@ func newBackend(t testing.TB, c clock.Clock) store.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return st, prefix
 }
