@@ -46,14 +46,15 @@ func (p *panicky) trip(n *atomic.Int32) {
 	}
 }
 
-func (p *panicky) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
+// GetHolds and AcquireHold are what GetLock and Lock call.
+func (p *panicky) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
 	p.trip(&p.getLock)
-	return p.Store.GetLock(ctx, name)
+	return p.Store.GetHolds(ctx, kind, name)
 }
 
-func (p *panicky) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+func (p *panicky) AcquireHold(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
 	p.trip(&p.acquireLock)
-	return p.Store.AcquireLock(ctx, req)
+	return p.Store.AcquireHold(ctx, req)
 }
 
 func (p *panicky) CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {
