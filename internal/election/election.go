@@ -39,7 +39,7 @@ type Service struct {
 // store's time. Observers and background clean-ups end when drain is
 // closed.
 func New(st Store, queues *waiter.Queues, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
-	return &Service{st: st, queues: queues, clk: clk, cfg: cfg, drain: drain, cleanUps: lock.NewCleanUps(st, drain)}
+	return &Service{st: st, queues: queues, clk: clk, cfg: cfg, drain: drain, cleanUps: lock.NewCleanUps(lock.AbandonHold(st, store.HoldElection), drain)}
 }
 
 // CampaignRequest asks to lead an election.
@@ -83,7 +83,7 @@ func (s *Service) Campaign(ctx context.Context, r CampaignRequest) (store.Campai
 	})
 	if err != nil {
 		if lock.Uncertain(err) {
-			s.cleanUps.Abandon(store.HoldElection, req.Name, req.Token, 0, true)
+			s.cleanUps.Abandon(req.Name, req.Token, 0, true)
 		}
 		return store.Campaigned{}, err
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/coordd/coordd/internal/waiter"
 )
 
-// CleanUps abandons grants whose outcome a caller was told is uncertain.
-// The zero value is not usable; call NewCleanUps.
+// CleanUps abandons grants of one kind of hold whose outcome a caller was
+// told is uncertain. The zero value is not usable; call NewCleanUps.
 type CleanUps struct {
-	st       store.Holds
+	abandon  AbandonFunc
 	drain    waiter.Drain
 	wg       sync.WaitGroup
 	mu       sync.Mutex // guards closed and inFlight
@@ -28,10 +28,19 @@ type CleanUps struct {
 	inFlight int
 }
 
-// NewCleanUps returns the clean-ups of grants in st; background tries end
-// when drain is closed.
-func NewCleanUps(st store.Holds, drain waiter.Drain) *CleanUps {
-	return &CleanUps{st: st, drain: drain}
+// AbandonFunc ends the grant of name that tok may hold: the store's
+// AbandonLock, or AbandonHold of a kind. Not held is not an error.
+type AbandonFunc func(ctx context.Context, name, tok string) error
+
+// AbandonHold is the AbandonFunc of kind in st.
+func AbandonHold(st store.Holds, kind store.HoldKind) AbandonFunc {
+	return func(ctx context.Context, name, tok string) error { return st.AbandonHold(ctx, kind, name, tok) }
+}
+
+// NewCleanUps returns the clean-ups of grants that abandon ends; background
+// tries end when drain is closed.
+func NewCleanUps(abandon AbandonFunc, drain waiter.Drain) *CleanUps {
+	return &CleanUps{abandon: abandon, drain: drain}
 }
 
 // cleanUpFor bounds the background clean-up of an uncertain session-bound
@@ -43,18 +52,18 @@ const cleanUpFor = time.Hour
 // one, unconfirmed, at the deadline it was granted with).
 const maxCleanUps = 10000
 
-// Abandon ends a grant of (kind, name) that a failed acquisition may have
-// made: its token is known only to the failed call, so nobody else can.
-// AbandonHold releases a lease, and turns a session-bound grant into a loss
+// Abandon ends a grant of name that a failed acquisition may have made:
+// its token is known only to the failed call, so nobody else can. The
+// store's abandon releases a lease, and turns a session-bound grant into a loss
 // report, so that a stream that adopted it (AlreadyHeld) learns that it is
 // gone. One try now; if the store cannot be reached, tries go on in the
 // background, with backoff, until the store answers, life has passed
 // (sessionBound: cleanUpFor), or the daemon drains.
-func (c *CleanUps) Abandon(kind store.HoldKind, name, tok string, life time.Duration, sessionBound bool) {
+func (c *CleanUps) Abandon(name, tok string, life time.Duration, sessionBound bool) {
 	if sessionBound {
 		life = cleanUpFor // a binding may live as long as its session
 	}
-	if c.abandonOnce(kind, name, tok) {
+	if c.abandonOnce(name, tok) {
 		return
 	}
 	c.mu.Lock()
@@ -82,7 +91,7 @@ func (c *CleanUps) Abandon(kind store.HoldKind, name, tok string, life time.Dura
 				return
 			case <-t.C:
 			}
-			if c.abandonOnce(kind, name, tok) {
+			if c.abandonOnce(name, tok) {
 				return
 			}
 			backoff = min(2*backoff, 2*time.Second)
@@ -90,11 +99,11 @@ func (c *CleanUps) Abandon(kind store.HoldKind, name, tok string, life time.Dura
 	}()
 }
 
-// abandonOnce tries AbandonHold once and reports whether the store answered.
-func (c *CleanUps) abandonOnce(kind store.HoldKind, name, tok string) bool {
+// abandonOnce tries once and reports whether the store answered.
+func (c *CleanUps) abandonOnce(name, tok string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return c.st.AbandonHold(ctx, kind, name, tok) == nil
+	return c.abandon(ctx, name, tok) == nil
 }
 
 // Wait returns when every background clean-up has ended (they end when the

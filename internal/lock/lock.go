@@ -1,5 +1,5 @@
-// Package lock implements LockService's rules on top of store.Holds
-// (kind HoldLock): defaults and bounds, fresh tokens, exclusive and shared
+// Package lock implements LockService's rules on top of store.Locks (the
+// holds of kind HoldLock): defaults and bounds, fresh tokens, exclusive and shared
 // holds, waiting for a held lock in arrival order without polling
 // (waiter.Queues), fence checks, and the clean-up after an uncertain outcome
 // (CleanUps, shared with the other kinds of hold).
@@ -54,9 +54,16 @@ const MaxSessionLocksLimit = 10000
 // MaxSharedHoldersLimit is the largest lock.max_shared_holders.
 const MaxSharedHoldersLimit = 10000
 
+// Store is what the service needs of a store: the Locks methods (the Holds
+// methods of kind HoldLock) and CheckFence.
+type Store interface {
+	store.Locks
+	CheckFence(ctx context.Context, kind store.HoldKind, name string, fence uint64) (bool, error)
+}
+
 // Service hands out locks.
 type Service struct {
-	st       store.Holds
+	st       Store
 	queues   *waiter.Queues
 	clk      clock.Clock
 	cfg      Config
@@ -66,8 +73,8 @@ type Service struct {
 // New returns a Service on st, waiting through queues; clk tells the
 // store's time (to turn its retry times into local ones). Background
 // clean-ups end when drain is closed.
-func New(st store.Holds, queues *waiter.Queues, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
-	return &Service{st: st, queues: queues, clk: clk, cfg: cfg, cleanUps: NewCleanUps(st, drain)}
+func New(st Store, queues *waiter.Queues, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
+	return &Service{st: st, queues: queues, clk: clk, cfg: cfg, cleanUps: NewCleanUps(st.AbandonLock, drain)}
 }
 
 // Request asks for a lock. Durations of 0 are unset.
@@ -144,7 +151,7 @@ func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 		req.SessionID = store.Scope(r.NS, r.SessionID)
 		req.MaxSessionLocks = s.cfg.MaxSessionLocks
 	}
-	g, contended, err := Acquire(ctx, s.st, s.queues, s.clk, s.cleanUps, req, r.Wait)
+	g, contended, err := Acquire(ctx, s.st.AcquireLock, s.queues, s.clk, s.cleanUps, req, r.Wait)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -158,15 +165,19 @@ func (s *Service) Lock(ctx context.Context, r Request) (Grant, error) {
 	return out, nil
 }
 
-// Acquire makes req (of req.Kind) through st, waiting up to wait in
-// queues, and, if it fails with an uncertain outcome, abandons whatever it
-// may have granted through cleanUps. contended: not granted at the first
-// try.
-func Acquire(ctx context.Context, st store.Holds, queues *waiter.Queues, clk clock.Clock, cleanUps *CleanUps, req store.AcquireLock, wait time.Duration) (g store.LockGrant, contended bool, err error) {
+// AcquireFunc is one store attempt at a hold: the store's AcquireLock or
+// AcquireHold.
+type AcquireFunc func(ctx context.Context, req store.AcquireLock) (store.LockGrant, error)
+
+// Acquire makes req (a hold of req.Kind) through acquire, waiting up to
+// wait in queues, and, if it fails with an uncertain outcome, abandons
+// whatever it may have granted through cleanUps. contended: not granted at
+// the first try.
+func Acquire(ctx context.Context, acquire AcquireFunc, queues *waiter.Queues, clk clock.Clock, cleanUps *CleanUps, req store.AcquireLock, wait time.Duration) (g store.LockGrant, contended bool, err error) {
 	err = queues.Wait(ctx, req.Kind, req.Name, wait, func(ctx context.Context, t *store.WaitTicket) (bool, time.Time, error) {
 		req.Wait = t
 		var err error
-		g, err = st.AcquireHold(ctx, req)
+		g, err = acquire(ctx, req)
 		if err != nil {
 			return false, time.Time{}, err
 		}
@@ -176,7 +187,7 @@ func Acquire(ctx context.Context, st store.Holds, queues *waiter.Queues, clk clo
 	if err != nil {
 		if Uncertain(err) {
 			// The store may have granted the hold before failing to say so.
-			cleanUps.Abandon(req.Kind, req.Name, req.Token, req.TTL, req.SessionID != "")
+			cleanUps.Abandon(req.Name, req.Token, req.TTL, req.SessionID != "")
 		}
 		return store.LockGrant{}, false, err
 	}
@@ -198,7 +209,7 @@ func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Dura
 	if err := validate.Duration("ttl", ttl, s.cfg.MaxTTL); err != nil {
 		return store.Lease{}, err
 	}
-	return s.st.RenewHold(ctx, store.HoldLock, store.Scope(ns, name), tok, ttl)
+	return s.st.RenewLock(ctx, store.Scope(ns, name), tok, ttl)
 }
 
 // Release gives a lock back if tok holds it, and tells for how long it was
@@ -210,7 +221,7 @@ func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, time
 	if err := validate.Token("token", tok); err != nil {
 		return false, 0, err
 	}
-	return s.st.ReleaseHold(ctx, store.HoldLock, store.Scope(ns, name), tok)
+	return s.st.ReleaseLock(ctx, store.Scope(ns, name), tok)
 }
 
 // Get describes a lock's holders and counts its waiters (never a token nor
@@ -219,7 +230,7 @@ func (s *Service) Get(ctx context.Context, ns, name string) (store.LockInfo, err
 	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
 		return store.LockInfo{}, err
 	}
-	return s.st.GetHolds(ctx, store.HoldLock, store.Scope(ns, name))
+	return s.st.GetLock(ctx, store.Scope(ns, name))
 }
 
 // CheckFence reports whether a live holder of the lock has fence (Chubby's

@@ -107,7 +107,7 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancel()
-			h.faulty.Set("AcquireHold", tc.fault)
+			h.faulty.Set("AcquireLock", tc.fault)
 			g, err := h.svc.Lock(ctx, req)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Lock: %+v, %v; want error %v", g, err, tc.wantErr)
@@ -118,7 +118,7 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 			if g != (lock.Grant{}) {
 				t.Errorf("grant with an error = %+v, want zero (no token)", g)
 			}
-			if n := h.faulty.Calls("AbandonHold"); n != 1 {
+			if n := h.faulty.Calls("AbandonLock"); n != 1 {
 				t.Errorf("AbandonLock called %d times, want 1 (the clean-up by token)", n)
 			}
 			if tc.session {
@@ -157,13 +157,13 @@ func TestLockUncertainAfterWaiting(t *testing.T) {
 		out <- result{g, err}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for h.faulty.Calls("AcquireHold") < 2 { // the holder's and the waiter's first try
+	for h.faulty.Calls("AcquireLock") < 2 { // the holder's and the waiter's first try
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never tried")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	h.faulty.FailAfter("AcquireHold")
+	h.faulty.FailAfter("AcquireLock")
 	if ok, _, err := h.svc.Release(t.Context(), ns, "a", holder.Token); err != nil || !ok {
 		t.Fatalf("holder's Release: %v, %v", ok, err)
 	}
@@ -208,7 +208,7 @@ func TestLockSessionNotFound(t *testing.T) {
 				if !errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrUnavailable) {
 					t.Fatalf("Lock: %+v, %v; want ErrSessionNotFound", g, err)
 				}
-				if n := h.faulty.Calls("AbandonHold"); n != 0 {
+				if n := h.faulty.Calls("AbandonLock"); n != 0 {
 					t.Errorf("AbandonLock called %d times after ErrSessionNotFound, want 0", n)
 				}
 				if info := h.held(t, "a"); info.Held {
@@ -233,7 +233,7 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiter: %v, want context.DeadlineExceeded", err)
 	}
-	if n := h.faulty.Calls("AbandonHold"); n != 1 {
+	if n := h.faulty.Calls("AbandonLock"); n != 1 {
 		t.Errorf("AbandonLock called %d times, want 1 (the clean-up)", n)
 	}
 	info := h.held(t, "a")
@@ -249,8 +249,8 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 // acquire's failure; the orphaned lease then ends with its TTL.
 func TestLockFailedCleanUp(t *testing.T) {
 	h := newHarness(t)
-	h.faulty.FailAfter("AcquireHold")
-	h.faulty.Fail("AbandonHold")
+	h.faulty.FailAfter("AcquireLock")
+	h.faulty.Fail("AbandonLock")
 	_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Second})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Lock: %v, want ErrUnavailable", err)
@@ -272,7 +272,7 @@ func TestLockNotAcquiredIsNotAnError(t *testing.T) {
 	if g.Acquired || g.Token != "" || g.Fence != 0 || g.Holder != "holder" || g.TTL != time.Minute {
 		t.Fatalf("contended Lock: %+v; want not acquired, holder %q with 1m left", g, "holder")
 	}
-	if n := h.faulty.Calls("AbandonHold"); n != 0 {
+	if n := h.faulty.Calls("AbandonLock"); n != 0 {
 		t.Errorf("AbandonLock called %d times for a plain contention, want 0", n)
 	}
 }
@@ -300,8 +300,8 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 			} else {
 				req.TTL = time.Hour
 			}
-			f.Set("AcquireHold", storetest.Fault{FailAfter: true})
-			f.Set("AbandonHold", storetest.Fault{Fail: true})
+			f.Set("AcquireLock", storetest.Fault{FailAfter: true})
+			f.Set("AbandonLock", storetest.Fault{Fail: true})
 			if _, err := svc.Lock(t.Context(), req); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("Lock = %v, want ErrUnavailable", err)
 			}
@@ -309,10 +309,10 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 				t.Fatal("the uncertain grant is not in the store; the test tests nothing")
 			}
 			deadline := time.Now().Add(5 * time.Second)
-			for f.Calls("AbandonHold") < 3 && time.Now().Before(deadline) {
+			for f.Calls("AbandonLock") < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if n := f.Calls("AbandonHold"); n < 3 {
+			if n := f.Calls("AbandonLock"); n < 3 {
 				t.Fatalf("AbandonLock tried %d times in 5s while the store was unreachable, want retries", n)
 			}
 			if !h.held(t, "a").Held {

@@ -29,7 +29,7 @@ type Service struct {
 // New returns a Service on st, waiting through queues; clk tells the
 // store's time. Background clean-ups end when drain is closed.
 func New(st store.Holds, queues *waiter.Queues, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
-	return &Service{st: st, queues: queues, clk: clk, cfg: cfg, cleanUps: lock.NewCleanUps(st, drain)}
+	return &Service{st: st, queues: queues, clk: clk, cfg: cfg, cleanUps: lock.NewCleanUps(lock.AbandonHold(st, store.HoldSemaphore), drain)}
 }
 
 // Request asks for a permit. Durations of 0 are unset.
@@ -82,7 +82,7 @@ func (s *Service) Acquire(ctx context.Context, r Request) (Grant, error) {
 		req.SessionID = store.Scope(r.NS, r.SessionID)
 		req.MaxSessionLocks = s.cfg.MaxSessionLocks
 	}
-	g, contended, err := lock.Acquire(ctx, s.st, s.queues, s.clk, s.cleanUps, req, r.Wait)
+	g, contended, err := lock.Acquire(ctx, s.st.AcquireHold, s.queues, s.clk, s.cleanUps, req, r.Wait)
 	if err != nil {
 		return Grant{}, err
 	}

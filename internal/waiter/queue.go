@@ -132,6 +132,9 @@ type waiting struct {
 type outcome struct {
 	done bool
 	err  error
+	// panicked is what the try panicked with: re-raised in the caller's
+	// goroutine, where its recovery (the server's interceptor) is.
+	panicked any
 }
 
 // errClosed: the Queues were closed.
@@ -164,6 +167,7 @@ func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name string, wai
 	}
 	select {
 	case o := <-w.out:
+		o.repanic()
 		return o.err
 	case <-deadline.C:
 	case <-ctx.Done():
@@ -171,6 +175,7 @@ func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name string, wai
 	case <-q.stop:
 	}
 	o, ended := a.giveUp(w, ctx.Err() == nil)
+	o.repanic()
 	if ended && (o.done || o.err != nil) {
 		if o.done && ctx.Err() != nil {
 			return ctx.Err() // granted, but nobody will hear it: the caller cleans up
@@ -183,6 +188,19 @@ func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name string, wai
 		cancel()
 	}
 	return ctx.Err()
+}
+
+func (o outcome) repanic() {
+	if o.panicked != nil {
+		panic(o.panicked)
+	}
+}
+
+// call runs w's try, catching a panic.
+func (w *waiting) call(t *store.WaitTicket) (done bool, retryAt time.Time, err error, panicked any) {
+	defer func() { panicked = recover() }()
+	done, retryAt, err = w.try(w.ctx, t)
+	return done, retryAt, err, nil
 }
 
 func isClosed(c <-chan struct{}) bool {
@@ -350,14 +368,14 @@ func (a *agent) pass(round bool) {
 		w.tries++
 		q.mu.Unlock()
 
-		done, retryAt, err := w.try(w.ctx, t)
+		done, retryAt, err, panicked := w.call(t)
 
 		q.mu.Lock()
 		w.trying = false
 		w.retryAt = retryAt
-		if done || err != nil || w.gaveUp {
+		if done || err != nil || w.gaveUp || panicked != nil {
 			a.removeLocked(w)
-			w.out <- outcome{done: done, err: err}
+			w.out <- outcome{done: done, err: err, panicked: panicked}
 		}
 		q.mu.Unlock()
 		if inRound && !done && err == nil {

@@ -568,3 +568,24 @@ func TestQueuesCloseEndsEverything(t *testing.T) {
 		t.Errorf("Wait after Close = %v after %d tries, want nil after 1", err, n)
 	}
 }
+
+// TestQueuesTryPanics: a try that panics panics in its caller's goroutine
+// (where the server's recovery is), not in the agent's; the others go on.
+func TestQueuesTryPanics(t *testing.T) {
+	h := newQHarness(t)
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		_ = h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+			panic("store exploded")
+		})
+	}()
+	if p := <-got; p != "store exploded" {
+		t.Fatalf("recovered %v, want the try's panic", p)
+	}
+	if err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+		return true, time.Time{}, nil
+	}); err != nil {
+		t.Fatalf("Wait after a panic: %v", err)
+	}
+}
