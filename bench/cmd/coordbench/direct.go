@@ -80,9 +80,9 @@ func findLuaDir(dir string) (string, error) {
 	return "", errors.New("coordd's Lua scripts (" + luaSubdir + ") not found above the working directory or the executable: run from the repository or set --lua-dir")
 }
 
-// loadLua reads and composes the scripts: prelude + script, and for the
-// queue prelude + queue_prelude + script (scripts.go's script and
-// queueScript).
+// loadLua reads and composes the scripts: prelude + script, for the queue
+// prelude + queue_prelude + script, for the locks prelude + hold_prelude +
+// script (scripts.go's newScript, queueScript and holdScript).
 func loadLua(dir string) (*luaScripts, error) {
 	read := func(name string) (string, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name+".lua"))
@@ -102,6 +102,7 @@ func loadLua(dir string) (*luaScripts, error) {
 	}
 	script := func(name string) *redis.Script { return get("prelude", name) }
 	queueScript := func(name string) *redis.Script { return get("prelude", "queue_prelude", name) }
+	holdScript := func(name string) *redis.Script { return get("prelude", "hold_prelude", name) }
 	s := &luaScripts{
 		limit: map[string]*redis.Script{
 			"fixed_window":   script("limit_fixed_window"),
@@ -110,8 +111,8 @@ func loadLua(dir string) (*luaScripts, error) {
 			"token_bucket":   script("limit_gcra"),
 			"leaky_bucket":   script("limit_gcra"),
 		},
-		lockAcquire:  script("lock_acquire"),
-		lockRelease:  script("lock_release"),
+		lockAcquire:  holdScript("hold_acquire"),
+		lockRelease:  holdScript("hold_release"),
 		idemBegin:    script("idem_begin"),
 		idemFinish:   script("idem_finish"),
 		queueEnqueue: queueScript("queue_enqueue"),
@@ -145,10 +146,14 @@ type keyLayout struct{ prefix string }
 
 func (k keyLayout) tag(kind, name string) string { return k.prefix + ":{" + kind + ":" + name + "}" }
 
+// lock is keys.hold for a lock: the order lua/hold_prelude.lua documents.
 func (k keyLayout) lock(name string) []string {
-	t := k.tag("l", name)
-	return []string{t, t + ":fence"}
+	t := k.lockBase(name)
+	return []string{t + ":h", t + ":fence", t + ":dl", t + ":hs", t + ":q", t + ":ql", t + ":qi", t + ":qx", t + ":m", t + ":log"}
 }
+
+// lockBase is a lock's tag base, the hold scripts' ARGV[3].
+func (k keyLayout) lockBase(name string) string { return k.tag("l", name) }
 
 func (k keyLayout) lockChannel(name string) string { return k.tag("l", name) + ":ev" }
 

@@ -269,7 +269,9 @@ func (b *bench) runLockRelease(ctx context.Context) {
 			name := scope(directNS, b.key(w))
 			tok := newToken()
 			lk := b.keys.lock(name)
-			r, err := b.lua.lockAcquire.Run(ctx, b.rdb, lk, args(tok, "", ttl, 0, "", 0, 0, "0")...).Slice()
+			// lua/hold_acquire.lua: a plain exclusive lease, no ticket.
+			base := b.keys.lockBase(name)
+			r, err := b.lua.lockAcquire.Run(ctx, b.rdb, lk, args(base, "lock", tok, "", ttl, 0, "", 0, 0, "0", "0", 0, 0, "", "", 0, 0, "")...).Slice()
 			if err != nil {
 				return err
 			}
@@ -277,7 +279,7 @@ func (b *bench) runLockRelease(ctx context.Context) {
 				w.misses++
 				return nil
 			}
-			r, err = b.lua.lockRelease.Run(ctx, b.rdb, lk[:1], args(tok, b.keys.lockChannel(name), "0")...).Slice()
+			r, err = b.lua.lockRelease.Run(ctx, b.rdb, lk, args(base, "lock", tok, "0")...).Slice()
 			if err != nil {
 				return err
 			}

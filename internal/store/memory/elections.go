@@ -126,6 +126,11 @@ func (s *Store) ElectionChanges(_ context.Context, name string, after uint64) (s
 	for _, c := range h.log {
 		if c.Rev > after {
 			c.Leader = cloneLeader(c.Leader)
+			if cur := out.Current; cur.HasLeader && c.Leader.HasLeader && c.Leader.Fence == cur.Fence {
+				// The live term's end follows its session's renewals;
+				// a renewal is not a change.
+				c.Leader.ExpireTime = cur.ExpireTime
+			}
 			out.Changes = append(out.Changes, c)
 		}
 	}

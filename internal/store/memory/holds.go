@@ -167,7 +167,7 @@ type op struct {
 	sets   []*holdSet
 	topics []string
 	seen   map[string]bool // topics, once
-	budget int // lapsed tickets found in walks that may still be removed
+	budget int             // lapsed tickets found in walks that may still be removed
 }
 
 func (s *Store) begin() *op {

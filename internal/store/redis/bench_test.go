@@ -97,10 +97,11 @@ func benchRedis(b *testing.B, addrs []string) {
 		run(b, true, func() error {
 			name := store.Scope("default", "l"+strconv.FormatInt(seq.Add(1), 10))
 			tok := token.New()
-			if err := st.eval(ctx, lockAcquire, st.keys.lock(name), tok, "", int64(60e6), 0, "", 0, st.timeSeen.Load(), boolArg(false)).Err(); err != nil {
+			if err := st.evalHold(ctx, holdAcquire, store.HoldLock, name, tok, "", int64(60e6), 0, "", 0, st.timeSeen.Load(), boolArg(false),
+				boolArg(false), 0, 0, "", "", 0, 0, "").Err(); err != nil {
 				return err
 			}
-			return st.eval(ctx, lockRelease, st.keys.lock(name)[:1], tok, st.keys.channel(store.LockTopic(name)), "0").Err()
+			return st.evalHold(ctx, holdRelease, store.HoldLock, name, tok, "0").Err()
 		})
 	})
 	b.Run("lock_release/coordd", func(b *testing.B) {

@@ -9,9 +9,10 @@ import (
 	"github.com/coordd/coordd/internal/store"
 )
 
-// Every key and wake-up channel is built here. The keys of one lock, one
-// session, one limiter, one idempotency key or one queue share a hash tag —
-// {l:NAME}, {s:ID}, {r:KEY}, {i:KEY}, {q:NAME} — so that each script touches
+// Every key and wake-up channel is built here. The keys of one hold name
+// (a lock, a semaphore, an election), one session, one limiter, one
+// idempotency key or one queue share a hash tag — {l:NAME}, {m:NAME},
+// {e:NAME}, {s:ID}, {r:KEY}, {i:KEY}, {q:NAME} — so that each script touches
 // a single Cluster slot, and its channel (a shard channel, for SPUBLISH from
 // inside the script) hashes to the same slot.
 //
@@ -25,11 +26,34 @@ type keys struct{ prefix string }
 
 func (k keys) tag(kind, name string) string { return k.prefix + ":{" + kind + ":" + name + "}" }
 
-// lock returns a lock's hash and fence counter.
-func (k keys) lock(name string) []string {
-	t := k.tag("l", name)
-	return []string{t, t + ":fence"}
+// holdTags maps each hold kind to the tag kind of its names' keys.
+var holdTags = map[store.HoldKind]string{store.HoldLock: "l", store.HoldSemaphore: "m", store.HoldElection: "e"}
+
+// errUnknownKind: a hold kind holdTags lacks.
+var errUnknownKind = errors.New("redis: unknown hold kind")
+
+// holdBase returns the tag base of (kind, name): its keys and channels
+// are it plus a suffix. An unknown kind is a programming bug (the store's
+// callers pass the store's kinds), as in channel.
+func (k keys) holdBase(kind store.HoldKind, name string) string {
+	tag, ok := holdTags[kind]
+	if !ok {
+		panic(fmt.Errorf("%w %q", errUnknownKind, kind))
+	}
+	return k.tag(tag, name)
 }
+
+// hold returns the keys of (kind, name) in the order lua/hold_prelude.lua
+// documents: holders, fence counter, holders by deadline, holders by
+// session, tickets by arrival, tickets by lease, ticket info, exclusive
+// tickets, meta, election log.
+func (k keys) hold(kind store.HoldKind, name string) []string {
+	t := k.holdBase(kind, name)
+	return []string{t + ":h", t + ":fence", t + ":dl", t + ":hs", t + ":q", t + ":ql", t + ":qi", t + ":qx", t + ":m", t + ":log"}
+}
+
+// lock returns a lock's holders and fence counter (hold's first two).
+func (k keys) lock(name string) []string { return k.hold(store.HoldLock, name)[:2] }
 
 // session returns a session's hash, its holds (of every kind) and its loss
 // reports.
@@ -64,7 +88,9 @@ func (k keys) queue(name string) []string {
 // topicTags maps the kind of a store topic (the prefix store.LockTopic,
 // IdemTopic, QueueTopic and SessionTopic give it) to the tag kind of its
 // object's keys, whose slot its channel shares.
-var topicTags = map[string]string{"lock": "l", "idem": "i", "queue": "q", "session": "s"}
+// A wait topic (store.WaitTopic: "wait:kind:instance:name") has its own
+// channel per instance in the name's slot.
+var topicTags = map[string]string{"lock": "l", "elect": "e", "idem": "i", "queue": "q", "session": "s", "wait": ""}
 
 // errUnknownTopic: a topic none of store's topic functions made.
 var errUnknownTopic = errors.New("redis: unknown topic kind")
@@ -80,6 +106,15 @@ func (k keys) topicChannel(topic string) (string, error) {
 	tag, ok := topicTags[kind]
 	if !ok {
 		return "", fmt.Errorf("%w %q", errUnknownTopic, kind)
+	}
+	if kind == "wait" {
+		hk, rest, ok1 := strings.Cut(name, ":")
+		instance, name, ok2 := strings.Cut(rest, ":")
+		tag, ok3 := holdTags[store.HoldKind(hk)]
+		if !ok1 || !ok2 || !ok3 {
+			return "", fmt.Errorf("%w: a wait topic without a hold kind and an instance", errUnknownTopic)
+		}
+		return k.tag(tag, name) + ":w:" + instance, nil
 	}
 	return k.tag(tag, name) + ":ev", nil
 }

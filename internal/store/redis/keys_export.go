@@ -6,7 +6,8 @@ import "github.com/coordd/coordd/internal/store"
 // key's Cluster node, or to read or change a key behind the store's back.
 // These only wrap keys; the layout itself is keys.go's.
 
-// LockKeys returns lock name's hash and fence counter under prefix. name is
+// LockKeys returns lock name's holders hash (token -> record) and fence
+// counter under prefix. name is
 // the store's name of the lock: "namespace:name" for the server's locks.
 func LockKeys(prefix, name string) (hash, fence string) {
 	k := keys{prefix: prefix}.lock(name)
@@ -44,3 +45,9 @@ func IdemKey(prefix, key string) string { return keys{prefix: prefix}.idem(key) 
 // HoldField is the field of a session's hold of kind on name, in the
 // session's holds hash.
 func HoldField(kind store.HoldKind, name string) string { return holdField(kind, name) }
+
+// HoldKeys returns the keys of (kind, name) under prefix, in the order
+// lua/hold_prelude.lua documents.
+func HoldKeys(prefix string, kind store.HoldKind, name string) []string {
+	return keys{prefix: prefix}.hold(kind, name)
+}

@@ -244,7 +244,7 @@ func TestRegressionAcquireNeverShortensLease(t *testing.T) {
 	var k2 store.SessionState
 	var k2err error
 	stepFour := false
-	rgSet(h, h.before, lockSession, func() {
+	rgSet(h, h.before, holdSession, func() {
 		stepFour = true
 		clk.Advance(4 * time.Second)
 		k2, k2err = s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
@@ -337,7 +337,7 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 			}
 			var g2 store.LockGrant
 			forced := false
-			rgSet(h, h.pipeline, lockSession, func() {
+			rgSet(h, h.pipeline, holdSession, func() {
 				forced = true
 				if ok, _, err := s.ReleaseLock(ctx, "ns:L", t1); err != nil || !ok {
 					t.Errorf("ReleaseLock = %v, %v", ok, err)
@@ -636,7 +636,7 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 			t.Fatalf("AcquireLock(%s) = %+v, %v", n, g, err)
 		}
 	}
-	rgSet(h, h.failPipe, lockSession, error(errors.New("injected: connection reset by peer")))
+	rgSet(h, h.failPipe, holdSession, error(errors.New("injected: connection reset by peer")))
 	if released, err := s.CloseSession(ctx, store.SessionRef{ID: sid}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("CloseSession with its release pipeline failing = %v, %v; want store.ErrUnavailable", released, err)
 	}
@@ -683,7 +683,7 @@ func TestRegressionHalfClosedSessionIsFinished(t *testing.T) {
 			if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L1", Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
 				t.Fatalf("AcquireLock = %+v, %v", g, err)
 			}
-			rgSet(h, h.failPipe, lockSession, error(errors.New("injected: connection reset by peer")))
+			rgSet(h, h.failPipe, holdSession, error(errors.New("injected: connection reset by peer")))
 			if _, err := s.CloseSession(ctx, store.SessionRef{ID: sid}); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("CloseSession with its release pipeline failing = %v; want store.ErrUnavailable", err)
 			}

@@ -29,6 +29,10 @@ const (
 	codeMismatch     = -8 // an idempotency key held with another fingerprint
 	codeDuplicate    = 3  // an enqueue found the message its dedup ID names
 	codeDead         = 4  // a nacked message had its last attempt: dead
+
+	codeLimitMismatch  = -9  // a semaphore's limit is another
+	codeTooManyWaiters = -10 // a name's queue is full
+	codeNotLeader      = -11 // the token does not lead the election
 )
 
 // replyCodes names the codes as the prelude does.
@@ -37,6 +41,7 @@ var replyCodes = map[string]int64{
 	"FULL": codeFull, "SESSION_BOUND": codeSessionBound, "CLOSING": codeClosing,
 	"SUPERSEDED": codeSuperseded, "EXPIRED": codeExpired,
 	"MISMATCH": codeMismatch, "DUPLICATE": codeDuplicate, "DEAD": codeDead,
+	"LIMIT_MISMATCH": codeLimitMismatch, "TOO_MANY_WAITERS": codeTooManyWaiters, "NOT_LEADER": codeNotLeader,
 }
 
 // reply reads one array reply field by field. The first field that is

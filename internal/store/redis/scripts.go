@@ -9,7 +9,8 @@ import (
 // One script per store operation, in lua/*.lua, each with its KEYS, ARGV and
 // returns documented at its top. Every script starts with lua/prelude.lua
 // (the time, and physical expiry); queue scripts also with
-// lua/queue_prelude.lua (the queue's keys and its upkeep).
+// lua/queue_prelude.lua (the queue's keys and its upkeep), hold scripts
+// (every kind: locks, semaphores, elections) with lua/hold_prelude.lua.
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -49,12 +50,20 @@ func newScript(name string, preludes ...string) *script {
 
 func queueScript(name string) *script { return newScript(name, "queue_prelude") }
 
+func holdScript(name string) *script { return newScript(name, "hold_prelude") }
+
 var (
-	lockAcquire = newScript("lock_acquire")
-	lockRenew   = newScript("lock_renew")
-	lockRelease = newScript("lock_release")
-	lockGet     = newScript("lock_get")
-	lockSession = newScript("lock_session")
+	holdAcquire    = holdScript("hold_acquire")
+	holdRenew      = holdScript("hold_renew")
+	holdRelease    = holdScript("hold_release")
+	holdGet        = holdScript("hold_get")
+	holdSession    = holdScript("hold_session")
+	holdLeave      = holdScript("hold_leave")
+	holdTickets    = holdScript("hold_tickets")
+	holdCheckFence = holdScript("hold_check_fence")
+
+	electionProclaim = holdScript("election_proclaim")
+	electionGet      = holdScript("election_get")
 
 	sessionCreate      = newScript("session_create")
 	sessionRefresh     = newScript("session_refresh")

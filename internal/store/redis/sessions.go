@@ -67,7 +67,8 @@ func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration,
 			}
 			indexed = "1"
 		}
-		dl, now, err := decodeCreate(s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds(), indexed))
+		dl, now, err := decodeCreate(s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds(), indexed,
+			lockDelay.Microseconds()))
 		if err != nil {
 			return err
 		}
@@ -193,6 +194,17 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 		st = store.SessionState{ID: id, Stream: rs.stream, ExpireTime: unixMicro(dl), Lost: rs.reports}
 		if rs.code == codeExpired {
 			st.Expired = true
+			// The holds that ended with the session go now (their
+			// lock-delays, an election's "no leader", whom they let in),
+			// not at the next call on each name. Best effort: that call
+			// would do the same.
+			calls := make([]call, len(rs.holds))
+			for i, h := range rs.holds {
+				calls[i] = holdKinds[h.kind].drop(s.keys, h.name, h.token)
+			}
+			if len(calls) > 0 {
+				s.evalPipelined(ctx, calls)
+			}
 			return nil
 		}
 		st.TTL = micros(dl - now)
@@ -379,21 +391,22 @@ func decodeHolds(r *reply, from int) ([]sessionHold, error) {
 	return holds, nil
 }
 
-// sessionCap reads live session id's deadline and how many places of its
-// cap are taken; store.ErrSessionNotFound if it is not live.
-func (s *Store) sessionCap(ctx context.Context, id string) (deadline, taken int64, err error) {
+// sessionCap reads live session id's deadline, how many places of its
+// cap are taken and its lock-delay (µs); store.ErrSessionNotFound if it is
+// not live.
+func (s *Store) sessionCap(ctx context.Context, id string) (deadline, taken, lockDelay int64, err error) {
 	r, err := replyOf(sessionDeadline, s.eval(ctx, sessionDeadline, s.keys.session(id)))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	switch r.code(codeOK, codeSessionGone) {
 	case codeSessionGone:
-		return 0, 0, store.ErrSessionNotFound
+		return 0, 0, 0, store.ErrSessionNotFound
 	case codeBad:
-		return 0, 0, r.done()
+		return 0, 0, 0, r.done()
 	}
-	deadline, taken = r.int(1), r.int(2)
-	return deadline, taken, r.done()
+	deadline, taken, lockDelay = r.int(1), r.int(2), r.int(3)
+	return deadline, taken, lockDelay, r.done()
 }
 
 // bindHold adds h to session id's holds as a pending binding, unless the

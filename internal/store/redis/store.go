@@ -226,7 +226,8 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Cont
 func isState(err error) bool {
 	for _, e := range []error{store.ErrLockNotHeld, store.ErrLockSessionBound, store.ErrSessionNotFound,
 		store.ErrFingerprintMismatch, store.ErrNotOwner, store.ErrReceiptExpired,
-		store.ErrTooManySessions, store.ErrTooManyLocks, store.ErrSuperseded} {
+		store.ErrTooManySessions, store.ErrTooManyLocks, store.ErrSuperseded,
+		store.ErrLimitMismatch, store.ErrTooManyWaiters, store.ErrNotLeader} {
 		if errors.Is(err, e) {
 			return true
 		}

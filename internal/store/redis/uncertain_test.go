@@ -122,8 +122,8 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 		t.Fatalf("AcquireLock with its answer lost = %v, want store.ErrUnavailable", err)
 	}
 	// It ran once, for this token.
-	if got, err := direct.HGet(ctx, prefix+":{l:ns:l}", "tok").Result(); err != nil || got != tok {
-		t.Fatalf("lock token in Redis = %q, %v; want %q (the script ran)", got, err, tok)
+	if held, err := direct.HExists(ctx, lockHolders(prefix, "ns:l"), tok).Result(); err != nil || !held {
+		t.Fatalf("lock holder %s in Redis = %v, %v; want held (the script ran)", "of the call's token", held, err)
 	}
 	if ok, _, err := s.ReleaseLock(ctx, "ns:l", tok); err != nil || !ok {
 		t.Fatalf("ReleaseLock by the uncertain call's token = %v, %v; want released", ok, err)
@@ -194,8 +194,8 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 		t.Fatalf("AcquireLock with the binding's answer lost = %v, want store.ErrUnavailable", err)
 	}
 	proxy.down.Store(true) // and the clean-up cannot reach Redis either
-	if got, err := direct.HGet(ctx, prefix+":{l:ns:l}", "tok").Result(); err != nil || got != tok {
-		t.Fatalf("lock token in Redis = %q, %v; want the uncertain grant's (the scripts ran)", got, err)
+	if held, err := direct.HExists(ctx, lockHolders(prefix, "ns:l"), tok).Result(); err != nil || !held {
+		t.Fatalf("the uncertain grant's holder in Redis = %v, %v; want held (the scripts ran)", held, err)
 	}
 	ref := store.SessionRef{ID: sid, Stream: st.Stream}
 	var lost []store.LostHold
@@ -271,4 +271,10 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 func sessionHoldsKey(prefix, id string) string {
 	_, holds, _ := redis.SessionKeys(prefix, id)
 	return holds
+}
+
+// lockHolders is lock name's holders hash (token -> record) under prefix.
+func lockHolders(prefix, name string) string {
+	h, _ := redis.LockKeys(prefix, name)
+	return h
 }

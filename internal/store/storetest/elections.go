@@ -116,14 +116,17 @@ func wantLeader(e *env, what string, got, want store.LeaderInfo) {
 	}
 }
 
-// wantChanges checks an ElectionChanges answer: the changes (each one's
-// Leader.Rev is not compared), Missed and Current.
+// wantChanges checks an ElectionChanges answer: the changes, Missed and
+// Current. A change's Leader is as it was then: its ExpireTime (the term's
+// end as known at the change; a renewal is not a change) and Rev are not
+// compared.
 func (e *env) wantChanges(what string, got store.ElectionLog, missed uint64, current store.LeaderInfo, want ...store.ElectionChange) {
 	e.Helper()
 	ok := len(got.Changes) == len(want) && got.Missed == missed
 	for i := 0; ok && i < len(want); i++ {
 		g, w := got.Changes[i], want[i]
 		g.Leader.Rev, w.Leader.Rev = 0, 0
+		g.Leader.ExpireTime, w.Leader.ExpireTime = time.Time{}, time.Time{}
 		ok = g.Rev == w.Rev && g.Leader.HasLeader == w.Leader.HasLeader && (!w.Leader.HasLeader || sameLeader(g.Leader, w.Leader))
 	}
 	if !ok {
@@ -252,7 +255,10 @@ func electResign(e *env) {
 	req := campaignReq(n, s1, "one")
 	c := e.elect(req)
 	w := campaignWaiting(campaignReq(n, s2, "two"), a)
-	e.campaign(w)
+	w.Wait.Lease = time.Hour // outlives the clock's moves below
+	if got := e.campaign(w); !got.Queued {
+		e.Fatalf("a campaign behind the leader = %+v; want queued", got)
+	}
 	drain(sub)
 	drain(wake)
 	if e.resign(n, token.New()) {
@@ -291,7 +297,10 @@ func electSessionCloseResigns(e *env) {
 	s1, s2 := e.session(time.Minute), e.session(time.Minute)
 	c := e.elect(campaignReq(n, s1, "one"))
 	w := campaignWaiting(campaignReq(n, s2, "two"), a)
-	e.campaign(w)
+	w.Wait.Lease = time.Hour // outlives the clock's moves below
+	if got := e.campaign(w); !got.Queued {
+		e.Fatalf("a campaign behind the leader = %+v; want queued", got)
+	}
 	drain(sub)
 	drain(wake)
 	e.advance(time.Second)

@@ -1541,6 +1541,7 @@ func holdsConcurrentSemaphore(e *env) {
 			if g.Holders > limit {
 				return fmt.Errorf("grant counts %d holders, limit %d", g.Holders, limit)
 			}
+			linger()
 			info, err := e.s.GetHolds(e.ctx, store.HoldSemaphore, n)
 			if err != nil {
 				return err
@@ -1558,7 +1559,7 @@ func holdsConcurrentSemaphore(e *env) {
 	e.wantHolds("at the end", store.HoldSemaphore, n, 0, 0)
 }
 
-// holdsConcurrentSharedExclusive: 64 goroutines, one in four exclusive,
+// holdsConcurrentSharedExclusive: 64 goroutines, one in sixteen exclusive,
 // take turns at a lock, waiting with tickets: an exclusive holder is alone,
 // at most MaxHolders shared ones hold together.
 func holdsConcurrentSharedExclusive(e *env) {
@@ -1570,7 +1571,7 @@ func holdsConcurrentSharedExclusive(e *env) {
 		exclusive, shared int
 	)
 	e.concurrently(workers, rounds, func(w, round int) (store.AcquireLock, func(g store.LockGrant) error) {
-		excl := w%4 == 0
+		excl := w%16 == 0
 		r := sharedReq(n, fmt.Sprint("w", w), time.Hour)
 		r.Shared, r.MaxHolders = !excl, maxShared
 		r = waiting(r, insts[w%2])
@@ -1586,6 +1587,7 @@ func holdsConcurrentSharedExclusive(e *env) {
 			if x > 1 || (x == 1 && s > 0) || s > maxShared {
 				return fmt.Errorf("%d exclusive and %d shared holders at once (max shared %d)", x, s, maxShared)
 			}
+			linger()
 			info, err := e.s.GetHolds(e.ctx, store.HoldLock, n)
 			if err != nil {
 				return err
@@ -1605,6 +1607,14 @@ func holdsConcurrentSharedExclusive(e *env) {
 		}
 	})
 	e.wantHolds("at the end", store.HoldLock, n, 0, 0)
+}
+
+// linger lets the other workers run while a worker holds, so that holds
+// overlap as much as the store lets them.
+func linger() {
+	for range 20 {
+		runtime.Gosched()
+	}
 }
 
 // concurrently runs workers goroutines of rounds rounds each: a round makes

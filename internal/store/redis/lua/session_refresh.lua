@@ -13,7 +13,8 @@
 -- field, entry, ...} with code EXPIRED (its holds became reports, once;
 -- nothing is renewed) or OK live (renewed unless "check"), the
 -- unacknowledged reports, and, if live, the hold entries left in the set
--- (field "kind:name"). indexed is "1" if the session is in its namespace's
+-- (field "kind:name"); if EXPIRED, the entries this call made reports of
+-- (the caller drops their holds: their ends are due now). indexed is "1" if the session is in its namespace's
 -- index. The set and the reports are bounded by the session's cap
 -- (session_add_hold.lua counts both).
 local cur = redis.call('HMGET', KEYS[1], 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq')
@@ -36,10 +37,12 @@ if ack > 0 then
   end
 end
 local code = OK
+local expiredEntries = {}
 if deadline <= now then
   code = EXPIRED
   local seq = tonumber(cur[6] or '0')
-  local entries = redis.call('HGETALL', KEYS[2])
+  expiredEntries = redis.call('HGETALL', KEYS[2])
+  local entries = expiredEntries
   for i = 1, #entries, 2 do
     local fence, hold = string.match(entries[i + 1], '^%S+ (%d+) (%d+)')
     local reason = lostExpired
@@ -70,5 +73,7 @@ for i = 1, #reports do out[#out + 1] = reports[i] end
 if code == OK then
   local entries = redis.call('HGETALL', KEYS[2])
   for i = 1, #entries do out[#out + 1] = entries[i] end
+else
+  for i = 1, #expiredEntries do out[#out + 1] = expiredEntries[i] end
 end
 return out

@@ -1,0 +1,535 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// Every kind of hold (a lock, exclusive or shared; a semaphore's permit; a
+// leadership) is one state per (kind, name), in the name's hash slot
+// (keys.hold), worked on by the hold scripts (lua/hold_*.lua), which share
+// lua/hold_prelude.lua: clean-up, eligibility, targeted wake-ups, removing
+// a holder, granting. Sessions renew, check and drop holds of every kind
+// with lua/hold_session.lua.
+func init() {
+	for _, kind := range []store.HoldKind{store.HoldLock, store.HoldSemaphore, store.HoldElection} {
+		holdKinds[kind] = holdKind{
+			refresh: func(k keys, name, token string, deadline int64, renew bool) call {
+				mode := "check"
+				if renew {
+					mode = "renew"
+				}
+				return call{holdSession, k.hold(kind, name), holdArgs(k, kind, name, token, deadline, mode)}
+			},
+			// An election's drop is a resignation: logged, waking its
+			// observers and waiters.
+			drop: func(k keys, name, token string) call {
+				return call{holdSession, k.hold(kind, name), holdArgs(k, kind, name, token, 0, "drop")}
+			},
+			decode: decodeHoldSession,
+		}
+	}
+}
+
+// holdArgs are the arguments every hold script starts with (after the
+// time's): the name's tag base (its channels) and the kind.
+func holdArgs(k keys, kind store.HoldKind, name string, args ...any) []any {
+	return append([]any{k.holdBase(kind, name), string(kind)}, args...)
+}
+
+// evalHold runs a hold script on (kind, name).
+func (s *Store) evalHold(ctx context.Context, sc *script, kind store.HoldKind, name string, args ...any) *redis.Cmd {
+	return s.eval(ctx, sc, s.keys.hold(kind, name), holdArgs(s.keys, kind, name, args...)...)
+}
+
+// decodeHoldSession reads hold_session.lua's reply to "renew" or "check"
+// (drop false), or to "drop".
+func decodeHoldSession(cmd *redis.Cmd, drop bool) (live bool, held time.Duration, err error) {
+	r, err := replyOf(holdSession, cmd)
+	if err != nil {
+		return false, 0, err
+	}
+	live = r.code(codeOK, codeNo) == codeOK
+	if live && drop {
+		held = micros(r.int(1))
+	}
+	return live, held, r.done()
+}
+
+// errBadKind: a request of a kind the method does not take (a caller's
+// bug, never a client's input: the domain packages pass their own kind).
+var errBadKind = errors.New("redis: a hold kind the method does not take")
+
+// AcquireHold implements store.Holds.
+func (s *Store) AcquireHold(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+	if req.Kind == "" {
+		req.Kind = store.HoldLock
+	}
+	if req.Kind != store.HoldLock && req.Kind != store.HoldSemaphore {
+		return store.LockGrant{}, fmt.Errorf("%w: AcquireHold of %q", errBadKind, req.Kind)
+	}
+	return s.acquire(ctx, "AcquireHold", req)
+}
+
+// acquire is AcquireHold's work for every kind.
+func (s *Store) acquire(ctx context.Context, op string, req store.AcquireLock) (store.LockGrant, error) {
+	var g store.LockGrant
+	err := s.do(ctx, op, s.keys.hold(req.Kind, req.Name)[0], func(ctx context.Context) (err error) {
+		g, _, err = s.acquireOnce(ctx, req, nil)
+		return err
+	})
+	if err != nil {
+		return store.LockGrant{}, err
+	}
+	return g, nil
+}
+
+// acquireOnce grants a hold of req.Kind (an election's with value). A
+// session-bound grant takes up to five steps over two slots: read the
+// session's deadline (and its lock-delay); grant the hold until then; add
+// it to the session's set as a pending binding, which fails if the
+// session ended meanwhile (the hold is then released and the call is
+// ErrSessionNotFound); confirm the binding; and, if a keepalive moved the
+// session's deadline in between, renew the hold to it.
+//
+// Keepalives renew only confirmed bindings. If the add's or the confirm's
+// reply is lost, the caller is told the outcome is uncertain and has no
+// token, and a pending binding is never renewed: the hold ends at the
+// deadline it was granted with (the domain packages also release it by its
+// token), and the session reports it lost then.
+func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []byte) (store.LockGrant, acquired, error) {
+	var sessDeadline, delay int64
+	full := false // the session is at its cap: only a hold it has is answered
+	if req.SessionID != "" {
+		dl, taken, d, err := s.sessionCap(ctx, req.SessionID)
+		if err != nil {
+			return store.LockGrant{}, acquired{}, err
+		}
+		full = req.MaxSessionLocks > 0 && taken >= int64(req.MaxSessionLocks)
+		sessDeadline, delay = dl, d
+	}
+	var ticket, instance string
+	var lease int64
+	if req.Wait != nil {
+		ticket, instance, lease = req.Wait.Ticket, req.Wait.Instance, req.Wait.Lease.Microseconds()
+	}
+	cmd, replicated := s.evalReplicated(ctx, holdAcquire, s.keys.hold(req.Kind, req.Name),
+		holdArgs(s.keys, req.Kind, req.Name, req.Token, req.Owner, req.TTL.Microseconds(), req.MaxHold.Microseconds(),
+			req.SessionID, sessDeadline, s.timeSeen.Load(), boolArg(full), boolArg(req.Shared), req.MaxHolders,
+			req.Limit, ticket, instance, lease, delay, string(value))...)
+	a, err := decodeAcquire(cmd, req.Kind == store.HoldElection)
+	if err != nil {
+		return store.LockGrant{}, a, err
+	}
+	switch a.code {
+	case codeOK, codeNo:
+		s.sawTime(a.now)
+	}
+	switch a.code {
+	case codeSessionGone:
+		return store.LockGrant{}, a, store.ErrSessionNotFound
+	case codeAlreadyHeld:
+		return store.LockGrant{Acquired: true, AlreadyHeld: true, Token: a.token, Fence: a.fence,
+			TTL: micros(a.deadline - a.now), ExpireTime: unixMicro(a.deadline)}, a, nil
+	case codeFull:
+		return store.LockGrant{}, a, store.ErrTooManyLocks
+	case codeLimitMismatch:
+		return store.LockGrant{}, a, store.ErrLimitMismatch
+	case codeTooManyWaiters:
+		return store.LockGrant{}, a, store.ErrTooManyWaiters
+	case codeNo:
+		g := store.LockGrant{Holder: a.holder, Queued: a.queued, Holders: a.holders, Limit: a.limit}
+		if a.deadline > 0 {
+			g.TTL, g.ExpireTime = micros(a.deadline-a.now), unixMicro(a.deadline)
+		}
+		if a.retry > 0 {
+			g.RetryAt = unixMicro(a.retry)
+		}
+		return g, a, nil
+	}
+	if !replicated {
+		return store.LockGrant{}, a, errNotReplicated // the caller releases it by its token
+	}
+	dl, now := a.deadline, a.now
+	g := store.LockGrant{Acquired: true, Fence: a.fence, TTL: micros(dl - now), ExpireTime: unixMicro(dl),
+		Holders: a.holders, Limit: a.limit}
+	if req.SessionID == "" {
+		return g, a, nil
+	}
+	var hold int64
+	if req.MaxHold > 0 {
+		hold = now + req.MaxHold.Microseconds()
+	}
+	h := sessionHold{kind: req.Kind, name: req.Name,
+		sessionEntry: sessionEntry{token: req.Token, fence: a.fence, holdUntil: hold, pending: true}}
+	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionLocks)
+	if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyLocks) {
+		// The session ended, or filled up, since it was read: undo the grant.
+		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true); err != nil {
+			return store.LockGrant{}, a, err
+		}
+		return store.LockGrant{}, a, err
+	}
+	if err != nil {
+		return store.LockGrant{}, a, err
+	}
+	if !replicated {
+		return store.LockGrant{}, a, errNotReplicated // a failover could lose the entry, and the hold with it
+	}
+	h.pending = false
+	newDeadline, replicated, err := s.confirmHold(ctx, req.SessionID, h)
+	if errors.Is(err, store.ErrSessionNotFound) {
+		// The session ended, or lost the hold, since the add.
+		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true); err != nil {
+			return store.LockGrant{}, a, err
+		}
+		return store.LockGrant{}, a, err
+	}
+	if err != nil {
+		return store.LockGrant{}, a, err
+	}
+	if !replicated {
+		return store.LockGrant{}, a, errNotReplicated
+	}
+	if newDeadline > dl && (hold == 0 || hold > dl) {
+		// A keepalive renewed the session between the read and the add,
+		// without this hold: extend it to the session's deadline (an
+		// extension only, so a later keepalive is never undone).
+		held, _, err := decodeHoldSession(s.evalHold(ctx, holdSession, req.Kind, req.Name, req.Token, newDeadline, "renew"), false)
+		if err != nil {
+			return store.LockGrant{}, a, err
+		}
+		if !held {
+			// Its lease ran out before it could be extended: it is gone.
+			_ = s.unbindHold(ctx, req.SessionID, req.Kind, req.Name, req.Token)
+			return store.LockGrant{}, a, errLostInFlight
+		}
+		dl = newDeadline
+		if hold > 0 && hold < dl {
+			dl = hold
+		}
+		g.TTL, g.ExpireTime = micros(dl-now), unixMicro(dl)
+		a.deadline = dl
+	}
+	return g, a, nil
+}
+
+// acquired is hold_acquire.lua's reply.
+type acquired struct {
+	code          int64 // codeOK, codeNo, codeSessionGone, codeAlreadyHeld, codeFull, codeLimitMismatch, codeTooManyWaiters
+	token, holder string
+	fence         uint64
+	deadline, now int64
+	retry         int64 // codeNo: when the state may change by itself (0: only a wake-up)
+	queued        bool
+	holders       int
+	limit         int
+	leader        store.LeaderInfo // codeNo, an election's
+}
+
+// decodeAcquire reads hold_acquire.lua's reply; election: with the
+// leader (not granted).
+func decodeAcquire(cmd *redis.Cmd, election bool) (acquired, error) {
+	r, err := replyOf(holdAcquire, cmd)
+	if err != nil {
+		return acquired{}, err
+	}
+	a := acquired{code: r.code(codeOK, codeNo, codeSessionGone, codeAlreadyHeld, codeFull, codeLimitMismatch, codeTooManyWaiters)}
+	switch a.code {
+	case codeOK:
+		a.fence, a.deadline, a.now, a.holders, a.limit = r.uint(1), r.int(2), r.int(3), int(r.int(4)), int(r.int(5))
+	case codeNo:
+		a.holder, a.deadline, a.now, a.retry = r.str(1), r.int(2), r.int(3), r.int(4)
+		a.queued, a.holders, a.limit = r.int(5) == 1, int(r.int(6)), int(r.int(7))
+		if election {
+			a.leader = decodeLeader(r, 8)
+		}
+	case codeAlreadyHeld:
+		a.token, a.fence, a.deadline, a.now = r.str(1), r.uint(2), r.int(3), r.int(4)
+	case codeLimitMismatch:
+		a.limit = int(r.int(1))
+	}
+	return a, r.done()
+}
+
+// decodeLeader reads leaderInfo's six values (lua/hold_prelude.lua) from
+// value from.
+func decodeLeader(r *reply, from int) store.LeaderInfo {
+	has, value, fence, elected, dl, rev := r.int(from), r.str(from+1), r.uint(from+2), r.int(from+3), r.int(from+4), r.uint(from+5)
+	l := store.LeaderInfo{Rev: rev}
+	if has == 1 {
+		l.HasLeader, l.Value, l.Fence, l.ElectTime, l.ExpireTime = true, []byte(value), fence, unixMicro(elected), unixMicro(dl)
+	}
+	return l
+}
+
+// sawTime raises timeSeen to now. Fences are max(counter + 1, server time)
+// (lua/hold_prelude.lua's grant): after a failover that lost the last
+// increments, only the clock keeps them above the fences the old master
+// issued, and a promoted node whose clock is behind the old master's by
+// more than the failover took would issue smaller ones. The acquire script
+// floors its fence at timeSeen + 1 when its clock is behind timeSeen, so
+// that this coordd's fences never go backwards (as far as the grants it saw
+// go: fences another instance got from the old master after this one last
+// heard from it are not covered).
+func (s *Store) sawTime(now int64) {
+	for {
+		seen := s.timeSeen.Load()
+		if now <= seen || s.timeSeen.CompareAndSwap(seen, now) {
+			return
+		}
+	}
+}
+
+// errLostInFlight: a session-bound hold was granted, but its lease ran out
+// before it was bound to the session's: the caller must not believe it
+// holds it. Rare (the session was about to expire, and a keepalive raced the
+// acquire); reported as an uncertain outcome, to be retried.
+var errLostInFlight = fmt.Errorf("%w: the hold's lease ran out while it was being bound to its session", store.ErrUnavailable)
+
+// RenewHold implements store.Holds.
+func (s *Store) RenewHold(ctx context.Context, kind store.HoldKind, name, token string, ttl time.Duration) (store.Lease, error) {
+	return s.renewHold(ctx, "RenewHold", kind, name, token, ttl)
+}
+
+func (s *Store) renewHold(ctx context.Context, op string, kind store.HoldKind, name, token string, ttl time.Duration) (store.Lease, error) {
+	var l store.Lease
+	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
+		l, err = decodeRenew(s.evalHold(ctx, holdRenew, kind, name, token, ttl.Microseconds()))
+		return err
+	})
+	return l, err
+}
+
+// decodeRenew reads hold_renew.lua's reply.
+func decodeRenew(cmd *redis.Cmd) (store.Lease, error) {
+	r, err := replyOf(holdRenew, cmd)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	switch r.code(codeOK, codeNo, codeSessionBound) {
+	case codeNo:
+		return store.Lease{}, store.ErrLockNotHeld
+	case codeSessionBound:
+		return store.Lease{}, store.ErrLockSessionBound
+	case codeBad:
+		return store.Lease{}, r.done()
+	}
+	dl, fence, now := r.int(1), r.uint(2), r.int(3)
+	return store.Lease{TTL: micros(dl - now), ExpireTime: unixMicro(dl), Fence: fence}, r.done()
+}
+
+// ReleaseHold implements store.Holds.
+func (s *Store) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token string) (bool, time.Duration, error) {
+	return s.releaseHold(ctx, "ReleaseHold", kind, name, token)
+}
+
+// releaseHold: a session-bound hold leaves its session's set first and is
+// deleted second, so that a keepalive in between never reports it lost.
+func (s *Store) releaseHold(ctx context.Context, op string, kind store.HoldKind, name, token string) (bool, time.Duration, error) {
+	var rel released
+	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
+		if rel, err = s.release(ctx, kind, name, token, false); err != nil || rel.code != codeSessionBound {
+			return err
+		}
+		if err := s.unbindHold(ctx, rel.session, kind, name, token); err != nil {
+			return err
+		}
+		rel, err = s.release(ctx, kind, name, token, true)
+		return err
+	})
+	if err != nil || rel.code != codeOK {
+		return false, 0, err
+	}
+	return true, rel.held, nil
+}
+
+// AbandonHold implements store.Holds.
+func (s *Store) AbandonHold(ctx context.Context, kind store.HoldKind, name, token string) error {
+	return s.abandonHold(ctx, "AbandonHold", kind, name, token)
+}
+
+// abandonHold: a lease is released; a session-bound hold's binding first
+// becomes a loss report (waking the session's stream), then the hold is
+// deleted.
+func (s *Store) abandonHold(ctx context.Context, op string, kind store.HoldKind, name, token string) error {
+	return s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) error {
+		rel, err := s.release(ctx, kind, name, token, false)
+		if err != nil || rel.code != codeSessionBound {
+			return err // released, or not held
+		}
+		if err := s.holdGone(ctx, rel.session, kind, name, token); err != nil {
+			return err
+		}
+		_, err = s.release(ctx, kind, name, token, true)
+		return err
+	})
+}
+
+// release runs hold_release.lua: it deletes (kind, name)'s hold by token
+// if live, and wakes whom that lets in; a session-bound one only if bound
+// (its session's entry is gone), else it is answered codeSessionBound.
+func (s *Store) release(ctx context.Context, kind store.HoldKind, name, token string, bound bool) (released, error) {
+	return decodeRelease(s.evalHold(ctx, holdRelease, kind, name, token, boolArg(bound)))
+}
+
+// released is hold_release.lua's reply.
+type released struct {
+	code    int64         // codeOK, codeNo or codeSessionBound
+	held    time.Duration // codeOK: how long it had been held
+	session string        // codeSessionBound: the session's ID
+}
+
+func decodeRelease(cmd *redis.Cmd) (released, error) {
+	r, err := replyOf(holdRelease, cmd)
+	if err != nil {
+		return released{}, err
+	}
+	rel := released{code: r.code(codeOK, codeNo, codeSessionBound)}
+	switch rel.code {
+	case codeOK:
+		rel.held = micros(r.int(1))
+	case codeSessionBound:
+		rel.session = r.str(1)
+	}
+	return rel, r.done()
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// GetHolds implements store.Holds.
+func (s *Store) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
+	return s.getHolds(ctx, "GetHolds", kind, name)
+}
+
+func (s *Store) getHolds(ctx context.Context, op string, kind store.HoldKind, name string) (store.LockInfo, error) {
+	var info store.LockInfo
+	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
+		info, err = decodeGet(s.evalHold(ctx, holdGet, kind, name))
+		return err
+	})
+	return info, err
+}
+
+// decodeGet reads hold_get.lua's reply: the holders by fence, the lowest
+// in the single-holder fields.
+func decodeGet(cmd *redis.Cmd) (store.LockInfo, error) {
+	r, err := replyOf(holdGet, cmd)
+	if err != nil {
+		return store.LockInfo{}, err
+	}
+	r.code(codeOK)
+	now, waiters, limit := r.int(1), r.int(2), r.int(3)
+	if err := r.done(); err != nil {
+		return store.LockInfo{}, err
+	}
+	if (r.len()-4)%6 != 0 {
+		return store.LockInfo{}, fmt.Errorf("%w: %s's reply: %d values for holders of 6", errCorrupt, holdGet.name, r.len()-4)
+	}
+	info := store.LockInfo{Waiters: int(waiters), Limit: int(limit)}
+	for i := 4; i+5 < r.len(); i += 6 {
+		dl := r.int(i + 3)
+		info.Holders = append(info.Holders, store.HolderInfo{
+			Fence: r.uint(i), Shared: r.int(i+1) == 1, SessionBound: r.int(i+2) == 1,
+			TTL: micros(dl - now), ExpireTime: unixMicro(dl), AcquireTime: unixMicro(r.int(i + 4)), Owner: r.str(i + 5),
+		})
+	}
+	if err := r.done(); err != nil {
+		return store.LockInfo{}, err
+	}
+	slices.SortFunc(info.Holders, func(a, b store.HolderInfo) int {
+		switch {
+		case a.Fence < b.Fence:
+			return -1
+		case a.Fence > b.Fence:
+			return 1
+		}
+		return 0
+	})
+	if len(info.Holders) > 0 {
+		h := info.Holders[0]
+		info.Held, info.Owner, info.Fence, info.SessionBound = true, h.Owner, h.Fence, h.SessionBound
+		info.TTL, info.ExpireTime, info.AcquireTime = h.TTL, h.ExpireTime, h.AcquireTime
+	}
+	return info, nil
+}
+
+// LeaveQueue implements store.Holds.
+func (s *Store) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket string) error {
+	return s.do(ctx, "LeaveQueue", s.keys.hold(kind, name)[0], func(ctx context.Context) error {
+		_, err := codeOf(holdLeave, s.evalHold(ctx, holdLeave, kind, name, ticket), codeOK)
+		return err
+	})
+}
+
+// maxTicketsPerCall bounds hold_tickets.lua's work: RefreshTickets splits
+// longer lists.
+const maxTicketsPerCall = 1000
+
+// RefreshTickets implements store.Holds, in calls of at most
+// maxTicketsPerCall tickets.
+func (s *Store) RefreshTickets(ctx context.Context, kind store.HoldKind, name string, tickets []string, lease time.Duration) ([]string, error) {
+	var gone []string
+	err := s.do(ctx, "RefreshTickets", s.keys.hold(kind, name)[0], func(ctx context.Context) error {
+		gone = nil
+		rest := tickets
+		for first := true; first || len(rest) > 0; first = false {
+			n := min(len(rest), maxTicketsPerCall)
+			args := make([]any, 0, n+1)
+			args = append(args, lease.Microseconds())
+			for _, t := range rest[:n] {
+				args = append(args, t)
+			}
+			g, err := decodeTickets(s.evalHold(ctx, holdTickets, kind, name, args...))
+			if err != nil {
+				return err
+			}
+			gone = append(gone, g...)
+			rest = rest[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	return gone, nil
+}
+
+// decodeTickets reads hold_tickets.lua's reply: the tickets gone.
+func decodeTickets(cmd *redis.Cmd) ([]string, error) {
+	r, err := replyOf(holdTickets, cmd)
+	if err != nil {
+		return nil, err
+	}
+	gone := make([]string, r.len())
+	for i := range gone {
+		gone[i] = r.str(i)
+	}
+	return gone, r.done()
+}
+
+// CheckFence implements store.Holds.
+func (s *Store) CheckFence(ctx context.Context, kind store.HoldKind, name string, fence uint64) (bool, error) {
+	var ok bool
+	err := s.do(ctx, "CheckFence", s.keys.hold(kind, name)[0], func(ctx context.Context) error {
+		c, err := codeOf(holdCheckFence, s.evalHold(ctx, holdCheckFence, kind, name, fence), codeOK, codeNo)
+		ok = c == codeOK
+		return err
+	})
+	return ok, err
+}

@@ -1,0 +1,99 @@
+-- Grants a hold of ARGV[4]'s kind (a lock, exclusive or shared; a
+-- semaphore's permit; a leadership), or queues the request's ticket.
+-- KEYS: hold_prelude.lua's
+-- ARGV[5]: token  ARGV[6]: owner  ARGV[7]: ttl µs  ARGV[8]: max hold µs (0: none)
+-- ARGV[9]: session ID ("" for a plain lease)
+-- ARGV[10]: the session's deadline µs (with a session)
+-- ARGV[11]: the highest server time µs this coordd has seen from this script
+--           (0: none). A clock behind it (a failover promoted a node whose
+--           clock is behind the old master's) floors fences at it + 1, so
+--           that they stay above those the old master issued and lost.
+-- ARGV[12]: "1" if the session holds as many holds as it may (a hold it has
+--           is still answered as its own, and one it may not get as NO)
+-- ARGV[13]: "1" shared (a lock)  ARGV[14]: most shared holders (0: no cap)
+-- ARGV[15]: a semaphore's limit
+-- ARGV[16]: the request's ticket ("": it does not wait)
+-- ARGV[17]: the ticket's instance  ARGV[18]: the ticket's lease µs
+-- ARGV[19]: the session's lock-delay µs (copied into the record)
+-- ARGV[20]: an election's value
+-- Returns {OK, fence, deadline, now, holders, limit} granted;
+-- {NO, holder owner, holder deadline (0: none blocks), now, retry at (0:
+-- only a wake-up), queued (0/1), holders, limit, leader...} not granted
+-- (leader...: leaderInfo's six values, for an election);
+-- {ALREADY_HELD, token, fence, deadline, now} the session has it already;
+-- {SESSION_GONE} the session's deadline has passed; {FULL} the session is
+-- full; {LIMIT_MISMATCH, limit} another limit is the semaphore's;
+-- {TOO_MANY_WAITERS} the queue is full.
+local tok, owner, ses, ticket = ARGV[5], ARGV[6], ARGV[9], ARGV[16]
+local shared = kind == 'lock' and ARGV[13] == '1'
+local maxHolders, limit = tonumber(ARGV[14]), tonumber(ARGV[15])
+local cleaned = clean()
+local wrote = cleaned
+local function leave(reply)
+  if cleaned then wake() end
+  if wrote then keep() end
+  return reply
+end
+if ses ~= '' then
+  local t = redis.call('HGET', KEYS[4], ses)
+  local r = t and holder(t)
+  if r and r.dl > now then return leave({ALREADY_HELD, t, r.fence, r.dl, now}) end
+end
+if kind == 'semaphore' then
+  local lim = meta('lim')
+  local inUse = liveCount() > 0 or redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') > 0
+  if lim and inUse and tonumber(lim) ~= limit then return leave({LIMIT_MISMATCH, tonumber(lim)}) end
+  if lim ~= s(limit) then
+    redis.call('HSET', KEYS[9], 'lim', s(limit))
+    wrote = true
+  end
+else
+  limit = 0
+end
+local seq = ticketSeq(ticket)
+if eligible(shared, maxHolders, limit, seq) then
+  if ARGV[12] == '1' then return leave({FULL}) end
+  local hold = 0
+  if tonumber(ARGV[8]) > 0 then hold = now + tonumber(ARGV[8]) end
+  local deadline = now + tonumber(ARGV[7])
+  if ses ~= '' then
+    deadline = tonumber(ARGV[10])
+    if deadline <= now then return leave({SESSION_GONE}) end
+  end
+  if hold > 0 and hold < deadline then deadline = hold end
+  local floor = now
+  if tonumber(ARGV[11]) > now then floor = tonumber(ARGV[11]) + 1 end
+  local r = grant(tok, owner, ses, deadline, hold, shared, tonumber(ARGV[19]), floor, ticket)
+  if kind == 'election' then change(tok, r, ARGV[20]) end
+  -- A shared grant or a permit may let the next tickets in too.
+  if cleaned or shared or kind == 'semaphore' then wake() end
+  keep()
+  return {OK, r.fence, deadline, now, liveCount(), limit}
+end
+local queued = 0
+if ticket ~= '' then
+  if seq then
+    redis.call('ZADD', KEYS[6], s(now + tonumber(ARGV[18])), ticket)
+  else
+    if redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') >= maxWaiters then return leave({TOO_MANY_WAITERS}) end
+    dropTicket(ticket) -- lapsed but not yet cleaned up: back of the queue
+    local n = redis.call('HINCRBY', KEYS[9], 'seq', 1)
+    redis.call('ZADD', KEYS[5], n, ticket)
+    redis.call('ZADD', KEYS[6], s(now + tonumber(ARGV[18])), ticket)
+    redis.call('HSET', KEYS[7], ticket, (shared and 's ' or 'x ') .. s(maxHolders) .. ' ' .. ARGV[17])
+    if not shared then redis.call('ZADD', KEYS[8], n, ticket) end
+  end
+  queued, wrote = 1, true
+end
+local hown, hdl, retry = '', 0, 0
+if not fits(shared, maxHolders, limit) then
+  local _, r = firstLive()
+  if r then hown, hdl, retry = r.own, r.dl, r.dl end
+end
+local du = delayUntil()
+if du > now and du > retry then retry = du end
+local out = {NO, hown, hdl, now, retry, queued, liveCount(), limit}
+if kind == 'election' then
+  for _, v in ipairs(leaderInfo()) do out[#out + 1] = v end
+end
+return leave(out)

@@ -1,0 +1,23 @@
+-- Describes a name's live holders and queue; changes nothing.
+-- KEYS: hold_prelude.lua's
+-- Returns {OK, now, waiters, limit, then per live holder: fence, shared
+-- (0/1), session-bound (0/1), deadline, acquired, owner}; limit is a
+-- semaphore's while it has holders or waiters, else 0. Holders are at most
+-- the kind's bound (MaxHolders, Limit) plus those expired and not yet
+-- cleaned up.
+local waiters = redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf')
+local out = {OK, now, waiters, 0}
+local recs = redis.call('HVALS', KEYS[1])
+for i = 1, #recs do
+  local r = dec(recs[i])
+  if r.dl > now then
+    out[#out + 1] = r.fence
+    out[#out + 1] = r.shared and 1 or 0
+    out[#out + 1] = r.ses ~= '' and 1 or 0
+    out[#out + 1] = r.dl
+    out[#out + 1] = r.acq
+    out[#out + 1] = r.own
+  end
+end
+if kind == 'semaphore' and (#out > 4 or waiters > 0) then out[4] = tonumber(meta('lim') or '0') end
+return out
