@@ -46,15 +46,14 @@ func (p *panicky) trip(n *atomic.Int32) {
 	}
 }
 
-// GetHolds and AcquireHold are what GetLock and Lock call.
-func (p *panicky) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
+func (p *panicky) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
 	p.trip(&p.getLock)
-	return p.Store.GetHolds(ctx, kind, name)
+	return p.Store.GetLock(ctx, name)
 }
 
-func (p *panicky) AcquireHold(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+func (p *panicky) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
 	p.trip(&p.acquireLock)
-	return p.Store.AcquireHold(ctx, req)
+	return p.Store.AcquireLock(ctx, req)
 }
 
 func (p *panicky) CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {

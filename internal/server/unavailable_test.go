@@ -42,27 +42,27 @@ func TestStoreUnavailable(t *testing.T) {
 		method string // the store method that fails
 		call   call
 	}{
-		{"Lock", "AcquireHold", func(ctx context.Context, h *harness) error {
+		{"Lock", "AcquireLock", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute)})
 			return err
 		}},
-		{"Lock/wait", "AcquireHold", func(ctx context.Context, h *harness) error {
+		{"Lock/wait", "AcquireLock", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Wait: dur(time.Second)})
 			return err
 		}},
-		{"Renew", "RenewHold", func(ctx context.Context, h *harness) error {
+		{"Renew", "RenewLock", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Renew(ctx, &coordv1.RenewRequest{Name: "a", Token: token.New(), Ttl: dur(time.Minute)})
 			return err
 		}},
-		{"Release", "ReleaseHold", func(ctx context.Context, h *harness) error {
+		{"Release", "ReleaseLock", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Release(ctx, &coordv1.ReleaseRequest{Name: "a", Token: token.New()})
 			return err
 		}},
-		{"GetLock", "GetHolds", func(ctx context.Context, h *harness) error {
+		{"GetLock", "GetLock", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "a"})
 			return err
 		}},
-		{"Lock/shared", "AcquireHold", func(ctx context.Context, h *harness) error {
+		{"Lock/shared", "AcquireLock", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Shared: true})
 			return err
 		}},
@@ -203,7 +203,7 @@ func TestStoreUnavailable(t *testing.T) {
 func TestLockUncertainGrantIsReleased(t *testing.T) {
 	var f *storetest.Faulty
 	h := newHarness(t, withFaulty(&f))
-	f.FailAfter("AcquireHold")
+	f.FailAfter("AcquireLock")
 	_, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "a", Owner: "me", Ttl: dur(time.Minute)})
 	wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
 	f.Clear()
