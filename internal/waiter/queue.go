@@ -197,10 +197,10 @@ func (o outcome) repanic() {
 }
 
 // call runs w's try, catching a panic.
-func (w *waiting) call(t *store.WaitTicket) (done bool, retryAt time.Time, err error, panicked any) {
+func (w *waiting) call(t *store.WaitTicket) (done bool, retryAt time.Time, panicked any, err error) {
 	defer func() { panicked = recover() }()
 	done, retryAt, err = w.try(w.ctx, t)
-	return done, retryAt, err, nil
+	return done, retryAt, nil, err
 }
 
 func isClosed(c <-chan struct{}) bool {
@@ -368,7 +368,7 @@ func (a *agent) pass(round bool) {
 		w.tries++
 		q.mu.Unlock()
 
-		done, retryAt, err, panicked := w.call(t)
+		done, retryAt, panicked, err := w.call(t)
 
 		q.mu.Lock()
 		w.trying = false

@@ -1,7 +1,11 @@
-// Package waiter runs the loops in which Lock, BeginIdempotent and Claim wait
-// for an event without polling: try, and if not done, sleep until a wake-up
-// on the store topic, the retry time the store suggested (a holder's expiry,
-// a message's due time), the end of the wait, or a drain.
+// Package waiter runs the loops in which waiting calls wait for an event
+// without polling. Wait (BeginIdempotent, Claim): try, and if not done,
+// sleep until a wake-up on the store topic, the retry time the store
+// suggested (a message's due time), the end of the wait, or a drain.
+// Queues (locks, semaphore permits, leaderships): the same, in the store's
+// FIFO ticket queue, with one agent per name on this instance so that a
+// release costs a constant number of store calls however many wait
+// (queue.go).
 package waiter
 
 import (

@@ -513,10 +513,7 @@ func (o *op) acquire(h *holdSet, req grantReq) (granted, error) {
 		if req.Wait == nil {
 			return g, nil
 		}
-		lease := us(req.Wait.Lease)
-		if lease <= 0 {
-			lease = store.WaitLease
-		}
+		lease := ticketLease(req.Wait.Lease)
 		if tk != nil {
 			tk.lease = now.Add(lease)
 			heap.Fix(&h.byLease, tk.idx)
@@ -565,6 +562,15 @@ func (o *op) acquire(h *holdSet, req grantReq) (granted, error) {
 	heap.Push(&h.byDeadline, x)
 	h.dirty = true // a shared grant may let the next shared ticket in
 	return granted{ok: true, x: x, holders: h.liveHolders(now), limit: limit}, nil
+}
+
+// ticketLease is a ticket's lease: d, or store.WaitLease if d is not
+// positive (a ticket that lapsed at once would only cost work).
+func ticketLease(d time.Duration) time.Duration {
+	if d = us(d); d > 0 {
+		return d
+	}
+	return store.WaitLease
 }
 
 // semLimit is a semaphore's limit while it has holders or tickets, else 0.
@@ -758,7 +764,7 @@ func (s *Store) RefreshTickets(_ context.Context, kind store.HoldKind, name stri
 			h.dirty = true
 			gone = append(gone, id)
 		default:
-			t.lease = o.now.Add(us(lease))
+			t.lease = o.now.Add(ticketLease(lease))
 			heap.Fix(&h.byLease, t.idx)
 		}
 	}

@@ -333,3 +333,33 @@ func TestSweepFreesHolds(t *testing.T) {
 		t.Errorf("Len after everything ended = %d, want 0", n)
 	}
 }
+
+// TestElectionKeptWhileRecent: an election without leader or waiters keeps
+// its revision and log for electionRetention after its last change (so
+// that observers behind it see the changes they missed), and is forgotten
+// by the sweep after that.
+func TestElectionKeptWhileRecent(t *testing.T) {
+	e := newHoldsEnv(t)
+	const n = "ns:e"
+	id := "ns/s"
+	if _, err := e.s.CreateSession(e.ctx, id, time.Minute, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.s.Campaign(e.ctx, store.Campaign{Name: n, Token: token.New(), SessionID: id, Value: []byte("v")})
+	if err != nil || !c.Elected {
+		t.Fatalf("Campaign = %+v, %v", c, err)
+	}
+	if _, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	e.c.Advance(electionRetention - time.Microsecond)
+	e.s.sweep()
+	if l, err := e.s.ElectionChanges(e.ctx, n, 0); err != nil || len(l.Changes) != 2 || l.Current.Rev != 2 || l.Current.HasLeader {
+		t.Fatalf("ElectionChanges before the retention's end = %+v, %v; want 2 changes, no leader at rev 2", l, err)
+	}
+	e.c.Advance(time.Microsecond)
+	e.s.sweep()
+	if n := e.s.Len(); n != 0 {
+		t.Errorf("Len after the retention = %d, want 0", n)
+	}
+}

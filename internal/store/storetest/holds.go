@@ -43,6 +43,7 @@ func holdTests() []test {
 		{"GetHolds", holdsGetHolds},
 		{"WakeTargeted", holdsWakeTargeted},
 		{"WakeSharedRun", holdsWakeSharedRun},
+		{"WakeSharedRunCapped", holdsWakeSharedRunCapped},
 		{"WakeSemaphore", holdsWakeSemaphore},
 		{"WakeOnEnd", holdsWakeOnEnd},
 		{"WakeOnLeaveQueue", holdsWakeOnLeaveQueue},
@@ -730,10 +731,12 @@ func holdsKindsApart(e *env) {
 	n := e.name("both")
 	l := exclusiveReq(n, "l", time.Minute)
 	gl := e.grant(l)
+	e.advance(us) // fences of different kinds may be equal: make them differ
+	t1 := e.now()
 	p := permitReq(n, "p", 1, time.Minute)
 	gp := e.grant(p)
 	e.wantHolds("the lock", store.HoldLock, n, 0, 0, holder("l", gl, false, false, base))
-	e.wantHolds("the semaphore", store.HoldSemaphore, n, 0, 1, holder("p", gp, false, false, base))
+	e.wantHolds("the semaphore", store.HoldSemaphore, n, 0, 1, holder("p", gp, false, false, t1))
 	if e.releaseHold(store.HoldSemaphore, n, l.Token) {
 		e.Error("ReleaseHold of the semaphore with the lock's token: true")
 	}
@@ -743,7 +746,7 @@ func holdsKindsApart(e *env) {
 	_, err := e.s.RenewHold(e.ctx, store.HoldLock, n, p.Token, time.Minute)
 	isErr(e, "RenewHold of the lock with the permit's token", err, store.ErrLockNotHeld)
 	e.free(l)
-	e.wantHolds("the semaphore after the lock's release", store.HoldSemaphore, n, 0, 1, holder("p", gp, false, false, base))
+	e.wantHolds("the semaphore after the lock's release", store.HoldSemaphore, n, 0, 1, holder("p", gp, false, false, t1))
 }
 
 // holdsRenewHold: RenewHold of a permit or a shared holder, as RenewLock.
@@ -896,7 +899,8 @@ func holdsWakeTargeted(e *env) {
 	drain(subA)
 	drain(subB)
 	e.free(h)
-	e.wantWake(subA, "the head's instance after ReleaseHold")
+	// A wake-up comes at once, not at a waiter's fallback timer.
+	e.wantWakeWithin(subA, time.Second, "the head's instance after ReleaseHold")
 	e.wantNoWake(subB, "the next ticket's instance after ReleaseHold")
 	e.grant(w1)
 	e.free(w1)
@@ -941,6 +945,35 @@ func holdsWakeSharedRun(e *env) {
 	e.free(s1)
 	e.wantWake(subs[2], "the exclusive ticket's instance after the last shared release")
 	e.wantNoWake(subs[3], "the shared ticket behind the exclusive one")
+}
+
+// holdsWakeSharedRunCapped: the run of shared tickets woken stops at
+// MaxHolders.
+func holdsWakeSharedRunCapped(e *env) {
+	n := e.name("rw")
+	a, b := newInstance(), newInstance()
+	subA, subB := e.waitSub(store.HoldLock, n, a), e.waitSub(store.HoldLock, n, b)
+	capped := func(owner string, ttl time.Duration) store.AcquireLock {
+		r := sharedReq(n, owner, ttl)
+		r.MaxHolders = 2
+		return r
+	}
+	h1, h2 := capped("h1", time.Minute), capped("h2", time.Minute)
+	e.grant(h1)
+	e.grant(h2)
+	s1, s2 := waiting(capped("s1", time.Hour), a), waiting(capped("s2", time.Hour), b)
+	e.try(s1)
+	e.try(s2)
+	drain(subA)
+	drain(subB)
+	e.free(h1) // room for one
+	e.wantWake(subA, "the first shared ticket's instance")
+	e.wantNoWake(subB, "the second shared ticket's instance, with room for one")
+	e.grant(s1)
+	e.refused("the second shared ticket at the cap", s2, refusal{holder: "h2", expire: base.Add(time.Minute), retryAt: base.Add(time.Minute), queued: true})
+	drain(subB)
+	e.free(h2)
+	e.wantWake(subB, "the second shared ticket's instance")
 }
 
 // holdsWakeSemaphore: a freed permit wakes the first ticket's instance

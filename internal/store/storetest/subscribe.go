@@ -48,6 +48,17 @@ func (e *env) wantWake(sub *store.Subscription, what string) {
 	}
 }
 
+// wantWakeWithin is wantWake with a tighter bound, for a case whose point
+// is that the wake-up comes at once.
+func (e *env) wantWakeWithin(sub *store.Subscription, within time.Duration, what string) {
+	e.Helper()
+	select {
+	case <-sub.C():
+	case <-time.After(within):
+		e.Errorf("%s: no wake-up within %v", what, within)
+	}
+}
+
 func (e *env) wantNoWake(sub *store.Subscription, what string) {
 	e.Helper()
 	select {
