@@ -301,7 +301,7 @@ type noCrossSlot struct {
 	labels                                     []string // owners, fingerprints, dedup IDs, results
 	sessions                                   []*crossSlotSession
 	f                                          *failures       // the operations' (jobs')
-	subs                                       [3]atomic.Int64 // subscriptions by kind: lock, idem, queue
+	subs                                       [5]atomic.Int64 // subscriptions by kind: lock, idem, queue, wait, election
 }
 
 // crossSlotSession is a session that holds locks.
@@ -358,6 +358,12 @@ func (x *noCrossSlot) slots(t *testing.T) {
 	var f failures
 	for _, n := range lockNames {
 		sameSlot(&f, "lock", n, append(st.keys.lock(n), st.keys.channel(store.LockTopic(n)))...)
+	}
+	for _, n := range lockNames {
+		for _, kind := range []store.HoldKind{store.HoldLock, store.HoldSemaphore, store.HoldElection} {
+			sameSlot(&f, string(kind), n, append(st.keys.hold(kind, n), st.keys.channel(store.WaitTopic(kind, n, "0123456789abcdef")))...)
+		}
+		sameSlot(&f, "election", n, st.keys.hold(store.HoldElection, n)[0], st.keys.channel(store.ElectionTopic(n)))
 	}
 	for _, n := range limitKeys {
 		var ks []string
@@ -447,6 +453,105 @@ func (x *noCrossSlot) lockJob(i int) {
 	s.mu.Lock()
 	s.kept = append(s.kept, name)
 	s.mu.Unlock()
+}
+
+// holdJob takes name 8i, as a semaphore and as an election, through every
+// Holds and Elections operation: grants, a waiting ticket and its
+// targeted wake-up, its refresh and leaving, the fence check, and an
+// election's terms, value, log and resignation.
+func (x *noCrossSlot) holdJob(i int) {
+	st, ctx, f, lockNames, subs := x.st, context.Background(), x.f, x.lockNames, &x.subs
+	i *= 8 // an eighth of the names, on sessions of their own: the lock sessions' leases must outlast the phase
+	name := lockNames[i]
+	s := &crossSlotSession{id: store.Scope(store.Namespace(name), token.New())}
+	if _, err := st.CreateSession(ctx, s.id, 10*time.Minute, 0, 0); !f.err("CreateSession", s.id, err) {
+		return
+	}
+	defer func() { _, _ = st.CloseSession(ctx, store.SessionRef{ID: s.id}) }()
+	const instance = "0123456789abcdef"
+	p1 := store.AcquireLock{Kind: store.HoldSemaphore, Name: name, Token: token.New(), Owner: "p1", TTL: time.Minute, Limit: 1}
+	g1, err := st.AcquireHold(ctx, p1)
+	if !f.err("AcquireHold(semaphore)", name, err) {
+		return
+	}
+	f.want(g1.Acquired && g1.Holders == 1 && g1.Limit == 1, "AcquireHold(semaphore)", name, "grant %+v, want acquired", g1)
+	ok, err := st.CheckFence(ctx, store.HoldSemaphore, name, g1.Fence)
+	if f.err("CheckFence", name, err) {
+		f.want(ok, "CheckFence", name, "fence %d not live", g1.Fence)
+	}
+	var sub *store.Subscription
+	if i%8 == 0 { // every one
+		sub, err = st.Subscribe(ctx, store.WaitTopic(store.HoldSemaphore, name, instance))
+		if f.err("Subscribe", "wait", err) {
+			subs[3].Add(1)
+		}
+	}
+	ticket := token.New()
+	p2 := store.AcquireLock{Kind: store.HoldSemaphore, Name: name, Token: token.New(), Owner: "p2", SessionID: s.id, Limit: 1,
+		Wait: &store.WaitTicket{Ticket: ticket, Instance: instance, Lease: time.Minute}}
+	g2, err := st.AcquireHold(ctx, p2)
+	if f.err("AcquireHold(semaphore, waiting)", name, err) {
+		f.want(!g2.Acquired && g2.Queued && g2.Holder == "p1", "AcquireHold(semaphore, waiting)", name, "grant %+v, want queued behind p1", g2)
+	}
+	gone, err := st.RefreshTickets(ctx, store.HoldSemaphore, name, []string{ticket, token.New()}, time.Minute)
+	if f.err("RefreshTickets", name, err) {
+		f.want(len(gone) == 1, "RefreshTickets", name, "gone %d, want 1", len(gone))
+	}
+	info, err := st.GetHolds(ctx, store.HoldSemaphore, name)
+	if f.err("GetHolds", name, err) {
+		f.want(len(info.Holders) == 1 && info.Waiters == 1 && info.Limit == 1, "GetHolds", name, "%+v", info)
+	}
+	ok, _, err = st.ReleaseHold(ctx, store.HoldSemaphore, name, p1.Token)
+	if f.err("ReleaseHold", name, err) {
+		f.want(ok, "ReleaseHold", name, "not released")
+	}
+	if sub != nil {
+		f.wake(sub, "wait")
+		sub.Close()
+	}
+	g2, err = st.AcquireHold(ctx, p2)
+	if f.err("AcquireHold(semaphore, woken)", name, err) {
+		f.want(g2.Acquired, "AcquireHold(semaphore, woken)", name, "grant %+v, want acquired", g2)
+	}
+	f.err("LeaveQueue", name, st.LeaveQueue(ctx, store.HoldSemaphore, name, ticket))
+	_, err = st.RenewHold(ctx, store.HoldSemaphore, name, p2.Token, time.Minute)
+	if !errors.Is(err, store.ErrLockSessionBound) {
+		f.err("RenewHold(session)", name, fmt.Errorf("want ErrLockSessionBound, got %w", err))
+	}
+	f.err("AbandonHold", name, st.AbandonHold(ctx, store.HoldSemaphore, name, p2.Token))
+
+	// The election of the same name.
+	if i%8 == 0 {
+		sub, err = st.Subscribe(ctx, store.ElectionTopic(name))
+		if f.err("Subscribe", "election", err) {
+			subs[4].Add(1)
+		}
+	} else {
+		sub = nil
+	}
+	c := store.Campaign{Name: name, Token: token.New(), SessionID: s.id, Value: []byte(name)}
+	won, err := st.Campaign(ctx, c)
+	if !f.err("Campaign", name, err) {
+		return
+	}
+	f.want(won.Elected, "Campaign", name, "%+v, want elected", won)
+	f.err("Proclaim", name, st.Proclaim(ctx, name, c.Token, []byte("v")))
+	l, err := st.Leader(ctx, name)
+	if f.err("Leader", name, err) {
+		f.want(l.HasLeader && string(l.Value) == "v" && l.Fence == won.Fence, "Leader", name, "%+v", l)
+	}
+	log, err := st.ElectionChanges(ctx, name, 0)
+	if f.err("ElectionChanges", name, err) {
+		f.want(len(log.Changes) == 2 && log.Current.Rev == 2, "ElectionChanges", name, "%+v", log)
+	}
+	ok, err = st.Resign(ctx, name, c.Token)
+	if f.err("Resign", name, err) {
+		f.want(ok, "Resign", name, "not resigned")
+	}
+	if sub != nil {
+		f.wake(sub, "election")
+		sub.Close()
+	}
 }
 
 // limitJob takes limiter key i through every algorithm: a peek, an
@@ -653,6 +758,9 @@ func (x *noCrossSlot) operations(t *testing.T) {
 	var jobs []job
 	for i := range perKind {
 		jobs = append(jobs, job{x.lockJob, i}, job{x.limitJob, i}, job{x.idemJob, i}, job{x.queueJob, i})
+		if i < perKind/8 {
+			jobs = append(jobs, job{x.holdJob, i})
+		}
 	}
 	for i := range bareSessions {
 		jobs = append(jobs, job{x.bareJob, i})
@@ -661,7 +769,8 @@ func (x *noCrossSlot) operations(t *testing.T) {
 	parallel(workers, len(jobs), func(i int) { jobs[i].run(jobs[i].i) })
 
 	elapsed := time.Since(begin)
-	t.Logf("subscriptions with their wake-up: %d lock, %d idem, %d queue topics", subs[0].Load(), subs[1].Load(), subs[2].Load())
+	t.Logf("subscriptions with their wake-up: %d lock, %d idem, %d queue, %d wait, %d election topics",
+		subs[0].Load(), subs[1].Load(), subs[2].Load(), subs[3].Load(), subs[4].Load())
 	t.Logf("%d names (+%d sessions) through every operation in %v on %d goroutines",
 		4*perKind, bareSessions+len(sessions), elapsed.Round(time.Millisecond), workers)
 	for i := range subs {
@@ -747,6 +856,8 @@ func (x *noCrossSlot) coverage(t *testing.T) {
 		return out
 	}
 	count("locks", keysOf(lockNames, func(n string) string { return st.keys.lock(n)[0] }))
+	count("semaphores", keysOf(lockNames, func(n string) string { return st.keys.hold(store.HoldSemaphore, n)[0] }))
+	count("elections", keysOf(lockNames, func(n string) string { return st.keys.hold(store.HoldElection, n)[0] }))
 	count("limits", keysOf(limitKeys, func(n string) string { return st.keys.limit(n, crossSlotLimits[0])[0] }))
 	count("idem", keysOf(idemKeys, st.keys.idem))
 	count("queues", keysOf(queueNames, func(n string) string { return st.keys.queue(n)[0] }))
