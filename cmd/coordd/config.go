@@ -58,7 +58,7 @@ type Config struct {
 	Memory struct {
 		SweepInterval time.Duration `mapstructure:"sweep_interval"`
 	} `mapstructure:"memory"`
-	Redis       RedisConfig    `mapstructure:"redis"`
+	Redis       RedisConfig      `mapstructure:"redis"`
 	Lock        lock.Config      `mapstructure:"lock"`
 	Semaphore   semaphore.Config `mapstructure:"semaphore"`
 	Election    election.Config  `mapstructure:"election"`

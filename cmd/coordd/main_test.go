@@ -420,9 +420,9 @@ func endToEndShutdown(t *testing.T, p *inProcess, conn *grpc.ClientConn, hc *htt
 
 }
 
-// TestGracefulShutdown checks that a session stream and a long-poll do not
-// hold up shutdown: the stream ends with UNAVAILABLE/SHUTTING_DOWN and the
-// Claim returns OK with nothing.
+// TestGracefulShutdown checks that a session stream, an election observer
+// and a long-poll do not hold up shutdown: the streams end with
+// UNAVAILABLE/SHUTTING_DOWN and the Claim returns OK with nothing.
 func TestGracefulShutdown(t *testing.T) {
 	const shutdownTimeout = 20 * time.Second
 	p := startInProcess(t, func(c *Config) { c.ShutdownTimeout = shutdownTimeout })
@@ -444,6 +444,14 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if _, err := stream.Recv(); err != nil {
 		t.Fatalf("KeepAlive Recv: %v", err)
+	}
+	// An election observer, another long stream.
+	observer, err := coordv1.NewElectionServiceClient(conn).Observe(ctx, &coordv1.ObserveRequest{Name: "e"})
+	if err != nil {
+		t.Fatalf("Observe: %v", err)
+	}
+	if _, err := observer.Recv(); err != nil {
+		t.Fatalf("Observe Recv: %v", err)
 	}
 
 	type claimResult struct {
@@ -506,6 +514,13 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if reason, domain := errorReason(err); reason != "SHUTTING_DOWN" || domain != "coordd" {
 		t.Errorf("KeepAlive stream's ErrorInfo = reason %q domain %q, want SHUTTING_DOWN in coordd", reason, domain)
+	}
+	_, err = observer.Recv()
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("Observe stream ended with %v, want UNAVAILABLE", err)
+	}
+	if reason, domain := errorReason(err); reason != "SHUTTING_DOWN" || domain != "coordd" {
+		t.Errorf("Observe stream's ErrorInfo = reason %q domain %q, want SHUTTING_DOWN in coordd", reason, domain)
 	}
 }
 

@@ -141,6 +141,26 @@ func TestAuthRefusesCallsWithoutValidKey(t *testing.T) {
 			_, _, err := h.openAs(t, c, "", time.Minute)
 			return err
 		}},
+		{"CheckFence", func(c context.Context) error {
+			_, err := h.locks.CheckFence(c, &coordv1.CheckFenceRequest{Name: "x", Fence: 1})
+			return err
+		}},
+		{"Acquire/wait", func(c context.Context) error {
+			_, err := h.semaphores.Acquire(c, &coordv1.AcquireRequest{Name: "x", Limit: 1, Ttl: dur(time.Minute), Wait: dur(5 * time.Second)})
+			return err
+		}},
+		{"Leader", func(c context.Context) error {
+			_, err := h.elections.Leader(c, &coordv1.LeaderRequest{Name: "x"})
+			return err
+		}},
+		{"Observe", func(c context.Context) error {
+			o, err := h.elections.Observe(c, &coordv1.ObserveRequest{Name: "x"})
+			if err != nil {
+				return err
+			}
+			_, err = o.Recv()
+			return err
+		}},
 	}
 	contexts := []struct {
 		name string
@@ -177,6 +197,11 @@ func TestAuthRefusesCallsWithoutValidKey(t *testing.T) {
 	}
 
 	// Nothing a refused call asked for happened, in any namespace.
+	for _, ns := range []string{server.DefaultNamespace, nsA, nsB} {
+		if s, err := h.st.GetHolds(ctx(t), store.HoldSemaphore, store.Scope(ns, "x")); err != nil || len(s.Holders) != 0 || s.Waiters != 0 {
+			t.Errorf("store semaphore %s:x = %+v, %v; want empty", ns, s, err)
+		}
+	}
 	for _, key := range []string{keyA, keyB} {
 		info, err := h.locks.GetLock(as(t, key), &coordv1.GetLockRequest{Name: "x"})
 		if err != nil || info.GetHeld() {

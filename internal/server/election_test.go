@@ -307,3 +307,48 @@ func TestAuthIsolatesElections(t *testing.T) {
 		t.Errorf("B: Leader(e) = %v, want b's term", l)
 	}
 }
+
+// TestLimitWaitersCountObservers: an Observe stream is a long wait: it
+// counts among its namespace's waiting calls (limits.max_waiters_*), and
+// gives its place back when it ends.
+func TestLimitWaitersCountObservers(t *testing.T) {
+	h := newHarness(t, withAuth(twoTenants(t)), withLimits(server.Limits{MaxWaitersPerNamespace: 1}))
+	oc, cancel := context.WithCancel(as(t, keyA))
+	obs, err := h.elections.Observe(oc, &coordv1.ObserveRequest{Name: "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Recv(); err != nil {
+		t.Fatalf("the first Observe: %v", err)
+	}
+	second, err := h.elections.Observe(as(t, keyA), &coordv1.ObserveRequest{Name: "other"})
+	if err == nil {
+		_, err = second.Recv()
+	}
+	wantStatus(t, err, codes.ResourceExhausted, "TOO_MANY_WAITERS")
+	_, err = h.locks.Lock(as(t, keyA), &coordv1.LockRequest{Name: "l", Ttl: dur(time.Minute), Wait: dur(time.Second)})
+	wantStatus(t, err, codes.ResourceExhausted, "TOO_MANY_WAITERS")
+	// Another namespace may still observe.
+	ob, err := h.elections.Observe(as(t, keyB), &coordv1.ObserveRequest{Name: "e"})
+	if err == nil {
+		_, err = ob.Recv()
+	}
+	if err != nil {
+		t.Fatalf("B's Observe while A's observer is open: %v", err)
+	}
+	cancel()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		c, stop := context.WithCancel(as(t, keyA))
+		o, err := h.elections.Observe(c, &coordv1.ObserveRequest{Name: "e"})
+		if err == nil {
+			_, err = o.Recv()
+		}
+		stop()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Observe 10s after A's observer ended: %v", err)
+		}
+	}
+}

@@ -62,6 +62,50 @@ func TestStoreUnavailable(t *testing.T) {
 			_, err := h.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "a"})
 			return err
 		}},
+		{"Lock/shared", "AcquireLock", func(ctx context.Context, h *harness) error {
+			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Shared: true})
+			return err
+		}},
+		{"CheckFence", "CheckFence", func(ctx context.Context, h *harness) error {
+			_, err := h.locks.CheckFence(ctx, &coordv1.CheckFenceRequest{Name: "a", Fence: 1})
+			return err
+		}},
+		{"Acquire", "AcquireHold", func(ctx context.Context, h *harness) error {
+			_, err := h.semaphores.Acquire(ctx, &coordv1.AcquireRequest{Name: "s", Limit: 2, Ttl: dur(time.Minute)})
+			return err
+		}},
+		{"Acquire/wait", "AcquireHold", func(ctx context.Context, h *harness) error {
+			_, err := h.semaphores.Acquire(ctx, &coordv1.AcquireRequest{Name: "s", Limit: 2, Ttl: dur(time.Minute), Wait: dur(time.Second)})
+			return err
+		}},
+		{"SemaphoreService.Renew", "RenewHold", func(ctx context.Context, h *harness) error {
+			_, err := h.semaphores.Renew(ctx, &coordv1.SemaphoreServiceRenewRequest{Name: "s", Token: token.New(), Ttl: dur(time.Minute)})
+			return err
+		}},
+		{"SemaphoreService.Release", "ReleaseHold", func(ctx context.Context, h *harness) error {
+			_, err := h.semaphores.Release(ctx, &coordv1.SemaphoreServiceReleaseRequest{Name: "s", Token: token.New()})
+			return err
+		}},
+		{"GetSemaphore", "GetHolds", func(ctx context.Context, h *harness) error {
+			_, err := h.semaphores.GetSemaphore(ctx, &coordv1.GetSemaphoreRequest{Name: "s"})
+			return err
+		}},
+		{"Campaign", "Campaign", func(ctx context.Context, h *harness) error {
+			_, err := h.elections.Campaign(ctx, &coordv1.CampaignRequest{Name: "e", Value: []byte("v"), SessionId: token.New()})
+			return err
+		}},
+		{"Proclaim", "Proclaim", func(ctx context.Context, h *harness) error {
+			_, err := h.elections.Proclaim(ctx, &coordv1.ProclaimRequest{Name: "e", Token: token.New(), Value: []byte("v")})
+			return err
+		}},
+		{"Resign", "Resign", func(ctx context.Context, h *harness) error {
+			_, err := h.elections.Resign(ctx, &coordv1.ResignRequest{Name: "e", Token: token.New()})
+			return err
+		}},
+		{"Leader", "Leader", func(ctx context.Context, h *harness) error {
+			_, err := h.elections.Leader(ctx, &coordv1.LeaderRequest{Name: "e"})
+			return err
+		}},
 		{"Allow/inline", "Allow", func(ctx context.Context, h *harness) error {
 			_, err := h.limits.Allow(ctx, &coordv1.AllowRequest{Key: "k", Limit: fixedWindow})
 			return err
@@ -168,6 +212,43 @@ func TestLockUncertainGrantIsReleased(t *testing.T) {
 	}
 	if g := h.lock(t, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute)}); !g.GetAcquired() {
 		t.Fatalf("Lock after the fault = %v, want acquired", g)
+	}
+}
+
+// TestAcquireUncertainGrantIsReleased: an Acquire whose permit was granted
+// but whose answer was lost answers UNAVAILABLE and leaves the permit free.
+func TestAcquireUncertainGrantIsReleased(t *testing.T) {
+	var f *storetest.Faulty
+	h := newHarness(t, withFaulty(&f))
+	f.FailAfter("AcquireHold")
+	_, err := h.semaphores.Acquire(ctx(t), &coordv1.AcquireRequest{Name: "s", Limit: 1, Owner: "me", Ttl: dur(time.Minute)})
+	wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+	f.Clear()
+	if g := h.getSemaphore(t, ctx(t), "s"); len(g.GetHolders()) != 0 {
+		t.Fatalf("GetSemaphore after the uncertain Acquire = %v, want no holder", g)
+	}
+	if g := h.acquire(t, ctx(t), &coordv1.AcquireRequest{Name: "s", Limit: 1, Ttl: dur(time.Minute)}); !g.GetAcquired() {
+		t.Fatalf("Acquire after the fault = %v, want acquired", g)
+	}
+}
+
+// TestCampaignUncertainTermIsEnded: a Campaign whose term began but whose
+// answer was lost answers UNAVAILABLE, and the term is ended, so that
+// another candidate is elected.
+func TestCampaignUncertainTermIsEnded(t *testing.T) {
+	var f *storetest.Faulty
+	h := newHarness(t, withFaulty(&f))
+	_, s1 := h.openSession(t, "", 30*time.Second)
+	_, s2 := h.openSession(t, "", 30*time.Second)
+	f.FailAfter("Campaign")
+	_, err := h.elections.Campaign(ctx(t), &coordv1.CampaignRequest{Name: "e", Value: []byte("1"), SessionId: s1.GetSessionId()})
+	wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
+	f.Clear()
+	if l := h.leader(t, ctx(t), "e"); l.GetHasLeader() {
+		t.Fatalf("Leader after the uncertain Campaign = %v, want none", l)
+	}
+	if c := h.campaign(t, ctx(t), &coordv1.CampaignRequest{Name: "e", Value: []byte("2"), SessionId: s2.GetSessionId()}); !c.GetElected() {
+		t.Fatalf("Campaign after the fault = %v, want elected", c)
 	}
 }
 

@@ -105,9 +105,14 @@ type ElectionServiceClient interface {
 	// its lease ends, by the store's clock (as "no leader", or the next
 	// leader).
 	//
-	// The stream ends with UNAVAILABLE reason SHUTTING_DOWN when the coordd
-	// instance drains (open a new one, on another instance if need be: rev
-	// tells where it was), and when the client cancels it.
+	// The stream runs until the client cancels it. It ends with UNAVAILABLE
+	// reason SHUTTING_DOWN when the coordd instance drains, and with
+	// UNAVAILABLE reason STORE_UNAVAILABLE when the store fails: open a new
+	// one (on another instance if need be); its first response is the state
+	// then, and rev tells how many changes came in between. An Observe
+	// stream counts among its namespace's waiting calls
+	// (limits.max_waiters_per_namespace; over it, RESOURCE_EXHAUSTED reason
+	// TOO_MANY_WAITERS).
 	Observe(ctx context.Context, in *ObserveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ObserveResponse], error)
 }
 
@@ -252,9 +257,14 @@ type ElectionServiceServer interface {
 	// its lease ends, by the store's clock (as "no leader", or the next
 	// leader).
 	//
-	// The stream ends with UNAVAILABLE reason SHUTTING_DOWN when the coordd
-	// instance drains (open a new one, on another instance if need be: rev
-	// tells where it was), and when the client cancels it.
+	// The stream runs until the client cancels it. It ends with UNAVAILABLE
+	// reason SHUTTING_DOWN when the coordd instance drains, and with
+	// UNAVAILABLE reason STORE_UNAVAILABLE when the store fails: open a new
+	// one (on another instance if need be); its first response is the state
+	// then, and rev tells how many changes came in between. An Observe
+	// stream counts among its namespace's waiting calls
+	// (limits.max_waiters_per_namespace; over it, RESOURCE_EXHAUSTED reason
+	// TOO_MANY_WAITERS).
 	Observe(*ObserveRequest, grpc.ServerStreamingServer[ObserveResponse]) error
 	mustEmbedUnimplementedElectionServiceServer()
 }
