@@ -198,6 +198,13 @@ func (s *Service) Observe(ctx context.Context, ns, name string, send func(c stor
 			return ctx.Err()
 		}
 		log, err := s.st.ElectionChanges(ctx, scoped, after)
+		if err == nil && log.Current.Rev < after {
+			// An election idle for long (no leader, no candidate) is
+			// forgotten by the store, and its revisions start again from 1:
+			// every change in its log is new to this stream.
+			after = 0
+			log, err = s.st.ElectionChanges(ctx, scoped, after)
+		}
 		if err != nil {
 			return err
 		}

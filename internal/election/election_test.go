@@ -304,3 +304,48 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveAfterTheElectionWasForgotten: an election idle long enough
+// (no leader, no candidate) is forgotten by the store and its revisions
+// start again from 1; an observer that was there before still gets the
+// changes that come after.
+func TestObserveAfterTheElectionWasForgotten(t *testing.T) {
+	c := clock.NewFake(time.Unix(1_800_000_000, 0))
+	mem := memory.New(memory.Options{Clock: c, SweepInterval: 5 * time.Millisecond})
+	drain := make(chan struct{})
+	queues := waiter.NewQueues(mem, mem, drain)
+	svc := election.New(mem, queues, c, election.DefaultConfig(), drain)
+	h := &harness{svc: svc, mem: mem, clock: c, drain: drain}
+	t.Cleanup(func() { close(drain); queues.Close(); svc.Wait(); _ = mem.Close() })
+	for _, v := range []string{"a", "b"} {
+		id := h.session(t, time.Minute)
+		g, err := svc.Campaign(t.Context(), election.CampaignRequest{NS: ns, Name: "e", SessionID: id, Value: []byte(v)})
+		if err != nil || !g.Elected {
+			t.Fatal(g, err)
+		}
+		if _, err := svc.Resign(t.Context(), ns, "e", g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, _ := h.observe(t, ctx, "e", nil)
+	if first := next(t, ch); first.c.Rev != 4 || first.c.Leader.HasLeader {
+		t.Fatalf("first: %+v; want revision 4, no leader", first)
+	}
+	c.Advance(48 * time.Hour)
+	deadline := time.Now().Add(5 * time.Second)
+	for mem.Len() > 0 { // the sweep forgets the idle election
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle election is still there (Len %d)", mem.Len())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	id := h.session(t, time.Minute)
+	if g, err := svc.Campaign(t.Context(), election.CampaignRequest{NS: ns, Name: "e", SessionID: id, Value: []byte("c")}); err != nil || !g.Elected {
+		t.Fatal(g, err)
+	}
+	if s := next(t, ch); !s.c.Leader.HasLeader || string(s.c.Leader.Value) != "c" || s.c.Rev != 1 {
+		t.Fatalf("after the restart: %+v; want leader c at revision 1", s)
+	}
+}
