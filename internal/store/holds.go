@@ -128,7 +128,9 @@ var (
 // changes, so that observers on every instance see every change, in order.
 // A leadership that ended without a store call (its session expired) is
 // logged as "no leader" by the first call on the election after its end,
-// before anything else.
+// before anything else. An election with no leader and no ticket is
+// forgotten after a while (memory: an hour after its last change; Redis: a
+// day), and its revisions then start again from 1.
 type Elections interface {
 	// Campaign makes req.SessionID the leader with req.Value if the election
 	// has no leader and no ticket ahead (waiting as in Holds, kind
