@@ -12,8 +12,11 @@
 // with github.com/anishathalye/porcupine against a sequential model of a lock:
 //
 //   - Lock on a free lock grants it, with a new token and a fence greater
-//     than every fence issued before for the name; on a held lock it is not
-//     acquired and names the holder's owner label.
+//     than every fence issued before for the name, unless tickets of
+//     waiting Lock calls are ahead of it (waiters are served in arrival
+//     order; the model does not see the queue): it is then not acquired
+//     and names no holder. On a held lock it is not acquired and names the
+//     holder's owner label.
 //   - Renew succeeds, reporting the lock's fence, if and only if its token
 //     holds the lock; otherwise LOCK_NOT_HELD.
 //   - Release frees the lock and answers released=true if and only if its

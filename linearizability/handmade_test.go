@@ -135,8 +135,13 @@ func handMadeGrants() []handMadeCase {
 			lock(0, 0, 10, acquired("A", 5)).
 			release(0, 20, 30, "A", released(true)).
 			lock(1, 40, 50, acquired("B", 4)), porcupine.Illegal},
-		{"not acquired when free", new(handMade).
+		{"not acquired when free, naming a holder", new(handMade).
 			lock(0, 0, 10, notAcquired("c9")), porcupine.Illegal},
+		{"not acquired when free, naming none: tickets waited ahead", new(handMade).
+			lock(0, 0, 10, notAcquired("")), porcupine.Ok},
+		{"naming no holder while held", new(handMade).
+			lock(0, 0, 10, acquired("A", 5)).
+			lock(1, 20, 30, notAcquired("")), porcupine.Illegal},
 		{"the wrong holder named", new(handMade).
 			lock(0, 0, 10, acquired("A", 5)).
 			lock(1, 20, 30, notAcquired("c2")), porcupine.Illegal},

@@ -132,7 +132,17 @@ func (v variant) step1(s state, in input, out output) []state {
 			}
 			return []state{{Held: true, Token: out.Token, Owner: in.Owner, Fence: out.Fence, Last: out.Fence}}
 		}
-		if !s.Held || out.Holder != s.Owner {
+		if !s.Held {
+			// Free, yet refused: only tickets waiting ahead of the request
+			// can do that (waiters are served in arrival order; a waiting
+			// Lock's ticket lives from its first try to its grant or its
+			// give-up), and such a refusal names no holder.
+			if out.Holder != "" {
+				return nil
+			}
+			return []state{s}
+		}
+		if out.Holder != s.Owner {
 			return nil
 		}
 		return []state{s}
