@@ -72,14 +72,17 @@ func (s *Service) Campaign(ctx context.Context, r CampaignRequest) (store.Campai
 		Value: r.Value, MaxSessionLocks: s.cfg.MaxSessionLocks,
 	}
 	var c store.Campaigned
-	err := s.queues.Wait(ctx, store.HoldElection, req.Name, r.Wait, func(ctx context.Context, t *store.WaitTicket) (bool, time.Time, error) {
+	err := s.queues.Wait(ctx, store.HoldElection, req.Name, r.Wait, func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
 		req.Wait = t
 		var err error
 		c, err = s.st.Campaign(ctx, req)
 		if err != nil {
-			return false, time.Time{}, err
+			return waiter.Result{}, err
 		}
-		return c.Elected || c.AlreadyLeader, lock.LocalTime(s.clk, c.RetryAt), nil
+		// A leader leaves no room: the next campaign waits for its term's
+		// end, and the store wakes this instance then.
+		done := c.Elected || c.AlreadyLeader
+		return waiter.Result{Done: done, Full: done, RetryAt: lock.LocalTime(s.clk, c.RetryAt)}, nil
 	})
 	if err != nil {
 		if lock.Uncertain(err) {

@@ -124,7 +124,7 @@ func Uncertain(err error) bool {
 }
 
 // LocalTime turns a time of the store's clock (clk tells it) into the local
-// clock's, for waiter.TryFunc's retryAt; zero stays zero.
+// clock's, for waiter.Result's RetryAt; zero stays zero.
 func LocalTime(clk clock.Clock, t time.Time) time.Time {
 	if t.IsZero() {
 		return t

@@ -174,15 +174,15 @@ type AcquireFunc func(ctx context.Context, req store.AcquireLock) (store.LockGra
 // whatever it may have granted through cleanUps. contended: not granted at
 // the first try.
 func Acquire(ctx context.Context, acquire AcquireFunc, queues *waiter.Queues, clk clock.Clock, cleanUps *CleanUps, req store.AcquireLock, wait time.Duration) (g store.LockGrant, contended bool, err error) {
-	err = queues.Wait(ctx, req.Kind, req.Name, wait, func(ctx context.Context, t *store.WaitTicket) (bool, time.Time, error) {
+	err = queues.Wait(ctx, req.Kind, req.Name, wait, func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
 		req.Wait = t
 		var err error
 		g, err = acquire(ctx, req)
 		if err != nil {
-			return false, time.Time{}, err
+			return waiter.Result{}, err
 		}
 		contended = contended || !g.Acquired
-		return g.Acquired, LocalTime(clk, g.RetryAt), nil
+		return waiter.Result{Done: g.Acquired, Full: Full(req, g), RetryAt: LocalTime(clk, g.RetryAt)}, nil
 	})
 	if err != nil {
 		if Uncertain(err) {
@@ -192,6 +192,23 @@ func Acquire(ctx context.Context, acquire AcquireFunc, queues *waiter.Queues, cl
 		return store.LockGrant{}, false, err
 	}
 	return g, contended, nil
+}
+
+// Full reports whether grant g of req left no room for another holder of
+// req's name (waiter.Result.Full): an exclusive lock, a shared lock at its
+// MaxHolders, a semaphore whose permits are all held. A session's existing
+// grant (AlreadyHeld) changed nothing, so it does not say.
+func Full(req store.AcquireLock, g store.LockGrant) bool {
+	if !g.Acquired || g.AlreadyHeld {
+		return false
+	}
+	switch req.Kind {
+	case store.HoldLock:
+		return !req.Shared || (req.MaxHolders > 0 && g.Holders >= req.MaxHolders)
+	case store.HoldSemaphore:
+		return g.Limit > 0 && g.Holders >= g.Limit
+	}
+	return false
 }
 
 // Wait returns when every background clean-up has ended (they end when the

@@ -404,6 +404,7 @@ func TestLockWaitersInArrivalOrder(t *testing.T) {
 	const n = 8
 	order := make(chan int, n)
 	errs := make(chan error, n)
+	before := h.faulty.Calls("AcquireLock")
 	for i := range n {
 		go func() {
 			g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "w", TTL: time.Minute, Wait: 30 * time.Second})
@@ -430,6 +431,12 @@ func TestLockWaitersInArrivalOrder(t *testing.T) {
 			t.Errorf("grant %d went to waiter %d", i, got)
 		}
 	}
+	// An exclusive grant is Full (waiter.Result): no try after it that
+	// cannot succeed, so a waiter costs its first try and its grant (the
+	// slack: a fallback round, if the test is slowed down by a second).
+	if tries := h.faulty.Calls("AcquireLock") - before; tries > 2*n+2 {
+		t.Errorf("%d AcquireLock calls for %d waiters, want at most %d", tries, n, 2*n+2)
+	}
 	// A waiter that gives up leaves no ticket behind.
 	holder, _ = h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Minute})
 	if g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Minute, Wait: 20 * time.Millisecond}); err != nil || g.Acquired {
@@ -439,6 +446,29 @@ func TestLockWaitersInArrivalOrder(t *testing.T) {
 		t.Errorf("%d tickets after the waiter gave up, want 0", w)
 	}
 	_ = holder
+}
+
+// TestFull: which grants leave no room for the next waiter.
+func TestFull(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  store.AcquireLock
+		g    store.LockGrant
+		want bool
+	}{
+		{"exclusive lock", store.AcquireLock{Kind: store.HoldLock}, store.LockGrant{Acquired: true, Holders: 1}, true},
+		{"shared lock", store.AcquireLock{Kind: store.HoldLock, Shared: true, MaxHolders: 3}, store.LockGrant{Acquired: true, Holders: 2}, false},
+		{"shared lock, uncapped", store.AcquireLock{Kind: store.HoldLock, Shared: true}, store.LockGrant{Acquired: true, Holders: 5}, false},
+		{"shared lock at its cap", store.AcquireLock{Kind: store.HoldLock, Shared: true, MaxHolders: 3}, store.LockGrant{Acquired: true, Holders: 3}, true},
+		{"semaphore with permits left", store.AcquireLock{Kind: store.HoldSemaphore, Limit: 4}, store.LockGrant{Acquired: true, Holders: 3, Limit: 4}, false},
+		{"semaphore's last permit", store.AcquireLock{Kind: store.HoldSemaphore, Limit: 4}, store.LockGrant{Acquired: true, Holders: 4, Limit: 4}, true},
+		{"not acquired", store.AcquireLock{Kind: store.HoldLock}, store.LockGrant{Queued: true, Holders: 1}, false},
+		{"already held", store.AcquireLock{Kind: store.HoldLock}, store.LockGrant{Acquired: true, AlreadyHeld: true, Holders: 1}, false},
+	} {
+		if got := lock.Full(tc.req, tc.g); got != tc.want {
+			t.Errorf("%s: Full = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestCheckFence(t *testing.T) {

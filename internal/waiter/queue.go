@@ -15,12 +15,17 @@ package waiter
 // fresh ticket goes to the back of the queue).
 //
 // The agent tries a waiter when it is new (its first try) or its ticket was
-// found gone, and in rounds: on a wake-up of the topic, or at the earliest
+// found gone, and in rounds: on a wake-up of the topic, at the earliest
 // retry time the store gave (a blocking holder's deadline, a lock-delay's
-// end). A round gives the waiters a try each, in order, and stops at the
-// first one not granted: the store grants in ticket order, so the ones
+// end), or when no round has been made for FallbackRound (a wake-up may have
+// been lost). A round gives the waiters a try each, in order, and stops at
+// the first one not granted: the store grants in ticket order, so the ones
 // behind it would not be granted either, and the store work per grant stays
-// constant however many wait.
+// constant however many wait. It also stops after a grant that left no room
+// for the next waiter (Result.Full: an exclusive lock, a leadership, a
+// semaphore's last permit): that waiter's try could not succeed, and the
+// store wakes this instance when its ticket can be granted. So a hand-off
+// costs one try, the grant, and no try that is bound to fail.
 //
 // Giving up (the wait passed, the caller's context ended, a drain, Close)
 // takes the waiter out of the list under the mutex. If its try is in flight
@@ -65,11 +70,28 @@ type Queues struct {
 }
 
 // TryFunc makes one store attempt with the caller's ticket (nil: a single
-// try without waiting, nothing may be queued). done ends the wait; otherwise
-// retryAt, if not zero, is the local time (time.Now's clock, not the
-// store's: the caller converts the store's RetryAt) at which the state may
-// change by itself; zero: only a wake-up can let the request in.
-type TryFunc func(ctx context.Context, t *store.WaitTicket) (done bool, retryAt time.Time, err error)
+// try without waiting, nothing may be queued).
+type TryFunc func(ctx context.Context, t *store.WaitTicket) (Result, error)
+
+// Result is what a try found. Its zero value is "not granted, only a
+// wake-up can let it in".
+type Result struct {
+	// Done ends the wait (granted).
+	Done bool
+	// Full, with Done: the grant left no room for the next waiter of the
+	// name (an exclusive lock, a leadership, a semaphore whose permits are
+	// all held now), so the round stops there instead of making a try that
+	// cannot succeed; the store wakes this instance when the next ticket
+	// can be granted. False (the grant may have left room: a shared lock, a
+	// semaphore with permits left, or not known) is always safe: the next
+	// waiter is tried.
+	Full bool
+	// RetryAt, when not Done and not zero, is the local time (time.Now's
+	// clock, not the store's: the caller converts the store's RetryAt) at
+	// which the state may change by itself; zero: only a wake-up can let the
+	// request in.
+	RetryAt time.Time
+}
 
 // NewQueues returns the waiting coordinator of this instance, with a fresh
 // random instance ID. Waits end early when drain is closed.
@@ -93,6 +115,15 @@ const maxRefresh = 1000
 
 // giveUpTimeout bounds the LeaveQueue of a waiter that gave up.
 const giveUpTimeout = time.Second
+
+// FallbackRound is how long an agent with waiters goes without a round
+// before it makes one anyway: wake-ups are hints (store.Subscriber), and a
+// lost one must not leave a waiter that could be granted waiting until it
+// gives up. Any round (a wake-up's, a retry time's) puts it off, so it costs
+// one try a second, and only while nothing else happened on the name for a
+// second. Without a subscription the agent rounds every PollWithoutWakeups
+// instead (the same length).
+const FallbackRound = time.Second
 
 // minRetry keeps a retry time that is already past (the store's clock a
 // little behind ours) from turning into a busy loop.
@@ -154,7 +185,7 @@ var errClosed = errors.New("waiter: queues closed")
 // clean-up). After Close, Wait tries once without waiting.
 func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name string, wait time.Duration, try TryFunc) error {
 	if wait <= 0 || isClosed(q.drain) {
-		_, _, err := try(ctx, nil)
+		_, err := try(ctx, nil)
 		return err
 	}
 	deadline := time.NewTimer(wait)
@@ -162,7 +193,7 @@ func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name string, wai
 	w := &waiting{ctx: ctx, try: try, pending: true, fresh: true, out: make(chan outcome, 1)}
 	a, err := q.join(agentKey{kind, name}, w)
 	if err != nil {
-		_, _, err := try(ctx, nil)
+		_, err := try(ctx, nil)
 		return err
 	}
 	select {
@@ -197,10 +228,10 @@ func (o outcome) repanic() {
 }
 
 // call runs w's try, catching a panic.
-func (w *waiting) call(t *store.WaitTicket) (done bool, retryAt time.Time, panicked any, err error) {
+func (w *waiting) call(t *store.WaitTicket) (r Result, panicked any, err error) {
 	defer func() { panicked = recover() }()
-	done, retryAt, err = w.try(w.ctx, t)
-	return done, retryAt, nil, err
+	r, err = w.try(w.ctx, t)
+	return r, nil, err
 }
 
 func isClosed(c <-chan struct{}) bool {
@@ -291,12 +322,12 @@ func (a *agent) run() {
 		a.cancel()
 	}()
 	var wake <-chan struct{} // nil without a subscription: never ready
-	poll := time.Duration(0)
+	idle := FallbackRound    // the longest time without a round
 	if s, err := q.sub.Subscribe(a.ctx, store.WaitTopic(a.key.kind, a.key.name, q.instance)); err == nil {
 		defer s.Close()
 		wake = s.C()
 	} else {
-		poll = PollWithoutWakeups
+		idle = PollWithoutWakeups
 	}
 	refresh := time.NewTicker(store.WaitRefresh)
 	defer refresh.Stop()
@@ -304,14 +335,14 @@ func (a *agent) run() {
 	timer.Stop()
 	defer timer.Stop()
 	round := false
-	lastRound := time.Now() // for the polling without wake-ups
+	lastRound := time.Now() // for the fallback round
 	for {
 		if round {
 			lastRound = time.Now()
 		}
 		a.pass(round)
 		round = false
-		if next, ok := a.nextRetry(poll, lastRound); ok {
+		if next, ok := a.nextRetry(idle, lastRound); ok {
 			timer.Reset(max(time.Until(next), minRetry))
 		}
 		select {
@@ -368,26 +399,27 @@ func (a *agent) pass(round bool) {
 		w.tries++
 		q.mu.Unlock()
 
-		done, retryAt, panicked, err := w.call(t)
+		r, panicked, err := w.call(t)
 
 		q.mu.Lock()
 		w.trying = false
-		w.retryAt = retryAt
-		if done || err != nil || w.gaveUp || panicked != nil {
+		w.retryAt = r.RetryAt
+		if r.Done || err != nil || w.gaveUp || panicked != nil {
 			a.removeLocked(w)
-			w.out <- outcome{done: done, err: err, panicked: panicked}
+			w.out <- outcome{done: r.Done, err: err, panicked: panicked}
 		}
 		q.mu.Unlock()
-		if inRound && !done && err == nil {
+		if inRound && err == nil && (!r.Done || r.Full) {
+			// Not granted: nobody behind is. Granted, full: the next one
+			// would not be; the store wakes us when it can be.
 			round = false
 		}
 	}
 }
 
 // nextRetry is when the next round is due by time: the earliest retry time
-// of the queued waiters, or poll after the last round if that is sooner
-// (poll > 0).
-func (a *agent) nextRetry(poll time.Duration, lastRound time.Time) (time.Time, bool) {
+// of the queued waiters, or idle after the last round if that is sooner.
+func (a *agent) nextRetry(idle time.Duration, lastRound time.Time) (time.Time, bool) {
 	q := a.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -397,8 +429,8 @@ func (a *agent) nextRetry(poll time.Duration, lastRound time.Time) (time.Time, b
 			next = w.retryAt
 		}
 	}
-	if poll > 0 && len(a.waiters) > 0 {
-		if p := lastRound.Add(poll); next.IsZero() || p.Before(next) {
+	if len(a.waiters) > 0 {
+		if p := lastRound.Add(idle); next.IsZero() || p.Before(next) {
 			next = p
 		}
 	}

@@ -39,19 +39,37 @@ func newQHarness(t *testing.T) *qharness {
 }
 
 // acquire is a TryFunc that asks the store for an exclusive lock with tok,
-// recording the grant in *g.
+// recording the grant in *g. A grant is Full: nobody else fits beside it.
 func (h *qharness) acquire(name, tok string, g *store.LockGrant) waiter.TryFunc {
-	return func(ctx context.Context, t *store.WaitTicket) (bool, time.Time, error) {
+	return h.acquireHold(store.AcquireLock{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Hour}, g)
+}
+
+// acquireHold is a TryFunc that makes req with the waiter's ticket,
+// recording the grant in *g; a grant is Full when it leaves no room (an
+// exclusive lock; a semaphore's last permit).
+func (h *qharness) acquireHold(req store.AcquireLock, g *store.LockGrant) waiter.TryFunc {
+	return func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
+		req.Wait = t
 		var err error
-		*g, err = h.faulty.AcquireHold(ctx, store.AcquireLock{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Hour, Wait: t})
+		*g, err = h.faulty.AcquireHold(ctx, req)
 		if err != nil {
-			return false, time.Time{}, err
+			return waiter.Result{}, err
 		}
 		var at time.Time
 		if !g.RetryAt.IsZero() {
 			at = time.Now().Add(g.RetryAt.Sub(h.clock.Now()))
 		}
-		return g.Acquired, at, nil
+		full := g.Acquired && (req.Kind == store.HoldLock && !req.Shared || req.Kind == store.HoldSemaphore && g.Holders >= g.Limit)
+		return waiter.Result{Done: g.Acquired, Full: full, RetryAt: at}, nil
+	}
+}
+
+// notFull is try, except that it never tells that a grant left no room.
+func notFull(try waiter.TryFunc) waiter.TryFunc {
+	return func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
+		r, err := try(ctx, t)
+		r.Full = false
+		return r, err
 	}
 }
 
@@ -89,75 +107,219 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // TestQueuesFIFOWithoutHerd: 64 waiters on one name are granted in their
 // arrival order, and the store calls per grant do not grow with their
 // number: each release lets one in with one wake-up and costs a grant and
-// at most one try that is not granted (the next waiter's).
+// at most one try that is not granted (the next waiter's). With tries that
+// tell a grant of the exclusive lock is Full, not even that one: a waiter
+// costs its first try (queued) and its grant, plus a small constant in all.
 func TestQueuesFIFOWithoutHerd(t *testing.T) {
 	for _, n := range []int{4, 64} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			h := newQHarness(t)
-			const name = "ns:a"
-			holder := h.hold(t, name)
-			order := make(chan int, n)
-			errs := make(chan error, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				before := h.faulty.Calls("AcquireHold")
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					tok := token.New()
-					var g store.LockGrant
-					if err := h.q.Wait(t.Context(), store.HoldLock, name, long, h.acquire(name, tok, &g)); err != nil || !g.Acquired {
-						errs <- fmt.Errorf("waiter %d: %+v, %v", i, g, err)
-						return
-					}
-					order <- i
-					if ok, _, err := h.faulty.ReleaseHold(context.Background(), store.HoldLock, name, tok); err != nil || !ok {
-						errs <- fmt.Errorf("waiter %d's release: %v, %v", i, ok, err)
-					}
-				}()
-				// The next waiter arrives after this one's ticket is queued.
-				eventually(t, "the waiter's first try", func() bool { return h.faulty.Calls("AcquireHold") > before })
+		for _, full := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%d/full=%v", n, full), func(t *testing.T) {
+				testFIFOWithoutHerd(t, n, full)
+			})
+		}
+	}
+}
+
+func testFIFOWithoutHerd(t *testing.T, n int, full bool) {
+	h := newQHarness(t)
+	const name = "ns:a"
+	holder := h.hold(t, name)
+	order := make(chan int, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	start := h.faulty.CallCounts()
+	for i := range n {
+		before := h.faulty.Calls("AcquireHold")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := token.New()
+			var g store.LockGrant
+			try := h.acquire(name, tok, &g)
+			if !full {
+				try = notFull(try)
 			}
-			if w := h.waiters(t, name); w != n {
-				t.Fatalf("%d tickets queued, want %d", w, n)
+			if err := h.q.Wait(t.Context(), store.HoldLock, name, long, try); err != nil || !g.Acquired {
+				errs <- fmt.Errorf("waiter %d: %+v, %v", i, g, err)
+				return
 			}
-			before := h.faulty.CallCounts()
-			if ok, _, err := h.faulty.ReleaseHold(t.Context(), store.HoldLock, name, holder); err != nil || !ok {
-				t.Fatalf("holder's release: %v, %v", ok, err)
+			order <- i
+			if ok, _, err := h.faulty.ReleaseHold(context.Background(), store.HoldLock, name, tok); err != nil || !ok {
+				errs <- fmt.Errorf("waiter %d's release: %v, %v", i, ok, err)
 			}
-			wg.Wait()
-			close(order)
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			want := 0
-			for i := range order {
-				if i != want {
-					t.Errorf("grant %d went to waiter %d: not arrival order", want, i)
+		}()
+		// The next waiter arrives after this one's ticket is queued.
+		eventually(t, "the waiter's first try", func() bool { return h.faulty.Calls("AcquireHold") > before })
+	}
+	if w := h.waiters(t, name); w != n {
+		t.Fatalf("%d tickets queued, want %d", w, n)
+	}
+	before := h.faulty.CallCounts()
+	if ok, _, err := h.faulty.ReleaseHold(t.Context(), store.HoldLock, name, holder); err != nil || !ok {
+		t.Fatalf("holder's release: %v, %v", ok, err)
+	}
+	wg.Wait()
+	close(order)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	want := 0
+	for i := range order {
+		if i != want {
+			t.Errorf("grant %d went to waiter %d: not arrival order", want, i)
+		}
+		want = i + 1
+	}
+	after := h.faulty.CallCounts()
+	acq := after["AcquireHold"] - before["AcquireHold"]
+	rel := after["ReleaseHold"] - before["ReleaseHold"]
+	t.Logf("%d grants: %v", n, h.faulty.CallsSince(before))
+	// Every round is one wake-up (one per release: n+1) and ends at
+	// its first try that is not granted, so n grants take at most
+	// n + (n+1) tries, however many wait: constant per grant.
+	if acq > 2*n+1 {
+		t.Errorf("%d AcquireHold calls for %d grants, want at most %d (a herd?)", acq, n, 2*n+1)
+	}
+	// A round stops after a Full grant: the n rounds make n tries,
+	// all granted, and each waiter costs 2 tries in all (its first,
+	// queued, and its grant); the slack is for a fallback round if
+	// the test is slowed down by a second.
+	if all := after["AcquireHold"] - start["AcquireHold"]; full && all > 2*n+fifoSlack {
+		t.Errorf("%d AcquireHold calls in all for %d grants, want at most %d (2 per grant + %d): a try after a Full grant?", all, n, 2*n+fifoSlack, fifoSlack)
+	}
+	if rel != n+1 {
+		t.Errorf("%d ReleaseHold calls, want %d", rel, n+1)
+	}
+	if m := after["LeaveQueue"] - before["LeaveQueue"]; m != 0 {
+		t.Errorf("%d LeaveQueue calls, want 0: nobody gave up", m)
+	}
+	if w := h.waiters(t, name); w != 0 {
+		t.Errorf("%d tickets left in the queue", w)
+	}
+}
+
+// fifoSlack is the tries TestQueuesFIFOWithoutHerd allows beyond 2 per
+// grant.
+const fifoSlack = 2
+
+// TestQueuesSemaphoreGrantsPerRound: a round goes on after a grant that
+// left room (a semaphore with permits left) and stops after the one that
+// took the last permit: four permits freed at once are four grants in one
+// round (one wake-up), in arrival order, and no try that cannot succeed.
+func TestQueuesSemaphoreGrantsPerRound(t *testing.T) {
+	h := newQHarness(t)
+	var hub store.Hub // the test's wake-ups only: the store's go elsewhere
+	q := waiter.NewQueues(h.faulty, &hubSub{hub: &hub}, nil)
+	defer q.Close()
+	const name, limit, n = "ns:s", 4, 8
+	req := func() store.AcquireLock {
+		return store.AcquireLock{Kind: store.HoldSemaphore, Name: name, Token: token.New(), TTL: time.Hour, Limit: limit}
+	}
+	var holders []string
+	for range limit {
+		r := req()
+		if g, err := h.mem.AcquireHold(t.Context(), r); err != nil || !g.Acquired {
+			t.Fatalf("AcquireHold: %+v, %v", g, err)
+		}
+		holders = append(holders, r.Token)
+	}
+	start := time.Now()          // the agent's start: its first fallback round is due FallbackRound later
+	granted := make(chan int, n) // in the order of the grants: the tries never overlap
+	for i := range n {
+		before := h.faulty.Calls("AcquireHold")
+		go func() {
+			var g store.LockGrant
+			try := h.acquireHold(req(), &g)
+			_ = q.Wait(t.Context(), store.HoldSemaphore, name, long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+				r, err := try(ctx, tk)
+				if r.Done {
+					granted <- i
 				}
-				want = i + 1
+				return r, err
+			})
+		}()
+		eventually(t, "the waiter's first try", func() bool { return h.faulty.Calls("AcquireHold") > before })
+	}
+	before := h.faulty.Calls("AcquireHold")
+	for _, tok := range holders {
+		if ok, _, err := h.mem.ReleaseHold(t.Context(), store.HoldSemaphore, name, tok); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	hub.Notify(store.WaitTopic(store.HoldSemaphore, name, q.Instance()))
+	for want := range limit {
+		select {
+		case i := <-granted:
+			if i != want {
+				t.Errorf("permit %d went to waiter %d: not arrival order", want, i)
 			}
-			after := h.faulty.CallCounts()
-			acq := after["AcquireHold"] - before["AcquireHold"]
-			rel := after["ReleaseHold"] - before["ReleaseHold"]
-			t.Logf("%d grants: %v", n, h.faulty.CallsSince(before))
-			// Every round is one wake-up (one per release: n+1) and ends at
-			// its first try that is not granted, so n grants take at most
-			// n + (n+1) tries, however many wait: constant per grant.
-			if acq > 2*n+1 {
-				t.Errorf("%d AcquireHold calls for %d grants, want at most %d (a herd?)", acq, n, 2*n+1)
+		case <-time.After(prompt):
+			t.Fatalf("%d permits granted within %v, want %d", want, prompt, limit)
+		}
+	}
+	if took := time.Since(start); took >= waiter.FallbackRound {
+		// Then a fallback round may have made some of the grants.
+		t.Fatalf("the grants took %v: not the one round of the wake-up?", took)
+	}
+	// A newcomer's first try comes after the agent's round has ended.
+	in := make(chan struct{})
+	go func() {
+		_ = q.Wait(t.Context(), store.HoldSemaphore, name, long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+			select {
+			case in <- struct{}{}:
+			default:
 			}
-			if rel != n+1 {
-				t.Errorf("%d ReleaseHold calls, want %d", rel, n+1)
-			}
-			if m := after["LeaveQueue"] - before["LeaveQueue"]; m != 0 {
-				t.Errorf("%d LeaveQueue calls, want 0: nobody gave up", m)
-			}
-			if w := h.waiters(t, name); w != 0 {
-				t.Errorf("%d tickets left in the queue", w)
-			}
+			return waiter.Result{}, nil
 		})
+	}()
+	<-in
+	if tries := h.faulty.Calls("AcquireHold") - before; tries != limit {
+		t.Errorf("%d tries for %d permits freed at once, want %d: one round, stopping at the last permit", tries, limit, limit)
+	}
+	select {
+	case i := <-granted:
+		t.Errorf("waiter %d granted beyond the limit", i)
+	default:
+	}
+}
+
+// TestQueuesLostWakeUp: a waiter whose wake-up is lost (its subscription
+// works but never delivers) and that has no retry time is still granted,
+// by the fallback round about FallbackRound after the release, not at the
+// end of its wait; and while it waits, the fallback costs at most a try a
+// FallbackRound.
+func TestQueuesLostWakeUp(t *testing.T) {
+	h := newQHarness(t)
+	var hub store.Hub // nobody notifies it: every wake-up is lost
+	q := waiter.NewQueues(h.faulty, &hubSub{hub: &hub}, nil)
+	defer q.Close()
+	const name = "ns:a"
+	holder := h.hold(t, name) // its lease (an hour) gives no retry time to speak of
+	var g store.LockGrant
+	done := make(chan error, 1)
+	begin := time.Now()
+	go func() { done <- q.Wait(t.Context(), store.HoldLock, name, long, h.acquire(name, token.New(), &g)) }()
+	eventually(t, "queued", func() bool { return h.waiters(t, name) == 1 })
+	time.Sleep(waiter.FallbackRound / 2)
+	if ok, _, err := h.mem.ReleaseHold(t.Context(), store.HoldLock, name, holder); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	released := time.Now()
+	select {
+	case err := <-done:
+		if err != nil || !g.Acquired {
+			t.Fatalf("Wait = %v, %+v; want granted", err, g)
+		}
+	case <-time.After(prompt):
+		t.Fatalf("not granted within %v of the release: stranded by the lost wake-up", prompt)
+	}
+	if took := time.Since(released); took > 2*waiter.FallbackRound {
+		t.Errorf("granted %v after the release, want within about FallbackRound (%v)", took, waiter.FallbackRound)
+	}
+	// The first try, then a fallback round a FallbackRound at most.
+	if tries, most := h.faulty.Calls("AcquireHold"), 2+int(time.Since(begin)/waiter.FallbackRound); tries > most {
+		t.Errorf("%d tries in %v, want at most %d: fallback rounds more often than every %v", tries, time.Since(begin), most, waiter.FallbackRound)
 	}
 }
 
@@ -167,12 +329,12 @@ func TestQueuesWaitZeroTriesOnceWithoutTicket(t *testing.T) {
 	h := newQHarness(t)
 	h.faulty.Fail("Subscribe") // shows that no subscription is made
 	var n atomic.Int32
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", 0, func(_ context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", 0, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 		n.Add(1)
 		if tk != nil {
 			t.Errorf("ticket %+v with wait 0, want none", tk)
 		}
-		return false, time.Time{}, nil
+		return waiter.Result{}, nil
 	})
 	if err != nil || n.Load() != 1 {
 		t.Fatalf("Wait = %v after %d tries, want nil after 1", err, n.Load())
@@ -194,11 +356,11 @@ func TestQueuesTicket(t *testing.T) {
 	}
 	var tickets []store.WaitTicket
 	var mu sync.Mutex
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		tickets = append(tickets, *tk)
-		return len(tickets) == 3, time.Now().Add(time.Millisecond), nil
+		return waiter.Result{Done: len(tickets) == 3, RetryAt: time.Now().Add(time.Millisecond)}, nil
 	})
 	if err != nil || len(tickets) != 3 {
 		t.Fatalf("Wait = %v after %d tries, want nil after 3", err, len(tickets))
@@ -219,11 +381,11 @@ func TestQueuesRetryAt(t *testing.T) {
 	h := newQHarness(t)
 	var n atomic.Int32
 	start := time.Now()
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 		if n.Add(1) == 1 {
-			return false, time.Now().Add(30 * time.Millisecond), nil
+			return waiter.Result{RetryAt: time.Now().Add(30 * time.Millisecond)}, nil
 		}
-		return true, time.Time{}, nil
+		return waiter.Result{Done: true}, nil
 	})
 	if err != nil || n.Load() != 2 {
 		t.Fatalf("Wait = %v after %d tries, want nil after 2", err, n.Load())
@@ -244,10 +406,10 @@ func TestQueuesWakeUp(t *testing.T) {
 	var n atomic.Int32
 	done := make(chan error, 1)
 	go func() {
-		done <- q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+		done <- q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 			i := int(n.Add(1))
 			tries <- i
-			return i == 2, time.Time{}, nil
+			return waiter.Result{Done: i == 2}, nil
 		})
 	}()
 	<-tries
@@ -340,13 +502,13 @@ func TestQueuesGrantDuringGiveUp(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				done <- h.q.Wait(ctx, store.HoldLock, "ns:a", wait, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+				done <- h.q.Wait(ctx, store.HoldLock, "ns:a", wait, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 					if n.Add(1) == 1 {
-						return false, time.Now().Add(10 * time.Millisecond), nil
+						return waiter.Result{RetryAt: time.Now().Add(10 * time.Millisecond)}, nil
 					}
 					close(in)
 					<-release // the grant is made, its answer still on the way
-					return true, time.Time{}, nil
+					return waiter.Result{Done: true}, nil
 				})
 			}()
 			<-in
@@ -390,7 +552,7 @@ func TestQueuesTriesNeverOverlap(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var n int
-			err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+			err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 				r := running.Add(1)
 				defer running.Add(-1)
 				for {
@@ -401,7 +563,7 @@ func TestQueuesTriesNeverOverlap(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 				n++
-				return n == 3, time.Now().Add(time.Millisecond), nil
+				return waiter.Result{Done: n == 3, RetryAt: time.Now().Add(time.Millisecond)}, nil
 			})
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
@@ -419,8 +581,8 @@ func TestQueuesTriesNeverOverlap(t *testing.T) {
 func TestQueuesTryError(t *testing.T) {
 	h := newQHarness(t)
 	errTry := errors.New("try failed")
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
-		return false, time.Time{}, errTry
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+		return waiter.Result{}, errTry
 	})
 	if !errors.Is(err, errTry) {
 		t.Errorf("err = %v, want %v", err, errTry)
@@ -437,9 +599,9 @@ func TestQueuesSubscribeFails(t *testing.T) {
 	var g store.LockGrant
 	acquire := h.acquire("ns:a", token.New(), &g) // queued: refreshes keep the ticket
 	start := time.Now()
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(ctx context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 		if n.Add(1) == 2 {
-			return true, time.Time{}, nil
+			return waiter.Result{Done: true}, nil
 		}
 		return acquire(ctx, tk)
 	})
@@ -509,7 +671,7 @@ func TestQueuesLapsedTicketRequeues(t *testing.T) {
 	go func() {
 		var g store.LockGrant
 		acquire := h.acquire(name, token.New(), &g)
-		done <- h.q.Wait(t.Context(), store.HoldLock, name, long, func(ctx context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+		done <- h.q.Wait(t.Context(), store.HoldLock, name, long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 			mu.Lock()
 			tickets = append(tickets, tk.Ticket)
 			mu.Unlock()
@@ -548,8 +710,8 @@ func TestQueuesCloseEndsEverything(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = h.q.Wait(t.Context(), store.HoldLock, fmt.Sprintf("ns:%d", i%3), long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
-				return false, time.Time{}, nil
+			_ = h.q.Wait(t.Context(), store.HoldLock, fmt.Sprintf("ns:%d", i%3), long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+				return waiter.Result{}, nil
 			})
 		}()
 	}
@@ -557,12 +719,12 @@ func TestQueuesCloseEndsEverything(t *testing.T) {
 	h.q.Close()
 	wg.Wait()
 	var n int
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (bool, time.Time, error) {
+	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 		n++
 		if tk != nil {
 			t.Errorf("ticket after Close")
 		}
-		return false, time.Time{}, nil
+		return waiter.Result{}, nil
 	})
 	if err != nil || n != 1 {
 		t.Errorf("Wait after Close = %v after %d tries, want nil after 1", err, n)
@@ -576,15 +738,15 @@ func TestQueuesTryPanics(t *testing.T) {
 	got := make(chan any, 1)
 	go func() {
 		defer func() { got <- recover() }()
-		_ = h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
+		_ = h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 			panic("store exploded")
 		})
 	}()
 	if p := <-got; p != "store exploded" {
 		t.Fatalf("recovered %v, want the try's panic", p)
 	}
-	if err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (bool, time.Time, error) {
-		return true, time.Time{}, nil
+	if err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+		return waiter.Result{Done: true}, nil
 	}); err != nil {
 		t.Fatalf("Wait after a panic: %v", err)
 	}
