@@ -468,6 +468,12 @@ func (o *op) acquire(h *holdSet, req grantReq) (granted, error) {
 		if sess := o.s.sessions[req.SessionID]; sess != nil {
 			if b, ok := sess.holds[h.key]; ok {
 				if x := h.holders[b.token]; x != nil && x.live(now) {
+					if req.Wait != nil { // its ticket, if queued, leaves: it is answered
+						if t := h.tickets[req.Wait.Ticket]; t != nil {
+							h.removeTicket(t)
+							h.dirty = true
+						}
+					}
 					return granted{ok: true, already: true, x: x, holders: h.liveHolders(now), limit: h.semLimit(now)}, nil
 				}
 			}

@@ -54,6 +54,7 @@ func holdTests() []test {
 		{"SessionPermits", holdsSessionPermits},
 		{"SessionPermitMaxHold", holdsSessionPermitMaxHold},
 		{"SessionAlreadyHolds", holdsSessionAlreadyHolds},
+		{"AlreadyHeldLeavesTheQueue", holdsAlreadyHeldLeavesTheQueue},
 		{"SessionCapCountsEveryKind", holdsSessionCapCountsEveryKind},
 		{"SessionClose", holdsSessionClose},
 		{"SessionAbandon", holdsSessionAbandon},
@@ -1472,6 +1473,33 @@ func holdsSessionAlreadyHolds(e *env) {
 	eq(e, "permits", len(e.holds(store.HoldSemaphore, p).Holders), 1)
 	// A lock and a permit of one name are two holds.
 	e.grant(inSession(exclusiveReq(p, "alice", 0), id))
+}
+
+// holdsAlreadyHeldLeavesTheQueue: a session's waiting request whose answer
+// is its own existing grant (AlreadyHeld) takes its ticket out of the
+// queue, so that it blocks nobody after.
+func holdsAlreadyHeldLeavesTheQueue(e *env) {
+	id := e.session(time.Minute)
+	n := e.name("again")
+	a := newInstance()
+	h := exclusiveReq(n, "h", time.Minute)
+	e.grant(h)
+	t1 := waiting(inSession(exclusiveReq(n, "s", 0), id), a)
+	t2 := waiting(inSession(exclusiveReq(n, "s", 0), id), a)
+	x := waiting(exclusiveReq(n, "x", time.Minute), a)
+	for _, r := range []store.AcquireLock{t1, t2, x} {
+		if g := e.try(r); g.Acquired || !g.Queued {
+			e.Fatalf("%s: %+v; want queued", r.Owner, g)
+		}
+	}
+	e.free(h)
+	g1 := e.grant(t1)
+	if g := e.try(t2); !g.AlreadyHeld || g.Fence != g1.Fence {
+		e.Fatalf("the session's second waiting request = %+v; want its grant (fence %d), already held", g, g1.Fence)
+	}
+	eq(e, "Waiters after the already-held answer", e.waiters(store.HoldLock, n), 1)
+	e.free(t1)
+	e.grant(x)
 }
 
 // holdsSessionCapCountsEveryKind: MaxSessionLocks counts locks, shared
