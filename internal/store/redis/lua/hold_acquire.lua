@@ -37,7 +37,14 @@ end
 if ses ~= '' then
   local t = redis.call('HGET', KEYS[4], ses)
   local r = t and holder(t)
-  if r and r.dl > now then return leave({ALREADY_HELD, t, r.fence, r.dl, now}) end
+  if r and r.dl > now then
+    -- Answered: a ticket this request queued leaves (it would block others).
+    if ticket ~= '' and redis.call('ZSCORE', KEYS[5], ticket) then
+      dropTicket(ticket)
+      cleaned, wrote = true, true
+    end
+    return leave({ALREADY_HELD, t, r.fence, r.dl, now})
+  end
 end
 if kind == 'semaphore' then
   local lim = meta('lim')
