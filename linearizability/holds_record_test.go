@@ -53,11 +53,11 @@ type holdsWorkload struct {
 }
 
 func sharedWorkload(length time.Duration) holdsWorkload {
-	return holdsWorkload{kind: store.HoldLock, clients: 12, names: []string{"rw-a", "rw-b", "rw-c"}, maxHolders: 3, length: length}
+	return holdsWorkload{kind: store.HoldLock, clients: 12, names: []string{"rw-a", "rw-b", "rw-c", "rw-d", "rw-e", "rw-f"}, maxHolders: 3, length: length}
 }
 
 func semaphoreWorkload(length time.Duration) holdsWorkload {
-	return holdsWorkload{kind: store.HoldSemaphore, clients: 12, names: []string{"sem-a", "sem-b", "sem-c"}, limit: 3, length: length}
+	return holdsWorkload{kind: store.HoldSemaphore, clients: 12, names: []string{"sem-a", "sem-b", "sem-c", "sem-d", "sem-e", "sem-f"}, limit: 3, length: length}
 }
 
 func (w holdsWorkload) covering(maxLength time.Duration) holdsWorkload {
