@@ -37,9 +37,9 @@ one it accepted: leadership is a lease.
 
 A lost leadership ends the command as a lost lock does (see 'coordctl help
 lock'): SIGTERM, then SIGKILL after --grace, and exit 70, when coordd reports
-the session expired, the election (which coordctl observes) shows another
-leader or none, or no heartbeat is answered within --ttl. Signals are passed
-on to CMD as by lock.
+the session expired or the leadership lost, the election (which coordctl
+observes) shows another leader or none, or no heartbeat is answered within
+--ttl. Signals are passed on to CMD as by lock.
 
 Exit status: CMD's (128+N if signal N killed it); 75 if another leads;
 70 if the leadership was lost; 127 if CMD was not found, 126 if it could not
@@ -93,7 +93,7 @@ func (c *electCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error
 	}
 	client := coordv1.NewElectionServiceClient(conn)
 	j := &holdJob{
-		what: "election", name: c.name, ttl: c.ttl, wait: c.wait, maxWait: c.maxWait, grace: c.grace,
+		what: "election", kind: coordv1.HoldKind_HOLD_KIND_ELECTION, name: c.name, ttl: c.ttl, wait: c.wait, maxWait: c.maxWait, grace: c.grace,
 		argv: c.argv, env: []string{"COORDD_ELECTION_NAME=" + c.name},
 		try: func(ctx context.Context, sessionID string, wait time.Duration) (*attempt, error) {
 			resp, err := client.Campaign(ctx, &coordv1.CampaignRequest{

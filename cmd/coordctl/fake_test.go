@@ -35,6 +35,7 @@ type fakeCoordd struct {
 	acquire  func(*coordv1.AcquireRequest) (*coordv1.AcquireResponse, error)
 	campaign func(*coordv1.CampaignRequest) (*coordv1.CampaignResponse, error)
 	resigned bool                          // Resign's answer
+	lost     []*coordv1.LostLock           // every heartbeat's lost_locks
 	observe  chan *coordv1.ObserveResponse // what Observe streams (nil: Unimplemented)
 
 	mu   sync.Mutex
@@ -52,7 +53,7 @@ func (f *fakeCoordd) set(change func(*fakeCoordd)) {
 func (f *fakeCoordd) get() *fakeCoordd {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &fakeCoordd{lock: f.lock, acquire: f.acquire, campaign: f.campaign, resigned: f.resigned, observe: f.observe}
+	return &fakeCoordd{lock: f.lock, acquire: f.acquire, campaign: f.campaign, resigned: f.resigned, observe: f.observe, lost: f.lost}
 }
 
 func (f *fakeCoordd) record(m proto.Message) {
@@ -103,7 +104,7 @@ func (f fakeSessionService) KeepAlive(s coordv1.SessionService_KeepAliveServer) 
 		if err != nil {
 			return err
 		}
-		if err := s.Send(&coordv1.KeepAliveResponse{SessionId: "s1", Ttl: req.GetTtl()}); err != nil {
+		if err := s.Send(&coordv1.KeepAliveResponse{SessionId: "s1", Ttl: req.GetTtl(), LostLocks: f.get().lost}); err != nil {
 			return err
 		}
 	}
@@ -369,4 +370,67 @@ func TestFakeElectLeadershipLost(t *testing.T) {
 	f.set(func(f *fakeCoordd) { f.observe, f.resigned = nil, false })
 	r = c.run("elect", "sched", "--", "true")
 	want(t, r, exitLeaseLost, "", "Resign answered resigned=false")
+}
+
+// TestFakeLostPermit: coordd's report of a lost permit of lock --limit's
+// semaphore ends its command as a lost lock does; reports of other holds
+// (a lock of the same name, another semaphore) do not, and lock (without
+// --limit) and elect react to their own kind only.
+func TestFakeLostPermit(t *testing.T) {
+	t.Parallel()
+	f := &fakeCoordd{
+		lock: func(*coordv1.LockRequest) (*coordv1.LockResponse, error) {
+			return &coordv1.LockResponse{Acquired: true, Token: "lt", Fence: 3}, nil
+		},
+		acquire: func(*coordv1.AcquireRequest) (*coordv1.AcquireResponse, error) {
+			return &coordv1.AcquireResponse{Acquired: true, Token: "at", Fence: 4, Holders: 1, Limit: 2}, nil
+		},
+		campaign: func(*coordv1.CampaignRequest) (*coordv1.CampaignResponse, error) {
+			return &coordv1.CampaignResponse{Elected: true, Token: "ct", Fence: 5}, nil
+		},
+		resigned: true,
+	}
+	lost := func(kind coordv1.HoldKind, name string, fence uint64) *coordv1.LostLock {
+		return &coordv1.LostLock{Kind: kind, Name: name, Fence: fence, Reason: coordv1.LockLossReason_LOCK_LOSS_REASON_MAX_HOLD}
+	}
+	others := []*coordv1.LostLock{
+		lost(coordv1.HoldKind_HOLD_KIND_LOCK, "pool", 3),
+		lost(coordv1.HoldKind_HOLD_KIND_UNSPECIFIED, "pool", 3), // a lock, from an older coordd
+		lost(coordv1.HoldKind_HOLD_KIND_SEMAPHORE, "other", 7),
+		lost(coordv1.HoldKind_HOLD_KIND_ELECTION, "pool", 8),
+	}
+	f.set(func(f *fakeCoordd) { f.lost = others })
+	c := serveFake(t, f)
+	p := c.start("lock", "--limit", "2", "--ttl", "300ms", "--grace", "200ms", "pool", "--", "sh", "-c", holdScript)
+	waitFile(t, filepath.Join(c.dir, "fence"), 10*time.Second)
+	time.Sleep(500 * time.Millisecond) // heartbeats every 100ms, each with the others' reports
+	if !p.running() {
+		t.Fatalf("lock --limit ended on reports of other holds: %v", p.wait(0))
+	}
+	f.set(func(f *fakeCoordd) { f.lost = append(others, lost(coordv1.HoldKind_HOLD_KIND_SEMAPHORE, "pool", 4)) })
+	want(t, p.wait(10*time.Second), exitLeaseLost, "",
+		`semaphore "pool" lost: coordd reports semaphore "pool" (fence 4): it reached its max hold; terminating the command`)
+
+	// lock: a semaphore's or an election's loss of its name is not its own;
+	// a lock's is, with or without a kind.
+	f.set(func(f *fakeCoordd) {
+		f.lost = []*coordv1.LostLock{lost(coordv1.HoldKind_HOLD_KIND_SEMAPHORE, "job", 4), lost(coordv1.HoldKind_HOLD_KIND_ELECTION, "job", 5)}
+	})
+	want(t, c.run("lock", "--ttl", "300ms", "job", "--", "sleep", "0.5"), 0, "", "")
+	for _, kind := range []coordv1.HoldKind{coordv1.HoldKind_HOLD_KIND_LOCK, coordv1.HoldKind_HOLD_KIND_UNSPECIFIED} {
+		f.set(func(f *fakeCoordd) { f.lost = []*coordv1.LostLock{lost(kind, "job", 3)} })
+		want(t, c.run("lock", "--ttl", "300ms", "--grace", "200ms", "job", "--", "sleep", "5"), exitLeaseLost, "",
+			`lock "job" lost: coordd reports lock "job" (fence 3): it reached its max hold`)
+	}
+
+	// elect: only a leadership's loss of its name.
+	f.set(func(f *fakeCoordd) {
+		f.lost = []*coordv1.LostLock{lost(coordv1.HoldKind_HOLD_KIND_LOCK, "sched", 3), lost(coordv1.HoldKind_HOLD_KIND_SEMAPHORE, "sched", 4)}
+	})
+	want(t, c.run("elect", "--ttl", "300ms", "sched", "--", "sleep", "0.5"), 0, "", "")
+	f.set(func(f *fakeCoordd) {
+		f.lost = []*coordv1.LostLock{lost(coordv1.HoldKind_HOLD_KIND_ELECTION, "sched", 5)}
+	})
+	want(t, c.run("elect", "--ttl", "300ms", "--grace", "200ms", "sched", "--", "sleep", "5"), exitLeaseLost, "",
+		`election "sched" lost: coordd reports election "sched" (fence 5): it reached its max hold`)
 }

@@ -33,7 +33,8 @@ const defaultMaxWait = time.Minute
 
 // holdJob is one run of a command under a hold.
 type holdJob struct {
-	what    string // "lock", "semaphore", "election": names the hold in messages
+	what    string           // "lock", "semaphore", "election": names the hold in messages
+	kind    coordv1.HoldKind // the kind of its loss reports on the session's stream
 	name    string
 	ttl     time.Duration
 	wait    time.Duration // in all; 0: one attempt
@@ -83,7 +84,7 @@ func (j *holdJob) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 	}
 	defer signal.Stop(sigs)
 
-	sess, err := startSession(ctx, coordv1.NewSessionServiceClient(conn), j.ttl, a.opts.timeout)
+	sess, err := startSession(ctx, coordv1.NewSessionServiceClient(conn), holdRef{j.kind, j.name}, j.ttl, a.opts.timeout)
 	if err != nil {
 		return &rpcError{j.what + ": opening a session", err}
 	}

@@ -46,7 +46,8 @@ safe, because the lock is a lease.
 
 A lost lease ends the command. coordctl sends CMD SIGTERM, then SIGKILL
 after --grace, and exits 70, when while CMD runs:
-  - coordd reports the session expired or the lock lost;
+  - coordd reports the session expired or the lock (with --limit: this
+    semaphore's permit) lost;
   - --max-hold has passed since the lock was granted;
   - no heartbeat has been answered within --ttl of being sent: the stream
     broke and could not be resumed in time, or coordd stopped answering.
@@ -139,11 +140,11 @@ func (c *lockCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 		owner = defaultOwner()
 	}
 	j := &holdJob{
-		what: "lock", name: c.name, ttl: c.ttl, wait: c.wait, maxWait: c.maxWait, maxHold: c.maxHold, grace: c.grace,
+		what: "lock", kind: coordv1.HoldKind_HOLD_KIND_LOCK, name: c.name, ttl: c.ttl, wait: c.wait, maxWait: c.maxWait, maxHold: c.maxHold, grace: c.grace,
 		argv: c.argv, env: []string{"COORDD_LOCK_NAME=" + c.name},
 	}
 	if c.limit > 0 {
-		j.what = "semaphore"
+		j.what, j.kind = "semaphore", coordv1.HoldKind_HOLD_KIND_SEMAPHORE
 		j.try = c.trySemaphore(conn, owner)
 	} else {
 		j.try = c.tryLock(conn, owner)

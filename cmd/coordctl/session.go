@@ -1,7 +1,8 @@
 package main
 
-// A session held by `coordctl lock`: a KeepAlive stream of heartbeats that
-// keeps the session, and the lock bound to it, alive.
+// A session held by `coordctl lock` or `elect`: a KeepAlive stream of
+// heartbeats that keeps the session, and the hold bound to it (a lock, a
+// semaphore permit or a leadership), alive.
 //
 // Concurrency: one goroutine (keep) owns the session's state and its stream:
 // it alone sends heartbeats, half-closes, and replaces a broken stream. Each
@@ -38,9 +39,39 @@ const (
 	maxBackoff = time.Second
 )
 
+// holdRef names the one hold a session is for. coordd reports on the
+// stream the losses of every hold of the session: only those of this kind
+// and name are this hold's.
+type holdRef struct {
+	kind coordv1.HoldKind
+	name string
+}
+
+// lost reports whether l is a loss of h. A coordd from before
+// LostLock.kind reported locks only, with no kind.
+func (h holdRef) lost(l *coordv1.LostLock) bool {
+	kind := l.GetKind()
+	if kind == coordv1.HoldKind_HOLD_KIND_UNSPECIFIED {
+		kind = coordv1.HoldKind_HOLD_KIND_LOCK
+	}
+	return kind == h.kind && l.GetName() == h.name
+}
+
+// kindName names a hold kind in messages, as the commands do.
+func kindName(k coordv1.HoldKind) string {
+	switch k {
+	case coordv1.HoldKind_HOLD_KIND_SEMAPHORE:
+		return "semaphore"
+	case coordv1.HoldKind_HOLD_KIND_ELECTION:
+		return "election"
+	}
+	return "lock"
+}
+
 // session is a live KeepAlive session.
 type session struct {
 	client  coordv1.SessionServiceClient
+	hold    holdRef // the hold whose loss reports end the lease
 	ttl     time.Duration
 	timeout time.Duration // the limit of one attempt to open or resume the stream
 	base    context.Context
@@ -78,14 +109,14 @@ type recvResult struct {
 // long.
 var errOpenTimeout = errors.New("timed out")
 
-// startSession opens a new session with ttl and keeps it alive with a
-// heartbeat every ttl/3 until Close. The session outlives ctx's cancellation
+// startSession opens a new session with ttl, for hold, and keeps it alive
+// with a heartbeat every ttl/3 until Close. The session outlives ctx's cancellation
 // (a signal must not break the stream and leave the lock held until its TTL):
 // only Close ends it. timeout bounds the opening and each resumption.
-func startSession(ctx context.Context, client coordv1.SessionServiceClient, ttl, timeout time.Duration) (*session, error) {
+func startSession(ctx context.Context, client coordv1.SessionServiceClient, hold holdRef, ttl, timeout time.Duration) (*session, error) {
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &session{
-		client: client, ttl: ttl, timeout: timeout, base: base, cancel: cancel,
+		client: client, hold: hold, ttl: ttl, timeout: timeout, base: base, cancel: cancel,
 		lost: make(chan struct{}), closing: make(chan closeRequest), done: make(chan struct{}),
 	}
 	conn, resp, sent, err := s.open(timeout)
@@ -103,7 +134,7 @@ func startSession(ctx context.Context, client coordv1.SessionServiceClient, ttl,
 func (s *session) ID() string { return s.id }
 
 // Lost is closed when the lease is lost: the session expired or was ended
-// by coordd, coordd reported its lock lost, or no heartbeat was answered
+// by coordd, coordd reported its hold lost, or no heartbeat was answered
 // within the TTL. Err says why.
 func (s *session) Lost() <-chan struct{} { return s.lost }
 
@@ -288,15 +319,18 @@ func (s *session) keep() {
 	}
 }
 
-// handle applies a response: a loss it reports, or the lease it extends. sent
+// handle applies a response: a loss of the session's hold it reports, or
+// the lease it extends (reports of other holds are not about this one). sent
 // is when the heartbeat it answers was sent; zero if it answers none (coordd
 // reports an expiry unasked), which extends nothing.
 func (s *session) handle(resp *coordv1.KeepAliveResponse, sent time.Time) {
-	if len(resp.GetLostLocks()) > 0 {
-		var parts []string
-		for _, l := range resp.GetLostLocks() {
-			parts = append(parts, fmt.Sprintf("lock %q (fence %d): %s", l.GetName(), l.GetFence(), lossReason(l.GetReason())))
+	var parts []string
+	for _, l := range resp.GetLostLocks() {
+		if s.hold.lost(l) {
+			parts = append(parts, fmt.Sprintf("%s %q (fence %d): %s", kindName(s.hold.kind), l.GetName(), l.GetFence(), lossReason(l.GetReason())))
 		}
+	}
+	if len(parts) > 0 {
 		s.fail(errors.New("coordd reports " + strings.Join(parts, "; ")))
 		return
 	}

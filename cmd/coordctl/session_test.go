@@ -112,7 +112,7 @@ const testTTL = 300 * time.Millisecond
 
 func mustStart(t *testing.T, client coordv1.SessionServiceClient) *session {
 	t.Helper()
-	s, err := startSession(context.Background(), client, testTTL, 2*time.Second)
+	s, err := startSession(context.Background(), client, holdRef{coordv1.HoldKind_HOLD_KIND_LOCK, "job"}, testTTL, 2*time.Second)
 	if err != nil {
 		t.Fatalf("startSession: %v", err)
 	}

@@ -28,6 +28,7 @@ type Metrics struct {
 	locksContended prometheus.Counter
 	locksReleased  prometheus.Counter
 	locksLost      *prometheus.CounterVec // by reason
+	holdsLost      *prometheus.CounterVec // by kind, reason
 	locksExpired   prometheus.Counter
 	lockWait       prometheus.Histogram
 	lockHold       prometheus.Histogram
@@ -59,6 +60,7 @@ var (
 		"election":  {"exclusive"},
 	}
 	electionEvents = []string{"elected", "resigned", "lost"}
+	lossReasons    = []string{"max_hold", "session_expired", "gone"}
 )
 
 // New registers the metrics on reg.
@@ -70,6 +72,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		locksReleased:  f.counter("locks_released_total", "Locks released by their holder (Release, or the end of their session)."),
 		locksLost: f.counterVec("locks_lost_total", "Session-bound locks reported lost to their session, by reason.",
 			"reason"),
+		holdsLost: f.counterVec("holds_lost_total",
+			"Session-bound holds reported lost to their session, by kind (lock, semaphore, election) and reason (max_hold, session_expired, gone). Locks are also in coordd_locks_lost_total, leaderships in coordd_elections_total{event=\"lost\"}.",
+			"kind", "reason"),
 		locksExpired: f.counter("locks_expired_total", "Renewals refused because the lease had already run out."),
 		lockWait: f.histogram("lock_wait_seconds", "Time a granted Lock call took, waiting included.",
 			prometheus.ExponentialBuckets(0.0005, 4, 10)),
@@ -121,6 +126,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.holdWaits.WithLabelValues(kind)
 		m.holdWait.WithLabelValues(kind)
 		m.holdersAtGrant.WithLabelValues(kind)
+		for _, r := range lossReasons {
+			m.holdsLost.WithLabelValues(kind, r)
+		}
 	}
 	for _, e := range electionEvents {
 		m.elections.WithLabelValues(e)
@@ -202,6 +210,15 @@ func (m *Metrics) LockExpired() {
 func (m *Metrics) LockLost(reason string) {
 	if m != nil {
 		m.locksLost.WithLabelValues(reason).Inc()
+	}
+}
+
+// HoldLost counts a session's lost hold of kind (lock, semaphore,
+// election); reason is max_hold, session_expired or gone. A lost lock is
+// counted by LockLost too, a lost leadership by Election("lost").
+func (m *Metrics) HoldLost(kind, reason string) {
+	if m != nil {
+		m.holdsLost.WithLabelValues(kind, reason).Inc()
 	}
 }
 

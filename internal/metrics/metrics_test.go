@@ -125,6 +125,11 @@ func TestHoldSeries(t *testing.T) {
 		"coordd_hold_holders_at_grant{lock}", "coordd_hold_holders_at_grant{semaphore}", "coordd_hold_holders_at_grant{election}",
 		"coordd_elections_total{elected}", "coordd_elections_total{resigned}", "coordd_elections_total{lost}",
 	}
+	for _, kind := range []string{"lock", "semaphore", "election"} {
+		for _, reason := range []string{"max_hold", "session_expired", "gone"} {
+			zero = append(zero, "coordd_holds_lost_total{"+kind+","+reason+"}")
+		}
+	}
 	got := series(t, reg)
 	for _, key := range zero {
 		if v, ok := got[key]; !ok || v != 0 {
@@ -137,20 +142,25 @@ func TestHoldSeries(t *testing.T) {
 	m.HoldWaited("election", time.Second)
 	m.Election("elected")
 	m.Election("lost")
+	m.HoldLost("semaphore", "max_hold")
+	m.HoldLost("election", "session_expired")
 	m.Observers(2)
 	m.Observers(-1)
 	got = series(t, reg)
 	for key, want := range map[string]float64{
-		"coordd_holds_granted_total{semaphore,shared}": 1,
-		"coordd_holds_granted_total{lock,shared}":      2,
-		"coordd_holds_granted_total{lock,exclusive}":   0,
-		"coordd_hold_holders_at_grant{semaphore}":      1,
-		"coordd_hold_holders_at_grant{lock}":           1,
-		"coordd_hold_waits_total{election}":            1,
-		"coordd_hold_wait_seconds{election}":           1,
-		"coordd_elections_total{elected}":              1,
-		"coordd_elections_total{lost}":                 1,
-		"coordd_elections_total{resigned}":             0,
+		"coordd_holds_granted_total{semaphore,shared}":      1,
+		"coordd_holds_granted_total{lock,shared}":           2,
+		"coordd_holds_granted_total{lock,exclusive}":        0,
+		"coordd_hold_holders_at_grant{semaphore}":           1,
+		"coordd_hold_holders_at_grant{lock}":                1,
+		"coordd_hold_waits_total{election}":                 1,
+		"coordd_hold_wait_seconds{election}":                1,
+		"coordd_elections_total{elected}":                   1,
+		"coordd_elections_total{lost}":                      1,
+		"coordd_elections_total{resigned}":                  0,
+		"coordd_holds_lost_total{semaphore,max_hold}":       1,
+		"coordd_holds_lost_total{election,session_expired}": 1,
+		"coordd_holds_lost_total{lock,max_hold}":            0,
 	} {
 		if got[key] != want {
 			t.Errorf("%s = %v, want %v", key, got[key], want)
@@ -171,5 +181,6 @@ func TestHoldSeries(t *testing.T) {
 	none.HoldGranted("lock", "exclusive", 1)
 	none.HoldWaited("lock", time.Second)
 	none.Election("elected")
+	none.HoldLost("lock", "gone")
 	none.Observers(1)
 }

@@ -102,6 +102,9 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 		for _, l := range st.Lost {
 			news = news || l.Seq > sent
 			if l.Seq > counted {
+				if _, ok := holdKinds[l.Kind]; ok {
+					s.metrics.HoldLost(string(l.Kind), lossLabels[l.Reason])
+				}
 				switch l.Kind {
 				case store.HoldLock:
 					s.metrics.LockLost(lossLabels[l.Reason])
@@ -262,11 +265,23 @@ func keepAliveResponse(st store.SessionState) *coordv1.KeepAliveResponse {
 		SessionId: st.ID, Ttl: durationpb.New(st.TTL), ExpireTime: timestamp(st.ExpireTime), Expired: st.Expired,
 	}
 	for _, l := range st.Lost {
-		if l.Kind == store.HoldLock { // the wire's lost_locks: locks only
-			resp.LostLocks = append(resp.LostLocks, &coordv1.LostLock{Name: l.Name, Fence: l.Fence, Reason: lossReasons[l.Reason]})
+		kind, ok := holdKinds[l.Kind]
+		if !ok {
+			// A kind the API has no HoldKind for: unset, a client would
+			// read it as a lock of that name.
+			continue
 		}
+		resp.LostLocks = append(resp.LostLocks, &coordv1.LostLock{Name: l.Name, Fence: l.Fence, Reason: lossReasons[l.Reason], Kind: kind})
 	}
 	return resp
+}
+
+// holdKinds are the wire's kinds of the holds lost_locks reports: every
+// store.HoldKind a session can hold.
+var holdKinds = map[store.HoldKind]coordv1.HoldKind{
+	store.HoldLock:      coordv1.HoldKind_HOLD_KIND_LOCK,
+	store.HoldSemaphore: coordv1.HoldKind_HOLD_KIND_SEMAPHORE,
+	store.HoldElection:  coordv1.HoldKind_HOLD_KIND_ELECTION,
 }
 
 var lossReasons = map[store.LossReason]coordv1.LockLossReason{
@@ -275,7 +290,8 @@ var lossReasons = map[store.LossReason]coordv1.LockLossReason{
 	store.LostGone:           coordv1.LockLossReason_LOCK_LOSS_REASON_GONE,
 }
 
-// lossLabels are the reason labels of coordd_locks_lost_total.
+// lossLabels are the reason labels of coordd_locks_lost_total and
+// coordd_holds_lost_total.
 var lossLabels = map[store.LossReason]string{
 	store.LostMaxHold: "max_hold", store.LostSessionExpired: "session_expired", store.LostGone: "gone",
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/store/storetest"
@@ -170,7 +172,8 @@ func TestSessionSurvivesBrokenStreamAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !r.GetExpired() || len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "job" ||
-		r.GetLostLocks()[0].GetReason() != coordv1.LockLossReason_LOCK_LOSS_REASON_SESSION_EXPIRED {
+		r.GetLostLocks()[0].GetReason() != coordv1.LockLossReason_LOCK_LOSS_REASON_SESSION_EXPIRED ||
+		r.GetLostLocks()[0].GetKind() != coordv1.HoldKind_HOLD_KIND_LOCK {
 		t.Fatalf("resume after expiry = %v, want expired with job lost", r)
 	}
 	_, err = k3.Recv()
@@ -216,7 +219,8 @@ func TestSessionReportsLostLocks(t *testing.T) {
 	r := k.beat("", 0)
 	if len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "capped" ||
 		r.GetLostLocks()[0].GetReason() != coordv1.LockLossReason_LOCK_LOSS_REASON_MAX_HOLD ||
-		r.GetLostLocks()[0].GetFence() != capped.GetFence() {
+		r.GetLostLocks()[0].GetFence() != capped.GetFence() ||
+		r.GetLostLocks()[0].GetKind() != coordv1.HoldKind_HOLD_KIND_LOCK {
 		t.Fatalf("heartbeat at 6s lost %v, want capped (max_hold) only; the released lock is not a loss", r.GetLostLocks())
 	}
 	// At least once: the answer to the next heartbeat repeats the report;
@@ -242,13 +246,148 @@ func TestSessionExpiryIsPushed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.GetExpired() || len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "pushed" {
+	if !r.GetExpired() || len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "pushed" ||
+		r.GetLostLocks()[0].GetKind() != coordv1.HoldKind_HOLD_KIND_LOCK {
 		t.Fatalf("pushed response = %v, want expired with the lock lost", r)
 	}
 	_, err = k.stream.Recv()
 	wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
 	if info := h.held(t, "pushed"); info.GetHeld() {
 		t.Fatal("lock outlived its session")
+	}
+}
+
+// TestSessionReportsLostPermits: a semaphore permit bound to a session is
+// reported on the stream when it reaches its max_hold, with kind
+// HOLD_KIND_SEMAPHORE, at least once like a lock; a lock of the same name
+// held by the same session is another hold, and is kept.
+func TestSessionReportsLostPermits(t *testing.T) {
+	var reg *prometheus.Registry
+	h := newHarness(t, withFakeClock, withMetrics(&reg))
+	c := ctx(t)
+	k, first := h.openSession(t, "", 10*time.Second)
+	id := first.GetSessionId()
+	p := h.acquire(t, c, &coordv1.AcquireRequest{Name: "pool", Limit: 2, SessionId: id, MaxHold: dur(5 * time.Second)})
+	if !p.GetAcquired() {
+		t.Fatalf("Acquire = %v", p)
+	}
+	if g := h.lock(t, &coordv1.LockRequest{Name: "pool", SessionId: id}); !g.GetAcquired() {
+		t.Fatalf("Lock(pool) = %v", g)
+	}
+
+	h.clock.Advance(4 * time.Second)
+	if r := k.beat("", 0); len(r.GetLostLocks()) != 0 {
+		t.Fatalf("heartbeat at 4s lost %v", r.GetLostLocks())
+	}
+	h.clock.Advance(2 * time.Second)
+	r := k.beat("", 0)
+	want := &coordv1.LostLock{Name: "pool", Fence: p.GetFence(),
+		Reason: coordv1.LockLossReason_LOCK_LOSS_REASON_MAX_HOLD, Kind: coordv1.HoldKind_HOLD_KIND_SEMAPHORE}
+	if len(r.GetLostLocks()) != 1 || !proto.Equal(r.GetLostLocks()[0], want) {
+		t.Fatalf("heartbeat at 6s lost %v, want only %v", r.GetLostLocks(), want)
+	}
+	if r := k.beat("", 0); len(r.GetLostLocks()) != 1 || !proto.Equal(r.GetLostLocks()[0], want) {
+		t.Fatalf("the heartbeat after the report lost %v, want %v again", r.GetLostLocks(), want)
+	}
+	if r := k.beat("", 0); len(r.GetLostLocks()) != 0 {
+		t.Fatalf("a loss was reported after a heartbeat's answer followed it: %v", r.GetLostLocks())
+	}
+	if g := h.getSemaphore(t, c, "pool"); len(g.GetHolders()) != 0 {
+		t.Fatalf("GetSemaphore after max_hold = %v, want no holder", g)
+	}
+	if info := h.held(t, "pool"); !info.GetHeld() {
+		t.Fatal("lock pool lost with the semaphore pool's permit")
+	}
+	for _, w := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"coordd_holds_lost_total", []string{"kind", "semaphore", "reason", "max_hold"}, 1}, // once, however often repeated
+		{"coordd_holds_lost_total", []string{"kind", "lock", "reason", "max_hold"}, 0},
+		{"coordd_locks_lost_total", []string{"reason", "max_hold"}, 0}, // locks only
+	} {
+		if got := counterValue(t, reg, w.name, w.labels...); got != w.want {
+			t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.want)
+		}
+	}
+}
+
+// TestSessionPushesLostPermit: a permit that reaches its max_hold is
+// reported when it does, without waiting for a heartbeat, as a lock is.
+func TestSessionPushesLostPermit(t *testing.T) {
+	h := newHarness(t)
+	c := ctx(t)
+	k, first := h.openSession(t, "", time.Minute)
+	p := h.acquire(t, c, &coordv1.AcquireRequest{Name: "pool", Limit: 1, SessionId: first.GetSessionId(), MaxHold: dur(100 * time.Millisecond)})
+	r, err := k.stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetExpired() || len(r.GetLostLocks()) != 1 || r.GetLostLocks()[0].GetName() != "pool" ||
+		r.GetLostLocks()[0].GetKind() != coordv1.HoldKind_HOLD_KIND_SEMAPHORE || r.GetLostLocks()[0].GetFence() != p.GetFence() {
+		t.Fatalf("pushed response = %v, want the permit lost (max_hold)", r)
+	}
+}
+
+// TestSessionReportsLostLeadership: a leadership bound to a session that
+// expires is reported with the expiry, with kind HOLD_KIND_ELECTION and the
+// term's fence, and counted once.
+func TestSessionReportsLostLeadership(t *testing.T) {
+	var reg *prometheus.Registry
+	h := newHarness(t, withFakeClock, withMetrics(&reg))
+	c := ctx(t)
+	k, first := h.openSession(t, "", 10*time.Second)
+	id := first.GetSessionId()
+	el := h.campaign(t, c, &coordv1.CampaignRequest{Name: "sched", Value: []byte("v"), SessionId: id})
+	if !el.GetElected() {
+		t.Fatalf("Campaign = %v", el)
+	}
+	k.cancel() // the stream breaks; the session lapses at its TTL
+	// Its server side ends before the clock moves on, so that only the
+	// resumes below see (and count) the loss.
+	for end := time.Now().Add(5 * time.Second); gaugeValue(t, reg, "coordd_session_streams") != 0; {
+		if time.Now().After(end) {
+			t.Fatal("the broken stream still open on the server after 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.clock.Advance(11 * time.Second)
+	if l := h.leader(t, c, "sched"); l.GetHasLeader() {
+		t.Fatalf("Leader after the session's TTL = %v, want none", l)
+	}
+	want := &coordv1.LostLock{Name: "sched", Fence: el.GetFence(),
+		Reason: coordv1.LockLossReason_LOCK_LOSS_REASON_SESSION_EXPIRED, Kind: coordv1.HoldKind_HOLD_KIND_ELECTION}
+	for i := range 2 { // not acknowledged: a second resume gets it again
+		ks, err := h.sessions.KeepAlive(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ks.Send(&coordv1.KeepAliveRequest{SessionId: id}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := ks.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.GetExpired() || len(r.GetLostLocks()) != 1 || !proto.Equal(r.GetLostLocks()[0], want) {
+			t.Fatalf("resume %d after expiry = %v, want expired with %v", i+1, r, want)
+		}
+		_, err = ks.Recv()
+		wantStatus(t, err, codes.FailedPrecondition, "SESSION_NOT_FOUND")
+	}
+	for _, w := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"coordd_holds_lost_total", []string{"kind", "election", "reason", "session_expired"}, 2}, // once per stream
+		{"coordd_elections_total", []string{"event", "lost"}, 2},
+		{"coordd_locks_lost_total", []string{"reason", "session_expired"}, 0},
+	} {
+		if got := counterValue(t, reg, w.name, w.labels...); got != w.want {
+			t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.want)
+		}
 	}
 }
 

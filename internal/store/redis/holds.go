@@ -50,17 +50,25 @@ func (s *Store) evalHold(ctx context.Context, sc *script, kind store.HoldKind, n
 }
 
 // decodeHoldSession reads hold_session.lua's reply to "renew" or "check"
-// (drop false), or to "drop".
-func decodeHoldSession(cmd *redis.Cmd, drop bool) (live bool, held time.Duration, err error) {
+// (drop false), or to "drop". at is when a renew or check found the hold
+// not live (µs, the hold's node's time).
+func decodeHoldSession(cmd *redis.Cmd, drop bool) (live bool, held time.Duration, at int64, err error) {
 	r, err := replyOf(holdSession, cmd)
 	if err != nil {
-		return false, 0, err
+		return false, 0, 0, err
 	}
-	live = r.code(codeOK, codeNo) == codeOK
-	if live && drop {
-		held = micros(r.int(1))
+	switch r.code(codeOK, codeNo) {
+	case codeOK:
+		if drop {
+			held = micros(r.int(1))
+		}
+		live = true
+	case codeNo:
+		if !drop {
+			at = r.int(1)
+		}
 	}
-	return live, held, r.done()
+	return live, held, at, r.done()
 }
 
 // errBadKind: a request of a kind the method does not take (a caller's
@@ -202,7 +210,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 		// A keepalive renewed the session between the read and the add,
 		// without this hold: extend it to the session's deadline (an
 		// extension only, so a later keepalive is never undone).
-		held, _, err := decodeHoldSession(s.evalHold(ctx, holdSession, req.Kind, req.Name, req.Token, newDeadline, "renew"), false)
+		held, _, _, err := decodeHoldSession(s.evalHold(ctx, holdSession, req.Kind, req.Name, req.Token, newDeadline, "renew"), false)
 		if err != nil {
 			return store.LockGrant{}, a, err
 		}

@@ -32,8 +32,9 @@ type holdKind struct {
 	// waiters if it was live.
 	drop func(k keys, name, token string) call
 	// decode reads a refresh's reply (drop false) or a drop's: whether
-	// token held name live, and, for a drop, for how long it had been held.
-	decode func(cmd *redis.Cmd, drop bool) (live bool, held time.Duration, err error)
+	// token held name live; for a drop, for how long it had been held; for
+	// a refresh that found it not live, when (µs, the hold's node's time).
+	decode func(cmd *redis.Cmd, drop bool) (live bool, held time.Duration, at int64, err error)
 }
 
 // holdKinds is the table of kinds, filled by each kind's init.
@@ -223,7 +224,7 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 		var lost []store.LostHold
 		for i, c := range cmds {
 			h := rs.holds[i]
-			live, _, err := holdKinds[h.kind].decode(c, false)
+			live, _, at, err := holdKinds[h.kind].decode(c, false)
 			if err != nil {
 				return err
 			}
@@ -235,9 +236,18 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 				}
 				continue
 			}
+			// The hold was found not live at its node's time at, which may
+			// be later than the session's now (the calls run one after the
+			// other, on other nodes in a cluster): a max hold, or the
+			// session's deadline, that passed in between ended it, as the
+			// memory store (one clock, one step) would report it; only a
+			// hold that ended before either is gone.
 			reason := store.LostGone
-			if h.holdUntil != 0 && now >= h.holdUntil {
+			switch end := max(now, at); {
+			case h.holdUntil != 0 && end >= h.holdUntil && h.holdUntil <= dl:
 				reason = store.LostMaxHold
+			case end >= dl:
+				reason = store.LostSessionExpired
 			}
 			lost = append(lost, store.LostHold{Kind: h.kind, Name: h.name, Fence: h.fence, Reason: reason})
 			mark = append(mark, h.field(), h.token, int(reason))
@@ -313,7 +323,7 @@ func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store
 	var released []store.ReleasedHold
 	for i, cmd := range s.evalPipelined(ctx, calls)[:len(c.holds)] {
 		h := c.holds[i]
-		live, held, err := holdKinds[h.kind].decode(cmd, true)
+		live, held, _, err := holdKinds[h.kind].decode(cmd, true)
 		if err != nil {
 			return nil, err // the session stays closing; a retry finishes it
 		}

@@ -28,17 +28,18 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// LockLossReason says why a session no longer holds a lock.
+// LockLossReason says why a session no longer holds a hold (a lock, a
+// semaphore permit or a leadership).
 type LockLossReason int32
 
 const (
 	// Not used.
 	LockLossReason_LOCK_LOSS_REASON_UNSPECIFIED LockLossReason = 0
-	// The lock reached its max_hold.
+	// The hold reached its max_hold (locks and semaphore permits).
 	LockLossReason_LOCK_LOSS_REASON_MAX_HOLD LockLossReason = 1
 	// The session expired.
 	LockLossReason_LOCK_LOSS_REASON_SESSION_EXPIRED LockLossReason = 2
-	// The lock is gone or held by someone else (for example after the store
+	// The hold is gone or held by someone else (for example after the store
 	// lost data in a failover, or a grant whose outcome was reported
 	// uncertain and that was never confirmed).
 	LockLossReason_LOCK_LOSS_REASON_GONE LockLossReason = 3
@@ -85,6 +86,65 @@ func (x LockLossReason) Number() protoreflect.EnumNumber {
 // Deprecated: Use LockLossReason.Descriptor instead.
 func (LockLossReason) EnumDescriptor() ([]byte, []int) {
 	return file_coord_v1_session_proto_rawDescGZIP(), []int{0}
+}
+
+// HoldKind is the kind of a hold bound to a session.
+type HoldKind int32
+
+const (
+	// Not set. coordd always sets a kind; servers from before LostLock.kind
+	// existed reported locks only and left it unset, so a client reads an
+	// unset kind as HOLD_KIND_LOCK.
+	HoldKind_HOLD_KIND_UNSPECIFIED HoldKind = 0
+	// A lock (LockService.Lock, exclusive or shared).
+	HoldKind_HOLD_KIND_LOCK HoldKind = 1
+	// A semaphore's permit (SemaphoreService.Acquire).
+	HoldKind_HOLD_KIND_SEMAPHORE HoldKind = 2
+	// A leadership (ElectionService.Campaign).
+	HoldKind_HOLD_KIND_ELECTION HoldKind = 3
+)
+
+// Enum value maps for HoldKind.
+var (
+	HoldKind_name = map[int32]string{
+		0: "HOLD_KIND_UNSPECIFIED",
+		1: "HOLD_KIND_LOCK",
+		2: "HOLD_KIND_SEMAPHORE",
+		3: "HOLD_KIND_ELECTION",
+	}
+	HoldKind_value = map[string]int32{
+		"HOLD_KIND_UNSPECIFIED": 0,
+		"HOLD_KIND_LOCK":        1,
+		"HOLD_KIND_SEMAPHORE":   2,
+		"HOLD_KIND_ELECTION":    3,
+	}
+)
+
+func (x HoldKind) Enum() *HoldKind {
+	p := new(HoldKind)
+	*p = x
+	return p
+}
+
+func (x HoldKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HoldKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_coord_v1_session_proto_enumTypes[1].Descriptor()
+}
+
+func (HoldKind) Type() protoreflect.EnumType {
+	return &file_coord_v1_session_proto_enumTypes[1]
+}
+
+func (x HoldKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HoldKind.Descriptor instead.
+func (HoldKind) EnumDescriptor() ([]byte, []int) {
+	return file_coord_v1_session_proto_rawDescGZIP(), []int{1}
 }
 
 // KeepAliveRequest is one heartbeat.
@@ -163,15 +223,23 @@ func (x *KeepAliveRequest) GetLockDelay() *durationpb.Duration {
 	return nil
 }
 
-// LostLock names a lock the session held and holds no more.
+// LostLock names a hold the session held and holds no more: a lock, a
+// semaphore permit or a leadership, as kind says. Despite the message's
+// name it reports losses of every kind; a client that binds only locks to
+// its sessions sees only HOLD_KIND_LOCK.
 type LostLock struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The lock's name.
+	// The hold's name: the lock's, the semaphore's or the election's name
+	// (each kind has names of its own: a lock and a semaphore may share one).
 	Name string `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
 	// Why it was lost.
 	Reason LockLossReason `protobuf:"varint,2,opt,name=reason,enum=coord.v1.LockLossReason" json:"reason,omitempty"`
-	// The fence the session held it with.
-	Fence         uint64 `protobuf:"varint,3,opt,name=fence" json:"fence,omitempty"`
+	// The fence the session held it with (a leadership's: its term's fence).
+	Fence uint64 `protobuf:"varint,3,opt,name=fence" json:"fence,omitempty"`
+	// What was lost: a lock, a semaphore permit or a leadership. Always set
+	// by coordd; unset (HOLD_KIND_UNSPECIFIED) only from servers that
+	// predate the field, which reported locks only.
+	Kind          HoldKind `protobuf:"varint,4,opt,name=kind,enum=coord.v1.HoldKind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -227,6 +295,13 @@ func (x *LostLock) GetFence() uint64 {
 	return 0
 }
 
+func (x *LostLock) GetKind() HoldKind {
+	if x != nil {
+		return x.Kind
+	}
+	return HoldKind_HOLD_KIND_UNSPECIFIED
+}
+
 // KeepAliveResponse reports the session's state after a heartbeat.
 type KeepAliveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -236,8 +311,9 @@ type KeepAliveResponse struct {
 	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl" json:"ttl,omitempty"`
 	// When the session ends unless renewed, by the store's clock.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime" json:"expire_time,omitempty"`
-	// Locks of this session it lost and no later heartbeat has acknowledged
-	// yet (see KeepAlive): a report may come more than once.
+	// Holds of this session (locks, semaphore permits, leaderships; see
+	// LostLock.kind) it lost and no later heartbeat has acknowledged yet (see
+	// KeepAlive): a report may come more than once.
 	LostLocks []*LostLock `protobuf:"bytes,4,rep,name=lost_locks,json=lostLocks" json:"lost_locks,omitempty"`
 	// The session has expired; the server ends the stream after this response.
 	Expired bool `protobuf:"varint,5,opt,name=expired" json:"expired,omitempty"`
@@ -330,11 +406,12 @@ const file_coord_v1_session_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x128\n" +
 	"\n" +
-	"lock_delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"f\n" +
+	"lock_delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\tlockDelay\"\x8e\x01\n" +
 	"\bLostLock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x18.coord.v1.LockLossReasonR\x06reason\x12\x14\n" +
-	"\x05fence\x18\x03 \x01(\x04R\x05fence\"\x89\x02\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12&\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x12.coord.v1.HoldKindR\x04kind\"\x89\x02\n" +
 	"\x11KeepAliveResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12+\n" +
@@ -351,7 +428,12 @@ const file_coord_v1_session_proto_rawDesc = "" +
 	"\x1cLOCK_LOSS_REASON_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19LOCK_LOSS_REASON_MAX_HOLD\x10\x01\x12$\n" +
 	" LOCK_LOSS_REASON_SESSION_EXPIRED\x10\x02\x12\x19\n" +
-	"\x15LOCK_LOSS_REASON_GONE\x10\x032Z\n" +
+	"\x15LOCK_LOSS_REASON_GONE\x10\x03*j\n" +
+	"\bHoldKind\x12\x19\n" +
+	"\x15HOLD_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eHOLD_KIND_LOCK\x10\x01\x12\x17\n" +
+	"\x13HOLD_KIND_SEMAPHORE\x10\x02\x12\x16\n" +
+	"\x12HOLD_KIND_ELECTION\x10\x032Z\n" +
 	"\x0eSessionService\x12H\n" +
 	"\tKeepAlive\x12\x1a.coord.v1.KeepAliveRequest\x1a\x1b.coord.v1.KeepAliveResponse(\x010\x01B:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
@@ -367,30 +449,32 @@ func file_coord_v1_session_proto_rawDescGZIP() []byte {
 	return file_coord_v1_session_proto_rawDescData
 }
 
-var file_coord_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_coord_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_coord_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_coord_v1_session_proto_goTypes = []any{
 	(LockLossReason)(0),           // 0: coord.v1.LockLossReason
-	(*KeepAliveRequest)(nil),      // 1: coord.v1.KeepAliveRequest
-	(*LostLock)(nil),              // 2: coord.v1.LostLock
-	(*KeepAliveResponse)(nil),     // 3: coord.v1.KeepAliveResponse
-	(*durationpb.Duration)(nil),   // 4: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(HoldKind)(0),                 // 1: coord.v1.HoldKind
+	(*KeepAliveRequest)(nil),      // 2: coord.v1.KeepAliveRequest
+	(*LostLock)(nil),              // 3: coord.v1.LostLock
+	(*KeepAliveResponse)(nil),     // 4: coord.v1.KeepAliveResponse
+	(*durationpb.Duration)(nil),   // 5: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_coord_v1_session_proto_depIdxs = []int32{
-	4, // 0: coord.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
-	4, // 1: coord.v1.KeepAliveRequest.lock_delay:type_name -> google.protobuf.Duration
+	5, // 0: coord.v1.KeepAliveRequest.ttl:type_name -> google.protobuf.Duration
+	5, // 1: coord.v1.KeepAliveRequest.lock_delay:type_name -> google.protobuf.Duration
 	0, // 2: coord.v1.LostLock.reason:type_name -> coord.v1.LockLossReason
-	4, // 3: coord.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
-	5, // 4: coord.v1.KeepAliveResponse.expire_time:type_name -> google.protobuf.Timestamp
-	2, // 5: coord.v1.KeepAliveResponse.lost_locks:type_name -> coord.v1.LostLock
-	1, // 6: coord.v1.SessionService.KeepAlive:input_type -> coord.v1.KeepAliveRequest
-	3, // 7: coord.v1.SessionService.KeepAlive:output_type -> coord.v1.KeepAliveResponse
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	1, // 3: coord.v1.LostLock.kind:type_name -> coord.v1.HoldKind
+	5, // 4: coord.v1.KeepAliveResponse.ttl:type_name -> google.protobuf.Duration
+	6, // 5: coord.v1.KeepAliveResponse.expire_time:type_name -> google.protobuf.Timestamp
+	3, // 6: coord.v1.KeepAliveResponse.lost_locks:type_name -> coord.v1.LostLock
+	2, // 7: coord.v1.SessionService.KeepAlive:input_type -> coord.v1.KeepAliveRequest
+	4, // 8: coord.v1.SessionService.KeepAlive:output_type -> coord.v1.KeepAliveResponse
+	8, // [8:9] is the sub-list for method output_type
+	7, // [7:8] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_session_proto_init() }
@@ -403,7 +487,7 @@ func file_coord_v1_session_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coord_v1_session_proto_rawDesc), len(file_coord_v1_session_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -41,16 +41,16 @@ type SessionServiceClient interface {
 	// The first request names the session to resume, or leaves session_id
 	// empty to create one; the server answers every request with the session's
 	// new expiry. Each request is a heartbeat that renews the session and every
-	// lock bound to it; send one every ttl/3 or so.
+	// hold (lock, permit, leadership) bound to it; send one every ttl/3 or so.
 	//
 	// Ending the stream:
 	//   - The client half-closes (CloseSend): the session ends at once and all of
-	//     its locks are released. The server then ends the stream with OK.
+	//     its holds are released. The server then ends the stream with OK.
 	//   - The stream breaks (client crash, network, cancellation, a coordd
 	//     instance shutting down): the session lives on until its TTL runs out,
 	//     and a new stream, on any coordd instance, may resume it by session_id.
 	//   - The session expires: the server sends a response with expired=true and
-	//     every lock it lost, then ends the stream with FAILED_PRECONDITION reason
+	//     every hold it lost, then ends the stream with FAILED_PRECONDITION reason
 	//     SESSION_NOT_FOUND. An expired session is never revived.
 	//   - Another stream resumes the session: this one is superseded. At its
 	//     next heartbeat, or at the latest when its view of the lease would
@@ -64,15 +64,16 @@ type SessionServiceClient interface {
 	// resume, bind locks to, or end the session. Only this stream's responses
 	// carry it; no other RPC returns it and coordd never logs it.
 	//
-	// A response lists in lost_locks every lock of the session that is no
-	// longer held (max_hold reached, the store lost it, or a grant whose
-	// outcome was uncertain), so that a client never has to guess whether it
-	// still holds a lock. Reports are at least once: a report stays in every
-	// response until a later heartbeat on the same stream arrives after the
-	// response that carried it; a resumed session gets its unacknowledged
-	// reports again. A client must treat a repeated report (same name and
-	// fence) as one. A lock that reaches its max_hold is reported when it
-	// does, without waiting for a heartbeat.
+	// A response lists in lost_locks every hold of the session that is no
+	// longer held, of every kind (locks, semaphore permits, leaderships:
+	// LostLock.kind says which; max_hold reached, the session expired, the
+	// store lost it, or a grant whose outcome was uncertain), so that a client
+	// never has to guess whether it still holds one. Reports are at least
+	// once: a report stays in every response until a later heartbeat on the
+	// same stream arrives after the response that carried it; a resumed
+	// session gets its unacknowledged reports again. A client must treat a
+	// repeated report (same kind, name and fence) as one. A hold that reaches
+	// its max_hold is reported when it does, without waiting for a heartbeat.
 	//
 	// Resuming an unknown or expired session is FAILED_PRECONDITION reason
 	// SESSION_NOT_FOUND. UNAVAILABLE (store unreachable, or the instance is
@@ -116,16 +117,16 @@ type SessionServiceServer interface {
 	// The first request names the session to resume, or leaves session_id
 	// empty to create one; the server answers every request with the session's
 	// new expiry. Each request is a heartbeat that renews the session and every
-	// lock bound to it; send one every ttl/3 or so.
+	// hold (lock, permit, leadership) bound to it; send one every ttl/3 or so.
 	//
 	// Ending the stream:
 	//   - The client half-closes (CloseSend): the session ends at once and all of
-	//     its locks are released. The server then ends the stream with OK.
+	//     its holds are released. The server then ends the stream with OK.
 	//   - The stream breaks (client crash, network, cancellation, a coordd
 	//     instance shutting down): the session lives on until its TTL runs out,
 	//     and a new stream, on any coordd instance, may resume it by session_id.
 	//   - The session expires: the server sends a response with expired=true and
-	//     every lock it lost, then ends the stream with FAILED_PRECONDITION reason
+	//     every hold it lost, then ends the stream with FAILED_PRECONDITION reason
 	//     SESSION_NOT_FOUND. An expired session is never revived.
 	//   - Another stream resumes the session: this one is superseded. At its
 	//     next heartbeat, or at the latest when its view of the lease would
@@ -139,15 +140,16 @@ type SessionServiceServer interface {
 	// resume, bind locks to, or end the session. Only this stream's responses
 	// carry it; no other RPC returns it and coordd never logs it.
 	//
-	// A response lists in lost_locks every lock of the session that is no
-	// longer held (max_hold reached, the store lost it, or a grant whose
-	// outcome was uncertain), so that a client never has to guess whether it
-	// still holds a lock. Reports are at least once: a report stays in every
-	// response until a later heartbeat on the same stream arrives after the
-	// response that carried it; a resumed session gets its unacknowledged
-	// reports again. A client must treat a repeated report (same name and
-	// fence) as one. A lock that reaches its max_hold is reported when it
-	// does, without waiting for a heartbeat.
+	// A response lists in lost_locks every hold of the session that is no
+	// longer held, of every kind (locks, semaphore permits, leaderships:
+	// LostLock.kind says which; max_hold reached, the session expired, the
+	// store lost it, or a grant whose outcome was uncertain), so that a client
+	// never has to guess whether it still holds one. Reports are at least
+	// once: a report stays in every response until a later heartbeat on the
+	// same stream arrives after the response that carried it; a resumed
+	// session gets its unacknowledged reports again. A client must treat a
+	// repeated report (same kind, name and fence) as one. A hold that reaches
+	// its max_hold is reported when it does, without waiting for a heartbeat.
 	//
 	// Resuming an unknown or expired session is FAILED_PRECONDITION reason
 	// SESSION_NOT_FOUND. UNAVAILABLE (store unreachable, or the instance is

@@ -8,8 +8,10 @@
 --          harmless), "check", or "drop" (delete it if it is still the
 --          session's; an expired one leaves its lock-delay)
 -- A renew or check that finds the hold expired removes it as a drop does.
--- Returns {OK} if the session holds it live, else {NO}; for "drop", {OK,
--- µs it was held} if it held it live, else {NO}.
+-- Returns {OK} if the session holds it live, else {NO, now µs} (the time
+-- it was found not live: the session's caller tells a max hold reached from
+-- a hold gone by it, as the session's own time may be older); for "drop",
+-- {OK, µs it was held} if it held it live, else {NO}.
 local tok = ARGV[5]
 local r = holder(tok)
 if ARGV[7] == 'drop' then
@@ -23,7 +25,7 @@ if ARGV[7] == 'drop' then
   if not live then return {NO} end
   return {OK, now - r.acq}
 end
-if not r then return {NO} end
+if not r then return {NO, now} end
 if r.dl <= now then
   -- It ended by its session: gone now (its lock-delay, an election's "no
   -- leader"), letting the next in.
@@ -31,7 +33,7 @@ if r.dl <= now then
   clean()
   wake()
   keep()
-  return {NO}
+  return {NO, now}
 end
 if ARGV[7] == 'renew' then
   local deadline = tonumber(ARGV[6])
