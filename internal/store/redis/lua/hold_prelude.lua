@@ -184,15 +184,15 @@ local function removeHolder(tok, r)
   if kind == 'election' and meta('lead') == tok then change(nil) end
 end
 
--- dropTicket takes ticket t out of the queue (if it is there: one
--- ZREM when it is not). When the queue is left empty, meta's seq goes too
--- (see mayQueue); the arrival order starts over with the next ticket.
+-- dropTicket takes ticket t out of the queue. When the queue is left
+-- empty, meta's seq goes too (see mayQueue); the arrival order starts over
+-- with the next ticket.
 local function dropTicket(t)
-  if redis.call('ZREM', KEYS[5], t) == 0 then return end
+  local was = redis.call('ZREM', KEYS[5], t)
   redis.call('ZREM', KEYS[6], t)
   redis.call('ZREM', KEYS[8], t)
   redis.call('HDEL', KEYS[7], t)
-  if redis.call('ZCARD', KEYS[5]) == 0 then
+  if was == 1 and redis.call('ZCARD', KEYS[5]) == 0 then
     redis.call('HDEL', KEYS[9], 'seq')
     setMeta('seq', nil)
   end

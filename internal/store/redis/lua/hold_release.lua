@@ -18,8 +18,9 @@ if r.ses ~= '' and ARGV[6] ~= '1' then return {SESSION_BOUND, r.ses} end
 removeHolder(tok, r)
 if kind == 'lock' then redis.call('SPUBLISH', base .. ':ev', '') end
 -- With nobody queued there is nobody to let in, and expired holders wait
--- for the next acquisition's clean-up (their lock-delay is the same then).
-if mayQueue() then
+-- for the next acquisition's clean-up (their lock-delay is the same then);
+-- an election syncs its log every time.
+if kind == 'election' or mayQueue() then
   clean()
   wake()
 end
