@@ -181,3 +181,59 @@ func TestKeyLifetimes(t *testing.T) {
 		})
 	})
 }
+
+// TestHoldKeyLifetimes: a lock's keys end with what they hold. Released
+// with nobody waiting, a lock leaves its fence counter only; while it is
+// held and a waiter queues, every other key has a TTL: the holder's keys
+// its deadline plus the longest lock-delay, the queue's (and meta, which
+// keeps the arrival counter) the ticket's lease; the woken grant empties
+// the queue and leaves the holder's keys.
+func TestHoldKeyLifetimes(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Prefix: "lt"})
+	c := goredis.NewClient(redistest.Options(srv.Addr()))
+	defer c.Close()
+	ctx := context.Background()
+	k := s.keys.hold(store.HoldLock, "n")
+	h, fence, dl, q, ql, qi, qx, meta := k[0], k[1], k[2], k[4], k[5], k[6], k[7], k[8]
+	pattern := s.keys.prefix + ":{l:*"
+	lock := func(tok string, w *store.WaitTicket) store.LockGrant {
+		t.Helper()
+		g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "n", Token: tok, TTL: time.Minute, Owner: "o", Wait: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	release := func(tok string) {
+		t.Helper()
+		if ok, _, err := s.ReleaseLock(ctx, "n", tok); err != nil || !ok {
+			t.Fatalf("ReleaseLock = %v, %v", ok, err)
+		}
+	}
+	const maxDelay = store.MaxLockDelay
+	held := time.Minute + maxDelay + time.Millisecond
+
+	a := token.New()
+	lock(a, nil)
+	ltWant(t, "held", ltKeys(t, c, pattern), map[string]time.Duration{h: held, dl: held, fence: -1})
+	release(a)
+	ltWant(t, "released", ltKeys(t, c, pattern), map[string]time.Duration{fence: -1})
+
+	a, b := token.New(), token.New()
+	w := &store.WaitTicket{Ticket: token.New(), Instance: "i", Lease: store.WaitLease}
+	lock(a, nil)
+	if g := lock(b, w); g.Acquired || !g.Queued {
+		t.Fatalf("second lock = %+v, want queued", g)
+	}
+	lease := store.WaitLease + time.Millisecond
+	ltWant(t, "held, one waiting", ltKeys(t, c, pattern), map[string]time.Duration{h: held, dl: held, fence: -1,
+		q: lease, ql: lease, qi: lease, qx: lease, meta: lease})
+	release(a)
+	if g := lock(b, w); !g.Acquired {
+		t.Fatalf("woken lock = %+v, want acquired", g)
+	}
+	ltWant(t, "the waiter holds it", ltKeys(t, c, pattern), map[string]time.Duration{h: held, dl: held, fence: -1})
+	release(b)
+	ltWant(t, "all released", ltKeys(t, c, pattern), map[string]time.Duration{fence: -1})
+}

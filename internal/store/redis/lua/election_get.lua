@@ -5,10 +5,8 @@
 -- Returns {has leader (0/1), value, fence, elected µs, deadline µs, rev,
 -- first revision the log keeps (0: empty), change, ...} (changes as
 -- change() in hold_prelude.lua writes them, oldest first).
-if clean() then
-  wake()
-  keep()
-end
+if clean() then wake() end
+keep()
 local out = leaderInfo()
 local after = tonumber(ARGV[5])
 local log = redis.call('LRANGE', KEYS[10], 0, -1)

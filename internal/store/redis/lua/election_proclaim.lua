@@ -6,10 +6,8 @@ local cleaned = clean()
 local tok = ARGV[5]
 local r = holder(tok)
 if meta('lead') ~= tok or not r or r.dl <= now then
-  if cleaned then
-    wake()
-    keep()
-  end
+  if cleaned then wake() end
+  keep()
   return {NOT_LEADER}
 end
 local rev = change(tok, r, ARGV[6])

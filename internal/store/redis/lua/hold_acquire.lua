@@ -28,10 +28,9 @@ local tok, owner, ses, ticket = ARGV[5], ARGV[6], ARGV[9], ARGV[16]
 local shared = kind == 'lock' and ARGV[13] == '1'
 local maxHolders, limit = tonumber(ARGV[14]), tonumber(ARGV[15])
 local cleaned = clean()
-local wrote = cleaned
 local function leave(reply)
   if cleaned then wake() end
-  if wrote then keep() end
+  keep()
   return reply
 end
 if ses ~= '' then
@@ -48,11 +47,14 @@ if ses ~= '' then
 end
 if kind == 'semaphore' then
   local lim = meta('lim')
-  local inUse = liveCount() > 0 or redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') > 0
+  local inUse = liveCount() > 0 or (mayQueue() and redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') > 0)
   if lim and inUse and tonumber(lim) ~= limit then return leave({LIMIT_MISMATCH, tonumber(lim)}) end
   if lim ~= s(limit) then
     redis.call('HSET', KEYS[9], 'lim', s(limit))
-    wrote = true
+    setMeta('lim', s(limit))
+    -- Only a holder or a ticket keeps the limit (their needs below); the
+    -- key itself must end in any case.
+    need(9, now)
   end
 else
   limit = 0
@@ -79,18 +81,23 @@ if eligible(shared, maxHolders, limit, seq) then
 end
 local queued = 0
 if ticket ~= '' then
+  local lease = now + tonumber(ARGV[18])
   if seq then
-    redis.call('ZADD', KEYS[6], s(now + tonumber(ARGV[18])), ticket)
+    redis.call('ZADD', KEYS[6], s(lease), ticket)
   else
-    if redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') >= maxWaiters then return leave({TOO_MANY_WAITERS}) end
-    dropTicket(ticket) -- lapsed but not yet cleaned up: back of the queue
+    if mayQueue() then
+      if redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') >= maxWaiters then return leave({TOO_MANY_WAITERS}) end
+      dropTicket(ticket) -- lapsed but not yet cleaned up: back of the queue
+    end
     local n = redis.call('HINCRBY', KEYS[9], 'seq', 1)
+    setMeta('seq', s(n))
     redis.call('ZADD', KEYS[5], n, ticket)
-    redis.call('ZADD', KEYS[6], s(now + tonumber(ARGV[18])), ticket)
+    redis.call('ZADD', KEYS[6], s(lease), ticket)
     redis.call('HSET', KEYS[7], ticket, (shared and 's ' or 'x ') .. s(maxHolders) .. ' ' .. ARGV[17])
     if not shared then redis.call('ZADD', KEYS[8], n, ticket) end
   end
-  queued, wrote = 1, true
+  ticketNeed(lease, not shared)
+  queued = 1
 end
 local hown, hdl, retry = '', 0, 0
 if not fits(shared, maxHolders, limit) then

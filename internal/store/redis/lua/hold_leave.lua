@@ -2,13 +2,12 @@
 -- KEYS: hold_prelude.lua's
 -- ARGV[5]: the ticket
 -- Returns OK (also for an unknown ticket).
-if redis.call('ZSCORE', KEYS[5], ARGV[5]) then
+if mayQueue() and redis.call('ZSCORE', KEYS[5], ARGV[5]) then
   dropTicket(ARGV[5])
   clean()
   wake()
-  keep()
 elseif clean() then
   wake()
-  keep()
 end
+keep()
 return OK

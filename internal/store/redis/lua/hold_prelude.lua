@@ -10,10 +10,10 @@
 -- KEYS[6]: tickets by lease end (zset: ticket, score µs)
 -- KEYS[7]: ticket info (hash: ticket -> "x|s maxHolders instance")
 -- KEYS[8]: exclusive tickets (zset: ticket, score arrival seq)
--- KEYS[9]: meta (hash: seq (arrival counter), lim (a semaphore's limit),
---          du (lock-delay end µs), x (the exclusive holder's token),
---          lead (the leader the election's log names), val (its value),
---          rev (the election's last revision))
+-- KEYS[9]: meta (hash: seq (arrival counter; present while tickets may be
+--          queued, deleted when the queue empties), lim (a semaphore's
+--          limit), du (lock-delay end µs), lead (the leader the election's
+--          log names), val (its value), rev (the election's last revision))
 -- KEYS[10]: the election's log (list of changes, oldest first, at most
 --           logSize; see change)
 -- ARGV[3]: the name's tag base: wake-up channels are ARGV[3] .. ':w:' ..
@@ -50,39 +50,115 @@ local function holder(tok)
   if not rec then return nil end
   return dec(rec)
 end
-local function meta(f) return redis.call('HGET', KEYS[9], f) end
-local function liveCount() return redis.call('ZCOUNT', KEYS[3], '(' .. s(now), '+inf') end
--- The live holder whose deadline comes first (token, record), or nil.
-local function firstLive()
-  local t = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. s(now), '+inf', 'LIMIT', 0, 1)
-  if not t[1] then return nil end
-  return t[1], holder(t[1])
+-- Meta's small fields, read once (one HMGET) and kept in step with the
+-- script's writes (setMeta); val, which may be large, is read apart.
+local metaFields = {'seq', 'lim', 'du', 'lead', 'rev'}
+local M
+local function meta(f)
+  if f == 'val' then return redis.call('HGET', KEYS[9], f) end
+  if not M then
+    M = {}
+    local v = redis.call('HMGET', KEYS[9], unpack(metaFields))
+    for i, k in ipairs(metaFields) do M[k] = v[i] or nil end
+  end
+  return M[f]
 end
--- The exclusive holder if live.
-local function liveExclusive()
-  local x = meta('x')
-  if not x then return false end
-  local dl = redis.call('ZSCORE', KEYS[3], x)
-  return dl and tonumber(dl) > now
+-- setMeta notes a meta write (v nil: deleted).
+local function setMeta(f, v)
+  meta(f)
+  M[f] = v
 end
 local function delayUntil() return tonumber(meta('du') or '0') end
+-- Whether tickets may be queued: meta's seq is there from the first
+-- ticket's arrival until a script finds the queue empty.
+local function mayQueue() return meta('seq') ~= nil end
+
+-- Physical expiry: a script notes (need) how long what it wrote must last,
+-- per key, and keep() applies it on its way out, only ever lengthening a
+-- key's TTL (PEXPIRE NX for a key it created, else GT). Every key but the
+-- fence counter gets a TTL in the script that creates it, so a key ends
+-- when the last content that needs it does. Removing content needs nothing.
+local want = {}
+local function need(i, deadline)
+  if not want[i] or deadline > want[i] then want[i] = deadline end
+end
+local function keep()
+  for i, deadline in pairs(want) do
+    local ms = math.ceil((deadline - now) / 1000) + 1 + slack
+    if ms < 1 then ms = 1 end
+    if redis.call('PEXPIRE', KEYS[i], s(ms), 'NX') == 0 then redis.call('PEXPIRE', KEYS[i], s(ms), 'GT') end
+  end
+  want = {}
+end
+-- A holder's keys must outlive its deadline by maxDelay (its lock-delay is
+-- applied when it is removed); a semaphore's meta (its limit) as long, an
+-- election's meta and log electionKeep longer.
+local function holderNeed(dl, bound)
+  need(1, dl + maxDelay)
+  need(3, dl + maxDelay)
+  if bound then need(4, dl + maxDelay) end
+  if kind == 'semaphore' then need(9, dl + maxDelay) end
+  if kind == 'election' then
+    need(9, dl + maxDelay + electionKeep)
+    need(10, dl + maxDelay + electionKeep)
+  end
+end
+-- A ticket's keys (and meta's seq) must last until its lease ends.
+local function ticketNeed(lease, exclusive)
+  for _, i in ipairs({5, 6, 7, 9}) do need(i, lease) end
+  if exclusive then need(8, lease) end
+  if kind == 'election' then
+    need(9, lease + electionKeep)
+    need(10, lease + electionKeep)
+  end
+end
+
+-- The holders by deadline, as far as clean() read them: liveN the number
+-- of live ones (nil: not known), firstTok the first live one's token (false:
+-- none; nil: not known). Scripts that change holders keep them in step.
+local liveN, firstTok
+local function liveCount()
+  if not liveN then liveN = redis.call('ZCOUNT', KEYS[3], '(' .. s(now), '+inf') end
+  return liveN
+end
+-- The live holder whose deadline comes first (token, record), or nil.
+local function firstLive()
+  if firstTok == nil then
+    local t = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. s(now), '+inf', 'LIMIT', 0, 1)
+    firstTok = t[1] or false
+  end
+  if not firstTok then return nil end
+  return firstTok, holder(firstTok)
+end
+-- Whether a live holder is exclusive: one is always the only live holder
+-- (it is granted only when there is none, and nothing is granted beside it).
+local function liveExclusive()
+  if liveCount() ~= 1 then return false end
+  local _, r = firstLive()
+  return r ~= nil and not r.shared
+end
 
 -- An election's change: the next revision, in the log (the oldest dropped
 -- beyond logSize), waking the observers. lead nil: no leader. An entry is
 -- "rev has fence elected expires value".
 local function change(lead, r, value)
   local rev = redis.call('HINCRBY', KEYS[9], 'rev', 1)
+  setMeta('rev', s(rev))
   local e
   if lead then
     redis.call('HSET', KEYS[9], 'lead', lead, 'val', value)
+    setMeta('lead', lead)
     e = s(rev) .. ' 1 ' .. s(r.fence) .. ' ' .. s(r.acq) .. ' ' .. s(r.dl) .. ' ' .. value
   else
     redis.call('HDEL', KEYS[9], 'lead', 'val')
+    setMeta('lead', nil)
     e = s(rev) .. ' 0 0 0 0 '
   end
   redis.call('RPUSH', KEYS[10], e)
   redis.call('LTRIM', KEYS[10], -logSize, -1)
   redis.call('SPUBLISH', base .. ':ev', '')
+  need(9, now + electionKeep)
+  need(10, now + electionKeep)
   return rev
 end
 
@@ -93,36 +169,69 @@ end
 local function removeHolder(tok, r)
   redis.call('HDEL', KEYS[1], tok)
   redis.call('ZREM', KEYS[3], tok)
+  if r.dl > now then
+    if liveN then liveN = liveN - 1 end
+    firstTok = nil
+  end
   if r.ses ~= '' and redis.call('HGET', KEYS[4], r.ses) == tok then redis.call('HDEL', KEYS[4], r.ses) end
-  if meta('x') == tok then redis.call('HDEL', KEYS[9], 'x') end
   if r.dl <= now and r.ses ~= '' and r.delay > 0 and (r.hold == 0 or r.dl < r.hold) then
-    if r.dl + r.delay > delayUntil() then redis.call('HSET', KEYS[9], 'du', s(r.dl + r.delay)) end
+    if r.dl + r.delay > delayUntil() then
+      redis.call('HSET', KEYS[9], 'du', s(r.dl + r.delay))
+      setMeta('du', s(r.dl + r.delay))
+      need(9, r.dl + r.delay)
+    end
   end
   if kind == 'election' and meta('lead') == tok then change(nil) end
 end
 
+-- dropTicket takes ticket t out of the queue. When the queue is left
+-- empty, meta's seq goes too (see mayQueue); the arrival order starts over
+-- with the next ticket.
 local function dropTicket(t)
-  redis.call('ZREM', KEYS[5], t)
+  local was = redis.call('ZREM', KEYS[5], t)
   redis.call('ZREM', KEYS[6], t)
   redis.call('ZREM', KEYS[8], t)
   redis.call('HDEL', KEYS[7], t)
+  if was == 1 and redis.call('ZCARD', KEYS[5]) == 0 then
+    redis.call('HDEL', KEYS[9], 'seq')
+    setMeta('seq', nil)
+  end
 end
 
 -- clean removes up to cleanBatch expired holders and as many lapsed
 -- tickets; an election whose logged leader is gone gets its "no leader".
 -- Returns whether it removed anything (someone may be let in).
+-- The first few holders by deadline tell, in the usual case, everything:
+-- the expired ones, the live count and the first live one.
+local headN = 4
 local function clean()
   local any = false
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', s(now), 'LIMIT', 0, cleanBatch)
+  local z = redis.call('ZRANGE', KEYS[3], 0, headN - 1, 'WITHSCORES')
+  local n, gone = #z / 2, {}
+  for i = 1, n do
+    if tonumber(z[2 * i]) > now then
+      if firstTok == nil then firstTok = z[2 * i - 1] end
+    else
+      gone[#gone + 1] = z[2 * i - 1]
+    end
+  end
+  if n < headN then
+    liveN = n - #gone
+    if firstTok == nil then firstTok = false end
+  elseif #gone == headN then
+    gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', s(now), 'LIMIT', 0, cleanBatch)
+  end
   for i = 1, #gone do
     local r = holder(gone[i])
     if r then removeHolder(gone[i], r) else redis.call('ZREM', KEYS[3], gone[i]) end
     any = true
   end
-  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', s(now), 'LIMIT', 0, cleanBatch)
-  for i = 1, #lapsed do
-    dropTicket(lapsed[i])
-    any = true
+  if mayQueue() then
+    local lapsed = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', s(now), 'LIMIT', 0, cleanBatch)
+    for i = 1, #lapsed do
+      dropTicket(lapsed[i])
+      any = true
+    end
   end
   if kind == 'election' then
     local lead = meta('lead')
@@ -141,13 +250,14 @@ local function ticketInfo(t)
 end
 -- A live ticket's arrival seq, or nil (not queued, or lapsed).
 local function ticketSeq(t)
-  if t == '' then return nil end
+  if t == '' or not mayQueue() then return nil end
   local lease = redis.call('ZSCORE', KEYS[6], t)
   if not lease or tonumber(lease) <= now then return nil end
   return tonumber(redis.call('ZSCORE', KEYS[5], t))
 end
 -- Tickets ahead of seq (nil: behind the whole queue) in zset key.
 local function ahead(key, seq)
+  if not mayQueue() then return 0 end
   if seq then return redis.call('ZCOUNT', key, '-inf', '(' .. s(seq)) end
   return redis.call('ZCARD', key)
 end
@@ -174,7 +284,7 @@ end
 -- head up to the free shared places; a semaphore's first (limit - holders);
 -- an election's head if it has no leader. Nothing to anyone else.
 local function wake()
-  if now < delayUntil() then return end
+  if not mayQueue() or now < delayUntil() then return end
   local n = 0
   if kind == 'semaphore' then
     n = tonumber(meta('lim') or '0') - liveCount()
@@ -203,35 +313,25 @@ local function wake()
   end
 end
 
--- keep sets every key's physical expiry (the fence counter's never): until
--- the last holder's deadline + maxDelay, the last ticket's lease, and the
--- lock-delay's end; an election's meta and log electionKeep longer.
-local function keep()
-  local last = delayUntil()
-  local h = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-  if h[2] then last = math.max(last, tonumber(h[2]) + maxDelay) end
-  local t = redis.call('ZRANGE', KEYS[6], -1, -1, 'WITHSCORES')
-  if t[2] then last = math.max(last, tonumber(t[2])) end
-  for _, i in ipairs({1, 3, 4, 5, 6, 7, 8}) do expireAt(KEYS[i], last) end
-  if kind == 'election' then
-    expireAt(KEYS[9], math.max(last, now) + electionKeep)
-    expireAt(KEYS[10], math.max(last, now) + electionKeep)
-  else
-    expireAt(KEYS[9], last)
-  end
-end
-
 -- grant makes tok a holder until deadline (the fence rule: max(counter + 1,
 -- floor)); its ticket, if queued, leaves the queue. Returns the record.
 local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, ticket)
-  local fence = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, floor)
-  redis.call('SET', KEYS[2], s(fence))
+  -- Usually the floor is above the counter: one SET, which answers the
+  -- old value; a second SET when the counter was at or above it.
+  local fence = floor
+  local old = tonumber(redis.call('SET', KEYS[2], s(floor), 'GET') or '0')
+  if old + 1 > fence then
+    fence = old + 1
+    redis.call('SET', KEYS[2], s(fence))
+  end
   local r = {fence = fence, dl = deadline, hold = hold, acq = now, shared = shared, delay = delay, ses = ses, own = owner}
+  local live = liveCount()
   redis.call('HSET', KEYS[1], tok, enc(r))
   redis.call('ZADD', KEYS[3], s(deadline), tok)
   if ses ~= '' then redis.call('HSET', KEYS[4], ses, tok) end
-  if not shared then redis.call('HSET', KEYS[9], 'x', tok) end
-  if ticket ~= '' then dropTicket(ticket) end
+  holderNeed(deadline, ses ~= '')
+  liveN, firstTok = live + 1, nil
+  if ticket ~= '' and mayQueue() then dropTicket(ticket) end
   return r
 end
 
@@ -240,6 +340,8 @@ local function setDeadline(tok, r, deadline)
   r.dl = deadline
   redis.call('HSET', KEYS[1], tok, enc(r))
   redis.call('ZADD', KEYS[3], s(deadline), tok)
+  holderNeed(deadline, r.ses ~= '')
+  firstTok = nil
 end
 
 -- leaderInfo is an election's current leader: {has (0/1), value, fence,

@@ -10,16 +10,19 @@
 local tok = ARGV[5]
 local r = holder(tok)
 if not r or r.dl <= now then
-  if clean() then
-    wake()
-    keep()
-  end
+  if clean() then wake() end
+  keep()
   return {NO}
 end
 if r.ses ~= '' and ARGV[6] ~= '1' then return {SESSION_BOUND, r.ses} end
 removeHolder(tok, r)
 if kind == 'lock' then redis.call('SPUBLISH', base .. ':ev', '') end
-clean()
-wake()
+-- With nobody queued there is nobody to let in, and expired holders wait
+-- for the next acquisition's clean-up (their lock-delay is the same then);
+-- an election syncs its log every time.
+if kind == 'election' or mayQueue() then
+  clean()
+  wake()
+end
 keep()
 return {OK, now - r.acq}

@@ -19,8 +19,11 @@ if ARGV[7] == 'drop' then
   removeHolder(tok, r)
   local live = r.dl > now
   if live and kind == 'lock' then redis.call('SPUBLISH', base .. ':ev', '') end
-  clean()
-  wake()
+  -- As hold_release.lua: nobody queued, nobody to let in.
+  if kind == 'election' or mayQueue() then
+    clean()
+    wake()
+  end
   keep()
   if not live then return {NO} end
   return {OK, now - r.acq}
@@ -30,8 +33,10 @@ if r.dl <= now then
   -- It ended by its session: gone now (its lock-delay, an election's "no
   -- leader"), letting the next in.
   removeHolder(tok, r)
-  clean()
-  wake()
+  if kind == 'election' or mayQueue() then
+    clean()
+    wake()
+  end
   keep()
   return {NO, now}
 end

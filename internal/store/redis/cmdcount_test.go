@@ -1,0 +1,155 @@
+package redis
+
+// What the hold scripts cost in Redis commands (every command a script
+// calls counts, as Redis' INFO commandstats does), on a private standalone
+// server so that nothing else's commands mix in. Not a timing: a budget.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/token"
+)
+
+// commandStats returns INFO commandstats' calls per command, without the
+// commands of the measurement and of the store's own upkeep (its eviction
+// check's CONFIG GET, pings, client setup).
+func commandStats(t *testing.T, c *goredis.Client) map[string]int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		switch strings.SplitN(name, "|", 2)[0] {
+		case "info", "config", "ping", "client", "hello", "cluster", "script", "command", "select":
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", line, err)
+		}
+		out[name] = n
+	}
+	return out
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func describe(m map[string]int, per int) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, k := range names {
+		fmt.Fprintf(&b, " %s=%.1f", k, float64(m[k])/float64(per))
+	}
+	return b.String()
+}
+
+// measure runs f n times between a CONFIG RESETSTAT and INFO commandstats
+// and returns the commands per run.
+func measure(t *testing.T, c *goredis.Client, n int, f func(i int)) (float64, string) {
+	t.Helper()
+	if err := c.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		f(i)
+	}
+	m := commandStats(t, c)
+	return float64(total(m)) / float64(n), describe(m, n)
+}
+
+// TestHoldCommandBudget: an uncontended Lock+Release, and a contended
+// grant (a waiter queues, the release wakes it, its retry is granted), in
+// Redis commands.
+func TestHoldCommandBudget(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Prefix: "budget"})
+	raw := goredis.NewClient(redistest.Options(srv.Addr()))
+	defer raw.Close()
+	ctx := context.Background()
+	const n = 50
+	lock := func(name, tok string, w *store.WaitTicket) store.LockGrant {
+		g, err := s.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, TTL: time.Minute, Owner: "o", Wait: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	release := func(name, tok string) {
+		if ok, _, err := s.ReleaseLock(ctx, name, tok); err != nil || !ok {
+			t.Fatalf("ReleaseLock = %v, %v", ok, err)
+		}
+	}
+
+	per, what := measure(t, raw, n, func(i int) {
+		name, tok := fmt.Sprint("plain-", i%5), token.New()
+		if g := lock(name, tok, nil); !g.Acquired {
+			t.Fatalf("uncontended lock not acquired: %+v", g)
+		}
+		release(name, tok)
+	})
+	t.Logf("Lock+Release: %.1f commands:%s", per, what)
+	plain := per
+
+	var queue, wake, grant float64
+	var queueWhat, wakeWhat, grantWhat string
+	for i := range n {
+		name, a, b := fmt.Sprint("contended-", i%5), token.New(), token.New()
+		w := &store.WaitTicket{Ticket: token.New(), Instance: "inst", Lease: store.WaitLease}
+		lock(name, a, nil)
+		p, d := measure(t, raw, 1, func(int) {
+			if g := lock(name, b, w); g.Acquired || !g.Queued {
+				t.Fatalf("contended lock: %+v, want queued", g)
+			}
+		})
+		queue, queueWhat = queue+p, d
+		p, d = measure(t, raw, 1, func(int) { release(name, a) })
+		wake, wakeWhat = wake+p, d
+		p, d = measure(t, raw, 1, func(int) {
+			if g := lock(name, b, w); !g.Acquired {
+				t.Fatalf("woken lock: %+v, want acquired", g)
+			}
+		})
+		grant, grantWhat = grant+p, d
+		release(name, b)
+	}
+	t.Logf("contended: queue %.1f (%s), release+wake %.1f (%s), woken grant %.1f (%s)",
+		queue/n, queueWhat, wake/n, wakeWhat, grant/n, grantWhat)
+	// The budgets: 16 is the uncontended path of the first milestone's
+	// lock (11) with the hold layout's two more keys to expire and meta
+	// to read; the contended cycle was 90 before the hold scripts expired
+	// only what they wrote.
+	if plain > 16 {
+		t.Errorf("Lock+Release costs %.1f commands, want at most 16", plain)
+	}
+	if c := (queue + wake + grant) / n; c > 46 {
+		t.Errorf("a contended grant (queue, release, woken grant) costs %.1f commands, want at most 46", c)
+	}
+}
