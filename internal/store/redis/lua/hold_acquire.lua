@@ -38,9 +38,9 @@ if ses ~= '' then
   local r = t and holder(t)
   if r and r.dl > now then
     -- Answered: a ticket this request queued leaves (it would block others).
-    if ticket ~= '' and redis.call('ZSCORE', KEYS[5], ticket) then
+    if ticket ~= '' and mayQueue() and redis.call('ZSCORE', KEYS[5], ticket) then
       dropTicket(ticket)
-      cleaned, wrote = true, true
+      cleaned = true
     end
     return leave({ALREADY_HELD, t, r.fence, r.dl, now})
   end
