@@ -215,15 +215,27 @@ func Full(req store.AcquireLock, g store.LockGrant) bool {
 // drain channel closes); no clean-up starts after it is called.
 func (s *Service) Wait() { s.cleanUps.Wait() }
 
+// ValidateRelease checks the fields of a Release of any kind of hold: its
+// name and token.
+func ValidateRelease(name, tok string, maxNameBytes int) error {
+	if err := validate.Name("name", name, maxNameBytes); err != nil {
+		return err
+	}
+	return validate.Token("token", tok)
+}
+
+// ValidateRenew checks the fields of a Renew of any kind of hold: its name,
+// token and ttl.
+func ValidateRenew(name, tok string, ttl time.Duration, maxNameBytes int, maxTTL time.Duration) error {
+	if err := ValidateRelease(name, tok, maxNameBytes); err != nil {
+		return err
+	}
+	return validate.Duration("ttl", ttl, maxTTL)
+}
+
 // Renew extends a held lock's lease to ttl from now.
 func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Duration) (store.Lease, error) {
-	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
-		return store.Lease{}, err
-	}
-	if err := validate.Token("token", tok); err != nil {
-		return store.Lease{}, err
-	}
-	if err := validate.Duration("ttl", ttl, s.cfg.MaxTTL); err != nil {
+	if err := ValidateRenew(name, tok, ttl, s.cfg.MaxNameBytes, s.cfg.MaxTTL); err != nil {
 		return store.Lease{}, err
 	}
 	return s.st.RenewLock(ctx, store.Scope(ns, name), tok, ttl)
@@ -232,10 +244,7 @@ func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Dura
 // Release gives a lock back if tok holds it, and tells for how long it was
 // held.
 func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, time.Duration, error) {
-	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
-		return false, 0, err
-	}
-	if err := validate.Token("token", tok); err != nil {
+	if err := ValidateRelease(name, tok, s.cfg.MaxNameBytes); err != nil {
 		return false, 0, err
 	}
 	return s.st.ReleaseLock(ctx, store.Scope(ns, name), tok)

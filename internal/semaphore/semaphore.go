@@ -102,13 +102,7 @@ func (s *Service) Wait() { s.cleanUps.Wait() }
 
 // Renew extends a permit's lease to ttl from now.
 func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Duration) (store.Lease, error) {
-	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
-		return store.Lease{}, err
-	}
-	if err := validate.Token("token", tok); err != nil {
-		return store.Lease{}, err
-	}
-	if err := validate.Duration("ttl", ttl, s.cfg.MaxTTL); err != nil {
+	if err := lock.ValidateRenew(name, tok, ttl, s.cfg.MaxNameBytes, s.cfg.MaxTTL); err != nil {
 		return store.Lease{}, err
 	}
 	return s.st.RenewHold(ctx, store.HoldSemaphore, store.Scope(ns, name), tok, ttl)
@@ -117,10 +111,7 @@ func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Dura
 // Release gives a permit back if tok holds it, and tells for how long it
 // was held.
 func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, time.Duration, error) {
-	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
-		return false, 0, err
-	}
-	if err := validate.Token("token", tok); err != nil {
+	if err := lock.ValidateRelease(name, tok, s.cfg.MaxNameBytes); err != nil {
 		return false, 0, err
 	}
 	return s.st.ReleaseHold(ctx, store.HoldSemaphore, store.Scope(ns, name), tok)
