@@ -401,9 +401,9 @@ func (c *hclient) release(name, which string) bool {
 	ctx, cancel := callCtx()
 	defer cancel()
 	call := c.rec.now()
-	ok, _, err := c.st.ReleaseHold(ctx, c.w.kind, name, in.Token)
+	rel, err := c.st.ReleaseHold(ctx, c.w.kind, name, in.Token, "")
 	ret := c.rec.now()
-	out := hout{Released: ok}
+	out := hout{Released: rel.Released}
 	if err != nil {
 		out = hout{Unknown: true, Err: err.Error()}
 	}
@@ -458,7 +458,7 @@ func (c *hclient) leave(name, ticket string) bool {
 	ctx, cancel := callCtx()
 	defer cancel()
 	call := c.rec.now()
-	err := c.st.LeaveQueue(ctx, c.w.kind, name, ticket)
+	_, err := c.st.LeaveQueue(ctx, c.w.kind, name, ticket, "", "")
 	ret := c.rec.now()
 	var out hout
 	if err != nil {

@@ -181,11 +181,11 @@ func (f *failing) AcquireHold(ctx context.Context, req store.AcquireLock) (g sto
 	return g, err
 }
 
-func (f *failing) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token string) (ok bool, held time.Duration, err error) {
-	if f.fail(func() { ok, held, err = f.Holds.ReleaseHold(ctx, kind, name, token) }) {
-		return false, 0, errInjected
+func (f *failing) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token, instance string) (rel store.Released, err error) {
+	if f.fail(func() { rel, err = f.Holds.ReleaseHold(ctx, kind, name, token, instance) }) {
+		return store.Released{}, errInjected
 	}
-	return ok, held, err
+	return rel, err
 }
 
 func (f *failing) RenewHold(ctx context.Context, kind store.HoldKind, name, token string, ttl time.Duration) (l store.Lease, err error) {
@@ -202,9 +202,9 @@ func (f *failing) GetHolds(ctx context.Context, kind store.HoldKind, name string
 	return info, err
 }
 
-func (f *failing) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket string) (err error) {
-	if f.fail(func() { err = f.Holds.LeaveQueue(ctx, kind, name, ticket) }) {
-		return errInjected
+func (f *failing) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket, token, instance string) (hs []store.Handoff, err error) {
+	if f.fail(func() { hs, err = f.Holds.LeaveQueue(ctx, kind, name, ticket, token, instance) }) {
+		return nil, errInjected
 	}
-	return err
+	return hs, err
 }

@@ -36,7 +36,7 @@ func TestUnknownOutcomes(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		methods := []string{"AcquireLock", "ReleaseLock", "RenewLock", "GetLock"}
+		methods := []string{"AcquireLock", "ReleaseHold", "RenewLock", "GetLock", "LeaveQueue"}
 		rng := rand.New(rand.NewPCG(1, 2))
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
@@ -67,30 +67,47 @@ func TestBrokenReleaseIsCaught(t *testing.T) {
 	checkRecorded(t, h, porcupine.Illegal)
 }
 
-// tokenBlindRelease is a broken store: its ReleaseLock releases the lock of
-// the latest grant, whatever token it is given, and says it did.
+// tokenBlindRelease is a broken store: its ReleaseHold releases the lock
+// of the latest grant (or hand-off), whatever token it is given, and says
+// it did.
 type tokenBlindRelease struct {
 	store.Store
 	mu     sync.Mutex
 	tokens map[string]string // name → the token of its latest grant
 }
 
+func (s *tokenBlindRelease) latest(name, tok string) {
+	s.mu.Lock()
+	s.tokens[name] = tok
+	s.mu.Unlock()
+}
+
 func (s *tokenBlindRelease) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
 	g, err := s.Store.AcquireLock(ctx, req)
 	if err == nil && g.Acquired {
-		s.mu.Lock()
-		s.tokens[req.Name] = req.Token
-		s.mu.Unlock()
+		s.latest(req.Name, req.Token)
 	}
 	return g, err
 }
 
-func (s *tokenBlindRelease) ReleaseLock(ctx context.Context, name, _ string) (bool, time.Duration, error) {
+func (s *tokenBlindRelease) ReleaseHold(ctx context.Context, kind store.HoldKind, name, _, instance string) (store.Released, error) {
 	s.mu.Lock()
 	tok := s.tokens[name]
 	s.mu.Unlock()
-	_, held, err := s.Store.ReleaseLock(ctx, name, tok)
-	return err == nil, held, err
+	rel, err := s.Store.ReleaseHold(ctx, kind, name, tok, instance)
+	for _, h := range rel.Handoffs {
+		s.latest(name, h.Token)
+	}
+	rel.Released = err == nil
+	return rel, err
+}
+
+func (s *tokenBlindRelease) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket, token, instance string) ([]store.Handoff, error) {
+	hs, err := s.Store.LeaveQueue(ctx, kind, name, ticket, token, instance)
+	for _, h := range hs {
+		s.latest(name, h.Token)
+	}
+	return hs, err
 }
 
 // TestStaleGetLockIsCaught: a server whose GetLock may answer what it

@@ -72,7 +72,8 @@ func (s *Service) Campaign(ctx context.Context, r CampaignRequest) (store.Campai
 		Value: r.Value, MaxSessionLocks: s.cfg.MaxSessionLocks,
 	}
 	var c store.Campaigned
-	err := s.queues.Wait(ctx, store.HoldElection, req.Name, r.Wait, func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
+	// A campaign is session-bound: never handed off (token "").
+	_, err := s.queues.Wait(ctx, store.HoldElection, req.Name, "", r.Wait, func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
 		req.Wait = t
 		var err error
 		c, err = s.st.Campaign(ctx, req)

@@ -54,11 +54,11 @@ const MaxSessionLocksLimit = 10000
 // MaxSharedHoldersLimit is the largest lock.max_shared_holders.
 const MaxSharedHoldersLimit = 10000
 
-// Store is what the service needs of a store: the Locks methods (the Holds
-// methods of kind HoldLock) and CheckFence.
+// Store is what the service needs of a store: the Locks methods, and the
+// Holds methods of kind HoldLock (ReleaseHold hands off, CheckFence).
 type Store interface {
 	store.Locks
-	CheckFence(ctx context.Context, kind store.HoldKind, name string, fence uint64) (bool, error)
+	store.Holds
 }
 
 // Service hands out locks.
@@ -173,8 +173,16 @@ type AcquireFunc func(ctx context.Context, req store.AcquireLock) (store.LockGra
 // wait in queues, and, if it fails with an uncertain outcome, abandons
 // whatever it may have granted through cleanUps. contended: not granted at
 // the first try.
+//
+// A plain request (without a session) may be granted by a hand-off: a
+// release or a give-up of another waiter of this instance grants it in the
+// same store call, and the grant comes through queues (store.Holds).
 func Acquire(ctx context.Context, acquire AcquireFunc, queues *waiter.Queues, clk clock.Clock, cleanUps *CleanUps, req store.AcquireLock, wait time.Duration) (g store.LockGrant, contended bool, err error) {
-	err = queues.Wait(ctx, req.Kind, req.Name, wait, func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
+	handoffToken := ""
+	if req.SessionID == "" {
+		handoffToken = req.Token
+	}
+	handoff, err := queues.Wait(ctx, req.Kind, req.Name, handoffToken, wait, func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
 		req.Wait = t
 		var err error
 		g, err = acquire(ctx, req)
@@ -190,6 +198,9 @@ func Acquire(ctx context.Context, acquire AcquireFunc, queues *waiter.Queues, cl
 			cleanUps.Abandon(req.Name, req.Token, req.TTL, req.SessionID != "")
 		}
 		return store.LockGrant{}, false, err
+	}
+	if handoff != nil {
+		return *handoff, true, nil
 	}
 	return g, contended, nil
 }
@@ -242,12 +253,24 @@ func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Dura
 }
 
 // Release gives a lock back if tok holds it, and tells for how long it was
-// held.
+// held. Waiters of this instance that the release lets in are granted in
+// the same store call (hand-offs).
 func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, time.Duration, error) {
 	if err := ValidateRelease(name, tok, s.cfg.MaxNameBytes); err != nil {
 		return false, 0, err
 	}
-	return s.st.ReleaseLock(ctx, store.Scope(ns, name), tok)
+	return Release(ctx, s.st, s.queues, store.HoldLock, store.Scope(ns, name), tok)
+}
+
+// Release releases (kind, name)'s hold of tok and delivers the hand-offs
+// the release made to this instance's waiters (queues).
+func Release(ctx context.Context, st store.Holds, queues *waiter.Queues, kind store.HoldKind, name, tok string) (bool, time.Duration, error) {
+	rel, err := st.ReleaseHold(ctx, kind, name, tok, queues.Instance())
+	if err != nil {
+		return false, 0, err
+	}
+	queues.Deliver(kind, name, rel.Handoffs)
+	return rel.Released, rel.Held, nil
 }
 
 // Get describes a lock's holders and counts its waiters (never a token nor

@@ -140,7 +140,8 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 }
 
 // TestLockUncertainAfterWaiting: the failing AcquireLock is a retry after a
-// wake-up, not the first try.
+// wake-up, not the first try. The release is another instance's (the store's
+// own ReleaseLock, which hands nothing off), so that it wakes the waiter.
 func TestLockUncertainAfterWaiting(t *testing.T) {
 	h := newHarness(t)
 	holder, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "holder", TTL: time.Minute})
@@ -164,8 +165,8 @@ func TestLockUncertainAfterWaiting(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	h.faulty.FailAfter("AcquireLock")
-	if ok, _, err := h.svc.Release(t.Context(), ns, "a", holder.Token); err != nil || !ok {
-		t.Fatalf("holder's Release: %v, %v", ok, err)
+	if ok, _, err := h.faulty.ReleaseLock(t.Context(), store.Scope(ns, "a"), holder.Token); err != nil || !ok {
+		t.Fatalf("holder's release: %v, %v", ok, err)
 	}
 	var r result
 	select {

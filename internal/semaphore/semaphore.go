@@ -109,12 +109,13 @@ func (s *Service) Renew(ctx context.Context, ns, name, tok string, ttl time.Dura
 }
 
 // Release gives a permit back if tok holds it, and tells for how long it
-// was held.
+// was held; waiters of this instance that it lets in are granted in the
+// same store call (hand-offs).
 func (s *Service) Release(ctx context.Context, ns, name, tok string) (bool, time.Duration, error) {
 	if err := lock.ValidateRelease(name, tok, s.cfg.MaxNameBytes); err != nil {
 		return false, 0, err
 	}
-	return s.st.ReleaseHold(ctx, store.HoldSemaphore, store.Scope(ns, name), tok)
+	return lock.Release(ctx, s.st, s.queues, store.HoldSemaphore, store.Scope(ns, name), tok)
 }
 
 // Get describes a semaphore: its limit, holders and waiters (never a token

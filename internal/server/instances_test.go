@@ -486,7 +486,7 @@ func TestDeadInstanceWaitersStopBlocking(t *testing.T) {
 		adone <- g
 	}()
 	waitFor(t, 10*time.Second, "A's waiter is not in the queue", func() bool { return lockWaiters(t, a, name) == 2 })
-	faulty.Fail("AcquireLock", "AcquireHold", "RefreshTickets", "LeaveQueue", "AbandonLock", "AbandonHold", "ReleaseLock", "GetLock")
+	faulty.Fail("AcquireLock", "AcquireHold", "RefreshTickets", "LeaveQueue", "AbandonLock", "AbandonHold", "ReleaseLock", "ReleaseHold", "GetLock")
 	died := time.Now()
 	bcancel()
 	if err := <-bdone; err == nil {

@@ -54,7 +54,7 @@ func TestStoreUnavailable(t *testing.T) {
 			_, err := h.locks.Renew(ctx, &coordv1.RenewRequest{Name: "a", Token: token.New(), Ttl: dur(time.Minute)})
 			return err
 		}},
-		{"Release", "ReleaseLock", func(ctx context.Context, h *harness) error {
+		{"Release", "ReleaseHold", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Release(ctx, &coordv1.ReleaseRequest{Name: "a", Token: token.New()})
 			return err
 		}},

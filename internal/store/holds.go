@@ -39,6 +39,19 @@ import (
 // granted, and only those, so that the work per grant does not grow with
 // the number of waiters.
 //
+// Hand-off: a ReleaseHold or LeaveQueue made by an instance (its instance
+// argument) does not wake that instance's own plain tickets (a lock or a
+// semaphore request without a session) that it lets in: it grants them in
+// the same step, in queue order, as AcquireHold would have granted their
+// requests then (the queued request's token, owner, TTL and max hold), and
+// returns them (Handoff) for the instance to answer its waiters with. So a
+// hand-off between two waiters of one instance costs the release alone. A
+// session-bound ticket, or another instance's, is woken as above: a grant
+// is only ever handed to the instance that asked the store for it, which is
+// alive to deliver it (a dead instance's tickets are never granted). A
+// request coming back with a token that holds already (a hand-off whose
+// delivery was lost) is answered with that grant, and its ticket leaves.
+//
 // Lock-delay: a session-bound hold that ends because its session expired
 // (not because its max hold was reached, nor on release, abandon or a clean
 // close) keeps its name from being granted to anyone until its deadline +
@@ -48,16 +61,26 @@ type Holds interface {
 	// AcquireHold grants a hold of req.Kind (HoldLock or HoldSemaphore);
 	// the rest is as Locks.AcquireLock.
 	AcquireHold(ctx context.Context, req AcquireLock) (LockGrant, error)
-	// RenewHold, ReleaseHold, AbandonHold and GetHolds are Locks' RenewLock,
-	// ReleaseLock, AbandonLock and GetLock for a hold of any kind.
+	// RenewHold, AbandonHold and GetHolds are Locks' RenewLock, AbandonLock
+	// and GetLock for a hold of any kind.
 	RenewHold(ctx context.Context, kind HoldKind, name, token string, ttl time.Duration) (Lease, error)
-	ReleaseHold(ctx context.Context, kind HoldKind, name, token string) (released bool, held time.Duration, err error)
 	AbandonHold(ctx context.Context, kind HoldKind, name, token string) error
 	GetHolds(ctx context.Context, kind HoldKind, name string) (LockInfo, error)
-	// LeaveQueue takes a waiting ticket out of the queue (its caller gave up
-	// or was granted elsewhere) and wakes whom that lets in. An unknown
-	// ticket is not an error.
-	LeaveQueue(ctx context.Context, kind HoldKind, name, ticket string) error
+	// ReleaseHold is Locks' ReleaseLock for a hold of any kind, made by
+	// instance ("": none): the plain tickets of instance that the release
+	// lets in are granted at once and returned (Released.Handoffs). A token
+	// that does not hold may still let tickets in (its expiry is cleaned
+	// up), so a false Released may come with hand-offs.
+	ReleaseHold(ctx context.Context, kind HoldKind, name, token, instance string) (Released, error)
+	// LeaveQueue takes a waiting ticket out of the queue (its caller gave
+	// up) and lets in whom that lets in, granting instance's plain tickets
+	// (hand-offs, returned) and waking the others. If the ticket is not
+	// queued and token (the waiting request's; "" for none) holds a plain
+	// hold of the name, a hand-off granted it before its caller gave up:
+	// that grant is returned among the hand-offs, with this ticket, and
+	// nothing changes (the caller answers with it, or abandons it). An
+	// unknown ticket is not an error.
+	LeaveQueue(ctx context.Context, kind HoldKind, name, ticket, token, instance string) ([]Handoff, error)
 	// RefreshTickets renews the leases of tickets still waiting to now +
 	// lease, and returns those that are not in the queue any more (they
 	// lapsed, or were granted or left): their requests must come back
@@ -67,6 +90,24 @@ type Holds interface {
 	// CheckFence reports whether a live holder of (kind, name) has fence
 	// (Chubby's CheckSequencer).
 	CheckFence(ctx context.Context, kind HoldKind, name string, fence uint64) (bool, error)
+}
+
+// Released is the outcome of ReleaseHold.
+type Released struct {
+	Released bool
+	Held     time.Duration // how long the hold had been held, when Released
+	// Handoffs are the releasing instance's waiting requests that the
+	// release granted (see Holds), in queue order.
+	Handoffs []Handoff
+}
+
+// Handoff is a grant made to a waiting request by another call of its
+// instance (ReleaseHold, LeaveQueue): the request's ticket and token, and
+// the grant as AcquireHold would have answered the request (Acquired,
+// Fence, TTL, ExpireTime, Holders, Limit).
+type Handoff struct {
+	Ticket, Token string
+	Grant         LockGrant
 }
 
 // WaitTicket puts a request that is not granted at once in the queue of its

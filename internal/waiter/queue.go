@@ -27,14 +27,30 @@ package waiter
 // store wakes this instance when its ticket can be granted. So a hand-off
 // costs one try, the grant, and no try that is bound to fail.
 //
+// Hand-offs: a release or a LeaveQueue made by this instance grants this
+// instance's waiting plain requests that it lets in, in the same store
+// call (store.Holds), and Deliver completes their waits with those grants,
+// found by ticket, without a try. A waiter whose try is in flight when its
+// hand-off comes is completed when the try returns (the caller never sees
+// a try still running). A hand-off whose waiter is no longer listed (it
+// gave up meanwhile) is dropped: the waiter's own LeaveQueue, which comes
+// after, finds it (the store answers a ticket that is gone, with a token
+// that holds, with that grant). A hand-off that is never delivered (its
+// release's answer was lost) is found by the waiter's next try: the store
+// answers a request whose token holds with that grant.
+//
 // Giving up (the wait passed, the caller's context ended, a drain, Close)
 // takes the waiter out of the list under the mutex. If its try is in flight
 // at that moment, Wait waits for it, so that a grant made by that try is
 // returned to its caller (or, if the caller's context is done, its error is
 // returned, and the caller's clean-up of an uncertain outcome ends the
 // grant). Then the waiter's ticket leaves the store's queue (LeaveQueue,
-// best effort, bounded by a second; a ticket left behind lapses within
-// store.WaitLease).
+// bounded by a second; a ticket left behind lapses within store.WaitLease).
+// A grant that LeaveQueue finds (a hand-off as the wait ended) is the
+// caller's, as a try's would be: a Lock that answers "not acquired" never
+// held. If LeaveQueue fails for a request that may be handed off, whether
+// it holds is unknown: Wait returns the error, and the caller's clean-up
+// ends whatever its token holds.
 //
 // q.mu guards the agents map and every agent's and waiter's fields; it is
 // never held across a store call or a TryFunc.
@@ -44,6 +60,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -142,27 +159,31 @@ type agent struct {
 	kick   chan struct{} // cap 1: a waiter joined
 
 	// Guarded by q.mu.
-	waiters []*waiting // local arrival order = store ticket order
-	exited  bool       // run returned: no try will come any more
+	waiters  []*waiting          // local arrival order = store ticket order
+	byTicket map[string]*waiting // the listed waiters, by their current ticket
+	exited   bool                // run returned: no try will come any more
 }
 
 // waiting is one Wait call; its fields are guarded by q.mu.
 type waiting struct {
 	ctx     context.Context
 	try     TryFunc
+	token   string            // the request's token if it may be handed off, else ""
 	ticket  *store.WaitTicket // the current ticket; nil before the first try
 	pending bool              // due a try outside rounds: new, or its ticket is gone
 	fresh   bool              // its next try takes a new ticket
 	trying  bool              // a try is in flight
 	tries   int
 	gaveUp  bool
-	retryAt time.Time    // from its last try
-	out     chan outcome // cap 1; receives the outcome when the agent ends the wait
+	retryAt time.Time        // from its last try
+	handoff *store.LockGrant // a hand-off's grant (Deliver), set once
+	out     chan outcome     // cap 1; receives the outcome when the agent ends the wait
 }
 
 type outcome struct {
-	done bool
-	err  error
+	done    bool
+	handoff *store.LockGrant // done by a hand-off: its grant
+	err     error
 	// panicked is what the try panicked with: re-raised in the caller's
 	// goroutine, where its recovery (the server's interceptor) is.
 	panicked any
@@ -173,33 +194,39 @@ var errClosed = errors.New("waiter: queues closed")
 
 // Wait tries at once and, if not done, waits up to wait (0: try once, no
 // ticket) for its turn: a wake-up, its retryAt, a refresh that found its
-// ticket gone (next try re-queues with a new ticket). On give-up (wait
-// passed, ctx done, drain) it leaves the queue (LeaveQueue, best effort,
-// bounded by 1s). Tries of one (kind, name) on this instance never overlap.
+// ticket gone (next try re-queues with a new ticket), or a hand-off
+// (Deliver). token is the request's if the store may hand it off (a plain
+// lock or semaphore request), else "". On give-up (wait passed, ctx done,
+// drain) it leaves the queue (LeaveQueue, bounded by 1s). Tries of one
+// (kind, name) on this instance never overlap.
 //
-// It returns the error of the last try, ctx's error if ctx ended first, and
-// nil otherwise (done, or gave up at the end of the wait or on a drain: the
-// caller then answers with what its last try saw). A try in flight when the
-// wait ends is waited for, and its outcome counts (a grant is never lost,
-// except that with ctx done its error is returned instead, for the caller's
-// clean-up). After Close, Wait tries once without waiting.
-func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name string, wait time.Duration, try TryFunc) error {
+// It returns the grant of a hand-off that ended the wait, delivered or
+// found by the give-up's LeaveQueue (nil if none), and the error of the
+// last try, ctx's error if ctx ended first, the error of LeaveQueue for a
+// request that may have been handed off (an uncertain outcome), and nil
+// otherwise (done by a try, or gave up at the end of the wait or on a
+// drain: the caller then answers with what its last try saw).
+// A try in flight when the wait ends is waited for, and its outcome counts
+// (a grant is never lost, except that with ctx done its error is returned
+// instead, for the caller's clean-up). After Close, Wait tries once without
+// waiting.
+func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name, token string, wait time.Duration, try TryFunc) (*store.LockGrant, error) {
 	if wait <= 0 || isClosed(q.drain) {
 		_, err := try(ctx, nil)
-		return err
+		return nil, err
 	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	w := &waiting{ctx: ctx, try: try, pending: true, fresh: true, out: make(chan outcome, 1)}
+	w := &waiting{ctx: ctx, try: try, token: token, pending: true, fresh: true, out: make(chan outcome, 1)}
 	a, err := q.join(agentKey{kind, name}, w)
 	if err != nil {
 		_, err := try(ctx, nil)
-		return err
+		return nil, err
 	}
 	select {
 	case o := <-w.out:
 		o.repanic()
-		return o.err
+		return o.handoff, o.err
 	case <-deadline.C:
 	case <-ctx.Done():
 	case <-q.drain:
@@ -209,16 +236,60 @@ func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name string, wai
 	o.repanic()
 	if ended && (o.done || o.err != nil) {
 		if o.done && ctx.Err() != nil {
-			return ctx.Err() // granted, but nobody will hear it: the caller cleans up
+			return nil, ctx.Err() // granted, but nobody will hear it: the caller cleans up
 		}
-		return o.err
+		return o.handoff, o.err
 	}
 	if w.ticket != nil {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpTimeout)
-		_ = q.st.LeaveQueue(lctx, kind, name, w.ticket.Ticket)
+		hs, err := q.st.LeaveQueue(lctx, kind, name, w.ticket.Ticket, token, q.instance)
 		cancel()
+		var own *store.LockGrant
+		hs = slices.DeleteFunc(hs, func(h store.Handoff) bool {
+			if token != "" && h.Ticket == w.ticket.Ticket && h.Token == token {
+				own = &h.Grant
+				return true
+			}
+			return false
+		})
+		q.Deliver(kind, name, hs)
+		switch {
+		case ctx.Err() != nil:
+			// A grant found (own) or not yet known: the caller cleans up.
+		case own != nil:
+			return own, nil // handed off as the wait ended: the caller's
+		case err != nil && token != "":
+			return nil, fmt.Errorf("leaving the queue: %w", err)
+		}
 	}
-	return ctx.Err()
+	return nil, ctx.Err()
+}
+
+// Deliver completes the waits of this instance that hs (the hand-offs of a
+// store call of this instance on (kind, name)) granted. A hand-off whose
+// waiter is no longer listed is dropped (see the file's comment).
+func (q *Queues) Deliver(kind store.HoldKind, name string, hs []store.Handoff) {
+	if len(hs) == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a := q.agents[agentKey{kind, name}]
+	if a == nil {
+		return
+	}
+	for _, h := range hs {
+		w := a.byTicket[h.Ticket]
+		if w == nil || w.handoff != nil || w.token == "" || w.token != h.Token {
+			continue
+		}
+		g := h.Grant
+		w.handoff = &g
+		if !w.trying { // else the try's end completes it
+			a.removeLocked(w)
+			w.out <- outcome{done: true, handoff: w.handoff}
+		}
+	}
 }
 
 func (o outcome) repanic() {
@@ -254,7 +325,7 @@ func (q *Queues) join(key agentKey, w *waiting) (*agent, error) {
 	a := q.agents[key]
 	if a == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		a = &agent{q: q, key: key, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1)}
+		a = &agent{q: q, key: key, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1), byTicket: make(map[string]*waiting)}
 		q.agents[key] = a
 		q.wg.Add(1)
 		go a.run()
@@ -272,6 +343,9 @@ func (q *Queues) join(key agentKey, w *waiting) (*agent, error) {
 func (a *agent) removeLocked(w *waiting) {
 	if i := slices.Index(a.waiters, w); i >= 0 {
 		a.waiters = slices.Delete(a.waiters, i, i+1)
+	}
+	if w.ticket != nil && a.byTicket[w.ticket.Ticket] == w {
+		delete(a.byTicket, w.ticket.Ticket)
 	}
 	if len(a.waiters) == 0 {
 		if a.q.agents[a.key] == a {
@@ -389,7 +463,11 @@ func (a *agent) pass(round bool) {
 		var t *store.WaitTicket
 		if !firstOfGaveUp {
 			if w.fresh {
+				if w.ticket != nil {
+					delete(a.byTicket, w.ticket.Ticket)
+				}
 				w.ticket = &store.WaitTicket{Ticket: token.New(), Instance: q.instance, Lease: store.WaitLease}
+				a.byTicket[w.ticket.Ticket] = w
 				w.fresh = false
 			}
 			t = w.ticket
@@ -404,7 +482,11 @@ func (a *agent) pass(round bool) {
 		q.mu.Lock()
 		w.trying = false
 		w.retryAt = r.RetryAt
-		if r.Done || err != nil || w.gaveUp || panicked != nil {
+		switch {
+		case w.handoff != nil && panicked == nil: // delivered during the try
+			a.removeLocked(w)
+			w.out <- outcome{done: true, handoff: w.handoff}
+		case r.Done || err != nil || w.gaveUp || panicked != nil:
 			a.removeLocked(w)
 			w.out <- outcome{done: r.Done, err: err, panicked: panicked}
 		}

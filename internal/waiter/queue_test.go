@@ -139,13 +139,13 @@ func testFIFOWithoutHerd(t *testing.T, n int, full bool) {
 			if !full {
 				try = notFull(try)
 			}
-			if err := h.q.Wait(t.Context(), store.HoldLock, name, long, try); err != nil || !g.Acquired {
+			if err := waitErr(t.Context(), h.q, store.HoldLock, name, long, try); err != nil || !g.Acquired {
 				errs <- fmt.Errorf("waiter %d: %+v, %v", i, g, err)
 				return
 			}
 			order <- i
-			if ok, _, err := h.faulty.ReleaseHold(context.Background(), store.HoldLock, name, tok); err != nil || !ok {
-				errs <- fmt.Errorf("waiter %d's release: %v, %v", i, ok, err)
+			if rel, err := h.faulty.ReleaseHold(context.Background(), store.HoldLock, name, tok, ""); err != nil || !rel.Released {
+				errs <- fmt.Errorf("waiter %d's release: %+v, %v", i, rel, err)
 			}
 		}()
 		// The next waiter arrives after this one's ticket is queued.
@@ -155,8 +155,8 @@ func testFIFOWithoutHerd(t *testing.T, n int, full bool) {
 		t.Fatalf("%d tickets queued, want %d", w, n)
 	}
 	before := h.faulty.CallCounts()
-	if ok, _, err := h.faulty.ReleaseHold(t.Context(), store.HoldLock, name, holder); err != nil || !ok {
-		t.Fatalf("holder's release: %v, %v", ok, err)
+	if rel, err := h.faulty.ReleaseHold(t.Context(), store.HoldLock, name, holder, ""); err != nil || !rel.Released {
+		t.Fatalf("holder's release: %+v, %v", rel, err)
 	}
 	wg.Wait()
 	close(order)
@@ -231,7 +231,7 @@ func TestQueuesSemaphoreGrantsPerRound(t *testing.T) {
 		go func() {
 			var g store.LockGrant
 			try := h.acquireHold(req(), &g)
-			_ = q.Wait(t.Context(), store.HoldSemaphore, name, long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+			_ = waitErr(t.Context(), q, store.HoldSemaphore, name, long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 				r, err := try(ctx, tk)
 				if r.Done {
 					granted <- i
@@ -243,8 +243,8 @@ func TestQueuesSemaphoreGrantsPerRound(t *testing.T) {
 	}
 	before := h.faulty.Calls("AcquireHold")
 	for _, tok := range holders {
-		if ok, _, err := h.mem.ReleaseHold(t.Context(), store.HoldSemaphore, name, tok); !ok || err != nil {
-			t.Fatal(ok, err)
+		if rel, err := h.mem.ReleaseHold(t.Context(), store.HoldSemaphore, name, tok, ""); err != nil || !rel.Released {
+			t.Fatal(rel, err)
 		}
 	}
 	hub.Notify(store.WaitTopic(store.HoldSemaphore, name, q.Instance()))
@@ -265,7 +265,7 @@ func TestQueuesSemaphoreGrantsPerRound(t *testing.T) {
 	// A newcomer's first try comes after the agent's round has ended.
 	in := make(chan struct{})
 	go func() {
-		_ = q.Wait(t.Context(), store.HoldSemaphore, name, long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+		_ = waitErr(t.Context(), q, store.HoldSemaphore, name, long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 			select {
 			case in <- struct{}{}:
 			default:
@@ -299,11 +299,11 @@ func TestQueuesLostWakeUp(t *testing.T) {
 	var g store.LockGrant
 	done := make(chan error, 1)
 	begin := time.Now()
-	go func() { done <- q.Wait(t.Context(), store.HoldLock, name, long, h.acquire(name, token.New(), &g)) }()
+	go func() { done <- waitErr(t.Context(), q, store.HoldLock, name, long, h.acquire(name, token.New(), &g)) }()
 	eventually(t, "queued", func() bool { return h.waiters(t, name) == 1 })
 	time.Sleep(waiter.FallbackRound / 2)
-	if ok, _, err := h.mem.ReleaseHold(t.Context(), store.HoldLock, name, holder); !ok || err != nil {
-		t.Fatal(ok, err)
+	if rel, err := h.mem.ReleaseHold(t.Context(), store.HoldLock, name, holder, ""); err != nil || !rel.Released {
+		t.Fatal(rel, err)
 	}
 	released := time.Now()
 	select {
@@ -329,7 +329,7 @@ func TestQueuesWaitZeroTriesOnceWithoutTicket(t *testing.T) {
 	h := newQHarness(t)
 	h.faulty.Fail("Subscribe") // shows that no subscription is made
 	var n atomic.Int32
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", 0, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", 0, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 		n.Add(1)
 		if tk != nil {
 			t.Errorf("ticket %+v with wait 0, want none", tk)
@@ -356,7 +356,7 @@ func TestQueuesTicket(t *testing.T) {
 	}
 	var tickets []store.WaitTicket
 	var mu sync.Mutex
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		tickets = append(tickets, *tk)
@@ -381,7 +381,7 @@ func TestQueuesRetryAt(t *testing.T) {
 	h := newQHarness(t)
 	var n atomic.Int32
 	start := time.Now()
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 		if n.Add(1) == 1 {
 			return waiter.Result{RetryAt: time.Now().Add(30 * time.Millisecond)}, nil
 		}
@@ -406,7 +406,7 @@ func TestQueuesWakeUp(t *testing.T) {
 	var n atomic.Int32
 	done := make(chan error, 1)
 	go func() {
-		done <- q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+		done <- waitErr(t.Context(), q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 			i := int(n.Add(1))
 			tries <- i
 			return waiter.Result{Done: i == 2}, nil
@@ -447,7 +447,7 @@ func TestQueuesGiveUpLeavesTheQueue(t *testing.T) {
 			}
 			var g store.LockGrant
 			done := make(chan error, 1)
-			go func() { done <- h.q.Wait(ctx, store.HoldLock, name, wait, h.acquire(name, token.New(), &g)) }()
+			go func() { done <- waitErr(ctx, h.q, store.HoldLock, name, wait, h.acquire(name, token.New(), &g)) }()
 			eventually(t, "queued", func() bool { return h.waiters(t, name) == 1 })
 			switch how {
 			case "canceled":
@@ -502,7 +502,7 @@ func TestQueuesGrantDuringGiveUp(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				done <- h.q.Wait(ctx, store.HoldLock, "ns:a", wait, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+				done <- waitErr(ctx, h.q, store.HoldLock, "ns:a", wait, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 					if n.Add(1) == 1 {
 						return waiter.Result{RetryAt: time.Now().Add(10 * time.Millisecond)}, nil
 					}
@@ -552,7 +552,7 @@ func TestQueuesTriesNeverOverlap(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var n int
-			err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+			err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 				r := running.Add(1)
 				defer running.Add(-1)
 				for {
@@ -581,7 +581,7 @@ func TestQueuesTriesNeverOverlap(t *testing.T) {
 func TestQueuesTryError(t *testing.T) {
 	h := newQHarness(t)
 	errTry := errors.New("try failed")
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 		return waiter.Result{}, errTry
 	})
 	if !errors.Is(err, errTry) {
@@ -599,7 +599,7 @@ func TestQueuesSubscribeFails(t *testing.T) {
 	var g store.LockGrant
 	acquire := h.acquire("ns:a", token.New(), &g) // queued: refreshes keep the ticket
 	start := time.Now()
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 		if n.Add(1) == 2 {
 			return waiter.Result{Done: true}, nil
 		}
@@ -628,7 +628,7 @@ func TestQueuesRefreshKeepsTickets(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = h.q.Wait(t.Context(), store.HoldLock, name, long, h.acquire(name, token.New(), &grants[i]))
+			_ = waitErr(t.Context(), h.q, store.HoldLock, name, long, h.acquire(name, token.New(), &grants[i]))
 		}()
 	}
 	eventually(t, "queued", func() bool { return h.waiters(t, name) == n })
@@ -641,8 +641,8 @@ func TestQueuesRefreshKeepsTickets(t *testing.T) {
 	if w := h.waiters(t, name); w != n {
 		t.Fatalf("%d tickets queued after 2 leases, want %d (refreshed)", w, n)
 	}
-	if ok, _, err := h.mem.ReleaseHold(t.Context(), store.HoldLock, name, holder); !ok || err != nil {
-		t.Fatal(ok, err)
+	if rel, err := h.mem.ReleaseHold(t.Context(), store.HoldLock, name, holder, ""); err != nil || !rel.Released {
+		t.Fatal(rel, err)
 	}
 	// The first waiter is granted; the others go on waiting until Close.
 	eventually(t, "a grant", func() bool { return h.waiters(t, name) == n-1 })
@@ -671,7 +671,7 @@ func TestQueuesLapsedTicketRequeues(t *testing.T) {
 	go func() {
 		var g store.LockGrant
 		acquire := h.acquire(name, token.New(), &g)
-		done <- h.q.Wait(t.Context(), store.HoldLock, name, long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+		done <- waitErr(t.Context(), h.q, store.HoldLock, name, long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 			mu.Lock()
 			tickets = append(tickets, tk.Ticket)
 			mu.Unlock()
@@ -710,7 +710,7 @@ func TestQueuesCloseEndsEverything(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = h.q.Wait(t.Context(), store.HoldLock, fmt.Sprintf("ns:%d", i%3), long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+			_ = waitErr(t.Context(), h.q, store.HoldLock, fmt.Sprintf("ns:%d", i%3), long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 				return waiter.Result{}, nil
 			})
 		}()
@@ -719,7 +719,7 @@ func TestQueuesCloseEndsEverything(t *testing.T) {
 	h.q.Close()
 	wg.Wait()
 	var n int
-	err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
 		n++
 		if tk != nil {
 			t.Errorf("ticket after Close")
@@ -738,16 +738,23 @@ func TestQueuesTryPanics(t *testing.T) {
 	got := make(chan any, 1)
 	go func() {
 		defer func() { got <- recover() }()
-		_ = h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+		_ = waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 			panic("store exploded")
 		})
 	}()
 	if p := <-got; p != "store exploded" {
 		t.Fatalf("recovered %v, want the try's panic", p)
 	}
-	if err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+	if err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
 		return waiter.Result{Done: true}, nil
 	}); err != nil {
 		t.Fatalf("Wait after a panic: %v", err)
 	}
+}
+
+// waitErr is Wait for a request that is never handed off (token ""): its
+// error.
+func waitErr(ctx context.Context, q *waiter.Queues, kind store.HoldKind, name string, wait time.Duration, try waiter.TryFunc) error {
+	_, err := q.Wait(ctx, kind, name, "", wait, try)
+	return err
 }

@@ -7,9 +7,11 @@ package memory
 // Concurrency: every holdSet lives under s.lk, with the sessions that hold
 // them (a session's keepalive or close touches holds of every kind) and
 // the fence counter. Each call is one op: it takes s.lk, cleans up each
-// set it touches once (bounded), and at its end computes, for each set
-// where something may have let a ticket in, the instances to wake, frees
-// the sets that became empty, releases s.lk and only then notifies.
+// set it touches once (bounded), and at its end lets in, for each set where
+// something may have let a ticket in, the tickets that may be granted now
+// (granting the calling instance's plain ones: hand-offs; noting the other
+// instances to wake), frees the sets that became empty, releases s.lk and
+// only then notifies.
 //
 // Bounded work: a set's holders are in a heap by deadline and its tickets
 // in a heap by lease, so that the expired and lapsed ones are found
@@ -65,12 +67,20 @@ type ticket struct {
 	seq          uint64
 	shared       bool
 	lease        time.Time
-	prev, next   *ticket // the queue, in arrival order
-	xprev, xnext *ticket // the exclusive tickets of a lock, in arrival order
-	idx          int     // in holdSet.byLease
+	plain        *plainReq // a plain request's, which may be handed off; nil for a session's
+	prev, next   *ticket   // the queue, in arrival order
+	xprev, xnext *ticket   // the exclusive tickets of a lock, in arrival order
+	idx          int       // in holdSet.byLease
 }
 
 func (t *ticket) live(now time.Time) bool { return now.Before(t.lease) }
+
+// plainReq is what a hand-off needs of a queued plain request (a lock's or
+// a semaphore's, without a session) to grant it as AcquireHold would.
+type plainReq struct {
+	token, owner string
+	ttl, maxHold time.Duration
+}
 
 // holdSet is the state of one (kind, name).
 type holdSet struct {
@@ -168,6 +178,10 @@ type op struct {
 	topics []string
 	seen   map[string]bool // topics, once
 	budget int             // lapsed tickets found in walks that may still be removed
+	// me is the instance making the call ("": none): its plain tickets that
+	// the op lets in are granted (handoffs) instead of woken.
+	me       string
+	handoffs []store.Handoff
 }
 
 func (s *Store) begin() *op {
@@ -176,9 +190,10 @@ func (s *Store) begin() *op {
 	return &op{s: s, now: now, budget: cleanBatch}
 }
 
-// end wakes whom the op let in, frees the sets that became empty, releases
-// s.lk and notifies.
-func (o *op) end() {
+// end lets in whom the op let in (hand-offs to o.me, wake-ups to the
+// others), frees the sets that became empty, releases s.lk, notifies, and
+// returns the hand-offs.
+func (o *op) end() []store.Handoff {
 	for _, h := range o.sets {
 		if h.dirty {
 			o.wake(h)
@@ -192,6 +207,7 @@ func (o *op) end() {
 	for _, t := range o.topics {
 		o.s.hub.Notify(t)
 	}
+	return o.handoffs
 }
 
 func (o *op) notify(topic string) {
@@ -406,41 +422,82 @@ func (o *op) blocked(h *holdSet, shared bool, maxHolders, limit int, tk *ticket)
 	return false, false
 }
 
-// wake notifies the instances of the tickets that may be granted now.
+// wake lets in the tickets at the head of the queue that may be granted
+// now, in queue order, and no others (at most maxWake): a lock's head if it
+// is exclusive and the lock is free, or the run of shared tickets at its
+// head up to the free shared places; a semaphore's first (limit -
+// holders); an election's head if it has no leader. A ticket let in but not
+// granted here counts as a holder for those behind it. A plain ticket of
+// o.me is granted (handOff); any other's instance is woken.
 func (o *op) wake(h *holdSet) {
 	if o.now.Before(h.delayUntil) {
 		return
 	}
-	first := h.firstLive(o.now)
-	t := o.step(h, h.head, false)
-	if t == nil {
-		return
-	}
-	var in []*ticket
-	switch {
-	case h.kind() == store.HoldSemaphore:
-		for free := min(h.limit-h.liveHolders(o.now), maxWake); t != nil && len(in) < free; t = o.nextLive(h, t) {
-			in = append(in, t)
+	ahead := 0
+	for t, n := o.step(h, h.head, false), 0; t != nil && n < maxWake; n++ {
+		next := o.nextLive(h, t)
+		live := h.liveHolders(o.now)
+		var fits bool
+		switch {
+		case h.kind() == store.HoldSemaphore:
+			fits = live+ahead < h.limit
+		case h.kind() == store.HoldLock && t.shared:
+			first := h.firstLive(o.now)
+			fits = (first == nil || first.shared) && (h.maxHolders <= 0 || live+ahead < h.maxHolders)
+		default: // an exclusive lock, an election
+			fits = live == 0 && ahead == 0
 		}
-	case h.kind() == store.HoldLock && t.shared:
-		if first != nil && !first.shared {
+		if !fits {
 			return
 		}
-		room := maxWake
-		if h.maxHolders > 0 {
-			room = min(room, h.maxHolders-h.liveHolders(o.now))
+		if t.plain != nil && o.me != "" && t.instance == o.me {
+			o.handOff(h, t)
+		} else {
+			o.notify(store.WaitTopic(h.kind(), h.key.name, t.instance))
+			ahead++
 		}
-		for ; t != nil && t.shared && len(in) < room; t = o.nextLive(h, t) {
-			in = append(in, t)
+		if h.kind() != store.HoldSemaphore && !t.shared {
+			return // nothing behind an exclusive ticket fits
 		}
-	default:
-		if first == nil {
-			in = append(in, t)
-		}
+		t = next
 	}
-	for _, t := range in {
-		o.notify(store.WaitTopic(h.kind(), h.key.name, t.instance))
+}
+
+// handOff grants queued plain ticket t as AcquireHold would have granted
+// its request now, and notes the hand-off.
+func (o *op) handOff(h *holdSet, t *ticket) {
+	p := t.plain
+	var holdUntil time.Time
+	if p.maxHold > 0 {
+		holdUntil = o.now.Add(us(p.maxHold))
 	}
+	x := &holder{token: p.token, owner: p.owner, shared: t.shared, deadline: capHold(o.now.Add(us(p.ttl)), holdUntil), holdUntil: holdUntil}
+	o.grant(h, t, x)
+	o.handoffs = append(o.handoffs, store.Handoff{Ticket: t.id, Token: p.token, Grant: h.grantOf(x, o.now)})
+}
+
+// grantOf is holder x's grant as AcquireHold answers it, now.
+func (h *holdSet) grantOf(x *holder, now time.Time) store.LockGrant {
+	return store.LockGrant{
+		Acquired: true, Fence: x.fence, TTL: x.deadline.Sub(now), ExpireTime: x.deadline,
+		Holders: h.liveHolders(now), Limit: h.semLimit(now),
+	}
+}
+
+// grant makes x (its token, owner, session, deadline and max hold set) a
+// holder of h with the next fence, and takes its ticket tk, if any, out of
+// the queue.
+func (o *op) grant(h *holdSet, tk *ticket, x *holder) {
+	if tk != nil {
+		h.removeTicket(tk)
+	}
+	fence := max(o.s.lastFence+1, uint64(o.now.UnixMicro()))
+	o.s.lastFence = fence
+	x.fence, x.acquired = fence, o.now
+	h.holders[x.token] = x
+	h.byFence[fence] = x
+	heap.Push(&h.byDeadline, x)
+	h.dirty = true // a shared grant may let the next shared ticket in
 }
 
 // grantReq is a request for a hold of any kind.
@@ -464,7 +521,18 @@ type granted struct {
 // then the session's checks, then the grant; not granted: the queue).
 func (o *op) acquire(h *holdSet, req grantReq) (granted, error) {
 	now := o.now
-	if req.SessionID != "" {
+	if req.SessionID == "" {
+		if x := h.liveHolder(req.Token, now); x != nil {
+			// Granted already, by a hand-off: its ticket, if queued, leaves.
+			if req.Wait != nil {
+				if t := h.tickets[req.Wait.Ticket]; t != nil {
+					h.removeTicket(t)
+					h.dirty = true
+				}
+			}
+			return granted{ok: true, x: x, holders: h.liveHolders(now), limit: h.semLimit(now)}, nil
+		}
+	} else {
 		if sess := o.s.sessions[req.SessionID]; sess != nil {
 			if b, ok := sess.holds[h.key]; ok {
 				if x := h.holders[b.token]; x != nil && x.live(now) {
@@ -527,7 +595,11 @@ func (o *op) acquire(h *holdSet, req grantReq) (granted, error) {
 			if h.liveTickets(now) >= store.MaxWaiters {
 				return granted{}, store.ErrTooManyWaiters
 			}
-			h.queue(&ticket{id: req.Wait.Ticket, instance: req.Wait.Instance, shared: shared, lease: now.Add(lease)})
+			t := &ticket{id: req.Wait.Ticket, instance: req.Wait.Instance, shared: shared, lease: now.Add(lease)}
+			if req.SessionID == "" && h.kind() != store.HoldElection {
+				t.plain = &plainReq{token: req.Token, owner: req.Owner, ttl: req.TTL, maxHold: req.MaxHold}
+			}
+			h.queue(t)
 		}
 		g.queued = true
 		return g, nil
@@ -548,25 +620,16 @@ func (o *op) acquire(h *holdSet, req grantReq) (granted, error) {
 		}
 		deadline = sess.deadline
 	}
-	if tk != nil {
-		h.removeTicket(tk)
-	}
-	fence := max(o.s.lastFence+1, uint64(now.UnixMicro()))
-	o.s.lastFence = fence
 	x := &holder{
-		token: req.Token, owner: req.Owner, session: req.SessionID, fence: fence, shared: shared,
-		acquired: now, deadline: capHold(deadline, holdUntil), holdUntil: holdUntil,
-		value: slices.Clone(req.value),
+		token: req.Token, owner: req.Owner, session: req.SessionID, shared: shared,
+		deadline: capHold(deadline, holdUntil), holdUntil: holdUntil, value: slices.Clone(req.value),
 	}
+	o.grant(h, tk, x)
 	if sess != nil {
 		x.delay = sess.delay
-		sess.bind(h.kind(), h.key.name, sessionHold{token: req.Token, fence: fence, holdUntil: holdUntil})
+		sess.bind(h.kind(), h.key.name, sessionHold{token: req.Token, fence: x.fence, holdUntil: holdUntil})
 		o.notify(store.SessionTopic(req.SessionID))
 	}
-	h.holders[x.token] = x
-	h.byFence[fence] = x
-	heap.Push(&h.byDeadline, x)
-	h.dirty = true // a shared grant may let the next shared ticket in
 	return granted{ok: true, x: x, holders: h.liveHolders(now), limit: limit}, nil
 }
 
@@ -660,22 +723,23 @@ func (s *Store) RenewHold(_ context.Context, kind store.HoldKind, name, token st
 }
 
 // ReleaseHold implements store.Holds.
-func (s *Store) ReleaseHold(_ context.Context, kind store.HoldKind, name, token string) (bool, time.Duration, error) {
+func (s *Store) ReleaseHold(_ context.Context, kind store.HoldKind, name, token, instance string) (store.Released, error) {
 	if err := checkKind(kind); err != nil {
-		return false, 0, err
+		return store.Released{}, err
 	}
 	o := s.begin()
-	defer o.end()
+	o.me = instance
+	var rel store.Released
 	h := o.set(kind, name, false)
-	x := h.liveHolder(token, o.now)
-	if x == nil {
-		return false, 0, nil
+	if x := h.liveHolder(token, o.now); x != nil {
+		o.removeHolder(h, x)
+		if sess := o.s.sessions[x.session]; sess != nil {
+			sess.unbind(kind, name, token)
+		}
+		rel.Released, rel.Held = true, o.now.Sub(x.acquired)
 	}
-	o.removeHolder(h, x)
-	if sess := o.s.sessions[x.session]; sess != nil {
-		sess.unbind(kind, name, token)
-	}
-	return true, o.now.Sub(x.acquired), nil
+	rel.Handoffs = o.end()
+	return rel, nil
 }
 
 // AbandonHold implements store.Holds.
@@ -730,19 +794,22 @@ func (s *Store) GetHolds(_ context.Context, kind store.HoldKind, name string) (s
 }
 
 // LeaveQueue implements store.Holds.
-func (s *Store) LeaveQueue(_ context.Context, kind store.HoldKind, name, ticketID string) error {
+func (s *Store) LeaveQueue(_ context.Context, kind store.HoldKind, name, ticketID, token, instance string) ([]store.Handoff, error) {
 	if err := checkKind(kind); err != nil {
-		return err
+		return nil, err
 	}
 	o := s.begin()
-	defer o.end()
+	o.me = instance
 	if h := o.set(kind, name, false); h != nil {
 		if t := h.tickets[ticketID]; t != nil {
 			h.removeTicket(t)
 			h.dirty = true
+		} else if x := h.liveHolder(token, o.now); token != "" && x != nil && x.session == "" {
+			// A hand-off granted it before its request gave up: the caller's.
+			o.handoffs = append(o.handoffs, store.Handoff{Ticket: ticketID, Token: token, Grant: h.grantOf(x, o.now)})
 		}
 	}
-	return nil
+	return o.end(), nil
 }
 
 // RefreshTickets implements store.Holds.

@@ -84,8 +84,8 @@ func (e *holdsEnv) wantWoken(what string, ws map[string]*waiter, want ...string)
 
 func (e *holdsEnv) release(kind store.HoldKind, name, tok string) {
 	e.Helper()
-	if ok, _, err := e.s.ReleaseHold(e.ctx, kind, name, tok); err != nil || !ok {
-		e.Fatalf("ReleaseHold: %v, %v", ok, err)
+	if rel, err := e.s.ReleaseHold(e.ctx, kind, name, tok, ""); err != nil || !rel.Released {
+		e.Fatalf("ReleaseHold: %+v, %v", rel, err)
 	}
 }
 
@@ -172,7 +172,7 @@ func TestTargetedWakeSemaphore(t *testing.T) {
 	e.wantWoken("one release", ws, "A")
 	e.release(store.HoldSemaphore, n, h2.Token)
 	e.wantWoken("two releases", ws, "A", "B")
-	if err := e.s.LeaveQueue(e.ctx, store.HoldSemaphore, n, ws["A"].req.Wait.Ticket); err != nil {
+	if _, err := e.s.LeaveQueue(e.ctx, store.HoldSemaphore, n, ws["A"].req.Wait.Ticket, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	e.wantWoken("the head leaving", ws, "B", "C")

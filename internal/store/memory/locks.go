@@ -22,7 +22,8 @@ func (s *Store) RenewLock(ctx context.Context, name, token string, ttl time.Dura
 
 // ReleaseLock implements store.Locks.
 func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, time.Duration, error) {
-	return s.ReleaseHold(ctx, store.HoldLock, name, token)
+	rel, err := s.ReleaseHold(ctx, store.HoldLock, name, token, "")
+	return rel.Released, rel.Held, err
 }
 
 // AbandonLock implements store.Locks.

@@ -501,9 +501,9 @@ func (x *noCrossSlot) holdJob(i int) {
 	if f.err("GetHolds", name, err) {
 		f.want(len(info.Holders) == 1 && info.Waiters == 1 && info.Limit == 1, "GetHolds", name, "%+v", info)
 	}
-	ok, _, err = st.ReleaseHold(ctx, store.HoldSemaphore, name, p1.Token)
+	rel, err := st.ReleaseHold(ctx, store.HoldSemaphore, name, p1.Token, "")
 	if f.err("ReleaseHold", name, err) {
-		f.want(ok, "ReleaseHold", name, "not released")
+		f.want(rel.Released, "ReleaseHold", name, "not released")
 	}
 	if sub != nil {
 		f.wake(sub, "wait")
@@ -513,7 +513,8 @@ func (x *noCrossSlot) holdJob(i int) {
 	if f.err("AcquireHold(semaphore, woken)", name, err) {
 		f.want(g2.Acquired, "AcquireHold(semaphore, woken)", name, "grant %+v, want acquired", g2)
 	}
-	f.err("LeaveQueue", name, st.LeaveQueue(ctx, store.HoldSemaphore, name, ticket))
+	_, err = st.LeaveQueue(ctx, store.HoldSemaphore, name, ticket, "", "")
+	f.err("LeaveQueue", name, err)
 	_, err = st.RenewHold(ctx, store.HoldSemaphore, name, p2.Token, time.Minute)
 	if !errors.Is(err, store.ErrLockSessionBound) {
 		f.err("RenewHold(session)", name, fmt.Errorf("want ErrLockSessionBound, got %w", err))

@@ -70,8 +70,8 @@ func decodeProclaim(cmd *redis.Cmd) error {
 // hold is (a session-bound one leaves its session's set first); the
 // release logs it and wakes the observers and waiters.
 func (s *Store) Resign(ctx context.Context, name, token string) (bool, error) {
-	ok, _, err := s.releaseHold(ctx, "Resign", store.HoldElection, name, token)
-	return ok, err
+	rel, err := s.releaseHold(ctx, "Resign", store.HoldElection, name, token, "")
+	return rel.Released, err
 }
 
 // Leader implements store.Elections.

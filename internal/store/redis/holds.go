@@ -180,7 +180,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionLocks)
 	if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyLocks) {
 		// The session ended, or filled up, since it was read: undo the grant.
-		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true); err != nil {
+		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, ""); err != nil {
 			return store.LockGrant{}, a, err
 		}
 		return store.LockGrant{}, a, err
@@ -195,7 +195,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 	newDeadline, replicated, err := s.confirmHold(ctx, req.SessionID, h)
 	if errors.Is(err, store.ErrSessionNotFound) {
 		// The session ended, or lost the hold, since the add.
-		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true); err != nil {
+		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, ""); err != nil {
 			return store.LockGrant{}, a, err
 		}
 		return store.LockGrant{}, a, err
@@ -334,29 +334,35 @@ func decodeRenew(cmd *redis.Cmd) (store.Lease, error) {
 	return store.Lease{TTL: micros(dl - now), ExpireTime: unixMicro(dl), Fence: fence}, r.done()
 }
 
-// ReleaseHold implements store.Holds.
-func (s *Store) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token string) (bool, time.Duration, error) {
-	return s.releaseHold(ctx, "ReleaseHold", kind, name, token)
+// ReleaseHold implements store.Holds. With redis.wait_replicas set,
+// nothing is handed off (the release wakes the instance's waiters too):
+// a grant is only answered once WAIT has seen it replicated, which the
+// acquire path does.
+func (s *Store) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token, instance string) (store.Released, error) {
+	if s.wait > 0 {
+		instance = ""
+	}
+	return s.releaseHold(ctx, "ReleaseHold", kind, name, token, instance)
 }
 
 // releaseHold: a session-bound hold leaves its session's set first and is
 // deleted second, so that a keepalive in between never reports it lost.
-func (s *Store) releaseHold(ctx context.Context, op string, kind store.HoldKind, name, token string) (bool, time.Duration, error) {
+func (s *Store) releaseHold(ctx context.Context, op string, kind store.HoldKind, name, token, instance string) (store.Released, error) {
 	var rel released
 	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
-		if rel, err = s.release(ctx, kind, name, token, false); err != nil || rel.code != codeSessionBound {
+		if rel, err = s.release(ctx, kind, name, token, false, instance); err != nil || rel.code != codeSessionBound {
 			return err
 		}
 		if err := s.unbindHold(ctx, rel.session, kind, name, token); err != nil {
 			return err
 		}
-		rel, err = s.release(ctx, kind, name, token, true)
+		rel, err = s.release(ctx, kind, name, token, true, instance)
 		return err
 	})
-	if err != nil || rel.code != codeOK {
-		return false, 0, err
+	if err != nil {
+		return store.Released{}, err
 	}
-	return true, rel.held, nil
+	return store.Released{Released: rel.code == codeOK, Held: rel.held, Handoffs: rel.handoffs}, nil
 }
 
 // AbandonHold implements store.Holds.
@@ -369,30 +375,37 @@ func (s *Store) AbandonHold(ctx context.Context, kind store.HoldKind, name, toke
 // deleted.
 func (s *Store) abandonHold(ctx context.Context, op string, kind store.HoldKind, name, token string) error {
 	return s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) error {
-		rel, err := s.release(ctx, kind, name, token, false)
+		rel, err := s.release(ctx, kind, name, token, false, "")
 		if err != nil || rel.code != codeSessionBound {
 			return err // released, or not held
 		}
 		if err := s.holdGone(ctx, rel.session, kind, name, token); err != nil {
 			return err
 		}
-		_, err = s.release(ctx, kind, name, token, true)
+		_, err = s.release(ctx, kind, name, token, true, "")
 		return err
 	})
 }
 
 // release runs hold_release.lua: it deletes (kind, name)'s hold by token
-// if live, and wakes whom that lets in; a session-bound one only if bound
-// (its session's entry is gone), else it is answered codeSessionBound.
-func (s *Store) release(ctx context.Context, kind store.HoldKind, name, token string, bound bool) (released, error) {
-	return decodeRelease(s.evalHold(ctx, holdRelease, kind, name, token, boolArg(bound)))
+// if live, and lets in whom that lets in (instance's plain tickets are
+// handed off); a session-bound one only if bound (its session's entry is
+// gone), else it is answered codeSessionBound.
+func (s *Store) release(ctx context.Context, kind store.HoldKind, name, token string, bound bool, instance string) (released, error) {
+	rel, err := decodeRelease(s.evalHold(ctx, holdRelease, kind, name, token, boolArg(bound), instance, s.timeSeen.Load()))
+	if err == nil && len(rel.handoffs) > 0 {
+		s.sawTime(rel.now)
+	}
+	return rel, err
 }
 
 // released is hold_release.lua's reply.
 type released struct {
-	code    int64         // codeOK, codeNo or codeSessionBound
-	held    time.Duration // codeOK: how long it had been held
-	session string        // codeSessionBound: the session's ID
+	code     int64         // codeOK, codeNo or codeSessionBound
+	held     time.Duration // codeOK: how long it had been held
+	session  string        // codeSessionBound: the session's ID
+	now      int64         // codeOK, codeNo: the script's time (µs)
+	handoffs []store.Handoff
 }
 
 func decodeRelease(cmd *redis.Cmd) (released, error) {
@@ -404,10 +417,31 @@ func decodeRelease(cmd *redis.Cmd) (released, error) {
 	switch rel.code {
 	case codeOK:
 		rel.held = micros(r.int(1))
+		rel.now, rel.handoffs = decodeHandoffs(r, 2)
+	case codeNo:
+		rel.now, rel.handoffs = decodeHandoffs(r, 1)
 	case codeSessionBound:
 		rel.session = r.str(1)
 	}
 	return rel, r.done()
+}
+
+// decodeHandoffs reads hold_prelude.lua's withHandoffs values from value
+// from: the script's time, their number, then each hand-off's ticket,
+// token, fence, deadline, holders and limit.
+func decodeHandoffs(r *reply, from int) (now int64, hs []store.Handoff) {
+	now, n := r.int(from), r.int(from+1)
+	if n < 0 || r.len() != from+2+6*int(n) {
+		r.fail(from+1, "%d hand-offs in %d values", n, r.len())
+		return now, nil
+	}
+	for i := from + 2; i < r.len(); i += 6 {
+		dl := r.int(i + 3)
+		g := store.LockGrant{Acquired: true, Fence: r.uint(i + 2), TTL: micros(dl - now), ExpireTime: unixMicro(dl),
+			Holders: int(r.int(i + 4)), Limit: int(r.int(i + 5))}
+		hs = append(hs, store.Handoff{Ticket: r.str(i), Token: r.str(i + 1), Grant: g})
+	}
+	return now, hs
 }
 
 func boolArg(b bool) string {
@@ -474,12 +508,37 @@ func decodeGet(cmd *redis.Cmd) (store.LockInfo, error) {
 	return info, nil
 }
 
-// LeaveQueue implements store.Holds.
-func (s *Store) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket string) error {
-	return s.do(ctx, "LeaveQueue", s.keys.hold(kind, name)[0], func(ctx context.Context) error {
-		_, err := codeOf(holdLeave, s.evalHold(ctx, holdLeave, kind, name, ticket), codeOK)
+// LeaveQueue implements store.Holds (with redis.wait_replicas set, as
+// ReleaseHold, nothing is handed off).
+func (s *Store) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket, token, instance string) ([]store.Handoff, error) {
+	if s.wait > 0 {
+		instance = ""
+	}
+	var hs []store.Handoff
+	err := s.do(ctx, "LeaveQueue", s.keys.hold(kind, name)[0], func(ctx context.Context) error {
+		now, h, err := decodeLeave(s.evalHold(ctx, holdLeave, kind, name, ticket, token, instance, s.timeSeen.Load()))
+		if err == nil && len(h) > 0 {
+			s.sawTime(now)
+		}
+		hs = h
 		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	return hs, nil
+}
+
+// decodeLeave reads hold_leave.lua's reply: the script's time and its
+// hand-offs.
+func decodeLeave(cmd *redis.Cmd) (now int64, hs []store.Handoff, err error) {
+	r, err := replyOf(holdLeave, cmd)
+	if err != nil {
+		return 0, nil, err
+	}
+	r.code(codeOK)
+	now, hs = decodeHandoffs(r, 1)
+	return now, hs, r.done()
 }
 
 // maxTicketsPerCall bounds hold_tickets.lua's work: RefreshTickets splits

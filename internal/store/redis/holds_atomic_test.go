@@ -92,8 +92,8 @@ func TestHoldsAtomicSemaphore(t *testing.T) {
 						}
 						time.Sleep(2 * time.Millisecond) // so that holders overlap
 						live.Add(-1)
-						if ok, _, err := st.ReleaseHold(context.Background(), store.HoldSemaphore, name, g.Token); err != nil || !ok {
-							t.Errorf("ReleaseHold = %v, %v", ok, err)
+						if rel, err := st.ReleaseHold(context.Background(), store.HoldSemaphore, name, g.Token, ""); err != nil || !rel.Released {
+							t.Errorf("ReleaseHold = %+v, %v", rel, err)
 						}
 					}
 				})
@@ -139,8 +139,8 @@ func TestHoldsAtomicSharedLock(t *testing.T) {
 							}
 							readers.Add(-1)
 						}
-						if ok, _, err := st.ReleaseHold(context.Background(), store.HoldLock, name, g.Token); err != nil || !ok {
-							t.Errorf("ReleaseHold = %v, %v", ok, err)
+						if rel, err := st.ReleaseHold(context.Background(), store.HoldLock, name, g.Token, ""); err != nil || !rel.Released {
+							t.Errorf("ReleaseHold = %+v, %v", rel, err)
 						}
 					}
 				})

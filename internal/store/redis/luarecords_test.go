@@ -9,8 +9,9 @@ package redis
 // every go test, on the shared standalone Redis and on the Cluster, with
 // random cases of its own: arbitrary bytes as keys, fingerprints, results,
 // failure messages, payloads, dedup IDs and lock names, session lock-set
-// entries, and malformed receipts sent straight to the store, past the
-// service's validation. A failure logs the seed; COORDD_LUA_SEED=n repeats it.
+// entries, queued requests' tokens and owners (hand-off tickets), and
+// malformed receipts sent straight to the store, past the service's
+// validation. A failure logs the seed; COORDD_LUA_SEED=n repeats it.
 
 import (
 	"bytes"
@@ -76,6 +77,42 @@ func luaRecords(t *testing.T, s *Store, clk *clock.Fake, seed uint64) {
 	t.Run("idempotency", r.idempotency)
 	t.Run("queue", r.queue)
 	t.Run("session entries", r.sessionEntries)
+	t.Run("hand-off tickets", r.handoffTickets)
+}
+
+// handoffTickets: a queued plain request's ticket record (its token, owner
+// and lease, any bytes) comes back unchanged in the grant a release hands
+// off: the hand-off's token, and the owner GetHolds shows.
+func (r *luaRun) handoffTickets(t *testing.T) {
+	rng := r.rng
+	const inst = "0123456789abcdef"
+	for i := 0; i < 30; i++ {
+		name := "ns:" + lrString(rng, 40)
+		h := store.AcquireLock{Kind: store.HoldLock, Name: name, Token: token.New(), TTL: time.Hour}
+		if g, err := r.s.AcquireHold(r.ctx, h); err != nil || !g.Acquired {
+			t.Fatalf("case %d: AcquireHold: %+v, %v", i, g, err)
+		}
+		w := store.AcquireLock{Kind: store.HoldLock, Name: name, Token: lrString(rng, 40), Owner: lrString(rng, 60),
+			TTL: time.Duration(1+rng.IntN(1000)) * time.Second,
+			Wait: &store.WaitTicket{Ticket: token.New(), Instance: inst, Lease: time.Hour}}
+		if g, err := r.s.AcquireHold(r.ctx, w); err != nil || !g.Queued {
+			t.Fatalf("case %d: the waiting AcquireHold: %+v, %v", i, g, err)
+		}
+		rel, err := r.s.ReleaseHold(r.ctx, store.HoldLock, name, h.Token, inst)
+		if err != nil || !rel.Released || len(rel.Handoffs) != 1 {
+			t.Fatalf("case %d: ReleaseHold: %+v, %v", i, rel, err)
+		}
+		if ho := rel.Handoffs[0]; ho.Token != w.Token || ho.Ticket != w.Wait.Ticket || ho.Grant.TTL != w.TTL {
+			t.Fatalf("case %d: hand-off %+v; want token %q, ticket %s, ttl %v", i, ho, w.Token, w.Wait.Ticket, w.TTL)
+		}
+		info, err := r.s.GetHolds(r.ctx, store.HoldLock, name)
+		if err != nil || info.Owner != w.Owner {
+			t.Fatalf("case %d: GetHolds: %+v, %v; want owner %q", i, info, err, w.Owner)
+		}
+		if rel, err := r.s.ReleaseHold(r.ctx, store.HoldLock, name, w.Token, inst); err != nil || !rel.Released {
+			t.Fatalf("case %d: the hand-off's release: %+v, %v", i, rel, err)
+		}
+	}
 }
 
 // luaRun is one luaRecords: the store, its clock, and the random source

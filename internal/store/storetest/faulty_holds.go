@@ -18,16 +18,8 @@ func (f *Faulty) RenewHold(ctx context.Context, kind store.HoldKind, name, token
 }
 
 // ReleaseHold implements store.Holds.
-func (f *Faulty) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token string) (bool, time.Duration, error) {
-	type released struct {
-		ok   bool
-		held time.Duration
-	}
-	r, err := do(ctx, f, "ReleaseHold", func() (released, error) {
-		ok, held, err := f.inner.ReleaseHold(ctx, kind, name, token)
-		return released{ok, held}, err
-	}, nil)
-	return r.ok, r.held, err
+func (f *Faulty) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token, instance string) (store.Released, error) {
+	return do(ctx, f, "ReleaseHold", func() (store.Released, error) { return f.inner.ReleaseHold(ctx, kind, name, token, instance) }, nil)
 }
 
 // AbandonHold implements store.Holds.
@@ -41,8 +33,10 @@ func (f *Faulty) GetHolds(ctx context.Context, kind store.HoldKind, name string)
 }
 
 // LeaveQueue implements store.Holds.
-func (f *Faulty) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket string) error {
-	return do0(ctx, f, "LeaveQueue", func() error { return f.inner.LeaveQueue(ctx, kind, name, ticket) })
+func (f *Faulty) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticket, token, instance string) ([]store.Handoff, error) {
+	return do(ctx, f, "LeaveQueue", func() ([]store.Handoff, error) {
+		return f.inner.LeaveQueue(ctx, kind, name, ticket, token, instance)
+	}, nil)
 }
 
 // RefreshTickets implements store.Holds.

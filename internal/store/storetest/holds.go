@@ -19,7 +19,7 @@ import (
 // again with the same store.AcquireLock (its token and ticket), as a waiter
 // does after a wake-up or at RetryAt.
 func holdTests() []test {
-	return []test{
+	return append([]test{
 		{"SharedCoexist", holdsSharedCoexist},
 		{"SharedMaxHolders", holdsSharedMaxHolders},
 		{"SharedBlockedByExclusive", holdsSharedBlockedByExclusive},
@@ -60,7 +60,7 @@ func holdTests() []test {
 		{"SessionAbandon", holdsSessionAbandon},
 		{"ConcurrentSemaphore", holdsConcurrentSemaphore},
 		{"ConcurrentSharedExclusive", holdsConcurrentSharedExclusive},
-	}
+	}, handoffTests()...)
 }
 
 // newInstance returns a fresh coordd instance ID (16 hex digits, no ':').
@@ -139,12 +139,15 @@ func (e *env) refused(what string, r store.AcquireLock, want refusal) store.Lock
 
 func (e *env) releaseHold(kind store.HoldKind, name, tok string) bool {
 	e.Helper()
-	ok, held, err := e.s.ReleaseHold(e.ctx, kind, name, tok)
+	rel, err := e.s.ReleaseHold(e.ctx, kind, name, tok, "")
 	noErr(e, "ReleaseHold", err)
-	if !ok && held != 0 {
-		e.Errorf("ReleaseHold %s: not released, yet held %v", kind, held)
+	if !rel.Released && rel.Held != 0 {
+		e.Errorf("ReleaseHold %s: not released, yet held %v", kind, rel.Held)
 	}
-	return ok
+	if len(rel.Handoffs) > 0 {
+		e.Errorf("ReleaseHold %s without an instance: hand-offs %+v", kind, rel.Handoffs)
+	}
+	return rel.Released
 }
 
 // free releases r's grant, which must be live.
@@ -211,7 +214,11 @@ func (e *env) refresh(kind store.HoldKind, name string, lease time.Duration, tic
 
 func (e *env) leave(r store.AcquireLock) {
 	e.Helper()
-	noErr(e, "LeaveQueue", e.s.LeaveQueue(e.ctx, r.Kind, r.Name, r.Wait.Ticket))
+	hs, err := e.s.LeaveQueue(e.ctx, r.Kind, r.Name, r.Wait.Ticket, "", "")
+	noErr(e, "LeaveQueue", err)
+	if len(hs) > 0 {
+		e.Errorf("LeaveQueue without an instance: hand-offs %+v", hs)
+	}
 }
 
 func (e *env) checkFence(kind store.HoldKind, name string, fence uint64) bool {
@@ -584,8 +591,10 @@ func holdsLeaveQueue(e *env) {
 	e.try(w2)
 	e.leave(w1)
 	e.leave(w1)
-	noErr(e, "LeaveQueue of an unknown ticket", e.s.LeaveQueue(e.ctx, store.HoldLock, n, token.New()))
-	noErr(e, "LeaveQueue of a name never used", e.s.LeaveQueue(e.ctx, store.HoldSemaphore, e.name("never"), token.New()))
+	_, err := e.s.LeaveQueue(e.ctx, store.HoldLock, n, token.New(), token.New(), a)
+	noErr(e, "LeaveQueue of an unknown ticket", err)
+	_, err = e.s.LeaveQueue(e.ctx, store.HoldSemaphore, e.name("never"), token.New(), "", a)
+	noErr(e, "LeaveQueue of a name never used", err)
 	eq(e, "Waiters", e.waiters(store.HoldLock, n), 1)
 	e.free(h)
 	e.grant(w2)
@@ -813,10 +822,10 @@ func holdsReleaseHold(e *env) {
 		}
 		noErr(e, "AbandonHold with a wrong token or kind", e.s.AbandonHold(e.ctx, bad.kind, n, bad.tok))
 	}
-	ok, held, err := e.s.ReleaseHold(e.ctx, store.HoldSemaphore, n, p1.Token)
+	rel, err := e.s.ReleaseHold(e.ctx, store.HoldSemaphore, n, p1.Token, newInstance())
 	noErr(e, "ReleaseHold", err)
-	if !ok || held != 3*time.Second+5*us {
-		e.Errorf("ReleaseHold = %v, held %v; want released after 3.000005s", ok, held)
+	if !rel.Released || rel.Held != 3*time.Second+5*us || len(rel.Handoffs) > 0 {
+		e.Errorf("ReleaseHold = %+v; want released after 3.000005s, no hand-off", rel)
 	}
 	if e.releaseHold(store.HoldSemaphore, n, p1.Token) {
 		e.Error("second ReleaseHold: true")
@@ -832,7 +841,7 @@ func holdsReleaseHold(e *env) {
 	e.free(s1)
 	e.wantHolds("the other shared holder stays", store.HoldLock, m, 0, 0, holder("s2", gs2, true, false, e.now()))
 	e.refused("exclusive beside the remaining shared holder", exclusiveReq(m, "x", time.Minute), refusal{holder: "s2", expire: gs2.ExpireTime, retryAt: gs2.ExpireTime})
-	ok, _, err = e.s.ReleaseLock(e.ctx, m, s2.Token)
+	ok, _, err := e.s.ReleaseLock(e.ctx, m, s2.Token)
 	noErr(e, "ReleaseLock of a shared holder", err)
 	if !ok {
 		e.Error("ReleaseLock of a shared holder: false")
@@ -1703,11 +1712,11 @@ func (e *env) concurrently(workers, rounds int, round func(w, round int) (store.
 							if err := check(g); err != nil {
 								return err
 							}
-							ok, _, err := e.s.ReleaseHold(e.ctx, r.Kind, r.Name, r.Token)
+							rel, err := e.s.ReleaseHold(e.ctx, r.Kind, r.Name, r.Token, "")
 							if err != nil {
 								return err
 							}
-							if !ok {
+							if !rel.Released {
 								return fmt.Errorf("worker %d round %d: release of a live grant: false", w, i)
 							}
 							break

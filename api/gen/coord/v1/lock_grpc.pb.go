@@ -54,10 +54,13 @@ type LockServiceClient interface {
 	// wait > 0 the call blocks, without polling, until the lock is granted or
 	// wait passes. Waiters are granted in arrival order (FIFO), across every
 	// coordd instance; a request without wait never jumps the queue. A
-	// release wakes only the waiter(s) it lets in. A waiter that gives up, is
-	// cancelled, or whose coordd dies stops blocking the others within 2s.
-	// RESOURCE_EXHAUSTED reason TOO_MANY_WAITERS: name already has 10000
-	// waiters.
+	// release lets in only the waiter(s) it can: one waiting (without a
+	// session) on the coordd instance that serves the Release is granted by
+	// the release itself, in the same store step (a hand-off); the others are
+	// woken and try. A waiter that gives up, is cancelled, or whose coordd
+	// dies stops blocking the others within 2s; one whose wait ends as the
+	// lock is handed to it gets it (acquired). RESOURCE_EXHAUSTED reason
+	// TOO_MANY_WAITERS: name already has 10000 waiters.
 	//
 	// Lock-delay: after a session-bound lock is lost because its session
 	// expired (not on a release or a clean end of the session), name is
@@ -66,7 +69,9 @@ type LockServiceClient interface {
 	//
 	// Retry: a retried Lock is a new acquisition attempt with a new token.
 	// Uncertain outcome: UNAVAILABLE means the lock may or may not have been
-	// granted; the server releases whatever it may have taken (retrying in the
+	// granted (also at the end of a wait, when the request could not be taken
+	// out of the queue: a hand-off may have granted it); the server releases
+	// whatever it may have taken (retrying in the
 	// background while the store is unreachable), and the lease, if any, ends
 	// by itself at its TTL. A session-bound grant whose outcome was uncertain
 	// is never renewed by the session's keepalives: it ends at the deadline it
@@ -185,10 +190,13 @@ type LockServiceServer interface {
 	// wait > 0 the call blocks, without polling, until the lock is granted or
 	// wait passes. Waiters are granted in arrival order (FIFO), across every
 	// coordd instance; a request without wait never jumps the queue. A
-	// release wakes only the waiter(s) it lets in. A waiter that gives up, is
-	// cancelled, or whose coordd dies stops blocking the others within 2s.
-	// RESOURCE_EXHAUSTED reason TOO_MANY_WAITERS: name already has 10000
-	// waiters.
+	// release lets in only the waiter(s) it can: one waiting (without a
+	// session) on the coordd instance that serves the Release is granted by
+	// the release itself, in the same store step (a hand-off); the others are
+	// woken and try. A waiter that gives up, is cancelled, or whose coordd
+	// dies stops blocking the others within 2s; one whose wait ends as the
+	// lock is handed to it gets it (acquired). RESOURCE_EXHAUSTED reason
+	// TOO_MANY_WAITERS: name already has 10000 waiters.
 	//
 	// Lock-delay: after a session-bound lock is lost because its session
 	// expired (not on a release or a clean end of the session), name is
@@ -197,7 +205,9 @@ type LockServiceServer interface {
 	//
 	// Retry: a retried Lock is a new acquisition attempt with a new token.
 	// Uncertain outcome: UNAVAILABLE means the lock may or may not have been
-	// granted; the server releases whatever it may have taken (retrying in the
+	// granted (also at the end of a wait, when the request could not be taken
+	// out of the queue: a hand-off may have granted it); the server releases
+	// whatever it may have taken (retrying in the
 	// background while the store is unreachable), and the lease, if any, ends
 	// by itself at its TTL. A session-bound grant whose outcome was uncertain
 	// is never renewed by the session's keepalives: it ends at the deadline it

@@ -56,9 +56,11 @@ type SemaphoreServiceClient interface {
 	// polling, until a permit is granted or wait passes. Waiters are granted
 	// in arrival order (FIFO) across every coordd instance: a request is
 	// granted only if there is a free permit for it and for every waiter
-	// ahead of it. A release wakes only the waiter(s) it lets in. A waiter
-	// that gives up, is cancelled, or whose coordd dies stops blocking the
-	// others within 2s. Lock-delay applies as to locks (LockService.Lock).
+	// ahead of it. A release lets in only the waiter(s) it can, handing the
+	// permit to one waiting (without a session) on the same coordd instance
+	// in the same store step, as LockService.Lock describes. A waiter that
+	// gives up, is cancelled, or whose coordd dies stops blocking the others
+	// within 2s. Lock-delay applies as to locks (LockService.Lock).
 	//
 	// FAILED_PRECONDITION reason LIMIT_MISMATCH: limit differs from the limit
 	// of the semaphore's live holders and waiters; nothing changed. The
@@ -172,9 +174,11 @@ type SemaphoreServiceServer interface {
 	// polling, until a permit is granted or wait passes. Waiters are granted
 	// in arrival order (FIFO) across every coordd instance: a request is
 	// granted only if there is a free permit for it and for every waiter
-	// ahead of it. A release wakes only the waiter(s) it lets in. A waiter
-	// that gives up, is cancelled, or whose coordd dies stops blocking the
-	// others within 2s. Lock-delay applies as to locks (LockService.Lock).
+	// ahead of it. A release lets in only the waiter(s) it can, handing the
+	// permit to one waiting (without a session) on the same coordd instance
+	// in the same store step, as LockService.Lock describes. A waiter that
+	// gives up, is cancelled, or whose coordd dies stops blocking the others
+	// within 2s. Lock-delay applies as to locks (LockService.Lock).
 	//
 	// FAILED_PRECONDITION reason LIMIT_MISMATCH: limit differs from the limit
 	// of the semaphore's live holders and waiters; nothing changed. The

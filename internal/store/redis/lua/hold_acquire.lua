@@ -16,7 +16,9 @@
 -- ARGV[17]: the ticket's instance  ARGV[18]: the ticket's lease µs
 -- ARGV[19]: the session's lock-delay µs (copied into the record)
 -- ARGV[20]: an election's value
--- Returns {OK, fence, deadline, now, holders, limit} granted;
+-- Returns {OK, fence, deadline, now, holders, limit} granted (also when a
+-- plain request with a ticket comes back with a token that holds already:
+-- granted by a hand-off; its ticket, if queued, leaves the queue);
 -- {NO, holder owner, holder deadline (0: none blocks), now, retry at (0:
 -- only a wake-up), queued (0/1), holders, limit, leader...} not granted
 -- (leader...: leaderInfo's six values, for an election);
@@ -33,7 +35,18 @@ local function leave(reply)
   keep()
   return reply
 end
-if ses ~= '' then
+if ses == '' and ticket ~= '' then
+  local r = holder(tok)
+  if r and r.dl > now then
+    if ticket ~= '' and mayQueue() and redis.call('ZSCORE', KEYS[5], ticket) then
+      dropTicket(ticket)
+      cleaned = true
+    end
+    local lim = 0
+    if kind == 'semaphore' then lim = tonumber(meta('lim') or '0') end
+    return leave({OK, r.fence, r.dl, now, liveCount(), lim})
+  end
+elseif ses ~= '' then
   local t = redis.call('HGET', KEYS[4], ses)
   local r = t and holder(t)
   if r and r.dl > now then
@@ -70,9 +83,7 @@ if eligible(shared, maxHolders, limit, seq) then
     if deadline <= now then return leave({SESSION_GONE}) end
   end
   if hold > 0 and hold < deadline then deadline = hold end
-  local floor = now
-  if tonumber(ARGV[11]) > now then floor = tonumber(ARGV[11]) + 1 end
-  local r = grant(tok, owner, ses, deadline, hold, shared, tonumber(ARGV[19]), floor, ticket)
+  local r = grant(tok, owner, ses, deadline, hold, shared, tonumber(ARGV[19]), fenceFloor(tonumber(ARGV[11])), ticket)
   if kind == 'election' then change(tok, r, ARGV[20]) end
   -- A shared grant or a permit may let the next tickets in too.
   if cleaned or shared or kind == 'semaphore' then wake() end
@@ -87,13 +98,18 @@ if ticket ~= '' then
   else
     if mayQueue() then
       if redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') >= maxWaiters then return leave({TOO_MANY_WAITERS}) end
-      dropTicket(ticket) -- lapsed but not yet cleaned up: back of the queue
+      -- Lapsed but not yet cleaned up: back of the queue.
+      if redis.call('ZSCORE', KEYS[5], ticket) then dropTicket(ticket) end
     end
     local n = redis.call('HINCRBY', KEYS[9], 'seq', 1)
     setMeta('seq', s(n))
     redis.call('ZADD', KEYS[5], n, ticket)
     redis.call('ZADD', KEYS[6], s(lease), ticket)
-    redis.call('HSET', KEYS[7], ticket, (shared and 's ' or 'x ') .. s(maxHolders) .. ' ' .. ARGV[17])
+    local plain
+    if ses == '' and kind ~= 'election' then
+      plain = {ttl = tonumber(ARGV[7]), hold = tonumber(ARGV[8]), tok = tok, own = owner}
+    end
+    redis.call('HSET', KEYS[7], ticket, ticketRecord(not shared, maxHolders, ARGV[17], plain))
     if not shared then redis.call('ZADD', KEYS[8], n, ticket) end
   end
   ticketNeed(lease, not shared)

@@ -30,6 +30,9 @@ local maxDelay = 60000000
 -- that its revisions do not start over for observers that come back.
 local electionKeep = 86400000000
 
+-- The keys the script found with content (so with a TTL), for keep().
+local seen = {}
+
 -- A holder's record: "fence deadline hold acquired shared delay sesLen
 -- session owner" (µs; hold 0: no max hold; shared 0/1; the session ID's
 -- length, then the ID and the owner label, which may contain anything).
@@ -48,6 +51,7 @@ end
 local function holder(tok)
   local rec = redis.call('HGET', KEYS[1], tok)
   if not rec then return nil end
+  seen[1] = true
   return dec(rec)
 end
 -- Meta's small fields, read once (one HMGET) and kept in step with the
@@ -59,7 +63,10 @@ local function meta(f)
   if not M then
     M = {}
     local v = redis.call('HMGET', KEYS[9], unpack(metaFields))
-    for i, k in ipairs(metaFields) do M[k] = v[i] or nil end
+    for i, k in ipairs(metaFields) do
+      M[k] = v[i] or nil
+      if v[i] then seen[9] = true end
+    end
   end
   return M[f]
 end
@@ -71,13 +78,20 @@ end
 local function delayUntil() return tonumber(meta('du') or '0') end
 -- Whether tickets may be queued: meta's seq is there from the first
 -- ticket's arrival until a script finds the queue empty.
-local function mayQueue() return meta('seq') ~= nil end
+local function mayQueue()
+  if meta('seq') == nil then return false end
+  seen[5], seen[6], seen[7] = true, true, true -- written together with seq
+  return true
+end
 
 -- Physical expiry: a script notes (need) how long what it wrote must last,
 -- per key, and keep() applies it on its way out, only ever lengthening a
 -- key's TTL (PEXPIRE NX for a key it created, else GT). Every key but the
 -- fence counter gets a TTL in the script that creates it, so a key ends
 -- when the last content that needs it does. Removing content needs nothing.
+-- seen notes the keys the script found with content (so with a TTL): for
+-- them keep() tries GT first, for the others NX (one command either way in
+-- the usual case; the other is tried when the first changes nothing).
 local want = {}
 local function need(i, deadline)
   if not want[i] or deadline > want[i] then want[i] = deadline end
@@ -86,7 +100,9 @@ local function keep()
   for i, deadline in pairs(want) do
     local ms = math.ceil((deadline - now) / 1000) + 1 + slack
     if ms < 1 then ms = 1 end
-    if redis.call('PEXPIRE', KEYS[i], s(ms), 'NX') == 0 then redis.call('PEXPIRE', KEYS[i], s(ms), 'GT') end
+    local first, second = 'NX', 'GT'
+    if seen[i] then first, second = 'GT', 'NX' end
+    if redis.call('PEXPIRE', KEYS[i], s(ms), first) == 0 then redis.call('PEXPIRE', KEYS[i], s(ms), second) end
   end
   want = {}
 end
@@ -208,6 +224,7 @@ local function clean()
   local any = false
   local z = redis.call('ZRANGE', KEYS[3], 0, headN - 1, 'WITHSCORES')
   local n, gone = #z / 2, {}
+  if n > 0 then seen[3] = true end
   for i = 1, n do
     if tonumber(z[2 * i]) > now then
       if firstTok == nil then firstTok = z[2 * i - 1] end
@@ -240,13 +257,33 @@ local function clean()
   return any
 end
 
--- A ticket's info: exclusive (bool), maxHolders, instance.
+-- A ticket's info: "x|s maxHolders instance", and for a plain request (a
+-- lock's or a semaphore's, without a session: it may be handed off, see
+-- wake) " ttl hold tokLen token owner" after it (µs; hold 0: no max hold;
+-- the token's length, then the token and the owner, which may contain
+-- anything; an instance never contains a space).
+local function ticketRecord(exclusive, maxHolders, inst, plain)
+  local rec = (exclusive and 'x ' or 's ') .. s(maxHolders) .. ' ' .. inst
+  if plain then
+    rec = rec .. ' ' .. s(plain.ttl) .. ' ' .. s(plain.hold) .. ' ' .. s(#plain.tok) .. ' ' .. plain.tok .. plain.own
+  end
+  return rec
+end
+-- Returns exclusive (bool), maxHolders, instance, and the plain request
+-- ({ttl, hold, tok, own}) or nil; nil for an unknown ticket.
 local function ticketInfo(t)
   local info = redis.call('HGET', KEYS[7], t)
   if not info then return nil end
-  local x, max, inst = string.match(info, '^([xs]) (%d+) (.*)$')
+  local x, max, inst, rest = string.match(info, '^([xs]) (%d+) (%S+)(.*)$')
   if not x then corrupt('ticket info') end
-  return x == 'x', tonumber(max), inst
+  local plain
+  if rest ~= '' then
+    local ttl, hold, n, tail = string.match(rest, '^ (%d+) (%d+) (%d+) (.*)$')
+    n = tonumber(n)
+    if not ttl or #tail < n then corrupt('ticket info') end
+    plain = {ttl = tonumber(ttl), hold = tonumber(hold), tok = string.sub(tail, 1, n), own = string.sub(tail, n + 1)}
+  end
+  return x == 'x', tonumber(max), inst, plain
 end
 -- A live ticket's arrival seq, or nil (not queued, or lapsed).
 local function ticketSeq(t)
@@ -278,41 +315,6 @@ local function eligible(shared, maxHolders, limit, seq)
   return ahead(KEYS[5], seq) == 0
 end
 
--- wake publishes once to the wake-up channel of each distinct instance
--- among the tickets that may be granted now (at most wakeMax): a lock's head
--- if exclusive and the lock is free, or the run of shared tickets at its
--- head up to the free shared places; a semaphore's first (limit - holders);
--- an election's head if it has no leader. Nothing to anyone else.
-local function wake()
-  if not mayQueue() or now < delayUntil() then return end
-  local n = 0
-  if kind == 'semaphore' then
-    n = tonumber(meta('lim') or '0') - liveCount()
-  elseif not liveExclusive() then
-    n = wakeMax
-  end
-  if n <= 0 then return end
-  if n > wakeMax then n = wakeMax end
-  local ts = redis.call('ZRANGE', KEYS[5], 0, n - 1)
-  local seen, live = {}, liveCount()
-  for i = 1, #ts do
-    local x, max, inst = ticketInfo(ts[i])
-    if x == nil then break end
-    if kind ~= 'semaphore' then
-      if x then
-        if i > 1 or live > 0 then break end
-      else
-        if max > 0 and live + i > max then break end
-      end
-    end
-    if not seen[inst] then
-      seen[inst] = true
-      redis.call('SPUBLISH', base .. ':w:' .. inst, '')
-    end
-    if kind ~= 'semaphore' and x then break end
-  end
-end
-
 -- grant makes tok a holder until deadline (the fence rule: max(counter + 1,
 -- floor)); its ticket, if queued, leaves the queue. Returns the record.
 local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, ticket)
@@ -326,6 +328,9 @@ local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, tick
   end
   local r = {fence = fence, dl = deadline, hold = hold, acq = now, shared = shared, delay = delay, ses = ses, own = owner}
   local live = liveCount()
+  -- Without a live holder the holders' keys may have gone with the last
+  -- one: keep() tries NX first.
+  if live == 0 then seen[1], seen[3] = nil, nil end
   redis.call('HSET', KEYS[1], tok, enc(r))
   redis.call('ZADD', KEYS[3], s(deadline), tok)
   if ses ~= '' then redis.call('HSET', KEYS[4], ses, tok) end
@@ -342,6 +347,79 @@ local function setDeadline(tok, r, deadline)
   redis.call('ZADD', KEYS[3], s(deadline), tok)
   holderNeed(deadline, r.ses ~= '')
   firstTok = nil
+end
+
+-- fenceFloor: a grant's fence is at least the server time, or, when the
+-- clock is behind the highest time this coordd has seen (timeSeen, an ARGV:
+-- a failover promoted a node whose clock is behind the old master's),
+-- timeSeen + 1, so that fences stay above those the old master issued and
+-- lost.
+local function fenceFloor(timeSeen)
+  if timeSeen > now then return timeSeen + 1 end
+  return now
+end
+
+-- wake lets in the tickets at the head of the queue that may be granted
+-- now, in queue order, and no others (at most wakeMax): a lock's head if it
+-- is exclusive and the lock is free, or the run of shared tickets at its
+-- head up to the free shared places; a semaphore's first (limit - holders);
+-- an election's head if it has no leader. A ticket ahead that is let in
+-- but not granted here counts as a holder for those behind it. A plain
+-- ticket of instance me ('': none), its lease checked, is granted here as
+-- its request would have been (a hand-off, appended to handed: ticket,
+-- token, fence, deadline, holders, a semaphore's limit or 0); any other is
+-- woken, one publish per distinct instance. timeSeen is fenceFloor's.
+local handed = {}
+local function wake(me, timeSeen)
+  if not mayQueue() or now < delayUntil() then return end
+  local lim = 0
+  if kind == 'semaphore' then lim = tonumber(meta('lim') or '0') end
+  local ahead, woke, after, n = 0, {}, '-inf', 0
+  while n < wakeMax do
+    local page = redis.call('ZRANGEBYSCORE', KEYS[5], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 8)
+    if #page == 0 then return end
+    for i = 1, #page, 2 do
+      local t = page[i]
+      after = '(' .. page[i + 1]
+      n = n + 1
+      local x, max, inst, plain = ticketInfo(t)
+      if x == nil then return end
+      local live, fits = liveCount()
+      if kind == 'semaphore' then
+        fits = live + ahead < lim
+      elseif x then
+        fits = live == 0 and ahead == 0
+      else
+        fits = not liveExclusive() and (max <= 0 or live + ahead < max)
+      end
+      if not fits then return end
+      local lease = plain and inst == me and tonumber(redis.call('ZSCORE', KEYS[6], t) or '0')
+      if lease and lease > now then
+        local hold = 0
+        if plain.hold > 0 then hold = now + plain.hold end
+        local deadline = now + plain.ttl
+        if hold > 0 and hold < deadline then deadline = hold end
+        local r = grant(plain.tok, plain.own, '', deadline, hold, not x, 0, fenceFloor(timeSeen), t)
+        for _, v in ipairs({t, plain.tok, r.fence, deadline, liveCount(), lim}) do handed[#handed + 1] = v end
+      else
+        if not woke[inst] then
+          woke[inst] = true
+          redis.call('SPUBLISH', base .. ':w:' .. inst, '')
+        end
+        ahead = ahead + 1
+      end
+      if (x and kind ~= 'semaphore') or n >= wakeMax then return end
+    end
+  end
+end
+
+-- withHandoffs appends the hand-offs this call made (wake's handed) to a
+-- reply: now, their number, then each one's six values.
+local function withHandoffs(reply)
+  reply[#reply + 1] = now
+  reply[#reply + 1] = #handed / 6
+  for _, v in ipairs(handed) do reply[#reply + 1] = v end
+  return reply
 end
 
 -- leaderInfo is an election's current leader: {has (0/1), value, fence,

@@ -1,18 +1,23 @@
 -- Deletes a hold if the token holds it live (an election's: a resignation,
--- logged), and wakes whom that lets in (a lock's LockTopic too).
+-- logged), and lets in whom that lets in: the releasing instance's plain
+-- tickets are granted here (hand-offs, see hold_prelude.lua's wake), the
+-- others woken (a lock's LockTopic too).
 -- KEYS: hold_prelude.lua's
 -- ARGV[5]: token
 -- ARGV[6]: "1" to delete a session-bound hold too (its session's entry is
 --          already gone); otherwise such a hold is left for the caller to
 --          take out of its session first.
--- Returns {OK, µs it was held} released; {NO} not held; {SESSION_BOUND,
--- session ID} bound to a session.
-local tok = ARGV[5]
+-- ARGV[7]: the releasing instance ("": none, nothing is handed off)
+-- ARGV[8]: the highest server time µs the instance has seen (fenceFloor)
+-- Returns {OK, µs it was held, hand-offs...} released; {NO, hand-offs...}
+-- not held; {SESSION_BOUND, session ID} bound to a session. hand-offs...:
+-- withHandoffs' values.
+local tok, me, timeSeen = ARGV[5], ARGV[7], tonumber(ARGV[8])
 local r = holder(tok)
 if not r or r.dl <= now then
-  if clean() then wake() end
+  if clean() then wake(me, timeSeen) end
   keep()
-  return {NO}
+  return withHandoffs({NO})
 end
 if r.ses ~= '' and ARGV[6] ~= '1' then return {SESSION_BOUND, r.ses} end
 removeHolder(tok, r)
@@ -22,7 +27,7 @@ if kind == 'lock' then redis.call('SPUBLISH', base .. ':ev', '') end
 -- an election syncs its log every time.
 if kind == 'election' or mayQueue() then
   clean()
-  wake()
+  wake(me, timeSeen)
 end
 keep()
-return {OK, now - r.acq}
+return withHandoffs({OK, now - r.acq})
