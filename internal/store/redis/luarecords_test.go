@@ -93,7 +93,7 @@ func (r *luaRun) handoffTickets(t *testing.T) {
 			t.Fatalf("case %d: AcquireHold: %+v, %v", i, g, err)
 		}
 		w := store.AcquireLock{Kind: store.HoldLock, Name: name, Token: lrString(rng, 40), Owner: lrString(rng, 60),
-			TTL: time.Duration(1+rng.IntN(1000)) * time.Second,
+			TTL:  time.Duration(1+rng.IntN(1000)) * time.Second,
 			Wait: &store.WaitTicket{Ticket: token.New(), Instance: inst, Lease: time.Hour}}
 		if g, err := r.s.AcquireHold(r.ctx, w); err != nil || !g.Queued {
 			t.Fatalf("case %d: the waiting AcquireHold: %+v, %v", i, g, err)
