@@ -79,7 +79,8 @@ type GRPCConfig struct {
 	// faster pings close its connection (GOAWAY "too many pings").
 	MinClientPing time.Duration `mapstructure:"min_client_ping"`
 	// StreamWorkers: goroutines kept to serve calls, instead of one new
-	// goroutine per call; 0: one per CPU.
+	// goroutine per call (whose stack grows, at a cost, in every call);
+	// default 128; 0: one per CPU.
 	StreamWorkers int `mapstructure:"stream_workers"`
 }
 
@@ -165,7 +166,7 @@ func DefaultConfig() Config {
 		MaxStreamsPerNamespace: 10000, MaxStreamsPerConnection: 1000,
 		MaxStreamMessageRate: 10,
 	}
-	c.GRPC = GRPCConfig{KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second, MinClientPing: 10 * time.Second}
+	c.GRPC = GRPCConfig{KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second, MinClientPing: 10 * time.Second, StreamWorkers: 128}
 	c.Auth.APIKeys = []server.APIKey{}
 	c.Auth.MTLS = []server.Identity{}
 	c.Metrics.Queues = []metrics.QueueRef{}

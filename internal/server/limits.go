@@ -3,11 +3,10 @@ package server
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -33,31 +32,24 @@ type Limits struct {
 
 // gate counts calls in progress per namespace and per connection, and
 // refuses those over the limits.
+//
+// A connection is known by its peer's address (a TCP connection's
+// ip:port, unique among live connections): its counts live in conns from
+// its first waiting call or stream to its last one's end, and an entry
+// back at zero is dropped, so nothing needs to hear that a connection
+// closed. (A stats.Handler would hear it, but costs every RPC a copy of
+// its metadata in grpc-go.)
 type gate struct {
 	limits Limits
 	mu     sync.Mutex
 	counts map[gateKey]int
+	conns  map[gateKey]int // by peer address (gateKey.ns) and kind
 }
 
 type gateKey struct {
 	ns     string
 	stream bool // a KeepAlive stream, else a waiting call
 }
-
-// conn is a connection's own counts, put in its context by connTagger.
-type conn struct{ waiters, streams atomic.Int64 }
-
-type connKey struct{}
-
-// connTagger is a stats.Handler that gives every connection a *conn.
-type connTagger struct{}
-
-func (connTagger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, connKey{}, &conn{})
-}
-func (connTagger) HandleConn(context.Context, stats.ConnStats)                     {}
-func (connTagger) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (connTagger) HandleRPC(context.Context, stats.RPCStats)                       {}
 
 // enter admits one waiting call (stream false) or KeepAlive stream (stream
 // true) of namespace ns on the connection of ctx, or refuses it; admitted,
@@ -67,40 +59,33 @@ func (g *gate) enter(ctx context.Context, ns string, stream bool) (func(), error
 	if stream {
 		nsMax, connMax, reason = g.limits.MaxStreamsPerNamespace, g.limits.MaxStreamsPerConnection, "TOO_MANY_STREAMS"
 	}
-	c, _ := ctx.Value(connKey{}).(*conn)
-	counter := func(c *conn) *atomic.Int64 {
-		if stream {
-			return &c.streams
-		}
-		return &c.waiters
-	}
-	if c != nil && connMax > 0 {
-		if counter(c).Add(1) > int64(connMax) {
-			counter(c).Add(-1)
-			return nil, withDetails(codes.ResourceExhausted, "too many calls waiting or streams open on this connection", reason, nil)
-		}
-	} else {
-		c = nil
-	}
 	k := gateKey{ns, stream}
+	var ck gateKey // the connection's, if counted
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil && connMax > 0 {
+		ck = gateKey{p.Addr.String(), stream}
+	}
 	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ck.ns != "" && g.conns[ck] >= connMax {
+		return nil, withDetails(codes.ResourceExhausted, "too many calls waiting or streams open on this connection", reason, nil)
+	}
 	if nsMax > 0 && g.counts[k] >= nsMax {
-		g.mu.Unlock()
-		if c != nil {
-			counter(c).Add(-1)
-		}
 		return nil, withDetails(codes.ResourceExhausted, "too many calls waiting or streams open in this namespace", reason, nil)
 	}
 	g.counts[k]++
-	g.mu.Unlock()
+	if ck.ns != "" {
+		g.conns[ck]++
+	}
 	return func() {
 		g.mu.Lock()
+		defer g.mu.Unlock()
 		if g.counts[k]--; g.counts[k] == 0 {
 			delete(g.counts, k)
 		}
-		g.mu.Unlock()
-		if c != nil {
-			counter(c).Add(-1)
+		if ck.ns != "" {
+			if g.conns[ck]--; g.conns[ck] == 0 {
+				delete(g.conns, ck)
+			}
 		}
 	}, nil
 }

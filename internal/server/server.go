@@ -140,7 +140,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 		o.Log = slog.Default()
 	}
 	e := errorMapper{log: o.Log, metrics: o.Metrics}
-	c := calls{auth: o.Auth, metrics: o.Metrics, gate: &gate{limits: o.Limits, counts: map[gateKey]int{}}}
+	c := calls{auth: o.Auth, metrics: o.Metrics, gate: &gate{limits: o.Limits, counts: map[gateKey]int{}, conns: map[gateKey]int{}}}
 	recoveryOpt := recovery.WithRecoveryHandlerContext(e.recovered)
 	needsAuth := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
 		return cm.Service != healthpb.Health_ServiceDesc.ServiceName && !strings.HasPrefix(cm.Service, "grpc.reflection.")
@@ -163,7 +163,6 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	opts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
-		grpc.StatsHandler(connTagger{}),
 	}, o.ServerOptions...)
 	gs := grpc.NewServer(opts...)
 	m := o.Metrics
