@@ -76,3 +76,14 @@ package store
 // clamp((C*T - (after - now)) / T, 0, C) in integer division, RetryAfter =
 // allowAt - now when denied, ResetAfter = after - now. A denial writes
 // nothing.
+//
+// Several limits (AllowAll). Each limit is decided as above, alone, at the
+// same now with the same cost; the call is allowed iff every one allows it,
+// and only then is every one's state written (unless a peek). Remaining is
+// the least of the limits' Remaining; RetryAfter, when denied, the longest
+// RetryAfter among the denying limits (nothing but time makes a limit
+// admit sooner, and a limit that allows now allows later too, so the same
+// call succeeds then unless something else consumed); ResetAfter the
+// longest of all. The deciding limit is that denying one (the first of
+// equals), or, allowed, the one with the least Remaining (the first of
+// equals).

@@ -16,6 +16,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -365,6 +367,31 @@ type Limits interface {
 	// Its rate is exact if Period is whole µs and, for the buckets, Limit
 	// divides it (ratelimit.go); internal/limiter passes no other.
 	Allow(ctx context.Context, key string, limit Limit, cost int64, peek bool) (Decision, error)
+	// AllowAll decides cost units against every limit of limits (1 to
+	// MaxLimits, distinct) on key at once, in one atomic step: allowed iff
+	// each limit allows them (each decided as Allow would alone, at the same
+	// instant), and then taken from each unless peek; a denial takes nothing
+	// from any (ratelimit.go, "Several limits"). cost must fit every limit's
+	// capacity. Allow is AllowAll with one limit.
+	AllowAll(ctx context.Context, key string, limits []Limit, cost int64, peek bool) (Decision, error)
+}
+
+// MaxLimits is the most limits one AllowAll decides.
+const MaxLimits = 8
+
+// CheckLimits reports a list of limits that AllowAll does not take: none,
+// more than MaxLimits, or one twice (a caller's bug: internal/limiter
+// passes no such list).
+func CheckLimits(limits []Limit) error {
+	if len(limits) < 1 || len(limits) > MaxLimits {
+		return fmt.Errorf("AllowAll of %d limits, want 1 to %d", len(limits), MaxLimits)
+	}
+	for i, l := range limits {
+		if slices.Contains(limits[:i], l) {
+			return fmt.Errorf("AllowAll of limit %+v twice", l)
+		}
+	}
+	return nil
 }
 
 // Algorithm is a rate-limiting algorithm.
@@ -409,6 +436,10 @@ type Decision struct {
 	Remaining  int64         // units left after the call (what a peek would leave)
 	RetryAfter time.Duration // denied: until the same call succeeds; else 0
 	ResetAfter time.Duration // until the limiter is back to its unused state
+	// Limit is the index, in AllowAll's limits, of the limit that decided:
+	// denied, the denying limit whose RetryAfter is longest; allowed, the
+	// one with the least Remaining (the first of equals). 0 for Allow.
+	Limit int
 }
 
 // Idempotency is idempotency-key storage.

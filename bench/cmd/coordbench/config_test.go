@@ -173,7 +173,7 @@ func TestLoadLua(t *testing.T) {
 		}
 	}
 	if s.limit["token_bucket"] != s.limit["leaky_bucket"] && s.limit["token_bucket"].Hash() != s.limit["leaky_bucket"].Hash() {
-		t.Error("token and leaky bucket differ: both are limit_gcra.lua")
+		t.Error("token and leaky bucket differ: both are limit_allow.lua (limit_gcra.lua before it)")
 	}
 	if _, err := loadLua(t.TempDir()); err == nil {
 		t.Error("an empty directory loaded")

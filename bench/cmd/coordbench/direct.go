@@ -29,6 +29,10 @@ const directNS = "coordbench-direct"
 // luaScripts are the scripts the direct baseline runs.
 type luaScripts struct {
 	limit        map[string]*redis.Script // by algorithm name
+	// limitOne: limit's scripts are limit_allow.lua (coordd after issue 12:
+	// one script for every algorithm and for several limits), whose
+	// arguments limitArgs builds; else one script per algorithm.
+	limitOne bool
 	lockAcquire  *redis.Script
 	lockRelease  *redis.Script
 	idemBegin    *redis.Script
@@ -103,14 +107,26 @@ func loadLua(dir string) (*luaScripts, error) {
 	script := func(name string) *redis.Script { return get("prelude", name) }
 	queueScript := func(name string) *redis.Script { return get("prelude", "queue_prelude", name) }
 	holdScript := func(name string) *redis.Script { return get("prelude", "hold_prelude", name) }
-	s := &luaScripts{
-		limit: map[string]*redis.Script{
+	limit := map[string]*redis.Script{}
+	limitOne := false
+	if _, err := os.Stat(filepath.Join(dir, "limit_allow.lua")); err == nil {
+		one := get("prelude", "limit_prelude", "limit_allow")
+		for _, name := range algorithmNames {
+			limit[name] = one
+		}
+		limitOne = true
+	} else {
+		limit = map[string]*redis.Script{
 			"fixed_window":   script("limit_fixed_window"),
 			"sliding_window": script("limit_sliding_window"),
 			"sliding_log":    script("limit_sliding_log"),
 			"token_bucket":   script("limit_gcra"),
 			"leaky_bucket":   script("limit_gcra"),
-		},
+		}
+	}
+	s := &luaScripts{
+		limit:        limit,
+		limitOne:     limitOne,
 		lockAcquire:  holdScript("hold_acquire"),
 		lockRelease:  holdScript("hold_release"),
 		idemBegin:    script("idem_begin"),
@@ -185,6 +201,15 @@ func scope(ns, name string) string { return ns + ":" + name }
 var timeArgs = []any{-1, 0}
 
 func args(a ...any) []any { return append(append(make([]any, 0, 2+len(a)), timeArgs...), a...) }
+
+// limitArgs are the arguments of spec's limit script for a call of cost 1,
+// not a peek.
+func (s *luaScripts) limitArgs(spec limitSpec) []any {
+	if s.limitOne {
+		return args(1, "0", 1, spec.algorithm, spec.limit, spec.periodMicros, spec.capacity())
+	}
+	return args(spec.limit, spec.periodMicros, 1, "0", spec.capacity())
+}
 
 // deadLetterTTL is queue.dead_letter_ttl's default, which every queue
 // script takes as ARGV[3] (lua/queue_prelude.lua).

@@ -166,7 +166,7 @@ func (b *bench) runAllow(ctx context.Context, scenario, algo string) {
 	spec := limitSpecs[algo]
 	if b.rdb != nil {
 		sc := b.lua.limit[algo]
-		a := args(spec.limit, spec.periodMicros, 1, "0", spec.capacity())
+		a := b.lua.limitArgs(spec)
 		b.measure(ctx, scenario, tDirect, 0, func(ctx context.Context, w *worker) error {
 			r, err := sc.Run(ctx, b.rdb, b.keys.limit(scope(directNS, b.key(w)), spec), a...).Slice()
 			if err != nil {
@@ -219,7 +219,7 @@ func (b *bench) runAllowHot(ctx context.Context) {
 	key := "cb:hot:" + b.runID
 	if b.rdb != nil {
 		sc := b.lua.limit[hotSpec.name]
-		a := args(hotSpec.limit, hotSpec.periodMicros, 1, "0", hotSpec.capacity())
+		a := b.lua.limitArgs(hotSpec)
 		k := b.keys.limit(scope(directNS, key), hotSpec)
 		b.measure(ctx, scenario, tDirect, 0, func(ctx context.Context, w *worker) error {
 			r, err := sc.Run(ctx, b.rdb, k, a...).Slice()

@@ -43,33 +43,68 @@ type limitState struct {
 type logEntry struct{ at, cost int64 }
 
 // Allow implements store.Limits.
-func (s *Store) Allow(_ context.Context, key string, l store.Limit, cost int64, peek bool) (store.Decision, error) {
+func (s *Store) Allow(ctx context.Context, key string, l store.Limit, cost int64, peek bool) (store.Decision, error) {
+	return s.AllowAll(ctx, key, []store.Limit{l}, cost, peek)
+}
+
+// AllowAll implements store.Limits: a key's limiters share its shard, whose
+// lock makes the decision one step.
+func (s *Store) AllowAll(_ context.Context, key string, limits []store.Limit, cost int64, peek bool) (store.Decision, error) {
+	if err := store.CheckLimits(limits); err != nil {
+		return store.Decision{}, err
+	}
 	now := s.now().UnixMicro()
-	l.Period = us(l.Period)
-	k := limitKey{key: key, limit: l}
 	sh := &s.limits[maphash.String(limitSeed, key)%limitShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := sh.m[k]
-	if st != nil && st.expire <= now {
-		st = nil
+	var out store.Decision
+	var next [store.MaxLimits]*limitState
+	var keys [store.MaxLimits]limitKey
+	for i, l := range limits {
+		l.Period = us(l.Period)
+		keys[i] = limitKey{key: key, limit: l}
+		st := sh.m[keys[i]]
+		if st != nil && st.expire <= now {
+			st = nil
+		}
+		var d store.Decision
+		switch l.Algorithm {
+		case store.FixedWindow:
+			d, next[i] = fixedWindow(st, now, l, cost)
+		case store.SlidingWindow:
+			d, next[i] = slidingWindow(st, now, l, cost)
+		case store.SlidingLog:
+			d, next[i] = slidingLog(st, now, l, cost)
+		default:
+			d, next[i] = gcra(st, now, l, cost)
+		}
+		out = combine(out, d, i)
 	}
-	var d store.Decision
-	var next *limitState
-	switch l.Algorithm {
-	case store.FixedWindow:
-		d, next = fixedWindow(st, now, l, cost)
-	case store.SlidingWindow:
-		d, next = slidingWindow(st, now, l, cost)
-	case store.SlidingLog:
-		d, next = slidingLog(st, now, l, cost)
-	default:
-		d, next = gcra(st, now, l, cost)
+	if out.Allowed && !peek {
+		for i := range limits {
+			sh.m[keys[i]] = next[i]
+		}
 	}
-	if d.Allowed && !peek {
-		sh.m[k] = next
+	return out, nil
+}
+
+// combine folds limit i's decision d into the decision so far, so, as
+// store/ratelimit.go's "Several limits" says.
+func combine(so, d store.Decision, i int) store.Decision {
+	if i == 0 {
+		d.Limit = 0
+		return d
 	}
-	return d, nil
+	switch {
+	case !d.Allowed && (so.Allowed || d.RetryAfter > so.RetryAfter):
+		so.Limit, so.RetryAfter = i, d.RetryAfter // the first denial, or a longer one
+	case d.Allowed && so.Allowed && d.Remaining < so.Remaining:
+		so.Limit = i
+	}
+	so.Allowed = so.Allowed && d.Allowed
+	so.Remaining = min(so.Remaining, d.Remaining)
+	so.ResetAfter = max(so.ResetAfter, d.ResetAfter)
+	return so
 }
 
 func micros(n int64) time.Duration { return time.Duration(n) * time.Microsecond }

@@ -80,8 +80,8 @@ func benchRedis(b *testing.B, addrs []string) {
 	lim := store.Limit{Algorithm: store.TokenBucket, Limit: 1_000_000, Period: time.Second}
 	b.Run("allow/direct", func(b *testing.B) {
 		run(b, true, func() error {
-			return st.eval(ctx, limitGCRA, st.keys.limit(store.Scope("default", key()), lim),
-				lim.Limit, lim.Period.Microseconds(), 1, "0", lim.Capacity()).Err()
+			return st.eval(ctx, limitAllow, st.keys.limit(store.Scope("default", key()), lim),
+				1, "0", 1, int(lim.Algorithm), lim.Limit, lim.Period.Microseconds(), lim.Capacity()).Err()
 		})
 	})
 	b.Run("allow/coordd", func(b *testing.B) {

@@ -36,12 +36,14 @@ func TestScriptReplyDecoders(t *testing.T) {
 	mistyped := append([]any{}, claimed...)
 	mistyped[4] = "1"
 	decoders := []decoder{
-		{limitGCRA, func(c *redis.Cmd) (any, error) { return decodeDecision(limitGCRA, c) },
+		{limitAllow, func(c *redis.Cmd) (any, error) { return decodeDecision(c, 2) },
 			[]good{
-				{[]any{ok, int64(5), int64(0), int64(100)}, store.Decision{Allowed: true, Remaining: 5, ResetAfter: 100 * time.Microsecond}, nil},
-				{[]any{no, int64(0), int64(30), int64(100)}, store.Decision{RetryAfter: 30 * time.Microsecond, ResetAfter: 100 * time.Microsecond}, nil},
+				{[]any{ok, int64(5), int64(0), int64(100), int64(0)}, store.Decision{Allowed: true, Remaining: 5, ResetAfter: 100 * time.Microsecond}, nil},
+				{[]any{no, int64(0), int64(30), int64(100), int64(1)}, store.Decision{RetryAfter: 30 * time.Microsecond, ResetAfter: 100 * time.Microsecond, Limit: 1}, nil},
 			},
-			[]any{[]any{}, []any{ok, int64(5), int64(0)}, []any{ok, "5", int64(0), int64(100)}, []any{int64(2), int64(5), int64(0), int64(100)}, int64(1)}},
+			[]any{[]any{}, []any{ok, int64(5), int64(0), int64(100)}, []any{ok, "5", int64(0), int64(100), int64(0)},
+				[]any{int64(2), int64(5), int64(0), int64(100), int64(0)}, []any{ok, int64(5), int64(0), int64(100), int64(2)},
+				[]any{ok, int64(5), int64(0), int64(100), int64(-1)}, int64(1)}},
 		{idemBegin, func(c *redis.Cmd) (any, error) { return decodeBegin(c) },
 			[]good{
 				{[]any{int64(codeMismatch)}, store.IdemState{}, store.ErrFingerprintMismatch},

@@ -8,41 +8,46 @@ import (
 	"github.com/coordd/coordd/internal/store"
 )
 
-var limitScripts = map[store.Algorithm]*script{
-	store.FixedWindow:   limitFixedWindow,
-	store.SlidingWindow: limitSlidingWindow,
-	store.SlidingLog:    limitSlidingLog,
-	store.TokenBucket:   limitGCRA,
-	store.LeakyBucket:   limitGCRA,
+// Allow implements store.Limits: AllowAll with one limit.
+func (s *Store) Allow(ctx context.Context, key string, l store.Limit, cost int64, peek bool) (store.Decision, error) {
+	return s.AllowAll(ctx, key, []store.Limit{l}, cost, peek)
 }
 
-// Allow implements store.Limits: one script, one round trip.
-func (s *Store) Allow(ctx context.Context, key string, l store.Limit, cost int64, peek bool) (store.Decision, error) {
+// AllowAll implements store.Limits: one script (lua/limit_allow.lua), one
+// round trip, whatever the number of limits (their keys share the key's
+// hash tag).
+func (s *Store) AllowAll(ctx context.Context, key string, limits []store.Limit, cost int64, peek bool) (store.Decision, error) {
+	if err := store.CheckLimits(limits); err != nil {
+		return store.Decision{}, err
+	}
+	keys := make([]string, 0, len(limits)+1)
+	args := make([]any, 0, 3+4*len(limits))
+	args = append(args, cost, boolArg(peek), len(limits))
+	for _, l := range limits {
+		keys = append(keys, s.keys.limit(key, l)...)
+		args = append(args, int(l.Algorithm), l.Limit, l.Period.Microseconds(), l.Capacity())
+	}
 	var d store.Decision
-	err := s.do(ctx, "Allow", s.keys.limit(key, l)[0], func(ctx context.Context) (err error) {
-		p := "0"
-		if peek {
-			p = "1"
-		}
-		sc := limitScripts[l.Algorithm]
-		d, err = decodeDecision(sc, s.eval(ctx, sc, s.keys.limit(key, l),
-			l.Limit, l.Period.Microseconds(), cost, p, l.Capacity()))
+	err := s.do(ctx, "Allow", keys[0], func(ctx context.Context) (err error) {
+		d, err = decodeDecision(s.eval(ctx, limitAllow, keys, args...), len(limits))
 		return err
 	})
 	return d, err
 }
 
-// decodeDecision reads the reply of a limit_*.lua script (sc), which all
-// reply alike.
-func decodeDecision(sc *script, cmd *redis.Cmd) (store.Decision, error) {
-	r, err := replyOf(sc, cmd)
+// decodeDecision reads limit_allow.lua's reply to a call of n limits.
+func decodeDecision(cmd *redis.Cmd, n int) (store.Decision, error) {
+	r, err := replyOf(limitAllow, cmd)
 	if err != nil {
 		return store.Decision{}, err
 	}
 	allowed := r.code(codeOK, codeNo) == codeOK
-	remaining, retry, reset := r.int(1), r.int(2), r.int(3)
+	remaining, retry, reset, decided := r.int(1), r.int(2), r.int(3), r.int(4)
+	if decided < 0 || decided >= int64(n) {
+		r.fail(4, "deciding limit %d of %d", decided, n)
+	}
 	if err := r.done(); err != nil {
 		return store.Decision{}, err
 	}
-	return store.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: micros(retry), ResetAfter: micros(reset)}, nil
+	return store.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: micros(retry), ResetAfter: micros(reset), Limit: int(decided)}, nil
 }

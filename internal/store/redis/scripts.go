@@ -10,7 +10,8 @@ import (
 // returns documented at its top. Every script starts with lua/prelude.lua
 // (the time, and physical expiry); queue scripts also with
 // lua/queue_prelude.lua (the queue's keys and its upkeep), hold scripts
-// (every kind: locks, semaphores, elections) with lua/hold_prelude.lua.
+// (every kind: locks, semaphores, elections) with lua/hold_prelude.lua,
+// and limit_allow.lua with lua/limit_prelude.lua (the algorithms).
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -75,10 +76,7 @@ var (
 	sessionClose       = newScript("session_close")
 	sessionIndex       = newScript("session_index")
 
-	limitFixedWindow   = newScript("limit_fixed_window")
-	limitSlidingWindow = newScript("limit_sliding_window")
-	limitSlidingLog    = newScript("limit_sliding_log")
-	limitGCRA          = newScript("limit_gcra")
+	limitAllow = newScript("limit_allow", "limit_prelude")
 
 	idemBegin  = newScript("idem_begin")
 	idemFinish = newScript("idem_finish")

@@ -301,6 +301,11 @@ func (f *Faulty) Allow(ctx context.Context, key string, limit store.Limit, cost 
 	return do(ctx, f, "Allow", func() (store.Decision, error) { return f.inner.Allow(ctx, key, limit, cost, peek) }, nil)
 }
 
+// AllowAll implements store.Limits.
+func (f *Faulty) AllowAll(ctx context.Context, key string, limits []store.Limit, cost int64, peek bool) (store.Decision, error) {
+	return do(ctx, f, "AllowAll", func() (store.Decision, error) { return f.inner.AllowAll(ctx, key, limits, cost, peek) }, nil)
+}
+
 // BeginIdempotent implements store.Idempotency.
 func (f *Faulty) BeginIdempotent(ctx context.Context, req store.BeginIdempotent) (store.IdemState, error) {
 	return do(ctx, f, "BeginIdempotent", func() (store.IdemState, error) { return f.inner.BeginIdempotent(ctx, req) }, nil)

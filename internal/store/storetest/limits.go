@@ -11,7 +11,7 @@ import (
 )
 
 func limitTests() []test {
-	return []test{
+	return append([]test{
 		{"Table", limitTable},
 		{"Spec", limitSpec},
 		{"RetryAfterExact", limitRetryAfterExact},
@@ -26,7 +26,7 @@ func limitTests() []test {
 		{"ClockStepBackKeepsCounts", limitClockStepBack},
 		{"ClockStepBackSpec", limitClockStepBackSpec},
 		{"ClockStepBackBounds", limitClockStepBackBounds},
-	}
+	}, multiLimitTests()...)
 }
 
 var algorithms = []store.Algorithm{store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.TokenBucket, store.LeakyBucket}
