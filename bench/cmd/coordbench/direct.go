@@ -28,11 +28,11 @@ const directNS = "coordbench-direct"
 
 // luaScripts are the scripts the direct baseline runs.
 type luaScripts struct {
-	limit        map[string]*redis.Script // by algorithm name
+	limit map[string]*redis.Script // by algorithm name
 	// limitOne: limit's scripts are limit_allow.lua (coordd after issue 12:
 	// one script for every algorithm and for several limits), whose
 	// arguments limitArgs builds; else one script per algorithm.
-	limitOne bool
+	limitOne     bool
 	lockAcquire  *redis.Script
 	lockRelease  *redis.Script
 	idemBegin    *redis.Script
