@@ -195,17 +195,19 @@ func (c *releaseCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) err
 
 var allowSpec = &commandSpec{
 	name:     "allow",
-	synopsis: "allow KEY (--policy P | --algorithm A --limit N --period D [--burst B]) [--cost N] [--peek]",
+	synopsis: "allow KEY (--policy P | --algorithm A --limit N --period D [--burst B]) [--cost N] [--peek | --wait D]",
 	summary:  "ask a rate limiter; exit 0 if allowed, 1 if denied",
 	help: `Takes --cost units from the limiter of KEY, under a policy named in
 coordd's configuration or an inline limit. Exits 0 if allowed, 1 if denied
-(printing retry_after: how long until the same call would succeed). A denial
-consumes nothing; --peek answers without consuming.
+(printing retry_after: how long until the same call would succeed, and, under
+a policy of several limits, denied_by: the limit that denied). A denial
+consumes nothing; --peek answers without consuming. With --wait, a denied
+call waits until allowed, for up to D (coordd's limits.max_wait at most).
 
 Algorithms: fixed_window, sliding_window, sliding_log, token_bucket,
 leaky_bucket.
 
-  until coordctl allow user:42 --algorithm token_bucket --limit 10 --period 1s; do sleep 0.1; done`,
+  coordctl allow user:42 --algorithm token_bucket --limit 10 --period 1s --wait 5s && run-the-job`,
 	setup: func(fs *pflag.FlagSet) func(*pflag.FlagSet) (command, error) {
 		c := &allowCmd{}
 		var algorithm string
@@ -216,11 +218,15 @@ leaky_bucket.
 		fs.Int64Var(&c.burst, "burst", 0, "inline limit: bucket capacity of token_bucket and leaky_bucket (0: the default)")
 		fs.Int64Var(&c.cost, "cost", 0, "units to take (0: 1)")
 		fs.BoolVar(&c.peek, "peek", false, "answer without consuming")
+		fs.DurationVar(&c.wait, "wait", 0, "if denied, wait up to this long until allowed (0: do not wait)")
 		return func(fs *pflag.FlagSet) (command, error) {
 			if err := exactArgs(fs.Args(), "KEY"); err != nil {
 				return nil, err
 			}
 			c.key = fs.Args()[0]
+			if c.wait < 0 || (c.wait > 0 && c.peek) {
+				return nil, usagef("", "--wait must not be negative, nor given with --peek")
+			}
 			inline := fs.Changed("algorithm") || fs.Changed("limit") || fs.Changed("period") || fs.Changed("burst")
 			switch {
 			case c.policy != "" && inline:
@@ -268,10 +274,14 @@ type allowCmd struct {
 	burst     int64
 	cost      int64
 	peek      bool
+	wait      time.Duration
 }
 
 func (c *allowCmd) request() *coordv1.AllowRequest {
 	req := &coordv1.AllowRequest{Key: c.key, Policy: c.policy, Cost: c.cost, Peek: c.peek}
+	if c.wait > 0 {
+		req.Wait = durationpb.New(c.wait)
+	}
 	if c.algorithm != coordv1.Algorithm_ALGORITHM_UNSPECIFIED {
 		req.Limit = &coordv1.Limit{Algorithm: c.algorithm, Limit: c.limit, Period: durationpb.New(c.period), Burst: c.burst}
 	}
@@ -279,7 +289,7 @@ func (c *allowCmd) request() *coordv1.AllowRequest {
 }
 
 func (c *allowCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error {
-	ctx, cancel := a.call(ctx, 0)
+	ctx, cancel := a.call(ctx, c.wait)
 	defer cancel()
 	resp, err := coordv1.NewRateLimitServiceClient(conn).Allow(ctx, c.request())
 	if err != nil {
@@ -290,6 +300,9 @@ func (c *allowCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error
 		human = fmt.Sprintf("allowed remaining=%d limit=%d", resp.GetRemaining(), resp.GetLimit())
 	} else {
 		human = fmt.Sprintf("denied retry_after=%s remaining=%d limit=%d", fmtDuration(resp.GetRetryAfter()), resp.GetRemaining(), resp.GetLimit())
+		if by := resp.GetDeniedBy(); by != "" {
+			human += fmt.Sprintf(" denied_by=%q", by)
+		}
 	}
 	human += " reset_after=" + fmtDuration(resp.GetResetAfter())
 	if resp.GetDegraded() {

@@ -51,6 +51,13 @@ func TestAllow(t *testing.T) {
 	want(t, c.run("allow", "user:42", "--algorithm", "token-bucket", "--limit", "5", "--period", "1s"), 0, "allowed remaining=4 limit=5", "")
 	// No such policy in coordd's configuration.
 	want(t, c.run("allow", "user:42", "--policy", "nope"), 1, "", "INVALID_ARGUMENT (INVALID_ARGUMENT): policy:")
+
+	// --wait: denied now, allowed when the leaky bucket lets one more in.
+	leaky := []string{"allow", "w", "--algorithm", "leaky_bucket", "--limit", "1", "--period", "300ms"}
+	want(t, c.run(leaky...), 0, "allowed", "")
+	want(t, c.run(append(leaky, "--wait", "5s")...), 0, "allowed", "")
+	want(t, c.run(append(leaky, "--wait", "1ms")...), 1, "denied retry_after=", "")
+	want(t, c.run(append(leaky, "--wait", "1s", "--peek")...), 2, "", "--wait")
 }
 
 var receiptRE = regexp.MustCompile(`message_id=(\S+) attempt=(\d+) receipt=(\S+) payload=(.*)`)

@@ -127,15 +127,28 @@ type RateLimit struct {
 	Policies []PolicyConfig `mapstructure:"policies"`
 }
 
-// PolicyConfig is one named rate-limit policy.
+// PolicyConfig is one named rate-limit policy: one limit (algorithm,
+// limit, period, burst), or several (limits), all of which must allow a
+// call.
 type PolicyConfig struct {
 	Name      string        `mapstructure:"name"`
 	Algorithm string        `mapstructure:"algorithm"`
 	Limit     int64         `mapstructure:"limit"`
 	Period    time.Duration `mapstructure:"period"`
 	Burst     int64         `mapstructure:"burst"`
+	Limits    []LimitConfig `mapstructure:"limits"`
 	Shadow    bool          `mapstructure:"shadow"`
 	FailOpen  bool          `mapstructure:"fail_open"`
+}
+
+// LimitConfig is one of a policy's several limits, named for the answers
+// it denies (denied_by).
+type LimitConfig struct {
+	Name      string        `mapstructure:"name"`
+	Algorithm string        `mapstructure:"algorithm"`
+	Limit     int64         `mapstructure:"limit"`
+	Period    time.Duration `mapstructure:"period"`
+	Burst     int64         `mapstructure:"burst"`
 }
 
 // DefaultConfig returns the documented defaults, which run out of the box.
@@ -257,7 +270,7 @@ func (c *Config) applyLimits() {
 	c.Semaphore.MaxSessionLocks, c.Election.MaxSessionLocks = c.Lock.MaxSessionLocks, c.Lock.MaxSessionLocks
 	c.Idempotency.MaxWait, c.Idempotency.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
 	c.Queue.MaxWait, c.Queue.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
-	c.RateLimit.MaxNameBytes = c.Limits.MaxNameBytes
+	c.RateLimit.MaxNameBytes, c.RateLimit.MaxWait = c.Limits.MaxNameBytes, c.Limits.MaxWait
 }
 
 // Validate checks every field, naming the key of each bad one. The domain
@@ -346,14 +359,27 @@ func (c *Config) policies() (map[string]limiter.Policy, error) {
 		if _, dup := out[p.Name]; dup {
 			return nil, fmt.Errorf("ratelimit.policies[%d].name: %q is already the name of another policy", i, p.Name)
 		}
-		alg, err := limiter.ParseAlgorithm(p.Algorithm)
-		if err != nil {
-			return nil, fmt.Errorf("ratelimit.policies.%s.algorithm: %w", p.Name, err)
+		pol := limiter.Policy{Shadow: p.Shadow, FailOpen: p.FailOpen}
+		if len(p.Limits) > 0 {
+			if p.Algorithm != "" || p.Limit != 0 || p.Period != 0 || p.Burst != 0 {
+				return nil, fmt.Errorf("ratelimit.policies.%s.limits: and the policy's own algorithm, limit, period and burst are both set; set one", p.Name)
+			}
+			for j, l := range p.Limits {
+				alg, err := limiter.ParseAlgorithm(l.Algorithm)
+				if err != nil {
+					return nil, fmt.Errorf("ratelimit.policies.%s.limits[%d].algorithm: %w", p.Name, j, err)
+				}
+				pol.Limits = append(pol.Limits, limiter.NamedLimit{Name: l.Name,
+					Limit: store.Limit{Algorithm: alg, Limit: l.Limit, Period: l.Period, Burst: l.Burst}})
+			}
+		} else {
+			alg, err := limiter.ParseAlgorithm(p.Algorithm)
+			if err != nil {
+				return nil, fmt.Errorf("ratelimit.policies.%s.algorithm: %w", p.Name, err)
+			}
+			pol.Limit = store.Limit{Algorithm: alg, Limit: p.Limit, Period: p.Period, Burst: p.Burst}
 		}
-		out[p.Name] = limiter.Policy{
-			Limit:  store.Limit{Algorithm: alg, Limit: p.Limit, Period: p.Period, Burst: p.Burst},
-			Shadow: p.Shadow, FailOpen: p.FailOpen,
-		}
+		out[p.Name] = pol
 	}
 	if err := c.RateLimit.Config.CheckPolicies(out); err != nil {
 		return nil, err

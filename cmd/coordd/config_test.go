@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/viper"
 
+	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/store"
 )
 
@@ -94,6 +95,16 @@ ratelimit:
       algorithm: sliding_log
       limit: 5
       period: 1m
+    - name: tiered
+      limits:
+        - name: per-second
+          algorithm: token_bucket
+          limit: 10
+          period: 1s
+        - name: per-day
+          algorithm: fixed_window
+          limit: 1000
+          period: 24h
 `)
 	cfg, err := loadConfig([]string{"--config", path})
 	if err != nil {
@@ -130,6 +141,7 @@ ratelimit:
 	// limits.max_wait is copied into every section that waits.
 	for name, got := range map[string]time.Duration{
 		"lock": cfg.Lock.MaxWait, "idempotency": cfg.Idempotency.MaxWait, "queue": cfg.Queue.MaxWait,
+		"ratelimit": cfg.RateLimit.MaxWait,
 	} {
 		if got != 45*time.Second {
 			t.Errorf("%s max wait = %v, want limits.max_wait 45s", name, got)
@@ -139,8 +151,12 @@ ratelimit:
 	wantPolicies := []PolicyConfig{
 		{Name: "api", Algorithm: "token_bucket", Limit: 10, Period: time.Second, Burst: 5, Shadow: true, FailOpen: true},
 		{Name: "login", Algorithm: "sliding_log", Limit: 5, Period: time.Minute},
+		{Name: "tiered", Limits: []LimitConfig{
+			{Name: "per-second", Algorithm: "token_bucket", Limit: 10, Period: time.Second},
+			{Name: "per-day", Algorithm: "fixed_window", Limit: 1000, Period: 24 * time.Hour},
+		}},
 	}
-	if !slices.Equal(cfg.RateLimit.Policies, wantPolicies) {
+	if !reflect.DeepEqual(cfg.RateLimit.Policies, wantPolicies) {
 		t.Errorf("policies = %+v, want %+v", cfg.RateLimit.Policies, wantPolicies)
 	}
 	ps, err := cfg.policies()
@@ -153,6 +169,13 @@ ratelimit:
 	}
 	if p := ps["login"]; p.Limit.Algorithm != store.SlidingLog || p.Shadow || p.FailOpen {
 		t.Errorf("limiter policy login = %+v", p)
+	}
+	wantTiered := []limiter.NamedLimit{
+		{Name: "per-second", Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 10, Period: time.Second}},
+		{Name: "per-day", Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 1000, Period: 24 * time.Hour}},
+	}
+	if p := ps["tiered"]; !slices.Equal(p.Limits, wantTiered) || p.Limit != (store.Limit{}) {
+		t.Errorf("limiter policy tiered = %+v, want limits %+v", p, wantTiered)
 	}
 }
 
@@ -300,6 +323,12 @@ func TestLoadConfigBadValues(t *testing.T) {
 		{name: "two policies with one name", yaml: policy("      algorithm: fixed_window\n      limit: 1\n      period: 1s\n    - name: p\n      algorithm: fixed_window\n      limit: 2\n      period: 1s\n"), key: "ratelimit.policies[1].name"},
 		{name: "fractional limit", yaml: policy("      algorithm: fixed_window\n      limit: 2.5\n      period: 1s\n"), key: "limit"},
 		{name: "policy period over max_period", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1000h\n"), key: "ratelimit.policies.p.period"},
+		{name: "policy with a limit and limits", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1s\n      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n"), key: "ratelimit.policies.p.limits"},
+		{name: "policy limit without a name", yaml: policy("      limits:\n        - algorithm: fixed_window\n          limit: 5\n          period: 1m\n"), key: "ratelimit.policies.p.limits[0].name"},
+		{name: "policy limit of an unknown algorithm", yaml: policy("      limits:\n        - name: a\n          algorithm: cubic\n          limit: 5\n          period: 1m\n"), key: "ratelimit.policies.p.limits[0].algorithm"},
+		{name: "policy limit 0 of several", yaml: policy("      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n        - name: b\n          algorithm: fixed_window\n          period: 1h\n"), key: "ratelimit.policies.p.limits[1].limit"},
+		{name: "policy limits with one name", yaml: policy("      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n        - name: a\n          algorithm: fixed_window\n          limit: 50\n          period: 1h\n"), key: "ratelimit.policies.p.limits[1].name"},
+		{name: "policy limit twice", yaml: policy("      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n        - name: b\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n"), key: "ratelimit.policies.p.limits[1]"},
 		{name: "env negative duration", env: map[string]string{"COORDD_QUEUE_MAX_DELAY": "-5m"}, key: "queue.max_delay"},
 		{name: "env store bogus", env: map[string]string{"COORDD_STORE": "bogus"}, key: "store"},
 		{name: "redis mode bogus", yaml: "store: redis\nredis:\n  mode: ring\n", key: "redis.mode"},

@@ -3,6 +3,7 @@ package limiter
 import (
 	"fmt"
 
+	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/validate"
 )
 
@@ -26,14 +27,47 @@ func (c Config) Validate() error {
 
 // CheckPolicies checks named policies against c's bounds: the one check of
 // New, SetPolicies (a reload) and the configuration. The error names the
-// first bad one's key (ratelimit.policies.<name>.limit).
+// first bad one's key (ratelimit.policies.<name>.limit, or
+// ratelimit.policies.<name>.limits[i].limit).
 func (c Config) CheckPolicies(policies map[string]Policy) error {
 	for name, p := range policies {
 		if err := validate.Name("policy", name, c.MaxNameBytes); err != nil {
 			return fmt.Errorf("ratelimit.policies: %w", err)
 		}
-		if err := c.CheckLimit("ratelimit.policies."+name, p.Limit); err != nil {
+		if err := c.checkPolicy("ratelimit.policies."+name, p); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkPolicy checks one policy: its limit, or its several limits (at most
+// store.MaxLimits, each named, names and parameters distinct).
+func (c Config) checkPolicy(field string, p Policy) error {
+	if len(p.Limits) == 0 {
+		return c.CheckLimit(field, p.Limit)
+	}
+	if p.Limit != (store.Limit{}) {
+		return validate.Errorf(field+".limits", "and the policy's own algorithm, limit, period and burst are both set; set one")
+	}
+	if len(p.Limits) > store.MaxLimits {
+		return validate.Errorf(field+".limits", "has %d limits; a policy has at most %d", len(p.Limits), store.MaxLimits)
+	}
+	for i, l := range p.Limits {
+		f := fmt.Sprintf("%s.limits[%d]", field, i)
+		if err := validate.Name(f+".name", l.Name, c.MaxNameBytes); err != nil {
+			return err
+		}
+		if err := c.CheckLimit(f, l.Limit); err != nil {
+			return err
+		}
+		for _, o := range p.Limits[:i] {
+			switch {
+			case o.Name == l.Name:
+				return validate.Errorf(f+".name", "%q is already the name of another limit of the policy", l.Name)
+			case o.Limit == l.Limit:
+				return validate.Errorf(f, "is the same limit as %q", o.Name)
+			}
 		}
 	}
 	return nil

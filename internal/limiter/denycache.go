@@ -11,7 +11,7 @@ import (
 // denyCache remembers, for a short while, keys known to be over their limit,
 // so that a key being hammered is answered without a round trip to the
 // store. An entry is keyed by the state's key in the store (see StoreKey:
-// the scoped key and the policy's name) and every parameter of the limit, so
+// the scoped key and the policy's name) and every parameter of its limits, so
 // one policy's denial never answers another's call, and a changed policy
 // never meets an old entry. It answers exactly
 // what the store would: a denial consumes nothing, nothing but time can make
@@ -39,10 +39,12 @@ type denyPart struct {
 type denyKey struct {
 	key   string
 	limit store.Limit
+	more  string // a policy's further limits, as text ("" with one)
 }
 
 type denyEntry struct {
 	cost      int64     // the denied cost: calls of this cost or more are denied
+	limit     int       // the deciding limit
 	remaining int64     // remaining at the denial
 	retryAt   time.Time // when the same call would be allowed
 	resetAt   time.Time
@@ -83,7 +85,7 @@ func (c *denyCache) get(k denyKey, cost int64, now time.Time) (store.Decision, b
 		return store.Decision{}, false
 	}
 	return store.Decision{
-		Remaining: e.remaining, RetryAfter: e.retryAt.Sub(now), ResetAfter: max(0, e.resetAt.Sub(now)),
+		Remaining: e.remaining, RetryAfter: e.retryAt.Sub(now), ResetAfter: max(0, e.resetAt.Sub(now)), Limit: e.limit,
 	}, true
 }
 
@@ -93,7 +95,7 @@ func (c *denyCache) put(k denyKey, cost int64, d store.Decision, now time.Time) 
 		return
 	}
 	e := denyEntry{
-		cost: cost, remaining: d.Remaining,
+		cost: cost, limit: d.Limit, remaining: d.Remaining,
 		retryAt: now.Add(d.RetryAfter), resetAt: now.Add(d.ResetAfter),
 		expire: now.Add(min(d.RetryAfter, c.maxAge)),
 	}

@@ -30,24 +30,62 @@ type Config struct {
 	// DenyCacheMaxAge is the longest such a denial is answered from the
 	// cache before the store is asked again.
 	DenyCacheMaxAge time.Duration `mapstructure:"deny_cache_max_age"`
+	// MaxWait is the longest wait of an Allow (limits.max_wait).
+	MaxWait time.Duration `mapstructure:"-"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
 		MaxLimit: 1_000_000_000, MaxLogLimit: 1000, MaxPeriod: 168 * time.Hour, MaxNameBytes: 256,
-		DenyCacheSize: 100_000, DenyCacheMaxAge: time.Second,
+		DenyCacheSize: 100_000, DenyCacheMaxAge: time.Second, MaxWait: time.Minute,
 	}
 }
 
 // Policy is a named limit from config.
 type Policy struct {
 	Limit store.Limit
+	// Limits, set instead of Limit, are the policy's several limits (at
+	// most store.MaxLimits, e.g. 10 a second and 1,000 a day): a call is
+	// allowed only if every one allows it, in one atomic step, and a denial
+	// takes from none; the denying limit's name is the answer's DeniedBy.
+	Limits []NamedLimit
 	// Shadow computes and counts decisions but allows every call.
 	Shadow bool
 	// FailOpen allows calls (marked degraded) when the store is unreachable;
 	// otherwise they fail with the store's error.
 	FailOpen bool
+}
+
+// NamedLimit is one of a policy's several limits.
+type NamedLimit struct {
+	Name string
+	store.Limit
+}
+
+// compiled is a policy (or an inline limit) as Allow uses it.
+type compiled struct {
+	Policy
+	limits   []store.Limit // Limit, or Limits' limits
+	names    []string      // Limits' names; nil with one limit
+	more     string        // the limits after the first, as text: part of the deny cache's key
+	capacity int64         // the least capacity: the largest cost
+}
+
+func compile(p Policy) *compiled {
+	c := &compiled{Policy: p, limits: []store.Limit{p.Limit}}
+	if len(p.Limits) > 0 {
+		c.limits, c.names = make([]store.Limit, len(p.Limits)), make([]string, len(p.Limits))
+		for i, l := range p.Limits {
+			c.limits[i], c.names[i] = l.Limit, l.Name
+		}
+		c.more = fmt.Sprint(c.limits[1:])
+	}
+	c.capacity = c.limits[0].Capacity()
+	for _, l := range c.limits[1:] {
+		c.capacity = min(c.capacity, l.Capacity())
+	}
+	return c
 }
 
 // Algorithms by their config names.
@@ -87,8 +125,9 @@ type Service struct {
 	st       store.Limits
 	cfg      Config
 	clock    clock.Clock
-	denied   *denyCache // nil: no cache
-	policies atomic.Pointer[map[string]Policy]
+	drain    <-chan struct{} // closed: waits end
+	denied   *denyCache      // nil: no cache
+	policies atomic.Pointer[map[string]*compiled]
 }
 
 // Option configures a Service.
@@ -97,6 +136,10 @@ type Option func(*Service)
 // WithClock sets the clock of the deny cache: the store's, in tests that
 // simulate time; the system clock by default.
 func WithClock(c clock.Clock) Option { return func(s *Service) { s.clock = c } }
+
+// WithDrain ends every wait (Request.Wait) when drain is closed: each
+// answers its last decision.
+func WithDrain(drain <-chan struct{}) Option { return func(s *Service) { s.drain = drain } }
 
 // New returns a Service with policies, which must be valid (see
 // SetPolicies).
@@ -117,9 +160,9 @@ func (s *Service) SetPolicies(policies map[string]Policy) error {
 	if err := s.cfg.CheckPolicies(policies); err != nil {
 		return err
 	}
-	m := make(map[string]Policy, len(policies))
+	m := make(map[string]*compiled, len(policies))
 	for name, p := range policies {
-		m[name] = p
+		m[name] = compile(p)
 	}
 	s.policies.Store(&m)
 	return nil
@@ -209,24 +252,29 @@ type Request struct {
 	Limit   *store.Limit
 	Cost    int64 // 0 means 1
 	Peek    bool
+	// Wait, if denied, waits up to this long until allowed: the store is
+	// asked again at each denial's RetryAfter, if that is within the wait,
+	// and not in between. 0: no wait; not with Peek.
+	Wait time.Duration
 }
 
 // Result is a decision with what the API reports beside it.
 type Result struct {
 	store.Decision
-	Algorithm    store.Algorithm
-	Limit        int64
-	Degraded     bool // the store was unreachable and the policy fails open
-	ShadowDenied bool // shadow mode turned a denial into an allow
-	Cached       bool // a denial answered from the deny cache
+	Algorithm    store.Algorithm // the deciding limit's
+	Limit        int64           // the deciding limit's
+	DeniedBy     string          // denied under several limits: the deciding one's name
+	Degraded     bool            // the store was unreachable and the policy fails open
+	ShadowDenied bool            // shadow mode turned a denial into an allow
+	Cached       bool            // a denial answered from the deny cache
 }
 
-// Allow decides r.
+// Allow decides r, waiting up to r.Wait for an allowance.
 func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 	if err := validate.Name("key", r.Key, s.cfg.MaxNameBytes); err != nil {
 		return Result{}, err
 	}
-	var p Policy
+	var p *compiled
 	switch {
 	case r.Policy != "" && r.Limit != nil:
 		return Result{}, validate.Errorf("policy", "and limit are both set; set one")
@@ -239,7 +287,7 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 		if err := s.CheckLimit("limit", *r.Limit); err != nil {
 			return Result{}, err
 		}
-		p.Limit = *r.Limit
+		p = compile(Policy{Limit: *r.Limit})
 	default:
 		return Result{}, validate.Errorf("policy", "is required, or an inline limit")
 	}
@@ -247,26 +295,70 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 	if cost == 0 {
 		cost = 1
 	}
-	if cost < 0 || cost > p.Limit.Capacity() {
-		return Result{}, validate.Errorf("cost", "is %d; it must be between 1 and %d (the limit's capacity)", cost, p.Limit.Capacity())
+	if cost < 0 || cost > p.capacity {
+		what := "the limit's capacity"
+		if len(p.limits) > 1 {
+			what = "the least capacity of the policy's limits"
+		}
+		return Result{}, validate.Errorf("cost", "is %d; it must be between 1 and %d (%s)", cost, p.capacity, what)
 	}
-	k := denyKey{StoreKey(r.NS, r.Key, r.Policy), p.Limit}
+	if err := validate.Wait("wait", r.Wait, s.cfg.MaxWait); err != nil {
+		return Result{}, err
+	}
+	if r.Wait > 0 && r.Peek {
+		return Result{}, validate.Errorf("wait", "must be unset with peek: a peek consumes nothing, so there is nothing to wait for")
+	}
+	k := denyKey{StoreKey(r.NS, r.Key, r.Policy), p.limits[0], p.more}
+	if r.Wait <= 0 {
+		return s.decide(ctx, k, p, cost, r.Peek)
+	}
+	end := time.Now().Add(r.Wait)
+	for {
+		res, err := s.decide(ctx, k, p, cost, false)
+		if err != nil || res.Allowed || res.RetryAfter > time.Until(end) {
+			return res, err // a retry beyond the wait would be denied again: answer now
+		}
+		t := time.NewTimer(res.RetryAfter)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return Result{}, ctx.Err()
+		case <-s.drain:
+			t.Stop()
+			return res, nil
+		}
+	}
+}
+
+// decide makes one decision of cost on k under p: from the deny cache, or
+// the store.
+func (s *Service) decide(ctx context.Context, k denyKey, p *compiled, cost int64, peek bool) (Result, error) {
 	now := s.clock.Now()
 	d, cached := s.denied.get(k, cost, now)
 	var err error
 	if !cached {
-		d, err = s.st.Allow(ctx, k.key, p.Limit, cost, r.Peek)
+		if len(p.limits) == 1 {
+			d, err = s.st.Allow(ctx, k.key, p.limits[0], cost, peek)
+		} else {
+			d, err = s.st.AllowAll(ctx, k.key, p.limits, cost, peek)
+		}
 		if err == nil {
 			s.denied.put(k, cost, d, now)
 		}
 	}
 	if err != nil {
 		if p.FailOpen && errors.Is(err, store.ErrUnavailable) {
-			return Result{Decision: store.Decision{Allowed: true}, Algorithm: p.Limit.Algorithm, Limit: p.Limit.Limit, Degraded: true}, nil
+			l := p.limits[0]
+			return Result{Decision: store.Decision{Allowed: true}, Algorithm: l.Algorithm, Limit: l.Limit, Degraded: true}, nil
 		}
 		return Result{}, err
 	}
-	res := Result{Decision: d, Algorithm: p.Limit.Algorithm, Limit: p.Limit.Limit, Cached: cached}
+	l := p.limits[d.Limit]
+	res := Result{Decision: d, Algorithm: l.Algorithm, Limit: l.Limit, Cached: cached}
+	if !d.Allowed && p.names != nil {
+		res.DeniedBy = p.names[d.Limit]
+	}
 	if p.Shadow && !d.Allowed {
 		res.Allowed, res.ShadowDenied, res.RetryAfter = true, true, 0
 	}

@@ -906,6 +906,9 @@ func biCases() []biCase {
 		biAllow.bad("cost=11 above sliding-log policy limit 10", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Cost = 11 }),
 		biAllow.bad("cost=6 above policy bucket capacity 5", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Policy, r.Cost = "bucket", 6 }),
 		biAllow.bad("cost=MaxInt64", "cost", func(_ *biFixture, r *coordv1.AllowRequest) { r.Cost = math.MaxInt64 }),
+		biAllow.bad("wait=-1s", "wait", func(_ *biFixture, r *coordv1.AllowRequest) { r.Wait = dur(-time.Second) }),
+		biAllow.bad("wait=61s over max_wait", "wait", func(_ *biFixture, r *coordv1.AllowRequest) { r.Wait = dur(61 * time.Second) }),
+		biAllow.bad("wait with peek", "wait", func(_ *biFixture, r *coordv1.AllowRequest) { r.Wait, r.Peek = dur(time.Second), true }),
 	)
 	costOver := func(l *coordv1.Limit, cost int64) func(*biFixture, *coordv1.AllowRequest) {
 		return func(fx *biFixture, r *coordv1.AllowRequest) { biInline(l)(fx, r); r.Cost = cost }

@@ -18,7 +18,11 @@ type rateLimitServer struct {
 }
 
 func (s *rateLimitServer) Allow(ctx context.Context, req *coordv1.AllowRequest) (*coordv1.AllowResponse, error) {
-	r := limiter.Request{NS: namespace(ctx), Key: req.GetKey(), Policy: req.GetPolicy(), Cost: req.GetCost(), Peek: req.GetPeek()}
+	wait, err := nonNegative("wait", req.GetWait())
+	if err != nil {
+		return nil, err
+	}
+	r := limiter.Request{NS: namespace(ctx), Key: req.GetKey(), Policy: req.GetPolicy(), Cost: req.GetCost(), Peek: req.GetPeek(), Wait: wait}
 	if l := req.GetLimit(); l != nil {
 		period, err := required("limit.period", l.GetPeriod())
 		if err != nil {
@@ -46,6 +50,6 @@ func (s *rateLimitServer) Allow(ctx context.Context, req *coordv1.AllowRequest) 
 	return &coordv1.AllowResponse{
 		Allowed: res.Allowed, Remaining: res.Remaining, Limit: res.Limit,
 		RetryAfter: durationpb.New(res.RetryAfter), ResetAfter: durationpb.New(res.ResetAfter),
-		Degraded: res.Degraded, ShadowDenied: res.ShadowDenied,
+		Degraded: res.Degraded, ShadowDenied: res.ShadowDenied, DeniedBy: res.DeniedBy,
 	}, nil
 }

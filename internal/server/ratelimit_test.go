@@ -259,3 +259,53 @@ func TestNamedPoliciesKeepSeparateCounters(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyOfSeveralLimits: through the API, a policy of several limits
+// allows a call only if all allow it; a denial names the limit (denied_by)
+// and takes from none.
+func TestPolicyOfSeveralLimits(t *testing.T) {
+	h := newHarness(t, withFakeClock, withPolicies(map[string]limiter.Policy{
+		"tiered": {Limits: []limiter.NamedLimit{
+			{Name: "burst", Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 600, Period: time.Minute, Burst: 3}},
+			{Name: "per-hour", Limit: store.Limit{Algorithm: store.SlidingLog, Limit: 4, Period: time.Hour}},
+		}},
+	}))
+	req := &coordv1.AllowRequest{Key: "u", Policy: "tiered"}
+	var got []string
+	for range 5 {
+		r := h.allow(t, req)
+		got = append(got, fmt.Sprintf("%v/%s/%d", r.GetAllowed(), r.GetDeniedBy(), r.GetLimit()))
+	}
+	if want := "[true//600 true//600 true//600 false/burst/600 false/burst/600]"; fmt.Sprint(got) != want {
+		t.Fatalf("answers %v, want %s", got, want)
+	}
+	h.clock.Advance(time.Second) // the bucket refills 10: the log has one left
+	r := h.allow(t, req)
+	if !r.GetAllowed() || r.GetRemaining() != 0 || r.GetLimit() != 4 {
+		t.Fatalf("a second later: %v, want allowed, the log's limit (4) at 0", r)
+	}
+	r = h.allow(t, req)
+	if r.GetAllowed() || r.GetDeniedBy() != "per-hour" || r.GetRetryAfter().AsDuration() != time.Hour-time.Second {
+		t.Fatalf("then: %v, want denied by per-hour until the first entry leaves (59m59s)", r)
+	}
+}
+
+// TestAllowWait: through the API, a denied Allow with wait is allowed at
+// its retry_after, and one that cannot be within its wait is answered at
+// once.
+func TestAllowWait(t *testing.T) {
+	h := newHarness(t)
+	l := inline(coordv1.Algorithm_ALGORITHM_LEAKY_BUCKET, 1, 200*time.Millisecond, 0)
+	if !h.allow(t, &coordv1.AllowRequest{Key: "w", Limit: l}).GetAllowed() {
+		t.Fatal("first call denied")
+	}
+	start := time.Now()
+	r := h.allow(t, &coordv1.AllowRequest{Key: "w", Limit: l, Wait: dur(5 * time.Second)})
+	if took := time.Since(start); !r.GetAllowed() || took < 150*time.Millisecond {
+		t.Fatalf("a waiting call: %v after %v, want allowed at the retry_after (about 200ms)", r, took)
+	}
+	r = h.allow(t, &coordv1.AllowRequest{Key: "w", Limit: l, Wait: dur(50 * time.Millisecond)})
+	if r.GetAllowed() || r.GetRetryAfter().AsDuration() <= 50*time.Millisecond {
+		t.Fatalf("a call whose retry_after lies beyond its wait: %v, want denied", r)
+	}
+}

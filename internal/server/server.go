@@ -91,7 +91,7 @@ func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain
 	if err := cfg.Validate(); err != nil {
 		return Services{}, err
 	}
-	lim, err := limiter.New(st, cfg.Limiter, cfg.Policies, limiter.WithClock(clk))
+	lim, err := limiter.New(st, cfg.Limiter, cfg.Policies, limiter.WithClock(clk), limiter.WithDrain(drain))
 	if err != nil {
 		return Services{}, err
 	}

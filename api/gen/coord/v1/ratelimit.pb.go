@@ -200,7 +200,10 @@ type AllowRequest struct {
 	// for the buckets). Negative is an error.
 	Cost int64 `protobuf:"varint,4,opt,name=cost" json:"cost,omitempty"`
 	// Answer without consuming.
-	Peek          bool `protobuf:"varint,5,opt,name=peek" json:"peek,omitempty"`
+	Peek bool `protobuf:"varint,5,opt,name=peek" json:"peek,omitempty"`
+	// How long to wait, if denied, until allowed: unset or 0 means do not
+	// wait; at most config limits.max_wait (60s); must be unset with peek.
+	Wait          *durationpb.Duration `protobuf:"bytes,6,opt,name=wait" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -270,6 +273,13 @@ func (x *AllowRequest) GetPeek() bool {
 	return false
 }
 
+func (x *AllowRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
 // AllowResponse is the limiter's decision.
 type AllowResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -277,8 +287,10 @@ type AllowResponse struct {
 	Allowed bool `protobuf:"varint,1,opt,name=allowed" json:"allowed,omitempty"`
 	// Units left after this call, never negative. A denial consumes nothing,
 	// so it tells what is left; a peek tells what the call would have left.
+	// Under several limits, the least of them.
 	Remaining int64 `protobuf:"varint,2,opt,name=remaining" json:"remaining,omitempty"`
-	// The limit applied: units per period.
+	// The limit applied, units per period: of a policy with several limits,
+	// the one that denied, or, allowed, the one with the least remaining.
 	Limit int64 `protobuf:"varint,3,opt,name=limit" json:"limit,omitempty"`
 	// Denied: how long until the same call succeeds if nothing else consumes.
 	// 0 when allowed.
@@ -290,7 +302,11 @@ type AllowResponse struct {
 	Degraded bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
 	// The policy is in shadow mode and the real decision was a denial: the
 	// call is allowed anyway (and counted in metrics).
-	ShadowDenied  bool `protobuf:"varint,7,opt,name=shadow_denied,json=shadowDenied" json:"shadow_denied,omitempty"`
+	ShadowDenied bool `protobuf:"varint,7,opt,name=shadow_denied,json=shadowDenied" json:"shadow_denied,omitempty"`
+	// Denied under a policy of several limits: the name of the limit that
+	// denied (of several, the one whose retry_after is longest). Empty
+	// otherwise.
+	DeniedBy      string `protobuf:"bytes,8,opt,name=denied_by,json=deniedBy" json:"denied_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +390,13 @@ func (x *AllowResponse) GetShadowDenied() bool {
 	return false
 }
 
+func (x *AllowResponse) GetDeniedBy() string {
+	if x != nil {
+		return x.DeniedBy
+	}
+	return ""
+}
+
 var File_coord_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_coord_v1_ratelimit_proto_rawDesc = "" +
@@ -383,13 +406,14 @@ const file_coord_v1_ratelimit_proto_rawDesc = "" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x13.coord.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x121\n" +
 	"\x06period\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
-	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\x87\x01\n" +
+	"\x05burst\x18\x04 \x01(\x03R\x05burst\"\xb6\x01\n" +
 	"\fAllowRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06policy\x18\x02 \x01(\tR\x06policy\x12%\n" +
 	"\x05limit\x18\x03 \x01(\v2\x0f.coord.v1.LimitR\x05limit\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\x12\x12\n" +
-	"\x04peek\x18\x05 \x01(\bR\x04peek\"\x96\x02\n" +
+	"\x04peek\x18\x05 \x01(\bR\x04peek\x12-\n" +
+	"\x04wait\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xb3\x02\n" +
 	"\rAllowResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1c\n" +
 	"\tremaining\x18\x02 \x01(\x03R\tremaining\x12\x14\n" +
@@ -399,7 +423,8 @@ const file_coord_v1_ratelimit_proto_rawDesc = "" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12\x1a\n" +
 	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12#\n" +
-	"\rshadow_denied\x18\a \x01(\bR\fshadowDenied*\xb3\x01\n" +
+	"\rshadow_denied\x18\a \x01(\bR\fshadowDenied\x12\x1b\n" +
+	"\tdenied_by\x18\b \x01(\tR\bdeniedBy*\xb3\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x01\x12\x1c\n" +
@@ -435,15 +460,16 @@ var file_coord_v1_ratelimit_proto_depIdxs = []int32{
 	0, // 0: coord.v1.Limit.algorithm:type_name -> coord.v1.Algorithm
 	4, // 1: coord.v1.Limit.period:type_name -> google.protobuf.Duration
 	1, // 2: coord.v1.AllowRequest.limit:type_name -> coord.v1.Limit
-	4, // 3: coord.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
-	4, // 4: coord.v1.AllowResponse.reset_after:type_name -> google.protobuf.Duration
-	2, // 5: coord.v1.RateLimitService.Allow:input_type -> coord.v1.AllowRequest
-	3, // 6: coord.v1.RateLimitService.Allow:output_type -> coord.v1.AllowResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 3: coord.v1.AllowRequest.wait:type_name -> google.protobuf.Duration
+	4, // 4: coord.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
+	4, // 5: coord.v1.AllowResponse.reset_after:type_name -> google.protobuf.Duration
+	2, // 6: coord.v1.RateLimitService.Allow:input_type -> coord.v1.AllowRequest
+	3, // 7: coord.v1.RateLimitService.Allow:output_type -> coord.v1.AllowResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_ratelimit_proto_init() }

@@ -44,6 +44,16 @@ type RateLimitServiceClient interface {
 	// The limit comes from a named policy (config ratelimit.policies) or from
 	// an inline limit: exactly one of the two. A key's state is kept per
 	// algorithm and parameters, so changing a policy starts its keys afresh.
+	// A policy may have several limits (e.g. 10 a second and 1,000 a day): a
+	// call is allowed only if every one allows it, in the same atomic step,
+	// and a denial takes from none of them; denied_by names the limit that
+	// denied.
+	//
+	// With wait > 0, a denied call waits until it is allowed, for up to wait:
+	// it asks the store again only at each denial's retry_after, and answers
+	// a denial at once if its retry_after lies beyond what is left of wait.
+	// The answer is then as without wait (the last decision). The wait ends
+	// early, with the last decision, when the server drains.
 	//
 	// Store unreachable: a fail-open policy answers allowed=true,
 	// degraded=true; a fail-closed policy (the default, and every inline
@@ -87,6 +97,16 @@ type RateLimitServiceServer interface {
 	// The limit comes from a named policy (config ratelimit.policies) or from
 	// an inline limit: exactly one of the two. A key's state is kept per
 	// algorithm and parameters, so changing a policy starts its keys afresh.
+	// A policy may have several limits (e.g. 10 a second and 1,000 a day): a
+	// call is allowed only if every one allows it, in the same atomic step,
+	// and a denial takes from none of them; denied_by names the limit that
+	// denied.
+	//
+	// With wait > 0, a denied call waits until it is allowed, for up to wait:
+	// it asks the store again only at each denial's retry_after, and answers
+	// a denial at once if its retry_after lies beyond what is left of wait.
+	// The answer is then as without wait (the last decision). The wait ends
+	// early, with the last decision, when the server drains.
 	//
 	// Store unreachable: a fail-open policy answers allowed=true,
 	// degraded=true; a fail-closed policy (the default, and every inline
