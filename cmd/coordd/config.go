@@ -139,6 +139,9 @@ type PolicyConfig struct {
 	Limits    []LimitConfig `mapstructure:"limits"`
 	Shadow    bool          `mapstructure:"shadow"`
 	FailOpen  bool          `mapstructure:"fail_open"`
+	// LocalQuota: units each instance takes from the store at a time, to
+	// answer a hot key locally (limiter.Policy.LocalQuota); 0: none.
+	LocalQuota int64 `mapstructure:"local_quota"`
 }
 
 // LimitConfig is one of a policy's several limits, named for the answers
@@ -359,7 +362,7 @@ func (c *Config) policies() (map[string]limiter.Policy, error) {
 		if _, dup := out[p.Name]; dup {
 			return nil, fmt.Errorf("ratelimit.policies[%d].name: %q is already the name of another policy", i, p.Name)
 		}
-		pol := limiter.Policy{Shadow: p.Shadow, FailOpen: p.FailOpen}
+		pol := limiter.Policy{Shadow: p.Shadow, FailOpen: p.FailOpen, LocalQuota: p.LocalQuota}
 		if len(p.Limits) > 0 {
 			if p.Algorithm != "" || p.Limit != 0 || p.Period != 0 || p.Burst != 0 {
 				return nil, fmt.Errorf("ratelimit.policies.%s.limits: and the policy's own algorithm, limit, period and burst are both set; set one", p.Name)

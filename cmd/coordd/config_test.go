@@ -95,6 +95,11 @@ ratelimit:
       algorithm: sliding_log
       limit: 5
       period: 1m
+    - name: hot
+      algorithm: fixed_window
+      limit: 1000
+      period: 1s
+      local_quota: 50
     - name: tiered
       limits:
         - name: per-second
@@ -151,6 +156,7 @@ ratelimit:
 	wantPolicies := []PolicyConfig{
 		{Name: "api", Algorithm: "token_bucket", Limit: 10, Period: time.Second, Burst: 5, Shadow: true, FailOpen: true},
 		{Name: "login", Algorithm: "sliding_log", Limit: 5, Period: time.Minute},
+		{Name: "hot", Algorithm: "fixed_window", Limit: 1000, Period: time.Second, LocalQuota: 50},
 		{Name: "tiered", Limits: []LimitConfig{
 			{Name: "per-second", Algorithm: "token_bucket", Limit: 10, Period: time.Second},
 			{Name: "per-day", Algorithm: "fixed_window", Limit: 1000, Period: 24 * time.Hour},
@@ -169,6 +175,9 @@ ratelimit:
 	}
 	if p := ps["login"]; p.Limit.Algorithm != store.SlidingLog || p.Shadow || p.FailOpen {
 		t.Errorf("limiter policy login = %+v", p)
+	}
+	if p := ps["hot"]; p.LocalQuota != 50 {
+		t.Errorf("limiter policy hot = %+v, want local quota 50", p)
 	}
 	wantTiered := []limiter.NamedLimit{
 		{Name: "per-second", Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 10, Period: time.Second}},
@@ -328,6 +337,7 @@ func TestLoadConfigBadValues(t *testing.T) {
 		{name: "policy limit of an unknown algorithm", yaml: policy("      limits:\n        - name: a\n          algorithm: cubic\n          limit: 5\n          period: 1m\n"), key: "ratelimit.policies.p.limits[0].algorithm"},
 		{name: "policy limit 0 of several", yaml: policy("      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n        - name: b\n          algorithm: fixed_window\n          period: 1h\n"), key: "ratelimit.policies.p.limits[1].limit"},
 		{name: "policy limits with one name", yaml: policy("      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n        - name: a\n          algorithm: fixed_window\n          limit: 50\n          period: 1h\n"), key: "ratelimit.policies.p.limits[1].name"},
+		{name: "policy local quota on a sliding log", yaml: policy("      algorithm: sliding_log\n      limit: 5\n      period: 1m\n      local_quota: 2\n"), key: "ratelimit.policies.p.local_quota"},
 		{name: "policy limit twice", yaml: policy("      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n        - name: b\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n"), key: "ratelimit.policies.p.limits[1]"},
 		{name: "env negative duration", env: map[string]string{"COORDD_QUEUE_MAX_DELAY": "-5m"}, key: "queue.max_delay"},
 		{name: "env store bogus", env: map[string]string{"COORDD_STORE": "bogus"}, key: "store"},

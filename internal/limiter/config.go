@@ -45,7 +45,21 @@ func (c Config) CheckPolicies(policies map[string]Policy) error {
 // store.MaxLimits, each named, names and parameters distinct).
 func (c Config) checkPolicy(field string, p Policy) error {
 	if len(p.Limits) == 0 {
-		return c.CheckLimit(field, p.Limit)
+		if err := c.CheckLimit(field, p.Limit); err != nil {
+			return err
+		}
+		switch q := p.LocalQuota; {
+		case q < 0:
+			return validate.Errorf(field+".local_quota", "is %d; it must not be negative (0: none)", q)
+		case q > 0 && p.Limit.Algorithm != store.FixedWindow && p.Limit.Algorithm != store.TokenBucket:
+			return validate.Errorf(field+".local_quota", "applies to the fixed_window and token_bucket algorithms")
+		case q > p.Limit.Capacity():
+			return validate.Errorf(field+".local_quota", "is %d, above the limit's capacity %d", q, p.Limit.Capacity())
+		}
+		return nil
+	}
+	if p.LocalQuota != 0 {
+		return validate.Errorf(field+".local_quota", "applies to a policy of one limit, not of several")
 	}
 	if p.Limit != (store.Limit{}) {
 		return validate.Errorf(field+".limits", "and the policy's own algorithm, limit, period and burst are both set; set one")

@@ -55,6 +55,12 @@ type Policy struct {
 	// FailOpen allows calls (marked degraded) when the store is unreachable;
 	// otherwise they fail with the store's error.
 	FailOpen bool
+	// LocalQuota, if > 0, lets each coordd instance take this many units of
+	// a key at a time from the store and admit them locally (quota.go): a
+	// hot key costs the store a call per chunk, not per call, and the
+	// instances together never admit more than the limit. For a policy of
+	// one fixed window or token bucket limit; at most its capacity.
+	LocalQuota int64
 }
 
 // NamedLimit is one of a policy's several limits.
@@ -127,6 +133,7 @@ type Service struct {
 	clock    clock.Clock
 	drain    <-chan struct{} // closed: waits end
 	denied   *denyCache      // nil: no cache
+	quotas   *quotas         // the local quotas (Policy.LocalQuota)
 	policies atomic.Pointer[map[string]*compiled]
 }
 
@@ -144,7 +151,8 @@ func WithDrain(drain <-chan struct{}) Option { return func(s *Service) { s.drain
 // New returns a Service with policies, which must be valid (see
 // SetPolicies).
 func New(st store.Limits, cfg Config, policies map[string]Policy, opts ...Option) (*Service, error) {
-	s := &Service{st: st, cfg: cfg, clock: clock.Real{}, denied: newDenyCache(cfg.DenyCacheSize, cfg.DenyCacheMaxAge)}
+	s := &Service{st: st, cfg: cfg, clock: clock.Real{}, denied: newDenyCache(cfg.DenyCacheSize, cfg.DenyCacheMaxAge),
+		quotas: newQuotas(max(cfg.DenyCacheSize, localQuotas))}
 	for _, o := range opts {
 		o(s)
 	}
@@ -331,9 +339,35 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 	}
 }
 
-// decide makes one decision of cost on k under p: from the deny cache, or
-// the store.
+// localQuotas is the least number of local quotas kept (more with a
+// larger deny cache).
+const localQuotas = 10_000
+
+// decide makes one decision of cost on k under p: from the local quota
+// (a policy with LocalQuota, unless a peek), the deny cache, or the store.
 func (s *Service) decide(ctx context.Context, k denyKey, p *compiled, cost int64, peek bool) (Result, error) {
+	var res Result
+	var err error
+	if p.LocalQuota > 0 && !peek {
+		res, err = s.allowLocal(ctx, k, p, cost)
+	} else {
+		res, err = s.fromStore(ctx, k, p, cost, peek)
+	}
+	if err != nil {
+		if p.FailOpen && errors.Is(err, store.ErrUnavailable) {
+			l := p.limits[0]
+			return Result{Decision: store.Decision{Allowed: true}, Algorithm: l.Algorithm, Limit: l.Limit, Degraded: true}, nil
+		}
+		return Result{}, err
+	}
+	if p.Shadow && !res.Allowed {
+		res.Allowed, res.ShadowDenied, res.RetryAfter = true, true, 0
+	}
+	return res, nil
+}
+
+// fromStore decides from the deny cache, or the store.
+func (s *Service) fromStore(ctx context.Context, k denyKey, p *compiled, cost int64, peek bool) (Result, error) {
 	now := s.clock.Now()
 	d, cached := s.denied.get(k, cost, now)
 	var err error
@@ -343,24 +377,15 @@ func (s *Service) decide(ctx context.Context, k denyKey, p *compiled, cost int64
 		} else {
 			d, err = s.st.AllowAll(ctx, k.key, p.limits, cost, peek)
 		}
-		if err == nil {
-			s.denied.put(k, cost, d, now)
+		if err != nil {
+			return Result{}, err
 		}
-	}
-	if err != nil {
-		if p.FailOpen && errors.Is(err, store.ErrUnavailable) {
-			l := p.limits[0]
-			return Result{Decision: store.Decision{Allowed: true}, Algorithm: l.Algorithm, Limit: l.Limit, Degraded: true}, nil
-		}
-		return Result{}, err
+		s.denied.put(k, cost, d, now)
 	}
 	l := p.limits[d.Limit]
 	res := Result{Decision: d, Algorithm: l.Algorithm, Limit: l.Limit, Cached: cached}
 	if !d.Allowed && p.names != nil {
 		res.DeniedBy = p.names[d.Limit]
-	}
-	if p.Shadow && !d.Allowed {
-		res.Allowed, res.ShadowDenied, res.RetryAfter = true, true, 0
 	}
 	return res, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/storetest"
 )
@@ -506,5 +507,36 @@ func TestDeadInstanceWaitersStopBlocking(t *testing.T) {
 		t.Logf("A's waiter granted %v after B died", time.Since(died))
 	case <-time.After(5 * time.Second):
 		t.Fatal("A's waiter still blocked 5s after B died")
+	}
+}
+
+// TestLocalQuotaAcrossInstances: a policy with a local quota, hammered on
+// two instances at once, admits at most its limit across them (and loses
+// at most a chunk per instance).
+func TestLocalQuotaAcrossInstances(t *testing.T) {
+	hot := withPolicies(map[string]limiter.Policy{
+		"hot": {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 200, Period: time.Hour}, LocalQuota: 10},
+	})
+	a, b := newPair(t, withFakeClock, hot) // one instant: one window
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 16 {
+		on := []*harness{a, b}[i%2]
+		wg.Go(func() {
+			for range 60 {
+				r, err := on.limits.Allow(ctx(t), &coordv1.AllowRequest{Key: "k", Policy: "hot"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.GetAllowed() {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := admitted.Load(); n > 200 || n < 180 {
+		t.Fatalf("admitted %d across the instances, want at most the limit 200, and at least 200 less a chunk per instance", n)
 	}
 }

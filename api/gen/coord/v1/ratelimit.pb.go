@@ -287,7 +287,9 @@ type AllowResponse struct {
 	Allowed bool `protobuf:"varint,1,opt,name=allowed" json:"allowed,omitempty"`
 	// Units left after this call, never negative. A denial consumes nothing,
 	// so it tells what is left; a peek tells what the call would have left.
-	// Under several limits, the least of them.
+	// Under several limits, the least of them. Under a policy with a local
+	// quota (config local_quota), what is left of this coordd instance's
+	// chunk, and reset_after when that chunk expires.
 	Remaining int64 `protobuf:"varint,2,opt,name=remaining" json:"remaining,omitempty"`
 	// The limit applied, units per period: of a policy with several limits,
 	// the one that denied, or, allowed, the one with the least remaining.

@@ -49,6 +49,10 @@ type RateLimitServiceClient interface {
 	// and a denial takes from none of them; denied_by names the limit that
 	// denied.
 	//
+	// A policy with a local quota (config local_quota) lets each coordd
+	// instance take a chunk of a key's units from the store at a time and
+	// admit them itself: never more than the limit across instances.
+	//
 	// With wait > 0, a denied call waits until it is allowed, for up to wait:
 	// it asks the store again only at each denial's retry_after, and answers
 	// a denial at once if its retry_after lies beyond what is left of wait.
@@ -101,6 +105,10 @@ type RateLimitServiceServer interface {
 	// call is allowed only if every one allows it, in the same atomic step,
 	// and a denial takes from none of them; denied_by names the limit that
 	// denied.
+	//
+	// A policy with a local quota (config local_quota) lets each coordd
+	// instance take a chunk of a key's units from the store at a time and
+	// admit them itself: never more than the limit across instances.
 	//
 	// With wait > 0, a denied call waits until it is allowed, for up to wait:
 	// it asks the store again only at each denial's retry_after, and answers
