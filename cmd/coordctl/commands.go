@@ -324,13 +324,15 @@ func (c *allowCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error
 
 var enqueueSpec = &commandSpec{
 	name:     "enqueue",
-	synopsis: "enqueue QUEUE [--delay D | --at RFC3339] [--dedup-id ID] [--max-attempts N] [PAYLOAD | -]",
+	synopsis: "enqueue QUEUE [--delay D | --at RFC3339] [--dedup-id ID] [--max-attempts N] [--priority P] [--group G] [PAYLOAD | -]",
 	summary:  "add a message to a queue",
 	help: `Adds a message with PAYLOAD (or the whole of stdin with -, or empty) to
 QUEUE, deliverable after --delay or at --at. With --dedup-id, a repeat within
 coordd's dedup window adds nothing and prints the first message (duplicate).
 After UNAVAILABLE the message may or may not have been added: retry with the
-same --dedup-id to add it at most once.`,
+same --dedup-id to add it at most once. A --priority from 0 to 9 (higher is
+claimed first); messages of one --group are delivered one at a time, in the
+order they were enqueued.`,
 	setup: func(fs *pflag.FlagSet) func(*pflag.FlagSet) (command, error) {
 		c := &enqueueCmd{}
 		var at string
@@ -338,6 +340,8 @@ same --dedup-id to add it at most once.`,
 		fs.StringVar(&at, "at", "", "deliver at this instant (RFC 3339, e.g. 2030-01-02T15:04:05Z)")
 		fs.StringVar(&c.dedupID, "dedup-id", "", "deduplication ID")
 		fs.Int32Var(&c.maxAttempts, "max-attempts", 0, "deliveries before the message is a dead letter (0: coordd's default)")
+		fs.Int32Var(&c.priority, "priority", 0, "0 to 9: among ready messages, a higher one is claimed first")
+		fs.StringVar(&c.group, "group", "", "message group: its messages are delivered one at a time, in enqueue order")
 		return func(fs *pflag.FlagSet) (command, error) {
 			args := fs.Args()
 			switch len(args) {
@@ -389,6 +393,8 @@ type enqueueCmd struct {
 	at          time.Time
 	dedupID     string
 	maxAttempts int32
+	priority    int32
+	group       string
 }
 
 func (c *enqueueCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error {
@@ -403,7 +409,8 @@ func (c *enqueueCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) err
 		}
 		payload = b
 	}
-	req := &coordv1.EnqueueRequest{Queue: c.queue, Payload: payload, DedupId: c.dedupID, MaxAttempts: c.maxAttempts}
+	req := &coordv1.EnqueueRequest{Queue: c.queue, Payload: payload, DedupId: c.dedupID, MaxAttempts: c.maxAttempts,
+		Priority: c.priority, Group: c.group}
 	if c.delay > 0 {
 		req.Delay = durationpb.New(c.delay)
 	}

@@ -108,6 +108,17 @@ func TestQueueRoundTrip(t *testing.T) {
 	want(t, c.run("enqueue", "later", "--at", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "y"), 0, "message_id=", "")
 	want(t, c.run("stats", "later"), 0, "ready=0 delayed=2", "")
 
+	// Priorities and groups.
+	want(t, c.run("enqueue", "pg", "--group", "g", "first"), 0, "message_id=", "")
+	want(t, c.run("enqueue", "pg", "--group", "g", "--priority", "9", "second"), 0, "message_id=", "")
+	want(t, c.run("enqueue", "pg", "--priority", "5", "urgent"), 0, "message_id=", "")
+	r = c.run("claim", "pg", "--max", "10")
+	if strings.Count(r.stdout, "\n") != 2 || !strings.Contains(strings.SplitN(r.stdout, "\n", 2)[0], `"urgent"`) ||
+		!strings.Contains(r.stdout, `"first"`) {
+		t.Errorf("claim printed %q; want urgent (priority 5), then first (its group's head), not second", r.stdout)
+	}
+	want(t, c.run("enqueue", "pg", "--priority", "10", "x"), 1, "", "priority")
+
 	// A long poll that a later enqueue ends.
 	p := c.start("claim", "wakeup", "--wait", "20s")
 	time.Sleep(300 * time.Millisecond)

@@ -80,7 +80,12 @@ type EnqueueRequest struct {
 	DeliverTime time.Time
 	DedupID     string
 	MaxAttempts int
+	Priority    int    // 0 to MaxPriority
+	Group       string // "": none
 }
+
+// MaxPriority is the highest message priority.
+const MaxPriority = 9
 
 // Enqueue adds a message.
 func (s *Service) Enqueue(ctx context.Context, r EnqueueRequest) (store.Enqueued, error) {
@@ -108,9 +113,18 @@ func (s *Service) Enqueue(ctx context.Context, r EnqueueRequest) (store.Enqueued
 	if r.MaxAttempts < 1 || r.MaxAttempts > s.cfg.MaxAttemptsLimit {
 		return store.Enqueued{}, validate.Errorf("max_attempts", "is %d; it must be between 1 and %d", r.MaxAttempts, s.cfg.MaxAttemptsLimit)
 	}
+	if r.Priority < 0 || r.Priority > MaxPriority {
+		return store.Enqueued{}, validate.Errorf("priority", "is %d; it must be between 0 and %d", r.Priority, MaxPriority)
+	}
+	if r.Group != "" {
+		if err := validate.Name("group", r.Group, s.cfg.MaxNameBytes); err != nil {
+			return store.Enqueued{}, err
+		}
+	}
 	return s.st.Enqueue(ctx, store.Scope(r.NS, r.Queue), store.NewMessage{
 		ID: token.New(), Payload: r.Payload, Delay: r.Delay, DeliverTime: r.DeliverTime,
 		MaxAttempts: r.MaxAttempts, DedupID: r.DedupID, DedupWindow: s.cfg.DedupWindow,
+		Priority: r.Priority, Group: r.Group,
 	})
 }
 

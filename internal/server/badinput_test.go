@@ -991,6 +991,11 @@ func biCases() []biCase {
 		biEnqueue.bad("max_attempts=-1", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = -1 }),
 		biEnqueue.bad("max_attempts=MinInt32", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = math.MinInt32 }),
 		biEnqueue.bad("max_attempts=101", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = 101 }),
+		biEnqueue.bad("priority=-1", "priority", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Priority = -1 }),
+		biEnqueue.bad("priority=10", "priority", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Priority = 10 }),
+		biEnqueue.bad("group=257 bytes", "group", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Group = strings.Repeat("g", 257) }),
+		biEnqueue.bad("group with a control character", "group", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Group = "a\x00b" }),
+		biEnqueue.bad("group with a bidi override", "group", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Group = "a\u202eb" }),
 		biEnqueue.bad("delay and deliver_time", "delay", func(_ *biFixture, r *coordv1.EnqueueRequest) {
 			r.DeliverTime = timestamppb.New(time.Now().Add(time.Minute))
 		}),

@@ -37,6 +37,7 @@ func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) 
 	r := queue.EnqueueRequest{
 		NS: namespace(ctx), Queue: req.GetQueue(), Payload: req.GetPayload(), Delay: delay,
 		DedupID: req.GetDedupId(), MaxAttempts: int(req.GetMaxAttempts()),
+		Priority: int(req.GetPriority()), Group: req.GetGroup(),
 	}
 	if t := req.GetDeliverTime(); t != nil {
 		if req.GetDelay() != nil {
@@ -81,6 +82,7 @@ func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*co
 			MessageId: m.ID, Payload: m.Payload, Receipt: m.Receipt, Attempt: int32(m.Attempt),
 			EnqueueTime: timestamp(m.EnqueueTime), DeliverTime: timestamp(m.DeliverTime),
 			ExpireTime: timestamp(m.ExpireTime), MaxAttempts: int32(m.MaxAttempts),
+			Priority: int32(m.Priority), Group: m.Group,
 		}
 	}
 	return resp, nil

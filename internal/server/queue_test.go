@@ -316,3 +316,35 @@ func TestQueueAckMany(t *testing.T) {
 	_, err = h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "batch", Receipts: many})
 	wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
 }
+
+// TestQueuePriorityAndGroups: through the API, a higher priority is claimed
+// first, and a group's messages come one at a time, in enqueue order.
+func TestQueuePriorityAndGroups(t *testing.T) {
+	h := newHarness(t)
+	for _, r := range []*coordv1.EnqueueRequest{
+		{Queue: "pg", Payload: []byte("low")},
+		{Queue: "pg", Payload: []byte("high"), Priority: 9},
+		{Queue: "pg", Payload: []byte("g1"), Group: "order-7", Priority: 5},
+		{Queue: "pg", Payload: []byte("g2"), Group: "order-7", Priority: 9},
+	} {
+		h.enqueue(t, r)
+	}
+	var got []string
+	msgs := h.claim(t, &coordv1.ClaimRequest{Queue: "pg", MaxMessages: 10})
+	for _, m := range msgs {
+		got = append(got, fmt.Sprintf("%s/%d/%s", m.GetPayload(), m.GetPriority(), m.GetGroup()))
+	}
+	if want := "[high/9/ g1/5/order-7 low/0/]"; fmt.Sprint(got) != want {
+		t.Fatalf("claimed %v, want %s (g2 behind g1)", got, want)
+	}
+	if s := h.stats(t, "pg"); s != "ready=0 delayed=1 in_flight=3 dead=0" {
+		t.Errorf("stats %s: want g2 counted delayed while g1 is out", s)
+	}
+	if _, err := h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "pg", Receipt: msgs[1].GetReceipt()}); err != nil {
+		t.Fatal(err)
+	}
+	msgs = h.claim(t, &coordv1.ClaimRequest{Queue: "pg", MaxMessages: 10})
+	if len(msgs) != 1 || string(msgs[0].GetPayload()) != "g2" {
+		t.Fatalf("after g1's ack: %v, want g2", msgs)
+	}
+}

@@ -537,17 +537,25 @@ type Queues interface {
 	// its DedupWindow, returns that message's ID and deliver time with
 	// Duplicate true and adds nothing. It wakes QueueTopic(queue).
 	Enqueue(ctx context.Context, queue string, msg NewMessage) (Enqueued, error)
-	// Claim hands out up to len(req.Tokens) ready messages, in the order
-	// they became due: each one's attempt goes up by one, its claim deadline
-	// becomes now + Visibility, and its receipt is MakeReceipt(id, attempt,
-	// token). NextDue tells how long until the next delayed message is due
-	// or the next claim with attempts left expires (what can make a message
-	// ready; 0: none), for a waiter's fallback timer.
+	// Claim hands out up to len(req.Tokens) ready messages, the highest
+	// Priority first, then in the order they became ready (came due,
+	// expired, were nacked or redriven; exactly so while at most
+	// UpkeepBatch come due between two Claims): each one's attempt goes up
+	// by one, its claim deadline becomes now + Visibility, and its receipt
+	// is MakeReceipt(id, attempt, token). A message of a Group is ready only
+	// while it is the group's head: every message of the group enqueued
+	// before it is acked or dead, so a group has at most one message in
+	// flight, delivered in enqueue order. NextDue tells how long until the
+	// next delayed message is due or the next claim with attempts left
+	// expires (what can make a message ready; 0: none), for a waiter's
+	// fallback timer.
 	Claim(ctx context.Context, queue string, req Claim) (Claimed, error)
 	// Ack deletes the messages of live claims, all in one step: acked[i]
 	// reports whether receipts[i] was the receipt of a live claim (one that
 	// expired, was acked, nacked or redelivered, or never existed, is false
-	// and changes nothing).
+	// and changes nothing). The next message of an acked message's group
+	// becomes its head (ready, waking QueueTopic(queue), or delayed until its
+	// deliver time); so it does when a group's head dies.
 	Ack(ctx context.Context, queue string, receipts []string) (acked []bool, err error)
 	// Nack ends a live claim: the message is delayed by delay (ready at once
 	// for 0, waking QueueTopic(queue)), or is dead if it has had MaxAttempts
@@ -556,11 +564,13 @@ type Queues interface {
 	// ExtendClaim sets a live claim's deadline to now + visibility.
 	// ErrReceiptExpired otherwise.
 	ExtendClaim(ctx context.Context, queue, receipt string, visibility time.Duration) (time.Time, error)
-	// Stats counts the queue's messages by state, exactly.
+	// Stats counts the queue's messages by state, exactly; a message waiting
+	// behind its group's head counts as delayed.
 	Stats(ctx context.Context, queue string) (QueueStats, error)
 	// Redrive moves up to max dead messages, oldest first, to ready (due
-	// now, after every message already ready) with their attempts reset to
-	// 0, and wakes QueueTopic(queue) if it moved any.
+	// now, after every message already ready of its priority; a message of
+	// a group behind the group's messages) with their attempts reset to 0,
+	// and wakes QueueTopic(queue) if it moved any.
 	Redrive(ctx context.Context, queue string, max int) (int, error)
 }
 
@@ -581,6 +591,13 @@ type NewMessage struct {
 	MaxAttempts int           // >= 1
 	DedupID     string        // "": no deduplication
 	DedupWindow time.Duration // how long DedupID is remembered
+	// Priority (0 to 9): among ready messages, a higher one is claimed
+	// first.
+	Priority int
+	// Group ("": none): the messages of one group are delivered in enqueue
+	// order, one at a time: a message is claimable only once every earlier
+	// message of its group is acked or dead.
+	Group string
 }
 
 // Enqueued is the outcome of Enqueue.
@@ -612,6 +629,8 @@ type Message struct {
 	EnqueueTime time.Time
 	DeliverTime time.Time
 	ExpireTime  time.Time // the claim's deadline
+	Priority    int
+	Group       string
 }
 
 // Nacked is the outcome of Nack.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +42,11 @@ type luaScripts struct {
 	queueClaim   *redis.Script
 	queueAck     *redis.Script
 	queueStats   *redis.Script
+	// queueV2: the queue scripts take the wake-up channel as ARGV[4] and a
+	// priority and a group (coordd after issue 12), and claim answers 10
+	// values a message; else the channel is Enqueue's last argument and
+	// claim answers 8.
+	queueV2 bool
 }
 
 func (s *luaScripts) all() []*redis.Script {
@@ -136,6 +142,9 @@ func loadLua(dir string) (*luaScripts, error) {
 		queueAck:     queueScript("queue_ack"),
 		queueStats:   queueScript("queue_stats"),
 	}
+	if p, err := read("queue_prelude"); err == nil && strings.Contains(p, "gwait") {
+		s.queueV2 = true
+	}
 	return s, firstErr
 }
 
@@ -188,8 +197,9 @@ func (k keyLayout) idemChannel(key string) string { return k.tag("i", key) + ":e
 
 func (k keyLayout) queue(name string) []string {
 	t := k.tag("q", name)
+	// The three last keys are unused by the queue scripts before issue 12.
 	return []string{t + ":pending", t + ":inflight", t + ":last", t + ":dead", t + ":msg", t + ":meta",
-		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq"}
+		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait"}
 }
 
 func (k keyLayout) queueChannel(name string) string { return k.tag("q", name) + ":ev" }
@@ -215,9 +225,23 @@ func (s *luaScripts) limitArgs(spec limitSpec) []any {
 // script takes as ARGV[3] (lua/queue_prelude.lua).
 const deadLetterTTL = 336 * time.Hour
 
-// queueArgs are a queue script's arguments: the time, the dead-letter ttl,
-// then a.
-func queueArgs(a ...any) []any { return args(append([]any{deadLetterTTL.Microseconds()}, a...)...) }
+// queueArgs are the arguments of a queue script on queue: the time, the
+// dead-letter ttl, the wake-up channel (queueV2), then a.
+func (b *bench) queueArgs(queue string, a ...any) []any {
+	pre := []any{deadLetterTTL.Microseconds()}
+	if b.lua.queueV2 {
+		pre = append(pre, b.keys.queueChannel(queue))
+	}
+	return args(append(pre, a...)...)
+}
+
+// claimFields is how many values the claim script answers per message.
+func (s *luaScripts) claimFields() int {
+	if s.queueV2 {
+		return 10
+	}
+	return 8
+}
 
 // newRedisClient connects to the Redis of the baselines.
 func newRedisClient(cfg *config) redis.UniversalClient {

@@ -215,7 +215,7 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 				vis := queueVisibility.Microseconds()
 				return claimAck(ctx, conc, want, b.seed, b.cfg.AckBatch,
 					func(ctx context.Context, w *worker) ([]string, error) {
-						a := queueArgs(vis)
+						a := b.queueArgs(q, vis)
 						for range b.cfg.ClaimMax {
 							a = append(a, newToken())
 						}
@@ -224,7 +224,7 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 							return nil, err
 						}
 						var receipts []string
-						for i := 1; i+8 <= len(r); i += 8 {
+						for i, n := 1, b.lua.claimFields(); i+n <= len(r); i += n {
 							rc, _ := r[i+2].(string)
 							receipts = append(receipts, rc)
 						}
@@ -234,7 +234,7 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 						return receipts, nil
 					},
 					func(ctx context.Context, w *worker, receipts []string) error {
-						a := queueArgs()
+						a := b.queueArgs(q)
 						for _, rc := range receipts {
 							a = append(a, rc)
 						}
@@ -245,7 +245,7 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 						return checkAcked(v, len(receipts))
 					},
 					func(ctx context.Context) (bool, error) {
-						n, err := b.lua.queueStats.Run(ctx, b.rdb, qk, queueArgs()...).Int64Slice()
+						n, err := b.lua.queueStats.Run(ctx, b.rdb, qk, b.queueArgs(q)...).Int64Slice()
 						if err != nil || len(n) < 3 {
 							return false, err
 						}

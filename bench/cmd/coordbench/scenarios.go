@@ -383,7 +383,11 @@ func (b *bench) runIdem(ctx context.Context) {
 // enqueueArgs are queue_enqueue.lua's arguments for a new message, as
 // internal/store/redis/queue.go passes them.
 func (b *bench) enqueueArgs(queue string) []any {
-	return queueArgs(newToken(), string(append([]byte{1}, payload...)), int64(0), int64(-1), queueMaxAttempts, "",
+	if b.lua.queueV2 { // priority 0, no group
+		return b.queueArgs(queue, newToken(), string(append([]byte{1}, payload...)), int64(0), int64(-1), queueMaxAttempts, "",
+			queueDedupWindow.Microseconds(), 0, "")
+	}
+	return b.queueArgs(queue, newToken(), string(append([]byte{1}, payload...)), int64(0), int64(-1), queueMaxAttempts, "",
 		queueDedupWindow.Microseconds(), b.keys.queueChannel(queue))
 }
 

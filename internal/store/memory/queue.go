@@ -17,6 +17,7 @@ const (
 	stInFlight // claimed, with attempts left
 	stLast     // claimed on its last attempt
 	stDead
+	stWaiting // behind its group's head: in no heap
 )
 
 type message struct {
@@ -28,9 +29,11 @@ type message struct {
 	attempt     int
 	state       msgState
 	receipt     string
+	prio        int
+	group       string
 	// due orders the message in its state's heap: delayed, its deliver
-	// time; ready, when it became due; claimed, the claim's deadline; dead,
-	// when it died.
+	// time; ready, when it became due (after its priority, highest first);
+	// claimed, the claim's deadline; dead, when it died.
 	due   time.Time
 	seq   uint64 // enqueue order (renewed by Redrive), to break ties of due
 	index int    // position in its state's heap
@@ -43,15 +46,19 @@ type dedupRec struct {
 }
 
 // queueRec is one queue: a min-heap by (due, seq) for each state, so that
-// upkeep takes what has come due from the tops, Claim serves messages in
-// the order they became due across the ready, delayed and in-flight heaps,
-// and Stats counts by due times.
+// upkeep takes what has come due from the tops and Stats counts by due
+// times; the ready heap, which Claim serves from, by priority first
+// (highest first). A group's messages behind its head wait in its list
+// (state stWaiting), and the next becomes head when the head is acked or
+// dies (advance), as in the Redis store.
 type queueRec struct {
-	mu    sync.Mutex
-	seq   uint64
-	msgs  map[string]*message
-	heaps [stDead + 1]msgHeap // by state
-	dedup map[string]dedupRec
+	mu     sync.Mutex
+	seq    uint64
+	msgs   map[string]*message
+	heaps  [stDead + 1]msgHeap // by state
+	dedup  map[string]dedupRec
+	groups map[string][]*message // head first
+	wait   int                   // messages in stWaiting
 }
 
 func (q *queueRec) heap(st msgState) *msgHeap { return &q.heaps[st] }
@@ -65,12 +72,62 @@ func (q *queueRec) put(m *message, st msgState, due time.Time) {
 // take removes m from its state's heap.
 func (q *queueRec) take(m *message) { heap.Remove(q.heap(m.state), m.index) }
 
+// place puts m, in no heap, where its deliver time says: delayed, or
+// ready as of ready (now, or its deliver time).
+func (q *queueRec) place(m *message, now, ready time.Time) {
+	if m.deliver.After(now) {
+		q.put(m, stDelayed, m.deliver)
+	} else {
+		q.put(m, stReady, ready)
+	}
+}
+
+// join makes m, in no heap, its group's last message: the head (placed, as
+// place), or waiting behind it.
+func (q *queueRec) join(m *message, now, ready time.Time) {
+	if m.group == "" {
+		q.place(m, now, ready)
+		return
+	}
+	g := q.groups[m.group]
+	q.groups[m.group] = append(g, m)
+	if len(g) == 0 {
+		q.place(m, now, ready)
+	} else {
+		m.state = stWaiting
+		q.wait++
+	}
+}
+
+// advance ends the turn of head, its group's head (acked, dead or
+// forgotten): the next message, if any, becomes the head and is placed.
+// It reports whether that one is ready.
+func (q *queueRec) advance(head *message, now time.Time) bool {
+	if head.group == "" {
+		return false
+	}
+	g := q.groups[head.group]
+	if len(g) == 0 || g[0] != head {
+		return false
+	}
+	g = g[1:]
+	if len(g) == 0 {
+		delete(q.groups, head.group)
+		return false
+	}
+	q.groups[head.group] = g
+	next := g[0]
+	q.wait--
+	q.place(next, now, now) // its turn came now
+	return next.state == stReady
+}
+
 func (s *Store) queue(name string) *queueRec {
 	s.qm.Lock()
 	defer s.qm.Unlock()
 	q := s.queues[name]
 	if q == nil {
-		q = &queueRec{msgs: make(map[string]*message), dedup: make(map[string]dedupRec)}
+		q = &queueRec{msgs: make(map[string]*message), dedup: make(map[string]dedupRec), groups: make(map[string][]*message)}
 		s.queues[name] = q
 	}
 	return q
@@ -99,14 +156,32 @@ func (s *Store) dropEmptyQueues() {
 	}
 }
 
-// upkeep moves or deletes what has ended, at most store.UpkeepBatch of each
-// kind: due delayed messages and expired claims with attempts left become
-// ready (due at their deliver time, or their claim's deadline), expired
-// claims on a last attempt become dead letters, and dead letters older than
-// ttl are forgotten. It reports whether a kind had more than a batch.
+// upkeep moves or deletes what has come due or ended, at most
+// store.UpkeepBatch of each kind: due delayed messages and expired claims
+// with attempts left become ready, in the order they came due; expired
+// claims on a last attempt become dead letters (their groups move on), and
+// dead letters older than ttl are forgotten. It reports whether a kind had
+// more than a batch, and whether a group's next message became ready.
 // Reads do not depend on how far it got.
-func (q *queueRec) upkeep(now time.Time, ttl time.Duration) (more bool) {
-	for _, st := range []msgState{stDelayed, stInFlight, stLast, stDead} {
+func (q *queueRec) upkeep(now time.Time, ttl time.Duration) (more, woke bool) {
+	delayed, inFlight := q.heap(stDelayed), q.heap(stInFlight)
+	n := 0
+	for ; n < store.UpkeepBatch; n++ {
+		var h *msgHeap
+		for _, c := range []*msgHeap{delayed, inFlight} {
+			if c.Len() > 0 && !c.top().due.After(now) && (h == nil || before(c.top(), h.top())) {
+				h = c
+			}
+		}
+		if h == nil {
+			break
+		}
+		m := heap.Pop(h).(*message)
+		m.receipt = ""
+		q.put(m, stReady, m.due)
+	}
+	more = n == store.UpkeepBatch
+	for _, st := range []msgState{stLast, stDead} {
 		h := q.heap(st)
 		limit := now
 		if st == stDead {
@@ -116,9 +191,6 @@ func (q *queueRec) upkeep(now time.Time, ttl time.Duration) (more bool) {
 		for ; n < store.UpkeepBatch && h.Len() > 0 && !h.top().due.After(limit); n++ {
 			m := heap.Pop(h).(*message)
 			switch st {
-			case stDelayed, stInFlight:
-				m.receipt = ""
-				q.put(m, stReady, m.due)
 			case stLast:
 				m.receipt = ""
 				if m.due.After(now.Add(-ttl)) {
@@ -126,29 +198,14 @@ func (q *queueRec) upkeep(now time.Time, ttl time.Duration) (more bool) {
 				} else {
 					delete(q.msgs, m.id)
 				}
+				woke = q.advance(m, now) || woke
 			case stDead:
 				delete(q.msgs, m.id)
 			}
 		}
 		more = more || n == store.UpkeepBatch
 	}
-	return more
-}
-
-// nextReady returns the ready message due first: the ready heap's top, or
-// a delayed message or an expired claim that upkeep has not moved yet.
-func (q *queueRec) nextReady(now time.Time) *message {
-	var best *message
-	for _, st := range []msgState{stReady, stDelayed, stInFlight} {
-		h := q.heap(st)
-		if h.Len() == 0 || h.top().due.After(now) {
-			continue
-		}
-		if m := h.top(); best == nil || before(m, best) {
-			best = m
-		}
-	}
-	return best
+	return more, woke
 }
 
 // nextDue is how long until the next delayed message is due or the next
@@ -177,7 +234,6 @@ func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (s
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
-	q.upkeep(now, s.deadTTL)
 	if nm.DedupID != "" {
 		if d, ok := q.dedup[nm.DedupID]; ok && now.Before(d.expire) {
 			q.mu.Unlock()
@@ -193,15 +249,11 @@ func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (s
 	}
 	m := &message{
 		id: nm.ID, payload: append([]byte{}, nm.Payload...), enqueued: now, deliver: deliver,
-		maxAttempts: nm.MaxAttempts, seq: q.seq,
+		maxAttempts: nm.MaxAttempts, seq: q.seq, prio: nm.Priority, group: nm.Group,
 	}
 	q.seq++
 	q.msgs[m.id] = m
-	if deliver.After(now) {
-		q.put(m, stDelayed, deliver)
-	} else {
-		q.put(m, stReady, deliver)
-	}
+	q.join(m, now, deliver)
 	if nm.DedupID != "" {
 		q.dedup[nm.DedupID] = dedupRec{id: m.id, deliver: deliver, expire: now.Add(us(nm.DedupWindow))}
 	}
@@ -215,16 +267,15 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.upkeep(now, s.deadTTL)
+	_, woke := q.upkeep(now, s.deadTTL)
 	var out store.Claimed
 	deadline := now.Add(us(req.Visibility))
+	ready := q.heap(stReady)
 	for _, tok := range req.Tokens {
-		m := q.nextReady(now)
-		if m == nil {
+		if ready.Len() == 0 {
 			break
 		}
-		q.take(m)
+		m := heap.Pop(ready).(*message)
 		m.attempt++
 		m.receipt = store.MakeReceipt(m.id, m.attempt, tok)
 		if m.attempt >= m.maxAttempts {
@@ -234,17 +285,19 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 		}
 		out.Messages = append(out.Messages, store.Message{
 			ID: m.id, Payload: m.payload, Receipt: m.receipt, Attempt: m.attempt, MaxAttempts: m.maxAttempts,
-			EnqueueTime: m.enqueued, DeliverTime: m.deliver, ExpireTime: deadline,
+			EnqueueTime: m.enqueued, DeliverTime: m.deliver, ExpireTime: deadline, Priority: m.prio, Group: m.group,
 		})
 	}
 	out.NextDue = q.nextDue(now)
+	q.mu.Unlock()
+	if woke {
+		s.hub.Notify(store.QueueTopic(queue))
+	}
 	return out, nil
 }
 
-// claimed returns the message of a live claim, after upkeep. q.mu must be
-// held.
-func (q *queueRec) claimed(receipt string, now time.Time, ttl time.Duration) *message {
-	q.upkeep(now, ttl)
+// claimed returns the message of a live claim. q.mu must be held.
+func (q *queueRec) claimed(receipt string, now time.Time) *message {
 	id, _, ok := store.ParseReceipt(receipt)
 	if !ok {
 		return nil
@@ -261,16 +314,21 @@ func (s *Store) Ack(_ context.Context, queue string, receipts []string) ([]bool,
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	acked := make([]bool, len(receipts))
+	woke := false
 	for i, r := range receipts {
-		m := q.claimed(r, now, s.deadTTL)
+		m := q.claimed(r, now)
 		if m == nil {
 			continue
 		}
 		q.take(m)
 		delete(q.msgs, m.id)
+		woke = q.advance(m, now) || woke
 		acked[i] = true
+	}
+	q.mu.Unlock()
+	if woke {
+		s.hub.Notify(store.QueueTopic(queue))
 	}
 	return acked, nil
 }
@@ -280,7 +338,7 @@ func (s *Store) Nack(_ context.Context, queue, receipt string, delay time.Durati
 	now := s.now()
 	q := s.queue(queue)
 	q.mu.Lock()
-	m := q.claimed(receipt, now, s.deadTTL)
+	m := q.claimed(receipt, now)
 	if m == nil {
 		q.mu.Unlock()
 		return store.Nacked{}, store.ErrReceiptExpired
@@ -289,15 +347,15 @@ func (s *Store) Nack(_ context.Context, queue, receipt string, delay time.Durati
 	m.receipt = ""
 	if m.state == stLast {
 		q.put(m, stDead, now)
+		woke := q.advance(m, now)
 		q.mu.Unlock()
+		if woke {
+			s.hub.Notify(store.QueueTopic(queue))
+		}
 		return store.Nacked{Dead: true}, nil
 	}
 	m.deliver = now.Add(us(delay))
-	if m.deliver.After(now) {
-		q.put(m, stDelayed, m.deliver)
-	} else {
-		q.put(m, stReady, m.deliver)
-	}
+	q.place(m, now, now)
 	q.mu.Unlock()
 	s.hub.Notify(store.QueueTopic(queue))
 	return store.Nacked{DeliverTime: m.deliver}, nil
@@ -309,7 +367,7 @@ func (s *Store) ExtendClaim(_ context.Context, queue, receipt string, visibility
 	q := s.queue(queue)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	m := q.claimed(receipt, now, s.deadTTL)
+	m := q.claimed(receipt, now)
 	if m == nil {
 		return time.Time{}, store.ErrReceiptExpired
 	}
@@ -326,13 +384,12 @@ func (s *Store) Stats(_ context.Context, queue string) (store.QueueStats, error)
 	q := s.queue(queue)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.upkeep(now, s.deadTTL)
 	forgotten := now.Add(-s.deadTTL)
 	delayed, inFlight, last, dead := q.heap(stDelayed), q.heap(stInFlight), q.heap(stLast), q.heap(stDead)
 	dueDelayed, expired, ended := delayed.countDue(now), inFlight.countDue(now), last.countDue(now)
 	return store.QueueStats{
 		Ready:    int64(q.heap(stReady).Len() + dueDelayed + expired),
-		Delayed:  int64(delayed.Len() - dueDelayed),
+		Delayed:  int64(delayed.Len() - dueDelayed + q.wait),
 		InFlight: int64(inFlight.Len() - expired + last.Len() - ended),
 		Dead:     int64(dead.Len() - dead.countDue(forgotten) + ended - last.countDue(forgotten)),
 	}, nil
@@ -369,9 +426,12 @@ func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 			break
 		}
 		q.take(m)
+		if m.state == stLast {
+			q.advance(m, now) // it was its group's head: the group moves on first
+		}
 		m.attempt, m.receipt, m.seq = 0, "", q.seq
 		q.seq++
-		q.put(m, stReady, now)
+		q.join(m, now, now)
 	}
 	q.mu.Unlock()
 	if n > 0 {
@@ -387,7 +447,7 @@ func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 func (q *queueRec) sweep(now time.Time, ttl time.Duration) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	more := q.upkeep(now, ttl)
+	more, _ := q.upkeep(now, ttl)
 	seen, n := 0, 0
 	for id, d := range q.dedup {
 		if seen++; seen > sweepBatch {
@@ -412,8 +472,14 @@ func before(a, b *message) bool {
 // msgHeap is a container/heap of messages ordered by before.
 type msgHeap struct{ ms []*message }
 
-func (h *msgHeap) Len() int           { return len(h.ms) }
-func (h *msgHeap) Less(i, j int) bool { return before(h.ms[i], h.ms[j]) }
+func (h *msgHeap) Len() int { return len(h.ms) }
+func (h *msgHeap) Less(i, j int) bool {
+	a, b := h.ms[i], h.ms[j]
+	if a.state == stReady && a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	return before(a, b)
+}
 func (h *msgHeap) Swap(i, j int) {
 	h.ms[i], h.ms[j] = h.ms[j], h.ms[i]
 	h.ms[i].index, h.ms[j].index = i, j

@@ -31,8 +31,8 @@ func TestScriptReplyDecoders(t *testing.T) {
 	}
 	ok, no := int64(codeOK), int64(codeNo)
 	msg := store.Message{ID: "m", Payload: []byte("p"), Receipt: "r", Attempt: 1, MaxAttempts: 3,
-		DeliverTime: unixMicro(10), EnqueueTime: unixMicro(5), ExpireTime: unixMicro(20)}
-	claimed := []any{int64(7), "m", encodeMessage([]byte("p")), "r", int64(1), int64(3), int64(10), int64(5), int64(20)}
+		DeliverTime: unixMicro(10), EnqueueTime: unixMicro(5), ExpireTime: unixMicro(20), Priority: 4, Group: "g"}
+	claimed := []any{int64(7), "m", encodeMessage([]byte("p")), "r", int64(1), int64(3), int64(10), int64(5), int64(20), int64(4), "g"}
 	mistyped := append([]any{}, claimed...)
 	mistyped[4] = "1"
 	decoders := []decoder{
@@ -77,7 +77,7 @@ func TestScriptReplyDecoders(t *testing.T) {
 				{claimed, store.Claimed{NextDue: 7 * time.Microsecond, Messages: []store.Message{msg}}, nil},
 				{append(append([]any{}, claimed...), claimed[1:]...), store.Claimed{NextDue: 7 * time.Microsecond, Messages: []store.Message{msg, msg}}, nil},
 			},
-			[]any{[]any{}, claimed[:2], claimed[:8], append(append([]any{}, claimed...), "m"), mistyped, []any{"7"}}},
+			[]any{[]any{}, claimed[:2], claimed[:10], append(append([]any{}, claimed...), "m"), mistyped, []any{"7"}}},
 		{queueAck, func(c *redis.Cmd) (any, error) { return decodeAck(c, 2) },
 			[]good{{[]any{ok, no}, []bool{true, false}, nil}, {[]any{no, ok}, []bool{false, true}, nil}},
 			[]any{[]any{ok}, []any{ok, no, ok}, []any{ok, int64(2)}, []any{ok, "1"}, []any{}, int64(1)}},

@@ -82,7 +82,7 @@ func (k keys) idem(key string) string { return k.tag("i", key) }
 func (k keys) queue(name string) []string {
 	t := k.tag("q", name)
 	return []string{t + ":pending", t + ":inflight", t + ":last", t + ":dead", t + ":msg", t + ":meta",
-		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq"}
+		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait"}
 }
 
 // topicTags maps the kind of a store topic (the prefix store.LockTopic,

@@ -107,7 +107,7 @@ func TestKeyLifetimes(t *testing.T) {
 	t.Run("queue", func(t *testing.T) {
 		q := "lifetimes"
 		k := s.keys.queue(q)
-		pending, _, last, dead, msg, meta, deadmsg, dedup, dedupexp, seq := k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9]
+		last, dead, msg, meta, deadmsg, dedup, dedupexp, seq, ready := k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10]
 		pattern := strings.TrimSuffix(k[0], ":pending") + ":*"
 
 		// An acked message with a dedup ID, a dead letter, and a claim on
@@ -133,7 +133,7 @@ func TestKeyLifetimes(t *testing.T) {
 		clk.Advance(time.Second)
 		enqueue(q, 3, "")
 		ltWant(t, "a ready message", ltKeys(t, c, pattern), map[string]time.Duration{
-			pending: -1, msg: -1, meta: -1, seq: -1, last: lastEnd,
+			ready: -1, msg: -1, meta: -1, seq: -1, last: lastEnd,
 			dead: deadTTL + slack + time.Millisecond, deadmsg: deadTTL + slack + time.Millisecond,
 			dedup: 5*time.Minute + slack + time.Millisecond, dedupexp: 5*time.Minute + slack + time.Millisecond,
 		})
@@ -142,10 +142,14 @@ func TestKeyLifetimes(t *testing.T) {
 		}
 
 		// Everything ends: the ready message is acked, the claim dies, the
-		// dead letters and the dedup ID pass their ttl. Nothing is left.
+		// dead letters and the dedup ID pass their ttl. The next Claim's
+		// upkeep (Stats only reads) leaves nothing.
 		_, err = s.Ack(ctx, q, []string{claim(q, time.Minute).Receipt})
 		noErr("Ack", err)
 		clk.Advance(10*time.Second + deadTTL)
+		if cl, err := s.Claim(ctx, q, store.Claim{Tokens: []string{token.New()}, Visibility: time.Minute}); err != nil || len(cl.Messages) != 0 {
+			t.Fatalf("Claim = %+v, %v; want no message", cl, err)
+		}
 		st, err := s.Stats(ctx, q)
 		noErr("Stats", err)
 		if st != (store.QueueStats{}) {

@@ -10,14 +10,19 @@ import (
 	"github.com/coordd/coordd/internal/store"
 )
 
-// Each queue operation is one script over the queue's keys (one hash tag),
-// which first does the queue's upkeep and last gives its keys their
-// lifetimes (lua/queue_prelude.lua).
+// Each queue operation is one script over the queue's keys (one hash tag);
+// Claim and Redrive first do the queue's upkeep, and scripts that change
+// the queue last give its keys their lifetimes (lua/queue_prelude.lua).
 
-// queueEval runs a queue script with the dead-letter ttl (ARGV[3]) before
-// args.
+// queueArgs are a queue script's arguments: the dead-letter ttl (ARGV[3])
+// and the queue's wake-up channel (ARGV[4]) before args.
+func (s *Store) queueArgs(queue string, args ...any) []any {
+	return append([]any{s.deadTTL.Microseconds(), s.keys.channel(store.QueueTopic(queue))}, args...)
+}
+
+// queueEval runs a queue script with queueArgs.
 func (s *Store) queueEval(ctx context.Context, sc *script, queue string, args ...any) *redis.Cmd {
-	return s.eval(ctx, sc, s.keys.queue(queue), append([]any{s.deadTTL.Microseconds()}, args...)...)
+	return s.eval(ctx, sc, s.keys.queue(queue), s.queueArgs(queue, args...)...)
 }
 
 // Enqueue implements store.Queues.
@@ -28,9 +33,8 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 		if !m.DeliverTime.IsZero() {
 			deliver = m.DeliverTime.Truncate(time.Microsecond).UnixMicro()
 		}
-		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), s.deadTTL.Microseconds(), m.ID, encodeMessage(m.Payload),
-			m.Delay.Microseconds(), deliver, m.MaxAttempts, m.DedupID, m.DedupWindow.Microseconds(),
-			s.keys.channel(store.QueueTopic(queue)))
+		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), s.queueArgs(queue, m.ID, encodeMessage(m.Payload),
+			m.Delay.Microseconds(), deliver, m.MaxAttempts, m.DedupID, m.DedupWindow.Microseconds(), m.Priority, m.Group)...)
 		if e, err = decodeEnqueue(cmd); err != nil {
 			return err
 		}
@@ -63,20 +67,19 @@ func decodeEnqueue(cmd *redis.Cmd) (store.Enqueued, error) {
 func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store.Claimed, error) {
 	var c store.Claimed
 	err := s.do(ctx, "Claim", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		args := make([]any, 0, 2+len(req.Tokens))
-		args = append(args, s.deadTTL.Microseconds())
+		args := make([]any, 0, 1+len(req.Tokens))
 		args = append(args, req.Visibility.Microseconds())
 		for _, t := range req.Tokens {
 			args = append(args, t)
 		}
-		c, err = decodeClaim(s.eval(ctx, queueClaim, s.keys.queue(queue), args...))
+		c, err = decodeClaim(s.queueEval(ctx, queueClaim, queue, args...))
 		return err
 	})
 	return c, err
 }
 
 // claimFields is the number of values queue_claim.lua gives per message.
-const claimFields = 8
+const claimFields = 10
 
 // decodeClaim reads queue_claim.lua's reply: the next due time, then
 // claimFields values per message.
@@ -94,7 +97,7 @@ func decodeClaim(cmd *redis.Cmd) (store.Claimed, error) {
 			ID: r.str(i), Receipt: r.str(i + 2),
 			Attempt: int(r.int(i + 3)), MaxAttempts: int(r.int(i + 4)),
 			DeliverTime: unixMicro(r.int(i + 5)), EnqueueTime: unixMicro(r.int(i + 6)),
-			ExpireTime: unixMicro(r.int(i + 7)),
+			ExpireTime: unixMicro(r.int(i + 7)), Priority: int(r.int(i + 8)), Group: r.str(i + 9),
 		}
 		enc := r.str(i + 1)
 		if err := r.done(); err != nil {
@@ -115,12 +118,11 @@ func decodeClaim(cmd *redis.Cmd) (store.Claimed, error) {
 func (s *Store) Ack(ctx context.Context, queue string, receipts []string) ([]bool, error) {
 	var acked []bool
 	err := s.do(ctx, "Ack", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		args := make([]any, 1, 1+len(receipts))
-		args[0] = s.deadTTL.Microseconds()
+		args := make([]any, 0, len(receipts))
 		for _, r := range receipts {
 			args = append(args, r)
 		}
-		acked, err = decodeAck(s.eval(ctx, queueAck, s.keys.queue(queue), args...), len(receipts))
+		acked, err = decodeAck(s.queueEval(ctx, queueAck, queue, args...), len(receipts))
 		return err
 	})
 	if err != nil {
@@ -152,8 +154,7 @@ func decodeAck(cmd *redis.Cmd, n int) ([]bool, error) {
 func (s *Store) Nack(ctx context.Context, queue, receipt string, delay time.Duration) (store.Nacked, error) {
 	var n store.Nacked
 	err := s.do(ctx, "Nack", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		n, err = decodeNack(s.queueEval(ctx, queueNack, queue, receipt, delay.Microseconds(),
-			s.keys.channel(store.QueueTopic(queue))))
+		n, err = decodeNack(s.queueEval(ctx, queueNack, queue, receipt, delay.Microseconds()))
 		return err
 	})
 	return n, err
@@ -238,7 +239,7 @@ func decodeStats(cmd *redis.Cmd) (store.QueueStats, error) {
 func (s *Store) Redrive(ctx context.Context, queue string, max int) (int, error) {
 	var n int
 	err := s.do(ctx, "Redrive", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		n, err = decodeRedrive(s.queueEval(ctx, queueRedrive, queue, max, s.keys.channel(store.QueueTopic(queue))))
+		n, err = decodeRedrive(s.queueEval(ctx, queueRedrive, queue, max))
 		return err
 	})
 	return n, err

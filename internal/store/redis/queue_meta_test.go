@@ -21,14 +21,14 @@ func TestQueueMetaVersioned(t *testing.T) {
 	ctx := t.Context()
 	const q = "ns:q"
 	k := s.keys.queue(q)
-	pending, meta, deadmsg := k[0], k[5], k[6]
+	meta, deadmsg, ready := k[5], k[6], k[10]
 	id := token.New()
 	if _, err := s.Enqueue(ctx, q, store.NewMessage{ID: id, Payload: []byte("p"), MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := c.HGet(ctx, meta, id).Result()
-	if err != nil || !strings.HasPrefix(rec, "v1|") {
-		t.Fatalf("meta record %q, %v: want version v1", rec, err)
+	if err != nil || !strings.HasPrefix(rec, "v2|") {
+		t.Fatalf("meta record %q, %v: want version v2", rec, err)
 	}
 	claim := func() (store.Claimed, error) {
 		return s.Claim(ctx, q, store.Claim{Tokens: []string{token.New()}, Visibility: time.Minute})
@@ -39,25 +39,34 @@ func TestQueueMetaVersioned(t *testing.T) {
 			t.Errorf("%s: %v, want errCorrupt naming %s", op, err, script)
 		}
 	}
-	for _, bad := range []string{strings.TrimPrefix(rec, "v1|"), "v2|" + strings.TrimPrefix(rec, "v1|"), "v1|x", ""} {
+	for _, bad := range []string{strings.TrimPrefix(rec, "v2|"), "v3|" + strings.TrimPrefix(rec, "v2|"), "v2|x", ""} {
 		c.HSet(ctx, meta, id, bad)
 		_, err := claim()
 		wantCorrupt("Claim over meta "+bad, "queue_claim", err)
 		if got := c.HGet(ctx, meta, id).Val(); got != bad {
 			t.Errorf("Claim over meta %q left it %q", bad, got)
 		}
-		if n := c.ZCard(ctx, pending).Val(); n != 1 {
-			t.Errorf("Claim over meta %q left %d messages pending, want 1", bad, n)
+		if n := c.ZCard(ctx, ready).Val(); n != 1 {
+			t.Errorf("Claim over meta %q left %d messages ready, want 1", bad, n)
 		}
 	}
-	c.HSet(ctx, meta, id, rec)
+	// A record of version v1 (before priorities and groups) still reads,
+	// as priority 0 and no group.
+	v1 := "v1|" + strings.Replace(strings.TrimPrefix(rec, "v2|"), "|0|0|", "|", 1)
+	if v1 == "v1|"+strings.TrimPrefix(rec, "v2|") {
+		t.Fatalf("meta record %q: want priority 0 and no group", rec)
+	}
+	c.HSet(ctx, meta, id, v1)
 	cl, err := claim()
 	if err != nil || len(cl.Messages) != 1 || cl.Messages[0].Attempt != 1 {
-		t.Fatalf("Claim over the restored meta: %+v, %v, want the message on its first attempt", cl, err)
+		t.Fatalf("Claim over the v1 meta: %+v, %v, want the message on its first attempt", cl, err)
 	}
 	receipt := cl.Messages[0].Receipt
 	claimedRec := c.HGet(ctx, meta, id).Val()
-	c.HSet(ctx, meta, id, strings.TrimPrefix(claimedRec, "v1|"))
+	if !strings.HasPrefix(claimedRec, "v2|") {
+		t.Errorf("meta record after a claim over a v1 record: %q, want it rewritten as v2", claimedRec)
+	}
+	c.HSet(ctx, meta, id, strings.TrimPrefix(claimedRec, "v2|"))
 	_, err = s.Ack(ctx, q, []string{receipt})
 	wantCorrupt("Ack over an unversioned meta", "queue_ack", err)
 	c.HSet(ctx, meta, id, claimedRec)
@@ -67,10 +76,10 @@ func TestQueueMetaVersioned(t *testing.T) {
 		t.Fatalf("Nack: %+v, %v, want dead", n, err)
 	}
 	dead, err := c.HGet(ctx, deadmsg, id).Result()
-	if err != nil || !strings.HasPrefix(dead, "v1|") {
-		t.Fatalf("dead letter %q, %v: want its meta of version v1 first", dead, err)
+	if err != nil || !strings.HasPrefix(dead, "v2|") {
+		t.Fatalf("dead letter %q, %v: want its meta of version v2 first", dead, err)
 	}
-	for _, bad := range []string{strings.TrimPrefix(dead, "v1|"), "v1|" + strings.ReplaceAll(dead, "\n", "")} {
+	for _, bad := range []string{strings.TrimPrefix(dead, "v2|"), "v2|" + strings.ReplaceAll(dead, "\n", "")} {
 		c.HSet(ctx, deadmsg, id, bad)
 		_, err := s.Redrive(ctx, q, 10)
 		wantCorrupt("Redrive over dead letter "+bad, "queue_redrive", err)

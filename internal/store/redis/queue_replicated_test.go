@@ -124,8 +124,8 @@ func TestRegressionDuplicateEnqueueIsReplicated(t *testing.T) {
 	if !e.Duplicate {
 		t.Errorf("Enqueue(d2) after the replica resumed = %+v; want a duplicate", e)
 	}
-	if n, err := rgAdmin(replica.Addr()).ZCard(ctx, s.keys.queue(q)[0]).Result(); err != nil || n != 2 {
-		t.Errorf("the replica's pending set has %d messages (%v); want 2", n, err)
+	if n, err := rgAdmin(replica.Addr()).ZCard(ctx, s.keys.queue(q)[10]).Result(); err != nil || n != 2 {
+		t.Errorf("the replica's ready set has %d messages (%v); want 2", n, err)
 	}
 }
 

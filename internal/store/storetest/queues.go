@@ -12,7 +12,7 @@ import (
 )
 
 func queueTests() []test {
-	return []test{
+	return append([]test{
 		{"EnqueueClaimAck", queueEnqueueClaimAck},
 		{"Delayed", queueDelayed},
 		{"DeliverTime", queueDeliverTime},
@@ -41,7 +41,7 @@ func queueTests() []test {
 		{"DeadLetterTTL", queueDeadLetterTTL},
 		{"SeqRestart", queueSeqRestart},
 		{"RedriveAfterManyForgotten", queueRedriveAfterManyForgotten},
-	}
+	}, queueGroupTests()...)
 }
 
 // msg is a new message with a fresh ID, 3 attempts and no delay.

@@ -48,7 +48,16 @@ type EnqueueRequest struct {
 	DedupId string `protobuf:"bytes,5,opt,name=dedup_id,json=dedupId" json:"dedup_id,omitempty"`
 	// Deliveries before the message goes to the dead letters. 0 means config
 	// queue.default_max_attempts (5); at most queue.max_attempts_limit (100).
-	MaxAttempts   int32 `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts" json:"max_attempts,omitempty"`
+	MaxAttempts int32 `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts" json:"max_attempts,omitempty"`
+	// Priority, 0 (the default) to 9: among ready messages, a higher one is
+	// claimed first; within a priority, the one due first.
+	Priority int32 `protobuf:"varint,7,opt,name=priority" json:"priority,omitempty"`
+	// Message group (SQS FIFO's): the messages of one group are delivered in
+	// enqueue order, one at a time: a message is claimable only once every
+	// earlier message of its group is acked or dead (a nacked or expired
+	// claim keeps its place at the front). Empty: no group. At most 256 bytes
+	// of UTF-8 without control or format characters.
+	Group         string `protobuf:"bytes,8,opt,name=group" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -123,6 +132,20 @@ func (x *EnqueueRequest) GetMaxAttempts() int32 {
 		return x.MaxAttempts
 	}
 	return 0
+}
+
+func (x *EnqueueRequest) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *EnqueueRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
 }
 
 // EnqueueResponse identifies the message.
@@ -285,7 +308,11 @@ type Message struct {
 	// When this claim's visibility timeout ends.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expire_time,json=expireTime" json:"expire_time,omitempty"`
 	// The message's max_attempts.
-	MaxAttempts   int32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts" json:"max_attempts,omitempty"`
+	MaxAttempts int32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts" json:"max_attempts,omitempty"`
+	// The message's priority.
+	Priority int32 `protobuf:"varint,9,opt,name=priority" json:"priority,omitempty"`
+	// The message's group ("": none).
+	Group         string `protobuf:"bytes,10,opt,name=group" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -374,6 +401,20 @@ func (x *Message) GetMaxAttempts() int32 {
 		return x.MaxAttempts
 	}
 	return 0
+}
+
+func (x *Message) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Message) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
 }
 
 // ClaimResponse holds the claimed messages.
@@ -1009,14 +1050,16 @@ var File_coord_v1_queue_proto protoreflect.FileDescriptor
 
 const file_coord_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x14coord/v1/queue.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xee\x01\n" +
+	"\x14coord/v1/queue.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x02\n" +
 	"\x0eEnqueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12/\n" +
 	"\x05delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12=\n" +
 	"\fdeliver_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\x12\x19\n" +
 	"\bdedup_id\x18\x05 \x01(\tR\adedupId\x12!\n" +
-	"\fmax_attempts\x18\x06 \x01(\x05R\vmaxAttempts\"\x8d\x01\n" +
+	"\fmax_attempts\x18\x06 \x01(\x05R\vmaxAttempts\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\x12\x14\n" +
+	"\x05group\x18\b \x01(\tR\x05group\"\x8d\x01\n" +
 	"\x0fEnqueueResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12=\n" +
@@ -1026,7 +1069,7 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x12H\n" +
 	"\x12visibility_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11visibilityTimeout\x12-\n" +
-	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\xd4\x02\n" +
+	"\x04wait\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"\x86\x03\n" +
 	"\aMessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x18\n" +
@@ -1037,7 +1080,10 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\fdeliver_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\x12;\n" +
 	"\vexpire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12!\n" +
-	"\fmax_attempts\x18\b \x01(\x05R\vmaxAttempts\">\n" +
+	"\fmax_attempts\x18\b \x01(\x05R\vmaxAttempts\x12\x1a\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x14\n" +
+	"\x05group\x18\n" +
+	" \x01(\tR\x05group\">\n" +
 	"\rClaimResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.coord.v1.MessageR\bmessages\"X\n" +
 	"\n" +

@@ -46,6 +46,10 @@ const (
 // next attempt, or, after max_attempts attempts, moves to the queue's dead
 // letters, from where Redrive brings it back.
 //
+// A message may have a priority (0 to 9: a higher one is claimed first)
+// and a group (the messages of a group are delivered in enqueue order, at
+// most one at a time, as SQS FIFO's message groups).
+//
 // Delivery is at least once: a message may be delivered again after a
 // consumer crash, a slow consumer, or an uncertain Ack. Make consumers
 // idempotent (IdempotencyService exists for that).
@@ -59,8 +63,10 @@ type QueueServiceClient interface {
 	// Claim hands out up to max_messages ready messages, each with a fresh
 	// receipt and attempt number. With wait > 0 and nothing ready it blocks,
 	// without polling, until a message is enqueued or becomes due, or wait
-	// passes (then it returns no messages). Messages are handed out in the
-	// order they became due (deliver time, Nack delay, or claim expiry).
+	// passes (then it returns no messages). Messages are handed out by
+	// priority, highest first, then in the order they became due (deliver
+	// time, Nack delay, or claim expiry; a group's message when the one
+	// before it was acked or died).
 	// Uncertain outcome: after UNAVAILABLE messages may have been claimed;
 	// they become ready again when their visibility timeout passes.
 	Claim(ctx context.Context, in *ClaimRequest, opts ...grpc.CallOption) (*ClaimResponse, error)
@@ -83,7 +89,9 @@ type QueueServiceClient interface {
 	// FAILED_PRECONDITION reason RECEIPT_EXPIRED as for Ack. Retry: safe.
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
 	// Stats counts the queue's messages by state, exactly: by each message's
-	// due time, however many came due since the queue was last touched.
+	// due time, however many came due since the queue was last touched. A
+	// message waiting behind an earlier message of its group counts as
+	// delayed.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	// Redrive moves up to max_messages dead letters back to ready, oldest
 	// first, with their attempt count reset. Dead letters are kept config
@@ -183,6 +191,10 @@ func (c *queueServiceClient) Redrive(ctx context.Context, in *RedriveRequest, op
 // next attempt, or, after max_attempts attempts, moves to the queue's dead
 // letters, from where Redrive brings it back.
 //
+// A message may have a priority (0 to 9: a higher one is claimed first)
+// and a group (the messages of a group are delivered in enqueue order, at
+// most one at a time, as SQS FIFO's message groups).
+//
 // Delivery is at least once: a message may be delivered again after a
 // consumer crash, a slow consumer, or an uncertain Ack. Make consumers
 // idempotent (IdempotencyService exists for that).
@@ -196,8 +208,10 @@ type QueueServiceServer interface {
 	// Claim hands out up to max_messages ready messages, each with a fresh
 	// receipt and attempt number. With wait > 0 and nothing ready it blocks,
 	// without polling, until a message is enqueued or becomes due, or wait
-	// passes (then it returns no messages). Messages are handed out in the
-	// order they became due (deliver time, Nack delay, or claim expiry).
+	// passes (then it returns no messages). Messages are handed out by
+	// priority, highest first, then in the order they became due (deliver
+	// time, Nack delay, or claim expiry; a group's message when the one
+	// before it was acked or died).
 	// Uncertain outcome: after UNAVAILABLE messages may have been claimed;
 	// they become ready again when their visibility timeout passes.
 	Claim(context.Context, *ClaimRequest) (*ClaimResponse, error)
@@ -220,7 +234,9 @@ type QueueServiceServer interface {
 	// FAILED_PRECONDITION reason RECEIPT_EXPIRED as for Ack. Retry: safe.
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
 	// Stats counts the queue's messages by state, exactly: by each message's
-	// due time, however many came due since the queue was last touched.
+	// due time, however many came due since the queue was last touched. A
+	// message waiting behind an earlier message of its group counts as
+	// delayed.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	// Redrive moves up to max_messages dead letters back to ready, oldest
 	// first, with their attempt count reset. Dead letters are kept config

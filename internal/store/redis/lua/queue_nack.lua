@@ -1,26 +1,24 @@
--- Ends a live claim: the message is delayed for another attempt, or dead if
--- it has had its max attempts; wakes the queue.
+-- Ends a live claim: the message is delayed for another attempt (still its
+-- group's head), or dead if it has had its max attempts; wakes the queue.
 -- KEYS: see queue_prelude.lua
--- ARGV[4]: receipt  ARGV[5]: delay µs  ARGV[6]: wake-up channel
+-- ARGV[5]: receipt  ARGV[6]: delay µs
 -- Returns {NO} the claim is not live; {OK, deliver} delayed or ready;
 -- {DEAD} dead.
-upkeep()
-local id, m, ref, set = claimed(ARGV[4])
+local id, m, ref, set = claimed(ARGV[5])
 if not id then
-  settle()
   return {NO}
 end
 m.receipt = ''
 if m.attempt >= m.max then
-  bury(id, m, ref, now) -- first: it reads the message (see corrupt)
   redis.call('ZREM', set, ref)
+  if bury(id, m, ref, now) then redis.call('SPUBLISH', wakeChannel, '') end
   settle()
   return {DEAD}
 end
 redis.call('ZREM', set, ref)
-m.deliver = now + tonumber(ARGV[5])
+m.deliver = now + tonumber(ARGV[6])
 setMeta(id, m)
-redis.call('ZADD', KEYS[1], s(m.deliver), ref)
-redis.call('SPUBLISH', ARGV[6], '')
+place(ref, m, now)
+redis.call('SPUBLISH', wakeChannel, '')
 settle()
 return {OK, m.deliver}

@@ -1,7 +1,7 @@
 -- The prelude of every queue script, after the common one. A queue's keys,
 -- all under the queue's hash tag:
--- KEYS[1]  pending   sorted set of refs by due time µs: ready from then on,
---                    delayed until then
+-- KEYS[1]  pending   sorted set of refs by due time µs: delayed messages,
+--                    made ready (moved to ready) once due
 -- KEYS[2]  inflight  sorted set of refs by claim deadline µs, for claims
 --                    with attempts left: ready again from the deadline on
 -- KEYS[3]  last      sorted set of refs by claim deadline µs, for claims on
@@ -9,55 +9,74 @@
 -- KEYS[4]  dead      sorted set of the dead letters' refs by when each died
 --                    µs; forgotten dead-letter ttl after that
 -- KEYS[5]  msg       hash: message ID -> the encoded message (codec.go), of
---                    the messages in pending, inflight and last
--- KEYS[6]  meta      hash: message ID -> its meta record,
---                    "v1|seq|attempt|max attempts|deliver µs|enqueue µs|receipt"
---                    (v1: its version; a record of another is corrupt)
+--                    the messages in pending, ready, inflight, last and
+--                    gwait
+-- KEYS[6]  meta      hash: message ID -> its meta record (metaString)
 -- KEYS[7]  deadmsg   hash: a dead letter's ID -> its meta, "\n", the
 --                    encoded message
 -- KEYS[8]  dedup     hash: dedup ID -> "message ID|deliver µs"
 -- KEYS[9]  dedupexp  sorted set of dedup IDs by expiry µs
 -- KEYS[10] seq       the enqueue counter
--- ARGV[3]: the dead-letter ttl µs. A script's own arguments start at ARGV[4].
+-- KEYS[11] ready     sorted set of the ready messages: by priority, highest
+--                    first, then by the time they became due (makeReady)
+-- KEYS[12] gheads    hash: group -> the ref of its message that is in
+--                    pending, ready or a claim (its head: one at a time)
+-- KEYS[13] gwait     sorted set (by member, scores 0) of "group\0ref": each
+--                    group's messages behind its head, in enqueue order
+-- ARGV[3]: the dead-letter ttl µs. ARGV[4]: the queue's wake-up channel.
+-- A script's own arguments start at ARGV[5].
 --
 -- A ref is the message's sequence number (16 hex digits) followed by its
 -- ID, so that messages due at the same instant keep their enqueue order.
--- A ready message is one of pending or inflight due by now; Claim takes
--- the one due first across both, so messages are served in the order they
--- became due, whatever moved them. Counts come from scores (ZCOUNT), never
--- from how far an upkeep got.
+-- A message is ready once it is in ready, or due in pending or inflight
+-- (made ready by the next upkeep); Claim takes from ready, the highest
+-- priority first, then in the order they became due (a message whose
+-- group's turn came, when it came). A message of a group is only ever in pending,
+-- ready or a claim while it is its group's head: the others wait in gwait,
+-- and the next becomes head (pending or ready, as its deliver time says)
+-- when the head is acked or dies. Counts come from scores (ZCOUNT, ZCARD),
+-- never from how far an upkeep got.
 --
--- Lifetimes: while the queue has a message in pending or inflight,
--- pending, inflight, msg, meta and seq have no expiry (they hold live
--- messages only, and Redis deletes them when empty); with only claims on a
--- last attempt left, msg, meta and seq expire with the last of those (its
--- deadline + the dead-letter ttl); with no message left, they are deleted
--- (a new seq only has to order new messages). That is settle, at the end of
--- every script. last and dead expire dead-letter ttl after their latest
--- score, deadmsg with dead, dedup and dedupexp at their latest expiry, set
--- whenever one gets a member. So the records of a queue nobody touches
--- again end by themselves; upkeep deletes the ended ones of a queue in
--- use, in bounded batches.
+-- Lifetimes: while the queue has a message in pending, inflight, ready or
+-- gwait, msg, meta, seq and gheads have no expiry (they hold live messages
+-- only, and Redis deletes them when empty); with only claims on a last
+-- attempt left, they expire with the last of those (its deadline + the
+-- dead-letter ttl); with no message left, they are deleted (a new seq only
+-- has to order new messages). That is settle, at the end of every script.
+-- last and dead expire dead-letter ttl after their latest score, deadmsg
+-- with dead, dedup and dedupexp at their latest expiry, set whenever one
+-- gets a member. So the records of a queue nobody touches again end by
+-- themselves; upkeep deletes the ended ones of a queue in use, in bounded
+-- batches.
 local BATCH = 1000
-local deadTTL = tonumber(ARGV[3])
+local deadTTL, wakeChannel = tonumber(ARGV[3]), ARGV[4]
 
 -- A meta record starts with its version, so that a record of another
--- version (or none: the unversioned records before it) is never misread.
--- The version is a letter and a number, and a record without it starts
--- with the seq's 16 hex digits, which no version matches.
-local META = 'v1'
-
+-- version (or none: the unversioned records before it) is never misread:
+-- "v2|seq|attempt|max attempts|deliver µs|enqueue µs|priority|group
+-- length|" then the group and the receipt; "v1|seq|attempt|max|deliver|
+-- enqueue|receipt", of messages enqueued before v2, is read as priority 0
+-- and no group. The version is a letter and a number, and a record without
+-- it starts with the seq's 16 hex digits, which no version matches.
 local function metaString(m)
-  return META .. '|' .. m.seq .. '|' .. s(m.attempt) .. '|' .. s(m.max) .. '|' .. s(m.deliver) .. '|' ..
-    s(m.enqueued) .. '|' .. m.receipt
+  return 'v2|' .. m.seq .. '|' .. s(m.attempt) .. '|' .. s(m.max) .. '|' .. s(m.deliver) .. '|' ..
+    s(m.enqueued) .. '|' .. s(m.prio) .. '|' .. s(#m.group) .. '|' .. m.group .. m.receipt
 end
 
-local function parseMeta(m)
-  local v, seq, attempt, max, deliver, enqueued, receipt =
-    string.match(m, '^(%w+)|(%x+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
-  if v ~= META then corrupt('queue meta record') end
-  return {seq = seq, attempt = tonumber(attempt), max = tonumber(max), deliver = tonumber(deliver),
-    enqueued = tonumber(enqueued), receipt = receipt}
+local function parseMeta(r)
+  local v, seq, attempt, max, deliver, enqueued, rest =
+    string.match(r, '^(%w+)|(%x+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+  local m = {seq = seq, attempt = tonumber(attempt), max = tonumber(max), deliver = tonumber(deliver),
+    enqueued = tonumber(enqueued), prio = 0, group = '', receipt = rest}
+  if v == 'v2' then
+    local prio, n, tail = string.match(rest, '^(%d)|(%d+)|(.*)$')
+    n = tonumber(n)
+    if not prio or #tail < n then corrupt('queue meta record') end
+    m.prio, m.group, m.receipt = tonumber(prio), string.sub(tail, 1, n), string.sub(tail, n + 1)
+  elseif v ~= 'v1' then
+    corrupt('queue meta record')
+  end
+  return m
 end
 
 -- getMeta returns the meta of message id, or nil if there is none.
@@ -81,6 +100,50 @@ end
 
 local function nextSeq()
   return string.format('%016x', redis.call('INCR', KEYS[10]))
+end
+
+-- makeReady puts ref (message meta m), due at due µs, in ready: by its
+-- priority, highest first (0 to 9), then by due time, then enqueue order.
+-- The score holds the priority and the due time in milliseconds (below
+-- 2^42 ms until the year 2109: the score stays an exact double); the
+-- member starts with the due time's microseconds within that millisecond,
+-- so that equal scores sort by them, then by ref (readyRef).
+local function makeReady(ref, m, due)
+  local ms = math.floor(due / 1000)
+  redis.call('ZADD', KEYS[11], s((9 - m.prio) * 4398046511104 + ms), string.format('%03d', due - ms * 1000) .. ref)
+end
+
+-- readyRef is the ref of a ready member.
+local function readyRef(member) return string.sub(member, 4) end
+
+-- place puts ref (meta m) where its deliver time says, as if it became
+-- ready at ready µs (now, or its deliver time): ready, or pending.
+local function place(ref, m, ready)
+  if m.deliver <= now then
+    makeReady(ref, m, ready)
+  else
+    redis.call('ZADD', KEYS[1], s(m.deliver), ref)
+  end
+end
+
+-- advance ends the turn of group's head: the next message of the group,
+-- if any, becomes its head and is placed (the caller wakes the queue if
+-- it says so: true when a message became ready).
+local function advance(group)
+  local nx = redis.call('ZRANGEBYLEX', KEYS[13], '[' .. group .. '\0', '(' .. group .. '\1', 'LIMIT', 0, 1)
+  if #nx == 0 then
+    redis.call('HDEL', KEYS[12], group)
+    return false
+  end
+  redis.call('ZREM', KEYS[13], nx[1])
+  local ref = string.sub(nx[1], #group + 2)
+  local id = string.sub(ref, 17)
+  local m = redis.call('HGET', KEYS[6], id)
+  if not m then corrupt('queue meta record missing') end
+  m = parseMeta(m)
+  redis.call('HSET', KEYS[12], group, ref)
+  place(ref, m, now) -- its turn came now
+  return m.deliver <= now
 end
 
 -- claimSet is the set that holds a claim of m: last on its last attempt.
@@ -117,12 +180,14 @@ end
 -- bury makes the message of a claim that ended (already removed from last,
 -- or removed after it) a dead letter since at, or forgets it if its
 -- dead-letter ttl has passed: its meta m may be nil then, since its records
--- expire with it (settle), but not before.
+-- expire with it (settle), but not before. Its group, if any, moves on.
+-- Returns whether a message became ready (advance).
 local function bury(id, m, ref, at)
   if at + deadTTL <= now then
     redis.call('HDEL', KEYS[5], id)
     redis.call('HDEL', KEYS[6], id)
-    return
+    if m and m.group ~= '' then return advance(m.group) end
+    return false
   end
   if not m then corrupt('queue meta record missing') end
   local b = body(id)
@@ -132,38 +197,8 @@ local function bury(id, m, ref, at)
   redis.call('HSET', KEYS[7], id, metaString(m) .. '\n' .. b)
   redis.call('ZADD', KEYS[4], s(at), ref)
   expireDead()
-end
-
--- upkeep deletes what has ended, at most BATCH of each kind: claims that
--- ended on their last attempt become dead letters; dead letters past their
--- ttl and expired dedup IDs are forgotten. Reads do not depend on it: they
--- go by scores.
-local function upkeep()
-  local ended = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', s(now), 'WITHSCORES', 'LIMIT', 0, BATCH)
-  for i = 1, #ended, 2 do
-    local ref = ended[i]
-    local id = string.sub(ref, 17)
-    bury(id, getMeta(id), ref, tonumber(ended[i + 1]))
-    redis.call('ZREM', KEYS[3], ref)
-  end
-  local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', s(now - deadTTL), 'LIMIT', 0, BATCH)
-  for i = 1, #old do
-    redis.call('ZREM', KEYS[4], old[i])
-    redis.call('HDEL', KEYS[7], string.sub(old[i], 17))
-  end
-  old = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', s(now), 'LIMIT', 0, BATCH)
-  for i = 1, #old do
-    redis.call('HDEL', KEYS[8], old[i])
-    redis.call('ZREM', KEYS[9], old[i])
-  end
-end
-
--- firstIn returns the first ref of key whose score lies in [lo, hi], and its
--- score (lo, hi: ZRANGEBYSCORE bounds).
-local function firstIn(key, lo, hi)
-  local r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', 0, 1)
-  if #r == 0 then return nil end
-  return r[1], tonumber(r[2])
+  if m.group ~= '' then return advance(m.group) end
+  return false
 end
 
 -- before reports whether ref a with score x comes before ref b with score y:
@@ -176,22 +211,51 @@ local function before(a, x, b, y)
   return a < b
 end
 
--- readyRefs returns, in the order they became due, up to n ready refs,
--- pending or redelivered, each with the set that holds it.
-local function readyRefs(n)
-  local p = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', s(now), 'WITHSCORES', 'LIMIT', 0, n)
-  local f = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', s(now), 'WITHSCORES', 'LIMIT', 0, n)
-  local out, i, j = {}, 1, 1
-  while #out < n and (i < #p or j < #f) do
-    if j < #f and (i >= #p or before(f[j], tonumber(f[j + 1]), p[i], tonumber(p[i + 1]))) then
-      out[#out + 1] = {f[j], KEYS[2]}
-      j = j + 2
-    else
-      out[#out + 1] = {p[i], KEYS[1]}
-      i = i + 2
+-- upkeep moves and deletes what has come due or ended, at most BATCH of
+-- each kind, and only looks further where something has: delayed messages
+-- that came due and claims with attempts left that expired are made ready
+-- (as of when they came due); claims that ended on their last attempt
+-- become dead letters; dead letters past their ttl and expired dedup IDs
+-- are forgotten. Reads do not depend on it: they go by scores. It wakes
+-- the queue if a group's next message became ready.
+local function upkeep()
+  for _, key in ipairs({KEYS[1], KEYS[2]}) do
+    local due = redis.call('ZRANGEBYSCORE', key, '-inf', s(now), 'WITHSCORES', 'LIMIT', 0, BATCH)
+    for k = 1, #due, 2 do
+      local ref = due[k]
+      local m = getMeta(string.sub(ref, 17))
+      if not m then corrupt('queue meta record missing') end
+      redis.call('ZREM', key, ref) -- a claim out of inflight is no longer live (claimed)
+      makeReady(ref, m, tonumber(due[k + 1]))
     end
   end
-  return out
+  local woke = false
+  local ended = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', s(now), 'WITHSCORES', 'LIMIT', 0, BATCH)
+  for k = 1, #ended, 2 do
+    local ref = ended[k]
+    local id = string.sub(ref, 17)
+    redis.call('ZREM', KEYS[3], ref)
+    woke = bury(id, getMeta(id), ref, tonumber(ended[k + 1])) or woke
+  end
+  local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', s(now - deadTTL), 'LIMIT', 0, BATCH)
+  for k = 1, #old do
+    redis.call('ZREM', KEYS[4], old[k])
+    redis.call('HDEL', KEYS[7], string.sub(old[k], 17))
+  end
+  old = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', s(now), 'LIMIT', 0, BATCH)
+  for k = 1, #old do
+    redis.call('HDEL', KEYS[8], old[k])
+    redis.call('ZREM', KEYS[9], old[k])
+  end
+  if woke then redis.call('SPUBLISH', wakeChannel, '') end
+end
+
+-- firstIn returns the first ref of key whose score lies in [lo, hi], and its
+-- score (lo, hi: ZRANGEBYSCORE bounds).
+local function firstIn(key, lo, hi)
+  local r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', 0, 1)
+  if #r == 0 then return nil end
+  return r[1], tonumber(r[2])
 end
 
 -- claimed returns the ID, meta, ref and claim set of the message of a live
@@ -219,25 +283,24 @@ local function nextDue()
   return math.max(due - now, 1)
 end
 
--- settle gives msg, meta and seq their lifetimes (see the top), at the end
--- of every script.
+-- settle gives msg, meta, seq and gheads their lifetimes (see the top), at
+-- the end of every script.
 local function settle()
-  if redis.call('EXISTS', KEYS[1], KEYS[2]) > 0 then
-    -- The three get and lose an expiry together; seq (INCR keeps a TTL)
-    -- tells whether they have one.
+  if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[11], KEYS[13]) > 0 then
+    -- They get and lose an expiry together; seq (INCR keeps a TTL) tells
+    -- whether they have one.
     if redis.call('PTTL', KEYS[10]) >= 0 then
       redis.call('PERSIST', KEYS[5])
       redis.call('PERSIST', KEYS[6])
       redis.call('PERSIST', KEYS[10])
+      redis.call('PERSIST', KEYS[12])
     end
     return
   end
   local last = latest(KEYS[3])
   if last then
-    expireAt(KEYS[5], last + deadTTL)
-    expireAt(KEYS[6], last + deadTTL)
-    expireAt(KEYS[10], last + deadTTL)
+    for _, k in ipairs({KEYS[5], KEYS[6], KEYS[10], KEYS[12]}) do expireAt(k, last + deadTTL) end
   else
-    redis.call('DEL', KEYS[5], KEYS[6], KEYS[10])
+    redis.call('DEL', KEYS[5], KEYS[6], KEYS[10], KEYS[12])
   end
 end

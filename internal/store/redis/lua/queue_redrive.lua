@@ -1,10 +1,12 @@
 -- Moves dead letters, oldest first, back to ready with their attempts reset
--- (and a new place in the enqueue order); wakes the queue if it moved any.
--- KEYS: see queue_prelude.lua  ARGV[4]: at most this many (bounded work:
--- at most 10 × queue.max_claim_messages)  ARGV[5]: wake-up channel
+-- (and a new place in the enqueue order: a message of a group goes behind
+-- the group's messages, or is its head if it has none); wakes the queue if
+-- it moved any.
+-- KEYS: see queue_prelude.lua  ARGV[5]: at most this many (bounded work:
+-- at most 10 × queue.max_claim_messages)
 -- Returns how many it moved.
 upkeep()
-local max = tonumber(ARGV[4])
+local max = tonumber(ARGV[5])
 local kept = '(' .. s(now - deadTTL)
 local n = 0
 -- revive makes the message ready now, with its attempts reset.
@@ -12,7 +14,12 @@ local function revive(id, m, b)
   m.attempt, m.receipt, m.seq = 0, '', nextSeq()
   setMeta(id, m)
   redis.call('HSET', KEYS[5], id, b)
-  redis.call('ZADD', KEYS[1], s(now), m.seq .. id)
+  local ref = m.seq .. id
+  if m.group == '' or redis.call('HSETNX', KEYS[12], m.group, ref) == 1 then
+    makeReady(ref, m, now)
+  else
+    redis.call('ZADD', KEYS[13], 0, m.group .. '\0' .. ref)
+  end
   n = n + 1
 end
 while n < max do
@@ -27,6 +34,10 @@ while n < max do
     if not m then corrupt('queue meta record missing') end
     local b = body(id)
     redis.call('ZREM', KEYS[3], l)
+    if m.group ~= '' and redis.call('HGET', KEYS[12], m.group) == l then
+      -- It was its group's head: the group moves on first.
+      advance(m.group)
+    end
     revive(id, m, b)
   elseif d then
     local id = string.sub(d, 17)
@@ -41,6 +52,6 @@ while n < max do
     break
   end
 end
-if n > 0 then redis.call('SPUBLISH', ARGV[5], '') end
+if n > 0 then redis.call('SPUBLISH', wakeChannel, '') end
 settle()
 return n
