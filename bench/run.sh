@@ -69,6 +69,14 @@ fi
 (cd bench && go build -o "$tmp/coordbench" ./cmd/coordbench)
 
 coordd_args=(--grpc-addr "$addr" --http-addr "$http_addr" --log-level "$log_level" --store "$store")
+# The configuration the scenarios need (queue-partitions' queue), unless the
+# coordd measured predates queue.partitioned (it would refuse the key).
+src=$root
+[ -n "$ref" ] && src=$tmp/src
+if grep -q 'mapstructure:"partitioned"' "$src/internal/queue/queue.go"; then
+	"$tmp/coordbench" coordd-config >"$tmp/coordd.yaml"
+	coordd_args+=(--config "$tmp/coordd.yaml")
+fi
 bench_args=(--addr "$addr" --concurrency 64 --store "$store" --coordd-metrics "http://$http_addr/metrics")
 case $store in
 redis)

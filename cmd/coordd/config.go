@@ -186,6 +186,7 @@ func DefaultConfig() Config {
 	c.Auth.APIKeys = []server.APIKey{}
 	c.Auth.MTLS = []server.Identity{}
 	c.Metrics.Queues = []metrics.QueueRef{}
+	c.Queue.Partitioned = []queue.Partitioned{}
 	c.Memory.SweepInterval = time.Second
 	return c
 }

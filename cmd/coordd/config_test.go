@@ -58,7 +58,7 @@ func TestLoadConfigNoSources(t *testing.T) {
 		t.Errorf("loadConfig(nil) addrs/store = %q %q %q, want %q %q %q",
 			cfg.GRPCAddr, cfg.HTTPAddr, cfg.Store, want.GRPCAddr, want.HTTPAddr, want.Store)
 	}
-	if cfg.Lock != want.Lock || cfg.Session != want.Session || cfg.Queue != want.Queue ||
+	if cfg.Lock != want.Lock || cfg.Session != want.Session || !reflect.DeepEqual(cfg.Queue, want.Queue) ||
 		cfg.Idempotency != want.Idempotency || cfg.RateLimit.Config != want.RateLimit.Config ||
 		cfg.Limits != want.Limits || cfg.Memory != want.Memory || cfg.ShutdownTimeout != want.ShutdownTimeout {
 		t.Errorf("loadConfig(nil) = %+v\nwant %+v", cfg, want)

@@ -218,10 +218,6 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 			Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval, DeadLetterTTL: cfg.Queue.DeadLetterTTL,
 		})
 	}
-	metrics.WatchQueues(reg, cfg.Metrics.Queues, func(ctx context.Context, q metrics.QueueRef) (metrics.QueueDepth, error) {
-		st, err := d.store.Stats(ctx, store.Scope(q.Namespace, q.Name))
-		return metrics.QueueDepth{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, err
-	}, time.Second)
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{
 		Lock: cfg.Lock, Semaphore: cfg.Semaphore, Election: cfg.Election,
 		Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies,
@@ -233,6 +229,10 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	}
 	d.limiter = svc.Limiter
 	d.services = svc
+	metrics.WatchQueues(reg, cfg.Metrics.Queues, func(ctx context.Context, q metrics.QueueRef) (metrics.QueueDepth, error) {
+		st, err := svc.Queues.Stats(ctx, q.Namespace, q.Name) // summed over a partitioned queue's partitions
+		return metrics.QueueDepth{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, err
+	}, time.Second)
 
 	grpcMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	reg.MustRegister(grpcMetrics)

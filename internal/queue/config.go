@@ -24,5 +24,6 @@ func (c Config) Validate() error {
 		v.Bad("limits.max_wait", "must not be negative, got %v", c.MaxWait)
 	}
 	v.AtLeast1("limits.max_name_bytes", int64(c.MaxNameBytes))
+	checkPartitioned(&v, c.Partitioned, c.MaxNameBytes)
 	return v.Err()
 }

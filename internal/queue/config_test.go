@@ -35,6 +35,17 @@ func TestConfigValidate(t *testing.T) {
 			"queue.nack_backoff_base: (1h0m0s) must not exceed queue.nack_backoff_max (1m0s)"},
 		{"negative max wait", func(c *queue.Config) { c.MaxWait = -time.Second }, "limits.max_wait: must not be negative, got -1s"},
 		{"zero name bytes", func(c *queue.Config) { c.MaxNameBytes = 0 }, "limits.max_name_bytes: must be at least 1, got 0"},
+		{"zero partitions", func(c *queue.Config) { c.Partitioned = []queue.Partitioned{{Namespace: "ns", Name: "q"}} },
+			"queue.partitioned[0].partitions: is 0; it must be between 1 and 64"},
+		{"65 partitions", func(c *queue.Config) { c.Partitioned = []queue.Partitioned{{Namespace: "ns", Name: "q", Partitions: 65}} },
+			"queue.partitioned[0].partitions: is 65; it must be between 1 and 64"},
+		{"partitioned without a name", func(c *queue.Config) { c.Partitioned = []queue.Partitioned{{Namespace: "ns", Partitions: 3}} },
+			"queue.partitioned[0].name"},
+		{"partitioned without a namespace", func(c *queue.Config) { c.Partitioned = []queue.Partitioned{{Name: "q", Partitions: 3}} },
+			"queue.partitioned[0].namespace"},
+		{"partitioned twice", func(c *queue.Config) {
+			c.Partitioned = []queue.Partitioned{{Namespace: "ns", Name: "q", Partitions: 3}, {Namespace: "ns", Name: "q", Partitions: 2}}
+		}, "queue.partitioned[1]: names the queue of queue.partitioned[0] again"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

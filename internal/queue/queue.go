@@ -35,6 +35,9 @@ type Config struct {
 	// store keeps it (memory.Options, redis.Options); it is here to be
 	// configured with the other queue rules.
 	DeadLetterTTL time.Duration `mapstructure:"dead_letter_ttl"`
+
+	// Partitioned lists the queues spread over several partitions.
+	Partitioned []Partitioned `mapstructure:"partitioned"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -63,13 +66,18 @@ type Service struct {
 	clock clock.Clock // checks deliver_time against queue.max_delay
 	cfg   Config
 	drain waiter.Drain
+	parts map[string]*partitioned // by scoped name: the configured queues
 }
 
 // New returns a Service. clk should tell the store's time (near enough: it
 // only bounds how far ahead deliver_time may be). Waits end early when drain
 // is closed.
 func New(st store.Queues, sub store.Subscriber, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
-	return &Service{st: st, sub: sub, clock: clk, cfg: cfg, drain: drain}
+	s := &Service{st: st, sub: sub, clock: clk, cfg: cfg, drain: drain, parts: map[string]*partitioned{}}
+	for _, p := range cfg.Partitioned {
+		s.parts[store.Scope(p.Namespace, p.Name)] = &partitioned{k: p.Partitions}
+	}
+	return s
 }
 
 // EnqueueRequest adds a message. Zero values are unset.
@@ -121,7 +129,15 @@ func (s *Service) Enqueue(ctx context.Context, r EnqueueRequest) (store.Enqueued
 			return store.Enqueued{}, err
 		}
 	}
-	return s.st.Enqueue(ctx, store.Scope(r.NS, r.Queue), store.NewMessage{
+	parts, pq, err := s.partitionsOf(ctx, store.Scope(r.NS, r.Queue))
+	if err != nil {
+		return store.Enqueued{}, err
+	}
+	to := parts[0]
+	if pq != nil {
+		to = pq.enqueuePart(parts, r.Group, r.DedupID)
+	}
+	return s.st.Enqueue(ctx, to.name, store.NewMessage{
 		ID: token.New(), Payload: r.Payload, Delay: r.Delay, DeliverTime: r.DeliverTime,
 		MaxAttempts: r.MaxAttempts, DedupID: r.DedupID, DedupWindow: s.cfg.DedupWindow,
 		Priority: r.Priority, Group: r.Group,
@@ -155,52 +171,126 @@ func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, e
 	if err := validate.Wait("wait", r.Wait, s.cfg.MaxWait); err != nil {
 		return nil, err
 	}
-	q := store.Scope(r.NS, r.Queue)
-	req := store.Claim{Tokens: make([]string, r.Max), Visibility: r.Visibility}
-	for i := range req.Tokens {
-		req.Tokens[i] = token.New()
+	parts, pq, err := s.partitionsOf(ctx, store.Scope(r.NS, r.Queue))
+	if err != nil {
+		return nil, err
+	}
+	tokens := make([]string, r.Max)
+	for i := range tokens {
+		tokens[i] = token.New()
+	}
+	topics := make([]string, len(parts))
+	for i, pt := range parts {
+		topics[i] = store.QueueTopic(pt.name)
 	}
 	var msgs []store.Message
-	err := waiter.Wait(ctx, s.sub, store.QueueTopic(q), r.Wait, s.drain, func(ctx context.Context) (bool, time.Duration, error) {
-		c, err := s.st.Claim(ctx, q, req)
-		msgs = c.Messages
-		return len(msgs) > 0, c.NextDue, err
+	err = waiter.WaitAny(ctx, s.sub, topics, r.Wait, s.drain, func(ctx context.Context) (bool, time.Duration, error) {
+		var next time.Duration
+		msgs, next, err = s.claimFrom(ctx, pq.rotate(parts), tokens, r.Visibility)
+		return len(msgs) > 0, next, err
 	})
 	return msgs, err
 }
 
-// Ack deletes the messages of live claims, in one step, and reports for
-// each receipt whether its claim was live. list says the receipts came as
-// the request's list (field receipts) rather than its single receipt.
+// claimFrom claims up to len(tokens) messages from parts, in order, until
+// it has them all. It returns the soonest NextDue of the partitions it
+// asked. A failure after some messages were claimed is dropped with the
+// partitions not asked: the messages are returned (a failed claim's
+// messages come back when its visibility timeout passes).
+func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, vis time.Duration) ([]store.Message, time.Duration, error) {
+	var msgs []store.Message
+	var next time.Duration
+	for _, pt := range parts {
+		c, err := s.st.Claim(ctx, pt.name, store.Claim{Tokens: tokens[len(msgs):], Visibility: vis})
+		if err != nil {
+			if len(msgs) > 0 {
+				return msgs, 0, nil
+			}
+			return nil, 0, err
+		}
+		for _, m := range c.Messages {
+			m.Receipt += pt.receiptSuffix()
+			msgs = append(msgs, m)
+		}
+		if c.NextDue > 0 && (next == 0 || c.NextDue < next) {
+			next = c.NextDue
+		}
+		if len(msgs) == len(tokens) {
+			break
+		}
+	}
+	return msgs, next, nil
+}
+
+// Ack deletes the messages of live claims, in one step per partition,
+// and reports for each receipt whether its claim was live. list says the
+// receipts came as the request's list (field receipts) rather than its
+// single receipt.
 func (s *Service) Ack(ctx context.Context, ns, queue string, receipts []string, list bool) ([]bool, error) {
+	if err := s.checkQueue(queue); err != nil {
+		return nil, err
+	}
+	q := store.Scope(ns, queue)
 	if !list {
-		if err := s.checkReceipt(queue, "receipt", receipts[0]); err != nil {
+		r, pt, err := s.receiptPart(q, "receipt", receipts[0])
+		if err != nil {
 			return nil, err
 		}
-		return s.st.Ack(ctx, store.Scope(ns, queue), receipts)
+		return s.st.Ack(ctx, pt.name, []string{r})
 	}
 	if len(receipts) > s.cfg.MaxClaimMessages {
 		return nil, validate.Errorf("receipts", "has %d receipts; the limit is %d", len(receipts), s.cfg.MaxClaimMessages)
 	}
 	seen := make(map[string]int, len(receipts))
+	byPart := map[string][]int{} // partition name -> indexes into receipts
+	var order []string
+	inner := make([]string, len(receipts))
 	for i, r := range receipts {
 		field := fmt.Sprintf("receipts[%d]", i)
-		if err := s.checkReceipt(queue, field, r); err != nil {
+		in, pt, err := s.receiptPart(q, field, r)
+		if err != nil {
 			return nil, err
 		}
 		if j, ok := seen[r]; ok {
 			return nil, validate.Errorf(field, "repeats receipts[%d]", j)
 		}
 		seen[r] = i
+		inner[i] = in
+		if _, ok := byPart[pt.name]; !ok {
+			order = append(order, pt.name)
+		}
+		byPart[pt.name] = append(byPart[pt.name], i)
 	}
-	return s.st.Ack(ctx, store.Scope(ns, queue), receipts)
+	if len(order) == 1 {
+		return s.st.Ack(ctx, order[0], inner)
+	}
+	acked := make([]bool, len(receipts))
+	for _, name := range order {
+		idx := byPart[name]
+		rs := make([]string, len(idx))
+		for j, i := range idx {
+			rs[j] = inner[i]
+		}
+		got, err := s.st.Ack(ctx, name, rs)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			acked[i] = got[j]
+		}
+	}
+	return acked, nil
 }
 
 // Nack gives a claimed message back after delay, or, if delay is nil, after
 // a backoff by attempt: BackoffBase doubling per attempt up to BackoffMax,
 // then a uniformly random half of it kept ("equal jitter").
 func (s *Service) Nack(ctx context.Context, ns, queue, receipt string, delay *time.Duration) (store.Nacked, error) {
-	if err := s.checkReceipt(queue, "receipt", receipt); err != nil {
+	if err := s.checkQueue(queue); err != nil {
+		return store.Nacked{}, err
+	}
+	r, pt, err := s.receiptPart(store.Scope(ns, queue), "receipt", receipt)
+	if err != nil {
 		return store.Nacked{}, err
 	}
 	var d time.Duration
@@ -210,10 +300,10 @@ func (s *Service) Nack(ctx context.Context, ns, queue, receipt string, delay *ti
 			return store.Nacked{}, err
 		}
 	} else {
-		_, attempt, _ := store.ParseReceipt(receipt)
+		_, attempt, _ := store.ParseReceipt(r)
 		d = Backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, attempt, rand.Float64())
 	}
-	return s.st.Nack(ctx, store.Scope(ns, queue), receipt, d)
+	return s.st.Nack(ctx, pt.name, r, d)
 }
 
 // Backoff is the delay before attempt+1 after attempt failed: base doubled
@@ -234,25 +324,44 @@ func Backoff(base, max time.Duration, attempt int, jitter float64) time.Duration
 
 // Extend sets a claim's visibility timeout to visibility from now.
 func (s *Service) Extend(ctx context.Context, ns, queue, receipt string, visibility time.Duration) (time.Time, error) {
-	if err := s.checkReceipt(queue, "receipt", receipt); err != nil {
+	if err := s.checkQueue(queue); err != nil {
+		return time.Time{}, err
+	}
+	r, pt, err := s.receiptPart(store.Scope(ns, queue), "receipt", receipt)
+	if err != nil {
 		return time.Time{}, err
 	}
 	if err := validate.Duration("visibility_timeout", visibility, s.cfg.MaxVisibility); err != nil {
 		return time.Time{}, err
 	}
-	return s.st.ExtendClaim(ctx, store.Scope(ns, queue), receipt, visibility)
+	return s.st.ExtendClaim(ctx, pt.name, r, visibility)
 }
 
-// Stats counts a queue's messages by state.
+// Stats counts a queue's messages by state: the sum over its partitions.
 func (s *Service) Stats(ctx context.Context, ns, queue string) (store.QueueStats, error) {
 	if err := s.checkQueue(queue); err != nil {
 		return store.QueueStats{}, err
 	}
-	return s.st.Stats(ctx, store.Scope(ns, queue))
+	parts, _, err := s.partitionsOf(ctx, store.Scope(ns, queue))
+	if err != nil {
+		return store.QueueStats{}, err
+	}
+	var sum store.QueueStats
+	for _, pt := range parts {
+		st, err := s.st.Stats(ctx, pt.name)
+		if err != nil {
+			return store.QueueStats{}, err
+		}
+		sum.Ready += st.Ready
+		sum.Delayed += st.Delayed
+		sum.InFlight += st.InFlight
+		sum.Dead += st.Dead
+	}
+	return sum, nil
 }
 
-// Redrive moves up to max dead letters back to ready; 0 means
-// MaxClaimMessages, and at most 10 times that.
+// Redrive moves up to max dead letters back to ready, partition after
+// partition; 0 means MaxClaimMessages, and at most 10 times that.
 func (s *Service) Redrive(ctx context.Context, ns, queue string, max int) (int, error) {
 	if err := s.checkQueue(queue); err != nil {
 		return 0, err
@@ -263,22 +372,24 @@ func (s *Service) Redrive(ctx context.Context, ns, queue string, max int) (int, 
 	if max < 1 || max > 10*s.cfg.MaxClaimMessages {
 		return 0, validate.Errorf("max_messages", "is %d; it must be between 1 and %d", max, 10*s.cfg.MaxClaimMessages)
 	}
-	return s.st.Redrive(ctx, store.Scope(ns, queue), max)
+	parts, _, err := s.partitionsOf(ctx, store.Scope(ns, queue))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, pt := range parts {
+		m, err := s.st.Redrive(ctx, pt.name, max-n)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if n == max {
+			break
+		}
+	}
+	return n, nil
 }
 
 func (s *Service) checkQueue(queue string) error {
 	return validate.Name("queue", queue, s.cfg.MaxNameBytes)
-}
-
-func (s *Service) checkReceipt(queue, field, receipt string) error {
-	if err := s.checkQueue(queue); err != nil {
-		return err
-	}
-	if receipt == "" {
-		return validate.Errorf(field, "is required")
-	}
-	if _, _, ok := store.ParseReceipt(receipt); !ok {
-		return validate.Errorf(field, "is malformed: want the receipt Claim returned")
-	}
-	return nil
 }

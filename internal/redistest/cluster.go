@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coordd/coordd/internal/hashslot"
 )
 
 // ClusterProc is a private Redis Cluster that StartCluster started. Its
@@ -336,7 +338,7 @@ func waitFor(timeout time.Duration, check func() error) error {
 	}
 }
 
-const numSlots = 16384
+const numSlots = hashslot.Count
 
 // nodeLine is one line of CLUSTER NODES:
 // <id> <ip:port@cport[,hostname]> <flags> <master> <ping-sent> <pong-recv>
@@ -419,25 +421,5 @@ func parseClusterNodes(text string) ([]nodeLine, error) {
 	return out, nil
 }
 
-// Slot returns the Cluster hash slot of key: CRC16 (XMODEM) of the key, or
-// of its hash tag (the part between the first "{" and the next "}", when
-// that is not empty), modulo 16384.
-func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % numSlots
-}
+// Slot returns the Cluster hash slot of key (hashslot.Of).
+func Slot(key string) int { return hashslot.Of(key) }

@@ -356,6 +356,13 @@ var (
 		{"uppercase", biUpper},
 		{"attempt 0", func(s string) string { return s[:32] + "00000000" + s[40:] }},
 		{"attempt 2^31", func(s string) string { return s[:32] + "80000000" + s[40:] }},
+		// A partition suffix (queue.partitioned): k and p in two hex digits.
+		{"partition 3 of 3", func(s string) string { return s[:72] + "0303" }},
+		{"partition 0 of 1", func(s string) string { return s[:72] + "0100" }},
+		{"partition of 65", func(s string) string { return s[:72] + "4100" }},
+		{"partition suffix of 2 digits", func(s string) string { return s[:72] + "03" }},
+		{"partition suffix uppercase", func(s string) string { return s[:72] + "0A00" }},
+		{"partition suffix non-hex", func(s string) string { return s[:72] + "03x0" }},
 	}
 )
 

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -572,6 +573,35 @@ type Queues interface {
 	// a group behind the group's messages) with their attempts reset to 0,
 	// and wakes QueueTopic(queue) if it moved any.
 	Redrive(ctx context.Context, queue string, max int) (int, error)
+	// PartitionName names partition p (0 <= p < k, k <= MaxPartitions) of
+	// queue spread over k partitions: a queue of its own, placed so that
+	// the k partitions of one queue spread over the store's shards (on a
+	// Redis Cluster, partition p's slot lies in the middle of the p-th
+	// k-th of the slot range, so k partitions land on k masters when the
+	// slots are split evenly). Partition 0 of 1 is queue itself. Another queue's name (one
+	// that passes validate.Name) or another (p, k) never gives the same
+	// name. A pure function of its arguments.
+	PartitionName(queue string, p, k int) string
+	// Partitionings records that queue is spread over k partitions, besides
+	// every k recorded for it before, and returns every k recorded, in
+	// increasing order, 1 among them: the partitionings that may hold the
+	// queue's messages. The record has no expiry and no k ever leaves it,
+	// so that a partition is visited as long as it may hold a message.
+	Partitionings(ctx context.Context, queue string, k int) ([]int, error)
+}
+
+// MaxPartitions is the most partitions a queue may be spread over.
+const MaxPartitions = 64
+
+// PartitionBase is the name of partition p of k of queue before a store
+// places it (PartitionName): queue itself for k = 1; otherwise queue, a
+// NUL (which no valid name contains, so no queue's partition is another
+// queue) and "k.p".
+func PartitionBase(queue string, p, k int) string {
+	if k == 1 {
+		return queue
+	}
+	return queue + "\x00" + strconv.Itoa(k) + "." + strconv.Itoa(p)
 }
 
 // UpkeepBatch bounds the records of each kind one queue operation deletes

@@ -10,6 +10,7 @@ package waiter
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -30,25 +31,41 @@ type Try func(ctx context.Context) (done bool, retryIn time.Duration, err error)
 // least every PollWithoutWakeups instead, so that the wait gets slower rather
 // than failing. With wait <= 0 it tries once.
 func Wait(ctx context.Context, sub store.Subscriber, topic string, wait time.Duration, drain Drain, try Try) error {
+	return WaitAny(ctx, sub, []string{topic}, wait, drain, try)
+}
+
+// WaitAny is Wait woken by any of topics (a partitioned queue's).
+func WaitAny(ctx context.Context, sub store.Subscriber, topics []string, wait time.Duration, drain Drain, try Try) error {
 	if wait <= 0 {
 		_, _, err := try(ctx)
 		return err
 	}
 	deadline := time.Now().Add(wait)
-	var wake <-chan struct{} // nil without a subscription: never ready
+	// The select's cases: the timer, drain, ctx, then one per subscription.
+	cases := make([]reflect.SelectCase, 3, 3+len(topics))
 	poll := time.Duration(0)
-	if s, err := sub.Subscribe(ctx, topic); err == nil {
-		defer s.Close()
-		wake = s.C()
-	} else {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	for _, topic := range topics {
+		s, err := sub.Subscribe(ctx, topic)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			poll = PollWithoutWakeups
+			continue
 		}
-		poll = PollWithoutWakeups
+		defer s.Close()
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.C())})
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)}
+	cases[1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf((<-chan struct{})(drain))}
+	cases[2] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
+	var wake <-chan struct{} // with one subscription, a plain select
+	if len(cases) == 4 {
+		wake = cases[3].Chan.Interface().(<-chan struct{})
+	}
 	for {
 		done, retryIn, err := try(ctx)
 		if done || err != nil {
@@ -65,15 +82,29 @@ func Wait(ctx context.Context, sub store.Subscriber, topic string, wait time.Dur
 			left = retryIn
 		}
 		timer.Reset(left)
-		select {
-		case <-wake:
-			timer.Stop()
-		case <-timer.C:
-		case <-drain:
+		chosen := 0
+		if len(cases) <= 4 {
+			select {
+			case <-wake: // nil without a subscription: never ready
+				chosen = 3
+			case <-timer.C:
+			case <-drain:
+				chosen = 1
+			case <-ctx.Done():
+				chosen = 2
+			}
+		} else {
+			chosen, _, _ = reflect.Select(cases)
+		}
+		switch chosen {
+		case 0: // the timer fired
+		case 1:
 			timer.Stop()
 			return nil
-		case <-ctx.Done():
+		case 2:
 			return ctx.Err()
+		default:
+			timer.Stop()
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,7 +74,11 @@ func (b *bench) runBins(ctx context.Context) error {
 }
 
 func (b *bench) runBin(ctx context.Context, bin binSpec) error {
-	p, err := launchCoordd(ctx, bin.Path, b.binEnv())
+	conf := ""
+	if slices.Contains(b.cfg.Scenarios, "queue-partitions") {
+		conf = partitionedConfig
+	}
+	p, err := launchCoordd(ctx, bin.Path, b.binEnv(), conf)
 	if err != nil {
 		return err
 	}
@@ -122,8 +127,10 @@ type coorddProc struct {
 }
 
 // launchCoordd starts the binary at path on free loopback ports and returns
-// once it answers Health/Check SERVING (at most 30 s).
-func launchCoordd(ctx context.Context, path string, env []string) (*coorddProc, error) {
+// once it answers Health/Check SERVING (at most 30 s). With conf it is
+// started with that configuration file's content (a binary older than a
+// key it holds refuses to start).
+func launchCoordd(ctx context.Context, path string, env []string, conf string) (*coorddProc, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, err
 	}
@@ -146,7 +153,17 @@ func launchCoordd(ctx context.Context, path string, env []string) (*coorddProc, 
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	p.cmd = exec.Command(path, "--grpc-addr", addr, "--http-addr", httpAddr)
+	args := []string{"--grpc-addr", addr, "--http-addr", httpAddr}
+	if conf != "" {
+		file := filepath.Join(dir, "coordd.yaml")
+		if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+			_ = logf.Close()
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		args = append(args, "--config", file)
+	}
+	p.cmd = exec.Command(path, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {

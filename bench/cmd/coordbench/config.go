@@ -21,6 +21,7 @@ var allScenarios = []string{
 	"idem",
 	"enqueue",
 	"queue-e2e",
+	"queue-partitions",
 }
 
 // scenarioGroups are shorthands accepted by --scenarios.
@@ -28,7 +29,7 @@ var scenarioGroups = map[string][]string{
 	"all":        allScenarios,
 	"allow":      {"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket"},
 	"lock":       {"lock-release", "lock-contention"},
-	"queue":      {"enqueue", "queue-e2e"},
+	"queue":      {"enqueue", "queue-e2e", "queue-partitions"},
 	"contention": {"lock-contention", "semaphore-contention"},
 }
 
@@ -119,6 +120,10 @@ contention):
   queue-e2e          enqueue --queue-messages tiny messages, then consume them
                      all (Claim up to --claim-max, then Ack each, or the
                      batch at once with --ack-batch)
+  queue-partitions   queue-e2e's coordd run on queue cb-parts, which coordd
+                     spreads over 3 partitions (its configuration must say
+                     so: coordbench coordd-config prints it); with --redis,
+                     each master's share of the Redis CPU
 
 With --coordd-bin before=PATH,after=PATH coordbench starts each binary in
 turn (on free loopback ports, with its own environment plus COORDD_STORE and,

@@ -34,6 +34,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "coordd-config" {
+		fmt.Print(partitionedConfig)
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "serve-empty" {
 		if err := serveEmpty(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "coordbench serve-empty:", err)
@@ -205,6 +209,8 @@ func (b *bench) runScenarios(ctx context.Context) error {
 			b.runEnqueue(ctx)
 		case s == "queue-e2e":
 			b.runQueueE2E(ctx)
+		case s == "queue-partitions":
+			b.runQueuePartitions(ctx)
 		}
 	}
 	return nil

@@ -200,7 +200,6 @@ func claimAck(ctx context.Context, conc int, want int64, seed uint64, ackBatch b
 // runQueueE2E runs the direct scripts, asynq, then coordd.
 func (b *bench) runQueueE2E(ctx context.Context) {
 	const scenario = "queue-e2e"
-	n := b.cfg.QueueMsgs
 	conc := b.cfg.Concurrency
 	var targets []e2eTarget
 	if b.rdb != nil {
@@ -269,8 +268,38 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 	}
 	cq := "cb-e2e-" + b.runID
 	b.usedQueues = append(b.usedQueues, cq)
+	targets = append(targets, b.coorddE2E(cq))
+	b.runE2E(ctx, scenario, targets)
+}
+
+// runQueuePartitions runs queue-e2e's coordd target on queue
+// partitionedQueue, which coordd's configuration spreads over the
+// Cluster's masters (bench/run.sh: queue.partitioned), and reports each
+// master's share of the Redis CPU time.
+func (b *bench) runQueuePartitions(ctx context.Context) {
+	b.usedQueues = append(b.usedQueues, partitionedQueue)
+	b.runE2E(ctx, "queue-partitions", []e2eTarget{b.coorddE2E(partitionedQueue)})
+}
+
+// partitionedQueue is the queue of queue-partitions, configured in coordd
+// with 3 partitions by partitionedConfig.
+const partitionedQueue = "cb-parts"
+
+// partitionedConfig is the coordd configuration the scenarios need (the
+// partitioned queue, in the default namespace), as `coordbench
+// coordd-config` prints it for bench/run.sh, and --coordd-bin passes it.
+const partitionedConfig = `queue:
+  partitioned:
+    - namespace: default
+      name: ` + partitionedQueue + `
+      partitions: 3
+`
+
+// coorddE2E is queue-e2e's coordd target, on queue cq.
+func (b *bench) coorddE2E(cq string) e2eTarget {
+	conc := b.cfg.Concurrency
 	vis, wait := durationpb.New(queueVisibility), durationpb.New(100*time.Millisecond)
-	targets = append(targets, e2eTarget{
+	return e2eTarget{
 		name: tCoordd, pid: b.cfg.CoorddPID,
 		enqueue: func(ctx context.Context, w *worker) error {
 			_, err := b.cl.queues[w.id%len(b.cl.queues)].Enqueue(ctx, &coordv1.EnqueueRequest{Queue: cq, Payload: payload})
@@ -311,8 +340,13 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 					return st.GetReady()+st.GetDelayed()+st.GetInFlight() == 0, nil
 				})
 		},
-	})
+	}
+}
 
+// runE2E runs queue-e2e's targets, one after another.
+func (b *bench) runE2E(ctx context.Context, scenario string, targets []e2eTarget) {
+	n := b.cfg.QueueMsgs
+	conc := b.cfg.Concurrency
 	for _, t := range targets {
 		b.progress("%s/%s: enqueue %d, then consume", scenario, t.name, n)
 		tctx, cancel := context.WithTimeout(ctx, e2eTimeout)

@@ -24,6 +24,7 @@ type redisCounters struct {
 	cpu                              time.Duration
 	calls                            map[string]int64 // by command, from commandstats
 	masters                          int
+	cpuBy                            map[string]time.Duration // by master address
 }
 
 // RedisCost is what one op cost Redis, on average.
@@ -35,15 +36,17 @@ type RedisCost struct {
 	BytesOutPerOp float64            `json:"bytes_out_per_op"` // to clients; replication excluded
 	CPUPerOpUs    float64            `json:"redis_cpu_per_op_us"`
 	Calls         map[string]float64 `json:"calls_per_op"` // per command, those ≥ 0.01 per op
+	// Each master's share of the Redis CPU time, by address (a Cluster's).
+	CPUShare map[string]float64 `json:"cpu_share_by_master,omitempty"`
 }
 
 // readRedisCounters reads every master's counters (one INFO each).
 func readRedisCounters(ctx context.Context, c redis.UniversalClient) (redisCounters, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	sum := redisCounters{calls: map[string]int64{}}
+	sum := redisCounters{calls: map[string]int64{}, cpuBy: map[string]time.Duration{}}
 	var mu sync.Mutex
-	read := func(ctx context.Context, n redis.Cmdable) error {
+	read := func(ctx context.Context, addr string, n redis.Cmdable) error {
 		info, err := n.Info(ctx, "stats", "cpu", "commandstats").Result()
 		if err != nil {
 			return err
@@ -56,6 +59,7 @@ func readRedisCounters(ctx context.Context, c redis.UniversalClient) (redisCount
 		sum.netOut += r.netOut
 		sum.replOut += r.replOut
 		sum.cpu += r.cpu
+		sum.cpuBy[addr] += r.cpu
 		for k, v := range r.calls {
 			sum.calls[k] += v
 		}
@@ -64,9 +68,9 @@ func readRedisCounters(ctx context.Context, c redis.UniversalClient) (redisCount
 	}
 	var err error
 	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return read(ctx, n) })
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return read(ctx, n.Options().Addr, n) })
 	} else {
-		err = read(ctx, c)
+		err = read(ctx, "", c)
 	}
 	return sum, err
 }
@@ -120,6 +124,12 @@ func (after redisCounters) cost(before redisCounters, ops int64) *RedisCost {
 		BytesOutPerOp: float64((after.netOut-after.replOut)-(before.netOut-before.replOut)) / n,
 		CPUPerOpUs:    us(after.cpu-before.cpu) / n,
 		Calls:         map[string]float64{},
+	}
+	if total := after.cpu - before.cpu; total > 0 && len(after.cpuBy) > 1 {
+		c.CPUShare = map[string]float64{}
+		for a, v := range after.cpuBy {
+			c.CPUShare[a] = float64(v-before.cpuBy[a]) / float64(total)
+		}
 	}
 	for k, v := range after.calls {
 		per := float64(v-before.calls[k]) / n

@@ -252,6 +252,7 @@ func (rep *Report) analyze() {
 	rep.binRatios()
 	rep.goals()
 	rep.goals11()
+	rep.goals12()
 }
 
 // binRatios compares, per scenario, each later --coordd-bin binary with the
@@ -514,7 +515,7 @@ func (rep *Report) writeText(out io.Writer) {
 		}
 		_ = tw.Flush()
 	}
-	for _, issue := range []int{6, 11} {
+	for _, issue := range []int{6, 11, 12} {
 		var goals []Goal
 		for _, g := range rep.Goals {
 			if g.Issue == issue {

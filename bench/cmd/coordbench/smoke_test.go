@@ -98,8 +98,17 @@ func startCoordd(t *testing.T, env ...string) (addr string, pid int, metricsURL 
 	addr = freeAddr(t)
 	httpAddr := freeAddr(t)
 	var logs bytes.Buffer
-	cmd := exec.Command(coorddBin, "--grpc-addr", addr, "--http-addr", httpAddr)
-	cmd.Env = append(os.Environ(), append([]string{"COORDD_LOG_LEVEL=warn"}, env...)...)
+	args := []string{"--grpc-addr", addr, "--http-addr", httpAddr}
+	vars := []string{"COORDD_LOG_LEVEL=warn"}
+	for _, e := range env { // "--flag=value" entries are arguments
+		if strings.HasPrefix(e, "--") {
+			args = append(args, e)
+		} else {
+			vars = append(vars, e)
+		}
+	}
+	cmd := exec.Command(coorddBin, args...)
+	cmd.Env = append(os.Environ(), vars...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -181,7 +190,7 @@ func checkResults(t *testing.T, rep *Report, table string, want map[string][]str
 			if r.Ops == 0 || r.OpsPerSec <= 0 || r.Errors != 0 {
 				t.Errorf("%s/%s: %d ops, %.0f/s, %d errors (%s)", scenario, target, r.Ops, r.OpsPerSec, r.Errors, r.FirstError)
 			}
-			if r.Latency == nil && scenario != "queue-e2e" {
+			if r.Latency == nil && scenario != "queue-e2e" && scenario != "queue-partitions" {
 				t.Errorf("%s/%s: no latency", scenario, target)
 			}
 			if r.Latency != nil && (r.Latency.P50 <= 0 || r.Latency.P99 < r.Latency.P50 || r.Latency.P999 < r.Latency.P99) {
@@ -242,11 +251,15 @@ func TestSmokeRedisBaseline(t *testing.T) {
 	build(t)
 	prefix := "cbtest" + newToken()[:8]
 	t.Cleanup(func() { deletePrefix(t, addrs, mode, prefix) })
+	conf := filepath.Join(t.TempDir(), "coordd.yaml")
+	if err := os.WriteFile(conf, []byte(partitionedConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	addr, pid, _ := startCoordd(t, "COORDD_STORE=redis", "COORDD_REDIS_ADDRS="+addrs, "COORDD_REDIS_MODE="+mode,
-		"COORDD_REDIS_KEY_PREFIX="+prefix)
+		"COORDD_REDIS_KEY_PREFIX="+prefix, "--config="+conf)
 	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--baseline",
 		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix,
-		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,sessions"}, smokeScenarioFlags...)...)
+		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,queue-partitions,sessions"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	checkResults(t, rep, table, map[string][]string{
 		"empty":                {tCoordd, tBare},
@@ -259,8 +272,12 @@ func TestSmokeRedisBaseline(t *testing.T) {
 		"idem":                 {tDirect, tCoordd},
 		"enqueue":              {tDirect, tAsynq, tCoordd},
 		"queue-e2e":            {tDirect, tAsynq, tCoordd},
+		"queue-partitions":     {tCoordd},
 		"sessions":             {tCoordd},
 	})
+	if r := rep.find("queue-partitions", tCoordd); mode == "cluster" && (r == nil || r.Redis == nil || len(r.Redis.CPUShare) != 3) {
+		t.Errorf("queue-partitions: want each of the 3 masters' share of Redis CPU: %+v", r)
+	}
 	if rep.ratioOf("allow-token_bucket", tRedisRate) == nil || rep.ratioOf("queue-e2e", tAsynq) == nil {
 		t.Errorf("baseline ratios missing: %+v", rep.Ratios)
 	}

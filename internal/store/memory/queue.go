@@ -3,6 +3,7 @@ package memory
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -513,4 +514,22 @@ func (h *msgHeap) countDue(t time.Time) int {
 		stack = append(stack, 2*i+1, 2*i+2)
 	}
 	return n
+}
+
+// PartitionName implements store.Queues: one process has one shard, so
+// the base name.
+func (s *Store) PartitionName(queue string, p, k int) string { return store.PartitionBase(queue, p, k) }
+
+// Partitionings implements store.Queues.
+func (s *Store) Partitionings(_ context.Context, queue string, k int) ([]int, error) {
+	s.qm.Lock()
+	defer s.qm.Unlock()
+	ks := s.parts[queue]
+	for _, n := range []int{1, k} {
+		if i, found := slices.BinarySearch(ks, n); !found {
+			ks = slices.Insert(ks, i, n)
+		}
+	}
+	s.parts[queue] = ks
+	return slices.Clone(ks), nil
 }

@@ -62,6 +62,7 @@ type Store struct {
 
 	qm     sync.Mutex
 	queues map[string]*queueRec
+	parts  map[string][]int // Partitionings' record, sorted; never forgotten
 
 	stop chan struct{}
 	done chan struct{}
@@ -88,6 +89,7 @@ func New(opts Options) *Store {
 		byNS:     make(map[string]map[string]struct{}),
 		idem:     make(map[string]*idemRec),
 		queues:   make(map[string]*queueRec),
+		parts:    make(map[string][]int),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}

@@ -28,6 +28,7 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/hashslot"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
@@ -1199,4 +1200,62 @@ func (r *windowsRun) tokenBucket(t *testing.T) {
 		}
 	}
 	t.Logf("%d admissions (T = %dµs) in %v", total, T, time.Since(begin).Round(time.Millisecond))
+}
+
+// TestPartitionsSpreadOverMasters checks that the partitions of a queue
+// land where PartitionName says: partition p of k in the middle three
+// quarters of the p-th k-th of the slot range (CLUSTER KEYSLOT agreeing), so 3 partitions on the 3 masters
+// and 6 on them two by two; and that a partition's keys, channel and the
+// queue's record of partitionings each stay in one slot. Names with a '}'
+// cannot be moved and stay in the queue's slot.
+func TestPartitionsSpreadOverMasters(t *testing.T) {
+	st, cc := clusterStore(t, Config{})
+	ctx := t.Context()
+	masterOf := func(key string) string {
+		t.Helper()
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return node.Options().Addr
+	}
+	for _, q := range []string{"ns:jobs", "ns:orders/eu", "x:" + strings.Repeat("é", 40)} {
+		for _, k := range []int{3, 6} {
+			perMaster := map[string]int{}
+			for p := range k {
+				name := st.PartitionName(q, p, k)
+				keys := st.keys.queue(name)
+				slot, err := cc.ClusterKeySlot(ctx, keys[0]).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if lo, hi := int64(p*hashslot.Count/k+hashslot.Count/k/8), int64((p+1)*hashslot.Count/k-hashslot.Count/k/8); slot < lo || slot >= hi {
+					t.Errorf("%q partition %d of %d: slot %d, want [%d, %d)", q, p, k, slot, lo, hi)
+				}
+				for _, key := range append(keys, st.keys.channel(store.QueueTopic(name))) {
+					if s := hashslot.Of(key); s != int(slot) {
+						t.Errorf("%q partition %d of %d: %s in slot %d, not %d", q, p, k, key, s, slot)
+					}
+				}
+				perMaster[masterOf(keys[0])]++
+			}
+			if len(perMaster) != 3 {
+				t.Errorf("%q over %d partitions: masters %v, want all 3, %d each", q, k, perMaster, k/3)
+			}
+			for m, n := range perMaster {
+				if n != k/3 {
+					t.Errorf("%q over %d partitions: %d on %s, want %d", q, k, n, m, k/3)
+				}
+			}
+		}
+		if hashslot.Of(st.keys.queueParts(q)) != hashslot.Of(st.keys.queue(q)[0]) {
+			t.Errorf("%q: the record of partitionings is not in the queue's slot", q)
+		}
+	}
+	q := "ns:a}b"
+	for p := range 3 {
+		if got := hashslot.Of(st.keys.queue(st.PartitionName(q, p, 3))[0]); got != hashslot.Of(st.keys.queue(q)[0]) {
+			t.Errorf("%q partition %d: slot %d, want the queue's own", q, p, got)
+		}
+	}
 }

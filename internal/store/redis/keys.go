@@ -85,6 +85,10 @@ func (k keys) queue(name string) []string {
 		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait"}
 }
 
+// queueParts returns the set of a queue's partition counts
+// (queue_partitionings.lua), in the queue's own slot.
+func (k keys) queueParts(name string) string { return k.tag("q", name) + ":parts" }
+
 // topicTags maps the kind of a store topic (the prefix store.LockTopic,
 // IdemTopic, QueueTopic and SessionTopic give it) to the tag kind of its
 // object's keys, whose slot its channel shares.

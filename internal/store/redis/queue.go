@@ -3,10 +3,14 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/coordd/coordd/internal/hashslot"
 	"github.com/coordd/coordd/internal/store"
 )
 
@@ -252,4 +256,71 @@ func decodeRedrive(cmd *redis.Cmd) (int, error) {
 		return 0, fmt.Errorf("%w: %s replied %d, want a count", errCorrupt, queueRedrive.name, n)
 	}
 	return int(n), err
+}
+
+// PartitionName implements store.Queues: store.PartitionBase, with the
+// smallest suffix ".n" (none for n = 0) that puts the partition's slot in
+// the middle of the p-th k-th of the slot range. A name whose tag the suffix cannot move
+// (one with a '}', or a key prefix with a brace) stays the base.
+func (s *Store) PartitionName(queue string, p, k int) string {
+	base := store.PartitionBase(queue, p, k)
+	if k == 1 || strings.Contains(queue, "}") || strings.ContainsAny(s.keys.prefix, "{}") {
+		return base
+	}
+	// The middle three quarters of the p-th k-th: clear of the edges, which
+	// an even split of the slots over k masters may round either way.
+	w := hashslot.Count / k
+	lo, hi := p*hashslot.Count/k+w/8, (p+1)*hashslot.Count/k-w/8
+	for n := range 128 * k { // misses every one with probability < (1-0.7/k)^(128k) < e^-89
+		name := base
+		if n > 0 {
+			name += "." + strconv.Itoa(n)
+		}
+		if sl := hashslot.Of(s.keys.tag("q", name)); sl >= lo && sl < hi {
+			return name
+		}
+	}
+	return base
+}
+
+// Partitionings implements store.Queues, replicated as Enqueue is: a lost
+// record could leave a partition unvisited.
+func (s *Store) Partitionings(ctx context.Context, queue string, k int) ([]int, error) {
+	var ks []int
+	key := s.keys.queueParts(queue)
+	err := s.do(ctx, "Partitionings", key, func(ctx context.Context) (err error) {
+		cmd, replicated := s.evalReplicated(ctx, queuePartitionings, []string{key}, k)
+		if ks, err = decodePartitionings(cmd); err != nil {
+			return err
+		}
+		if !replicated {
+			return errNotReplicated
+		}
+		return nil
+	})
+	return ks, err
+}
+
+// decodePartitionings reads queue_partitionings.lua's reply: the counts,
+// sorted.
+func decodePartitionings(cmd *redis.Cmd) ([]int, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	vs, ok := v.([]any)
+	if !ok || len(vs) == 0 {
+		return nil, fmt.Errorf("%w: %s's reply %v, want the counts", errCorrupt, queuePartitionings.name, v)
+	}
+	ks := make([]int, 0, len(vs))
+	for _, x := range vs {
+		str, _ := x.(string)
+		k, err := strconv.Atoi(str)
+		if err != nil || k < 1 || k > store.MaxPartitions {
+			return nil, fmt.Errorf("%w: %s's reply holds %v, want a count from 1 to %d", errCorrupt, queuePartitionings.name, x, store.MaxPartitions)
+		}
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks, nil
 }

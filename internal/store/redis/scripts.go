@@ -89,4 +89,6 @@ var (
 	queueExtend  = queueScript("queue_extend")
 	queueStats   = queueScript("queue_stats")
 	queueRedrive = queueScript("queue_redrive")
+
+	queuePartitionings = newScript("queue_partitionings")
 )

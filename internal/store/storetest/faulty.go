@@ -356,6 +356,17 @@ func (f *Faulty) Redrive(ctx context.Context, queue string, max int) (int, error
 	return do(ctx, f, "Redrive", func() (int, error) { return f.inner.Redrive(ctx, queue, max) }, nil)
 }
 
+// PartitionName implements store.Queues: the inner store's (a name, not a
+// call).
+func (f *Faulty) PartitionName(queue string, p, k int) string {
+	return f.inner.PartitionName(queue, p, k)
+}
+
+// Partitionings implements store.Queues.
+func (f *Faulty) Partitionings(ctx context.Context, queue string, k int) ([]int, error) {
+	return do(ctx, f, "Partitionings", func() ([]int, error) { return f.inner.Partitionings(ctx, queue, k) }, nil)
+}
+
 // Subscribe implements store.Subscriber. A FailAfter fault closes the
 // subscription it throws away.
 func (f *Faulty) Subscribe(ctx context.Context, topic string) (*store.Subscription, error) {

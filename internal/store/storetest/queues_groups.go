@@ -22,6 +22,9 @@ func queueGroupTests() []test {
 		{"GroupDeadHeadMovesOn", queueGroupDeadHeadMovesOn},
 		{"GroupRedrive", queueGroupRedrive},
 		{"GroupsConcurrent", queueGroupsConcurrent},
+		{"PartitionNames", queuePartitionNames},
+		{"Partitionings", queuePartitionings},
+		{"PartitionsAreQueues", queuePartitionsAreQueues},
 	}
 }
 
@@ -264,4 +267,76 @@ func queueGroupsConcurrent(e *env) {
 		e.Errorf("acked %d of %d", d, groups*per)
 	}
 	e.wantStats(q, store.QueueStats{})
+}
+
+// queuePartitionNames: partition 0 of 1 is the queue itself; the names of
+// every (p, k) of one queue, and of another queue, are distinct and stable.
+func queuePartitionNames(e *env) {
+	q, other := e.name("q"), e.name("q2")
+	if got := e.s.PartitionName(q, 0, 1); got != q {
+		e.Errorf("PartitionName(q, 0, 1) = %q, want q itself", got)
+	}
+	seen := map[string]string{q: "q", other: "q2"}
+	for _, name := range []string{q, other} {
+		for _, k := range []int{2, 3, 5, store.MaxPartitions} {
+			for p := range k {
+				n := e.s.PartitionName(name, p, k)
+				what := fmt.Sprintf("%s %d of %d", name, p, k)
+				if was, ok := seen[n]; ok {
+					e.Errorf("PartitionName(%s) = %q, the name of %s too", what, n, was)
+				}
+				seen[n] = what
+				if again := e.s.PartitionName(name, p, k); again != n {
+					e.Errorf("PartitionName(%s) = %q, then %q", what, n, again)
+				}
+			}
+		}
+	}
+}
+
+// queuePartitionings: the record holds 1 and every k added, sorted, each
+// once, and is per queue.
+func queuePartitionings(e *env) {
+	q := e.name("q")
+	for _, c := range []struct {
+		k    int
+		want string
+	}{{3, "[1 3]"}, {3, "[1 3]"}, {2, "[1 2 3]"}, {1, "[1 2 3]"}, {store.MaxPartitions, fmt.Sprintf("[1 2 3 %d]", store.MaxPartitions)}} {
+		ks, err := e.s.Partitionings(e.ctx, q, c.k)
+		if err != nil || fmt.Sprint(ks) != c.want {
+			e.Errorf("Partitionings(q, %d) = %v, %v; want %s", c.k, ks, err, c.want)
+		}
+	}
+	if ks, err := e.s.Partitionings(e.ctx, e.name("other"), 1); err != nil || fmt.Sprint(ks) != "[1]" {
+		e.Errorf("Partitionings(other, 1) = %v, %v; want [1]", ks, err)
+	}
+}
+
+// queuePartitionsAreQueues: each partition is a queue of its own: what is
+// enqueued in one is claimed, counted and acked there only.
+func queuePartitionsAreQueues(e *env) {
+	q := e.name("q")
+	p0, p1 := e.s.PartitionName(q, 0, 2), e.s.PartitionName(q, 1, 2)
+	a, b := msg("a"), msg("b")
+	e.enqueue(p0, a)
+	e.enqueue(p1, b)
+	for _, name := range []string{q, p0, p1} {
+		st, err := e.s.Stats(e.ctx, name)
+		want := store.QueueStats{Ready: 1}
+		if name == q {
+			want = store.QueueStats{}
+		}
+		if err != nil || st != want {
+			e.Errorf("Stats(%q) = %+v, %v; want %+v", name, st, err, want)
+		}
+	}
+	got := e.claim(p1, 10, time.Minute)
+	e.wantIDs("partition 1", got.Messages, b)
+	if acked, err := e.s.Ack(e.ctx, p0, []string{got.Messages[0].Receipt}); err != nil || acked[0] {
+		e.Errorf("Ack of partition 1's receipt in partition 0 = %v, %v; want not acked", acked, err)
+	}
+	if acked, err := e.s.Ack(e.ctx, p1, []string{got.Messages[0].Receipt}); err != nil || !acked[0] {
+		e.Errorf("Ack in partition 1 = %v, %v; want acked", acked, err)
+	}
+	e.wantIDs("partition 0", e.claim(p0, 10, time.Minute).Messages, a)
 }

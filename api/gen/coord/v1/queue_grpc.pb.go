@@ -50,6 +50,12 @@ const (
 // and a group (the messages of a group are delivered in enqueue order, at
 // most one at a time, as SQS FIFO's message groups).
 //
+// A queue may be spread over several partitions by configuration
+// (queue.partitioned), one per Redis Cluster master: each partition is a
+// queue of its own, a group's messages stay in one, Claim takes from every
+// partition, Stats sums them, and a receipt names its partition. Priority
+// and due order hold within a partition.
+//
 // Delivery is at least once: a message may be delivered again after a
 // consumer crash, a slow consumer, or an uncertain Ack. Make consumers
 // idempotent (IdempotencyService exists for that).
@@ -78,6 +84,9 @@ type QueueServiceClient interface {
 	// With receipts: the call succeeds, and expired_receipts lists those whose
 	// claims were not live.
 	// Retry: a retry after an Ack that did happen finds the receipts expired.
+	// On a partitioned queue (config queue.partitioned) receipts of several
+	// partitions are deleted one partition at a time: after UNAVAILABLE, those
+	// of some partitions may be deleted and the rest not.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
 	// Nack gives a claimed message back for another attempt after delay (unset:
 	// exponential backoff with jitter by attempt, config queue.nack_backoff_base
@@ -195,6 +204,12 @@ func (c *queueServiceClient) Redrive(ctx context.Context, in *RedriveRequest, op
 // and a group (the messages of a group are delivered in enqueue order, at
 // most one at a time, as SQS FIFO's message groups).
 //
+// A queue may be spread over several partitions by configuration
+// (queue.partitioned), one per Redis Cluster master: each partition is a
+// queue of its own, a group's messages stay in one, Claim takes from every
+// partition, Stats sums them, and a receipt names its partition. Priority
+// and due order hold within a partition.
+//
 // Delivery is at least once: a message may be delivered again after a
 // consumer crash, a slow consumer, or an uncertain Ack. Make consumers
 // idempotent (IdempotencyService exists for that).
@@ -223,6 +238,9 @@ type QueueServiceServer interface {
 	// With receipts: the call succeeds, and expired_receipts lists those whose
 	// claims were not live.
 	// Retry: a retry after an Ack that did happen finds the receipts expired.
+	// On a partitioned queue (config queue.partitioned) receipts of several
+	// partitions are deleted one partition at a time: after UNAVAILABLE, those
+	// of some partitions may be deleted and the rest not.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
 	// Nack gives a claimed message back for another attempt after delay (unset:
 	// exponential backoff with jitter by attempt, config queue.nack_backoff_base
