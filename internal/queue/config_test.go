@@ -37,7 +37,9 @@ func TestConfigValidate(t *testing.T) {
 		{"zero name bytes", func(c *queue.Config) { c.MaxNameBytes = 0 }, "limits.max_name_bytes: must be at least 1, got 0"},
 		{"zero partitions", func(c *queue.Config) { c.Partitioned = []queue.Partitioned{{Namespace: "ns", Name: "q"}} },
 			"queue.partitioned[0].partitions: is 0; it must be between 1 and 64"},
-		{"65 partitions", func(c *queue.Config) { c.Partitioned = []queue.Partitioned{{Namespace: "ns", Name: "q", Partitions: 65}} },
+		{"65 partitions", func(c *queue.Config) {
+			c.Partitioned = []queue.Partitioned{{Namespace: "ns", Name: "q", Partitions: 65}}
+		},
 			"queue.partitioned[0].partitions: is 65; it must be between 1 and 64"},
 		{"partitioned without a name", func(c *queue.Config) { c.Partitioned = []queue.Partitioned{{Namespace: "ns", Partitions: 3}} },
 			"queue.partitioned[0].name"},
