@@ -991,8 +991,9 @@ func TestRegressionSubscribeAfterClose(t *testing.T) {
 
 // TestSessionIndexExpiresWithItsSessions: a namespace's session index (kept
 // for session.max_per_namespace) lives as long as its latest session's
-// deadline, so the index of a namespace that went idle does not stay in
-// Redis forever. (Before, the index had no TTL.)
+// score (its deadline, plus up to 3 ttl once a refresh touched it), so the
+// index of a namespace that went idle does not stay in Redis forever.
+// (Before, the index had no TTL.)
 func TestSessionIndexExpiresWithItsSessions(t *testing.T) {
 	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Config{})
 	ctx := context.Background()
@@ -1008,7 +1009,44 @@ func TestSessionIndexExpiresWithItsSessions(t *testing.T) {
 	if _, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if ttl, err := c.PTTL(ctx, idx).Result(); err != nil || ttl <= 30*time.Second || ttl > 61*time.Second {
-		t.Fatalf("the index's TTL after renewing the session to 1m = %v, %v; want about 1m", ttl, err)
+	if ttl, err := c.PTTL(ctx, idx).Result(); err != nil || ttl <= 3*time.Minute || ttl > 4*time.Minute+time.Second {
+		t.Fatalf("the index's TTL after renewing the session to 1m = %v, %v; want about 4m (1m and 3 ttl)", ttl, err)
+	}
+}
+
+// TestSessionIndexTouchedRarely: a session's heartbeats go to its
+// namespace's index (one hot key for the whole namespace) about once in
+// six, and its score there never falls below its deadline, so that an
+// admission never takes it for ended while it lives.
+func TestSessionIndexTouchedRarely(t *testing.T) {
+	clk := clock.NewFake(rgT0)
+	s, c, _ := rgStandalone(t, redistest.Standalone(t), clk, Config{})
+	ctx := context.Background()
+	ns := "touch" + strings.ToLower(token.New()[:8])
+	sid := ns + ":" + token.New()
+	const ttl = 9 * time.Second
+	if _, err := s.CreateSession(ctx, sid, ttl, 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	idx := s.keys.sessionIndex(ns)
+	touches, last := 0, c.ZScore(ctx, idx, sid).Val()
+	const beats = 30
+	for range beats {
+		clk.Advance(ttl / 3)
+		st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		score := c.ZScore(ctx, idx, sid).Val()
+		if score != last {
+			touches++
+			last = score
+		}
+		if dl := float64(st.ExpireTime.UnixMicro()); score < dl {
+			t.Fatalf("index score %v below the session's deadline %v", score, dl)
+		}
+	}
+	if touches < beats/7 || touches > beats/5+1 {
+		t.Errorf("%d heartbeats touched the index %d times; want about one in six", beats, touches)
 	}
 }

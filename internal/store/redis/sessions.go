@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,13 +59,8 @@ func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration,
 	err := s.do(ctx, "CreateSession", s.keys.session(id)[0], func(ctx context.Context) error {
 		indexed := ""
 		if max > 0 {
-			admitted, err := decodeIndex(s.eval(ctx, sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))},
-				"admit", id, ttl.Microseconds(), max))
-			if err != nil {
+			if err := s.admitSession(ctx, id, ttl, max); err != nil {
 				return err
-			}
-			if !admitted {
-				return store.ErrTooManySessions
 			}
 			indexed = "1"
 		}
@@ -79,17 +75,75 @@ func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration,
 	return st, err
 }
 
-// decodeIndex reads session_index.lua's reply: whether it admitted (or
-// touched, or removed).
-func decodeIndex(cmd *redis.Cmd) (bool, error) {
-	n, err := intOf(sessionIndex, cmd)
+// admitSession admits session id to its namespace's index, which holds
+// at most max sessions. A full index names its sessions with the lowest
+// scores, which may have ended since a refresh last touched them (a touch
+// is rare: session_refresh.lua): those found ended are removed and the
+// session is admitted if that made room. store.ErrTooManySessions if not.
+func (s *Store) admitSession(ctx context.Context, id string, ttl time.Duration, max int) error {
+	idx := []string{s.keys.sessionIndex(store.Namespace(id))}
+	admit := func() ([]string, error) {
+		return decodeIndex(s.eval(ctx, sessionIndex, idx, "admit", id, ttl.Microseconds(), max))
+	}
+	full, err := admit()
+	if err != nil || full == nil {
+		return err
+	}
+	calls := make([]call, len(full))
+	for i, other := range full {
+		calls[i] = call{sessionDeadline, s.keys.session(other), nil}
+	}
+	ended := []any{"remove"}
+	for i, cmd := range s.evalPipelined(ctx, calls) {
+		r, err := replyOf(sessionDeadline, cmd)
+		if err != nil {
+			return err
+		}
+		if r.code(codeOK, codeSessionGone) == codeSessionGone {
+			ended = append(ended, full[i])
+		}
+		if err := r.done(); err != nil {
+			return err
+		}
+	}
+	if len(ended) == 1 {
+		return store.ErrTooManySessions
+	}
+	if _, err := decodeIndex(s.eval(ctx, sessionIndex, idx, ended...)); err != nil {
+		return err
+	}
+	if full, err = admit(); err != nil || full == nil {
+		return err
+	}
+	return store.ErrTooManySessions
+}
+
+// decodeIndex reads session_index.lua's reply: OK (nil), or, for an admit
+// to a full index, the IDs it names (never empty: a full index has one).
+func decodeIndex(cmd *redis.Cmd) ([]string, error) {
+	v, err := cmd.Result()
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	if n != codeOK && n != codeNo {
-		return false, fmt.Errorf("%w: %s replied code %d", errCorrupt, sessionIndex.name, n)
+	if n, ok := v.(int64); ok && n == codeOK {
+		return nil, nil
 	}
-	return n == codeOK, nil
+	r, err := replyOf(sessionIndex, cmd)
+	if err != nil {
+		return nil, err
+	}
+	r.code(codeNo)
+	ids := make([]string, 0, r.len()-1)
+	for i := 1; i < r.len(); i++ {
+		ids = append(ids, r.str(i))
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: %s replied a full index without its sessions", errCorrupt, sessionIndex.name)
+	}
+	return ids, nil
 }
 
 // decodeCreate reads session_create.lua's reply: the deadline and now.
@@ -127,7 +181,7 @@ func (s *Store) CheckSession(ctx context.Context, ref store.SessionRef) (store.S
 type refreshed struct {
 	code          int64 // codeOK live, codeExpired, codeSessionGone, codeClosing, codeSuperseded
 	deadline, now int64
-	indexed       bool
+	touch         int64 // the session's new score in its namespace's index; 0: none
 	stream        uint64
 	reports       []store.LostHold // by Seq
 	holds         []sessionHold
@@ -143,7 +197,12 @@ func decodeRefresh(cmd *redis.Cmd) (refreshed, error) {
 	if out.code != codeOK && out.code != codeExpired {
 		return out, r.done()
 	}
-	out.deadline, out.now, out.indexed, out.stream = r.int(1), r.int(2), r.str(3) == "1", r.uint(4)
+	out.deadline, out.now, out.stream = r.int(1), r.int(2), r.uint(4)
+	if t := r.str(3); t != "" {
+		if out.touch, err = strconv.ParseInt(t, 10, 64); err != nil || out.touch <= 0 {
+			return out, fmt.Errorf("%w: %s's reply: index score %q", errCorrupt, sessionRefresh.name, t)
+		}
+	}
 	n := r.int(5)
 	if err := r.done(); err != nil {
 		return out, err
@@ -214,8 +273,8 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 			// A binding not yet confirmed is checked, never renewed.
 			calls[i] = holdKinds[h.kind].refresh(s.keys, h.name, h.token, dl, mode != "check" && !h.pending)
 		}
-		if mode != "check" && rs.indexed {
-			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"touch", id, dl, 0}})
+		if rs.touch > 0 {
+			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"touch", id, rs.touch}})
 		}
 		// The index is bookkeeping for a cap: its failure must not fail the
 		// keepalive; the holds' must (their outcome is unknown).
@@ -318,7 +377,7 @@ func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store
 		calls[i] = holdKinds[h.kind].drop(s.keys, h.name, h.token)
 	}
 	if c.indexed {
-		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id, 0, 0}})
+		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id}})
 	}
 	var released []store.ReleasedHold
 	for i, cmd := range s.evalPipelined(ctx, calls)[:len(c.holds)] {

@@ -9,13 +9,18 @@
 -- Returns {SESSION_GONE} unknown (or expired longer than the grace ago);
 -- {CLOSING} a close began and did not finish (the caller finishes it);
 -- {SUPERSEDED} the caller's stream was superseded; else
--- {code, deadline, now, indexed, epoch, n, seq, report, ... (n pairs),
+-- {code, deadline, now, touch, epoch, n, seq, report, ... (n pairs),
 -- field, entry, ...} with code EXPIRED (its holds became reports, once;
 -- nothing is renewed) or OK live (renewed unless "check"), the
 -- unacknowledged reports, and, if live, the hold entries left in the set
 -- (field "kind:name"); if EXPIRED, the entries this call made reports of
--- (the caller drops their holds: their ends are due now). indexed is "1" if the session is in its namespace's
--- index. The set and the reports are bounded by the session's cap
+-- (the caller drops their holds: their ends are due now). touch is the
+-- score the caller gives the session in its namespace's index, or "" for
+-- no touch: a session in the index (field ix: the score it was last
+-- given, "1" for its admission's) is touched when a renewal brings its
+-- deadline within a ttl of that score, to 3 ttl past its deadline, so
+-- that one heartbeat in about six goes to the index (session_index.lua).
+-- The set and the reports are bounded by the session's cap
 -- (session_add_hold.lua counts both).
 local cur = redis.call('HMGET', KEYS[1], 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq')
 if not cur[2] then return {SESSION_GONE} end
@@ -38,6 +43,7 @@ if ack > 0 then
 end
 local code = OK
 local expiredEntries = {}
+local touch = ''
 if deadline <= now then
   code = EXPIRED
   local seq = tonumber(cur[6] or '0')
@@ -63,12 +69,17 @@ elseif ARGV[3] ~= 'check' then
   if ttl <= 0 then ttl = tonumber(cur[1]) end
   deadline = math.max(deadline, now + ttl) -- never shortened
   redis.call('HSET', KEYS[1], 'ttl', s(ttl), 'dl', s(deadline))
+  local ix = tonumber(cur[3] or '') -- nil: not in the index ('' at its creation)
+  if ix and (cur[3] == '1' or ix < deadline + ttl) then
+    touch = s(deadline + 3 * ttl)
+    redis.call('HSET', KEYS[1], 'ix', touch)
+  end
   expireAt(KEYS[1], deadline + grace)
   expireAt(KEYS[2], deadline + grace)
   expireAt(KEYS[3], deadline + grace)
 end
 local reports = redis.call('HGETALL', KEYS[3])
-local out = {code, deadline, now, cur[3] or '', epoch, #reports / 2}
+local out = {code, deadline, now, touch, epoch, #reports / 2}
 for i = 1, #reports do out[#out + 1] = reports[i] end
 if code == OK then
   local entries = redis.call('HGETALL', KEYS[2])
