@@ -75,6 +75,10 @@ func ltWant(t *testing.T, what string, keys map[string]time.Duration, want map[s
 
 const ltSlop = 5 * time.Second
 
+// ltExpiryStep is prelude.lua's expiryStep: keys that follow a renewed
+// deadline (a session's, its holds') expire at their need rounded up to it.
+const ltExpiryStep = 30 * time.Second
+
 func TestKeyLifetimes(t *testing.T) {
 	addr := redistest.Standalone(t)
 	clk := clock.NewFake(rgT0)
@@ -189,7 +193,8 @@ func TestKeyLifetimes(t *testing.T) {
 // TestHoldKeyLifetimes: a lock's keys end with what they hold. Released
 // with nobody waiting, a lock leaves its fence counter only; while it is
 // held and a waiter queues, every other key has a TTL: the holder's keys
-// its deadline plus the longest lock-delay, the queue's (and meta, which
+// its deadline plus the longest lock-delay rounded up to prelude.lua's
+// expiryStep, the queue's (and meta, which
 // keeps the arrival counter) the ticket's lease; the woken grant empties
 // the queue and leaves the holder's keys.
 func TestHoldKeyLifetimes(t *testing.T) {
@@ -215,29 +220,37 @@ func TestHoldKeyLifetimes(t *testing.T) {
 			t.Fatalf("ReleaseLock = %v, %v", ok, err)
 		}
 	}
-	const maxDelay = store.MaxLockDelay
-	held := time.Minute + maxDelay + time.Millisecond
+	// held is the TTL the holder's keys must have: until its deadline plus
+	// the longest lock-delay, rounded up to a whole step.
+	held := func(g store.LockGrant) time.Duration {
+		need := g.ExpireTime.Add(store.MaxLockDelay).UnixMicro()
+		step := ltExpiryStep.Microseconds()
+		// From the grant's time (its deadline less its TTL), a millisecond
+		// more, rounded up (prelude.lua).
+		at := g.ExpireTime.Add(-time.Minute)
+		return time.UnixMicro(need-need%step+step).Sub(at) + 2*time.Millisecond
+	}
 
 	a := token.New()
-	lock(a, nil)
-	ltWant(t, "held", ltKeys(t, c, pattern), map[string]time.Duration{h: held, dl: held, fence: -1})
+	g := lock(a, nil)
+	ltWant(t, "held", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: -1})
 	release(a)
 	ltWant(t, "released", ltKeys(t, c, pattern), map[string]time.Duration{fence: -1})
 
 	a, b := token.New(), token.New()
 	w := &store.WaitTicket{Ticket: token.New(), Instance: "i", Lease: store.WaitLease}
-	lock(a, nil)
+	g = lock(a, nil)
 	if g := lock(b, w); g.Acquired || !g.Queued {
 		t.Fatalf("second lock = %+v, want queued", g)
 	}
 	lease := store.WaitLease + time.Millisecond
-	ltWant(t, "held, one waiting", ltKeys(t, c, pattern), map[string]time.Duration{h: held, dl: held, fence: -1,
+	ltWant(t, "held, one waiting", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: -1,
 		q: lease, ql: lease, qi: lease, qx: lease, meta: lease})
 	release(a)
-	if g := lock(b, w); !g.Acquired {
+	if g = lock(b, w); !g.Acquired {
 		t.Fatalf("woken lock = %+v, want acquired", g)
 	}
-	ltWant(t, "the waiter holds it", ltKeys(t, c, pattern), map[string]time.Duration{h: held, dl: held, fence: -1})
+	ltWant(t, "the waiter holds it", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: -1})
 	release(b)
 	ltWant(t, "all released", ltKeys(t, c, pattern), map[string]time.Duration{fence: -1})
 }

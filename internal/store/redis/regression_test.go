@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -1048,5 +1049,81 @@ func TestSessionIndexTouchedRarely(t *testing.T) {
 	}
 	if touches < beats/7 || touches > beats/5+1 {
 		t.Errorf("%d heartbeats touched the index %d times; want about one in six", beats, touches)
+	}
+}
+
+// TestHeartbeatsRarelyMoveTTLs: a session's keys and its lock's keep a TTL
+// past what they need (the session's deadline plus its grace; the hold's
+// deadline plus the longest lock-delay) after every heartbeat, while most
+// heartbeats set no TTL at all (their needs, rounded up to prelude.lua's
+// expiryStep, stay within a step). Each key's absolute expiry
+// (PEXPIRETIME) is turned back into the simulated clock's time through the
+// offset of the call that last changed it.
+func TestHeartbeatsRarelyMoveTTLs(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	addr := redistest.StartStandalone(t).Addr()
+	s, c, _ := rgStandalone(t, addr, clk, Config{})
+	ctx := context.Background()
+	const ttl = 9 * time.Second
+	sid := "ttl:" + token.New()
+	if _, err := s.CreateSession(ctx, sid, ttl, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "n", Token: token.New(), Owner: "o", SessionID: sid})
+	if err != nil || !g.Acquired {
+		t.Fatalf("AcquireLock = %+v, %v", g, err)
+	}
+	sessionKeys := s.keys.session(sid)
+	hk := s.keys.hold(store.HoldLock, "n")
+	holdKeys := []string{hk[0], hk[2], hk[3]} // holders, by deadline, by session
+	slack := time.Hour.Milliseconds() + 1     // timeArgs' slack, and prelude.lua's millisecond
+	expiry := map[string]int64{}              // PEXPIRETIME last seen
+	setAt := map[string]time.Duration{}       // simulated minus real time when it was set
+	check := func(beat int, dl time.Time) {
+		t.Helper()
+		offset := clk.Now().Sub(time.Now())
+		for _, k := range append(append([]string{}, sessionKeys[:2]...), holdKeys...) {
+			ms, err := c.PExpireTime(ctx, k).Result()
+			if err != nil || ms <= 0 {
+				t.Fatalf("beat %d: PEXPIRETIME %s = %v, %v", beat, k, ms, err)
+			}
+			if ms.Milliseconds() != expiry[k] {
+				expiry[k], setAt[k] = ms.Milliseconds(), offset
+			}
+			until := time.UnixMilli(expiry[k] - slack).Add(setAt[k])
+			need := dl.Add(store.SessionGrace)
+			if slices.Contains(holdKeys, k) {
+				need = dl.Add(store.MaxLockDelay)
+			}
+			if until.Before(need.Add(-time.Second)) { // a second for the offsets' own error
+				t.Fatalf("beat %d: %s lasts until %v, %v short of what it needs", beat, k, until, need.Sub(until))
+			}
+		}
+	}
+	check(0, g.ExpireTime)
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const beats = 30
+	for i := range beats {
+		clk.Advance(ttl / 3)
+		st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
+		if err != nil || st.Expired || len(st.Lost) > 0 {
+			t.Fatalf("beat %d: KeepAliveSession = %+v, %v", i+1, st, err)
+		}
+		check(i+1, st.ExpireTime)
+	}
+	stats, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	if m := regexp.MustCompile(`cmdstat_pexpire:calls=(\d+)`).FindStringSubmatch(stats); m != nil {
+		calls, _ = strconv.Atoi(m[1])
+	}
+	// 30 beats of 3 s cross a 30 s step 3 times: 3 session keys and 3 hold
+	// keys then (6 a crossing; once per key per beat would be 180).
+	if calls == 0 || calls > 4*6 {
+		t.Errorf("%d heartbeats ran PEXPIRE %d times; want a few crossings of a step (at most %d)", beats, calls, 4*6)
 	}
 }

@@ -109,14 +109,20 @@ end
 -- A holder's keys must outlive its deadline by maxDelay (its lock-delay is
 -- applied when it is removed); a semaphore's meta (its limit) as long, an
 -- election's meta and log electionKeep longer.
+-- Rounded up a step (stepUp), so that a renewal that stays within the
+-- step needs no new TTL (hold_session.lua): every holder's keys last at
+-- least until holderUntil(its deadline) while it is a holder, as keep()
+-- only lengthens a TTL and no script empties a key that holds it.
+local function holderUntil(dl) return stepUp(dl + maxDelay) end
 local function holderNeed(dl, bound)
-  need(1, dl + maxDelay)
-  need(3, dl + maxDelay)
-  if bound then need(4, dl + maxDelay) end
-  if kind == 'semaphore' then need(9, dl + maxDelay) end
+  local t = holderUntil(dl)
+  need(1, t)
+  need(3, t)
+  if bound then need(4, t) end
+  if kind == 'semaphore' then need(9, t) end
   if kind == 'election' then
-    need(9, dl + maxDelay + electionKeep)
-    need(10, dl + maxDelay + electionKeep)
+    need(9, t + electionKeep)
+    need(10, t + electionKeep)
   end
 end
 -- A ticket's keys (and meta's seq) must last until its lease ends.

@@ -44,8 +44,10 @@ if ARGV[7] == 'renew' then
   local deadline = tonumber(ARGV[6])
   if r.hold > 0 and r.hold < deadline then deadline = r.hold end
   if deadline > r.dl then
+    local before = holderUntil(r.dl)
     setDeadline(tok, r, deadline)
-    keep()
+    -- Its keys last until holderUntil(r.dl) already (holderNeed).
+    if holderUntil(deadline) > before then keep() else want = {} end
   end
 end
 return {OK}

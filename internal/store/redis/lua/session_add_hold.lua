@@ -14,5 +14,5 @@ if deadline <= now or cur[2] then return {SESSION_GONE} end
 local max = tonumber(ARGV[6])
 if max > 0 and redis.call('HLEN', KEYS[2]) + redis.call('HLEN', KEYS[3]) >= max then return {FULL} end
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
-expireAt(KEYS[2], deadline + tonumber(ARGV[5]))
+expireAt(KEYS[2], stepUp(deadline + tonumber(ARGV[5])))
 return {OK, deadline}

@@ -9,5 +9,5 @@
 local deadline = now + tonumber(ARGV[3])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('HSET', KEYS[1], 'ttl', ARGV[3], 'dl', s(deadline), 'ix', ARGV[5], 'gen', '1', 'seq', '0', 'ld', ARGV[6])
-expireAt(KEYS[1], deadline + tonumber(ARGV[4]))
+expireAt(KEYS[1], stepUp(deadline + tonumber(ARGV[4])))
 return {OK, deadline, now}

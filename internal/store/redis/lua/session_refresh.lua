@@ -58,7 +58,7 @@ if deadline <= now then
   end
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[1], 'seq', s(seq))
-  expireAt(KEYS[3], deadline + grace)
+  expireAt(KEYS[3], stepUp(deadline + grace))
 elseif ARGV[3] ~= 'check' then
   if ARGV[3] == 'resume' then
     epoch = epoch + 1
@@ -67,6 +67,7 @@ elseif ARGV[3] ~= 'check' then
   end
   local ttl = tonumber(ARGV[4])
   if ttl <= 0 then ttl = tonumber(cur[1]) end
+  local before = stepUp(deadline + grace)
   deadline = math.max(deadline, now + ttl) -- never shortened
   redis.call('HSET', KEYS[1], 'ttl', s(ttl), 'dl', s(deadline))
   local ix = tonumber(cur[3] or '') -- nil: not in the index ('' at its creation)
@@ -74,9 +75,15 @@ elseif ARGV[3] ~= 'check' then
     touch = s(deadline + 3 * ttl)
     redis.call('HSET', KEYS[1], 'ix', touch)
   end
-  expireAt(KEYS[1], deadline + grace)
-  expireAt(KEYS[2], deadline + grace)
-  expireAt(KEYS[3], deadline + grace)
+  -- Every script keeps the three keys until at least stepUp(deadline +
+  -- grace) of the deadline it saw (session_mark_lost.lua copies the
+  -- session's TTL), so they need a new TTL only when that moves.
+  local keepUntil = stepUp(deadline + grace)
+  if keepUntil > before then
+    expireAt(KEYS[1], keepUntil)
+    expireAt(KEYS[2], keepUntil)
+    expireAt(KEYS[3], keepUntil)
+  end
 end
 local reports = redis.call('HGETALL', KEYS[3])
 local out = {code, deadline, now, touch, epoch, #reports / 2}
