@@ -264,7 +264,8 @@ func (b *bench) runAllowHot(ctx context.Context) {
 var errNotReleased = errors.New("release: the lock just granted was not released")
 
 // runLockRelease measures a Lock and its Release on random names: the
-// direct scripts, redislock, then coordd. A name taken by another worker
+// direct scripts, redislock, etcd's concurrency.Mutex (--peers), then
+// coordd. A name taken by another worker
 // at that moment is a miss (not acquired), not an error.
 func (b *bench) runLockRelease(ctx context.Context) {
 	const scenario = "lock-release"
@@ -307,6 +308,7 @@ func (b *bench) runLockRelease(ctx context.Context) {
 			return l.Release(ctx)
 		})
 	}
+	b.runEtcdPeers(ctx)
 	ttl := durationpb.New(lockTTL)
 	b.measure(ctx, scenario, tCoordd, b.cfg.CoorddPID, func(ctx context.Context, w *worker) error {
 		c := b.cl.locks[w.id%len(b.cl.locks)]

@@ -28,7 +28,8 @@ import (
 // with COORDD_TEST_REDIS_CLUSTER (or COORDD_TEST_REDIS) set — the shared
 // instances of scripts/redis-cluster.sh — on that Redis with a key prefix of
 // its own and --baseline against it. The two run side by side; neither needs
-// a coordd already running.
+// a coordd already running. The peers run too: etcd and etcd-fsync in the
+// memory run.
 
 var (
 	buildOnce          sync.Once
@@ -219,7 +220,16 @@ func TestSmokeMemory(t *testing.T) {
 	for _, s := range allScenarios[1:] {
 		want[s] = []string{tCoordd}
 	}
+	want["lock-release"] = []string{tEtcd, tEtcdFsync, tCoordd}
 	checkResults(t, rep, table, want)
+	for _, vs := range []string{tEtcd, tEtcdFsync} {
+		if r := rep.find(peerScenario[vs], vs); r == nil || r.ServerCPUPerOpUs <= 0 {
+			t.Errorf("%s: its server process not read: %+v", vs, r)
+		}
+		if r := rep.ratioOf(peerScenario[vs], vs); r == nil || r.Ops == 0 || r.CPU == 0 {
+			t.Errorf("coordd ÷ %s: %+v", vs, r)
+		}
+	}
 	if r := rep.find("allow-token_bucket", tCoordd); r == nil || r.ServerRSSAfter <= 0 {
 		t.Errorf("coordd's process not read with --coordd-pid: %+v", r)
 	}
@@ -258,7 +268,7 @@ func TestSmokeRedisBaseline(t *testing.T) {
 	addr, pid, _ := startCoordd(t, "COORDD_STORE=redis", "COORDD_REDIS_ADDRS="+addrs, "COORDD_REDIS_MODE="+mode,
 		"COORDD_REDIS_KEY_PREFIX="+prefix, "--config="+conf)
 	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--baseline",
-		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix,
+		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix, "--peers", "none",
 		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,queue-partitions,sessions"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	checkResults(t, rep, table, map[string][]string{
