@@ -133,6 +133,8 @@ runs (see docs/benchmarks.md):
   etcd               lock-release: a single-node etcd (embedded, in a child
                      process; fsync off), concurrency.Mutex TryLock + Unlock
   etcd-fsync         the same with fsync on
+  gubernator         allow-token_bucket: one gubernator node (child process),
+                     GetRateLimits with the same token bucket
 A peer that cannot start gets a row that says why; the run goes on.
 
 With --coordd-bin before=PATH,after=PATH coordbench starts each binary in
@@ -186,7 +188,7 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.Hold, "hold", 0, "lock-contention, semaphore-contention: how long a holder keeps the lock or permit before Release (0: releases at once)")
 	fs.IntVar(&c.SemLimit, "semaphore-limit", 4, "semaphore-contention: the semaphore's limit (permits)")
 	var bins, peers string
-	fs.StringVar(&peers, "peers", "all", "peers to measure beside coordd, comma separated: etcd, etcd-fsync, all or none (see above)")
+	fs.StringVar(&peers, "peers", "all", "peers to measure beside coordd, comma separated: etcd, etcd-fsync, gubernator, all or none (see above)")
 	fs.StringVar(&bins, "coordd-bin", "", "LABEL=PATH,...: start each coordd binary in turn and run the scenarios against each (instead of --addr); see above")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

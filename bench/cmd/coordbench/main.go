@@ -5,8 +5,8 @@
 // (redis_rate, redislock, asynq). Every run also measures an empty unary
 // gRPC call, the floor no gRPC service can beat, and, with --peers (all by
 // default), the services users would deploy instead, each started by
-// coordbench in the scenario it compares with: etcd (lock-release). See
-// docs/benchmarks.md.
+// coordbench in the scenario it compares with: etcd (lock-release) and
+// gubernator (allow-token_bucket). See docs/benchmarks.md.
 //
 //	coordbench --addr 127.0.0.1:7070 --duration 5s
 //	coordbench --baseline --redis 127.0.0.1:17001,127.0.0.1:17002 --coordd-pid $PID --json out.json
@@ -49,6 +49,8 @@ func main() {
 			err = serveEmpty(os.Stdin, os.Stdout)
 		case "serve-etcd":
 			err = serveEtcd(os.Args[2:], os.Stdin, os.Stdout)
+		case "serve-gubernator":
+			err = serveGubernator(os.Stdin, os.Stdout)
 		default:
 			err = errors.New("unknown child mode")
 		}

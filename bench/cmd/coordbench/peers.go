@@ -5,7 +5,9 @@ package main
 // machine, with the same load generator (issue 12):
 //
 //   - etcd, etcd-fsync (lock-release): an embedded single-node etcd in a
-//     child process, concurrency.Mutex (peer_etcd.go).
+//     child process, concurrency.Mutex (peer_etcd.go);
+//   - gubernator (allow-token_bucket): one gubernator node in a child
+//     process (peer_gubernator.go).
 //
 // A peer runs only when its scenario runs and --peers names it (all, the
 // default, names every one). One that cannot start gets a row that says
@@ -21,11 +23,11 @@ import (
 const tEtcdFsync = "etcd-fsync"
 
 // allPeers are the peers, as --peers names them.
-var allPeers = []string{tEtcd, tEtcdFsync}
+var allPeers = []string{tEtcd, tEtcdFsync, tGubernator}
 
 // peerScenario is the scenario each peer is measured in.
 var peerScenario = map[string]string{
-	tEtcd: "lock-release", tEtcdFsync: "lock-release",
+	tEtcd: "lock-release", tEtcdFsync: "lock-release", tGubernator: "allow-token_bucket",
 }
 
 // parsePeers parses --peers: all, none, or a comma list of peers.

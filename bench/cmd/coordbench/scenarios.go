@@ -161,7 +161,8 @@ func (b *bench) runEmpty(ctx context.Context) error {
 }
 
 // runAllow measures Allow with one algorithm: the direct script, redis_rate
-// (the buckets: GCRA, the same algorithm), then coordd.
+// (the buckets: GCRA, the same algorithm), the peer of the algorithm
+// (gubernator: token bucket), then coordd.
 func (b *bench) runAllow(ctx context.Context, scenario, algo string) {
 	spec := limitSpecs[algo]
 	if b.rdb != nil {
@@ -191,6 +192,13 @@ func (b *bench) runAllow(ctx context.Context, scenario, algo string) {
 				}
 				return nil
 			})
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+	case algo == "token_bucket" && b.peerWanted(tGubernator):
+		if err := b.runGubernator(ctx, scenario, spec); err != nil {
+			b.peerFailed(scenario, tGubernator, err)
 		}
 	}
 	l := spec.proto()

@@ -28,8 +28,8 @@ import (
 // with COORDD_TEST_REDIS_CLUSTER (or COORDD_TEST_REDIS) set — the shared
 // instances of scripts/redis-cluster.sh — on that Redis with a key prefix of
 // its own and --baseline against it. The two run side by side; neither needs
-// a coordd already running. The peers run too: etcd and etcd-fsync in the
-// memory run.
+// a coordd already running. The peers run too: etcd, etcd-fsync and
+// gubernator in the memory run.
 
 var (
 	buildOnce          sync.Once
@@ -221,8 +221,9 @@ func TestSmokeMemory(t *testing.T) {
 		want[s] = []string{tCoordd}
 	}
 	want["lock-release"] = []string{tEtcd, tEtcdFsync, tCoordd}
+	want["allow-token_bucket"] = []string{tGubernator, tCoordd}
 	checkResults(t, rep, table, want)
-	for _, vs := range []string{tEtcd, tEtcdFsync} {
+	for _, vs := range []string{tEtcd, tEtcdFsync, tGubernator} {
 		if r := rep.find(peerScenario[vs], vs); r == nil || r.ServerCPUPerOpUs <= 0 {
 			t.Errorf("%s: its server process not read: %+v", vs, r)
 		}
