@@ -68,6 +68,7 @@ type config struct {
 	SemLimit    int           `json:"semaphore_limit"`
 	Bins        []binSpec     `json:"coordd_bins,omitempty"`
 	Peers       []string      `json:"peers"`
+	EnvoyBin    string        `json:"envoy_ratelimit_bin,omitempty"`
 
 	// For the JSON output, durations as strings.
 	DurationS   string `json:"duration"`
@@ -135,6 +136,10 @@ runs (see docs/benchmarks.md):
   etcd-fsync         the same with fsync on
   gubernator         allow-token_bucket: one gubernator node (child process),
                      GetRateLimits with the same token bucket
+  envoy-rl           allow-fixed_window: envoyproxy/ratelimit's server on the
+                     Redis of --redis, ShouldRateLimit with a descriptor
+                     whose limit is the scenario's; built with go install
+                     unless --envoy-ratelimit-bin
 A peer that cannot start gets a row that says why; the run goes on.
 
 With --coordd-bin before=PATH,after=PATH coordbench starts each binary in
@@ -188,7 +193,8 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.Hold, "hold", 0, "lock-contention, semaphore-contention: how long a holder keeps the lock or permit before Release (0: releases at once)")
 	fs.IntVar(&c.SemLimit, "semaphore-limit", 4, "semaphore-contention: the semaphore's limit (permits)")
 	var bins, peers string
-	fs.StringVar(&peers, "peers", "all", "peers to measure beside coordd, comma separated: etcd, etcd-fsync, gubernator, all or none (see above)")
+	fs.StringVar(&peers, "peers", "all", "peers to measure beside coordd, comma separated: etcd, etcd-fsync, gubernator, envoy-rl, all or none (see above)")
+	fs.StringVar(&c.EnvoyBin, "envoy-ratelimit-bin", "", "envoy-rl: a built envoyproxy/ratelimit server (default: go install of "+envoyRatelimitVersion+" into a temporary directory)")
 	fs.StringVar(&bins, "coordd-bin", "", "LABEL=PATH,...: start each coordd binary in turn and run the scenarios against each (instead of --addr); see above")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -27,8 +27,8 @@ func TestParseArgsDefaults(t *testing.T) {
 	if !slices.Equal(c.Scenarios, allScenarios) {
 		t.Fatalf("default scenarios %v, want all %v", c.Scenarios, allScenarios)
 	}
-	if !slices.Equal(c.Peers, allPeers) {
-		t.Fatalf("default peers %v, want all %v", c.Peers, allPeers)
+	if !slices.Equal(c.Peers, allPeers) || c.EnvoyBin != "" {
+		t.Fatalf("default peers %v (envoy binary %q), want all %v", c.Peers, c.EnvoyBin, allPeers)
 	}
 }
 

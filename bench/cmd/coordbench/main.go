@@ -5,8 +5,9 @@
 // (redis_rate, redislock, asynq). Every run also measures an empty unary
 // gRPC call, the floor no gRPC service can beat, and, with --peers (all by
 // default), the services users would deploy instead, each started by
-// coordbench in the scenario it compares with: etcd (lock-release) and
-// gubernator (allow-token_bucket). See docs/benchmarks.md.
+// coordbench in the scenario it compares with: etcd (lock-release),
+// gubernator (allow-token_bucket) and envoy ratelimit (allow-fixed_window,
+// on --redis). See docs/benchmarks.md.
 //
 //	coordbench --addr 127.0.0.1:7070 --duration 5s
 //	coordbench --baseline --redis 127.0.0.1:17001,127.0.0.1:17002 --coordd-pid $PID --json out.json
@@ -94,6 +95,7 @@ type bench struct {
 	usedAsynqQueues []string
 	usedRedisKeys   []string // keys that would outlive the run: allow-hot's hour-long buckets
 	contended       bool     // a contention scenario ran: its names' keys (contendedPattern) are deleted
+	envoyUsed       bool     // envoy ratelimit ran on --redis: its keys (envoyKeyPrefix) are deleted
 
 	// With --coordd-bin: the label of the binary whose turn it is.
 	binLabel string

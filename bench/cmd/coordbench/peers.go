@@ -7,7 +7,9 @@ package main
 //   - etcd, etcd-fsync (lock-release): an embedded single-node etcd in a
 //     child process, concurrency.Mutex (peer_etcd.go);
 //   - gubernator (allow-token_bucket): one gubernator node in a child
-//     process (peer_gubernator.go).
+//     process (peer_gubernator.go);
+//   - envoy-rl (allow-fixed_window): envoyproxy/ratelimit's server on the
+//     Redis of --redis (peer_envoy.go).
 //
 // A peer runs only when its scenario runs and --peers names it (all, the
 // default, names every one). One that cannot start gets a row that says
@@ -23,11 +25,11 @@ import (
 const tEtcdFsync = "etcd-fsync"
 
 // allPeers are the peers, as --peers names them.
-var allPeers = []string{tEtcd, tEtcdFsync, tGubernator}
+var allPeers = []string{tEtcd, tEtcdFsync, tGubernator, tEnvoy}
 
 // peerScenario is the scenario each peer is measured in.
 var peerScenario = map[string]string{
-	tEtcd: "lock-release", tEtcdFsync: "lock-release", tGubernator: "allow-token_bucket",
+	tEtcd: "lock-release", tEtcdFsync: "lock-release", tGubernator: "allow-token_bucket", tEnvoy: "allow-fixed_window",
 }
 
 // parsePeers parses --peers: all, none, or a comma list of peers.
@@ -66,4 +68,14 @@ func (b *bench) peerWanted(peer string) bool {
 // with no ops that says why.
 func (b *bench) peerFailed(scenario, peer string, err error) {
 	b.add(&Result{Scenario: scenario, Target: peer, Failed: err.Error()})
+}
+
+// peerSkipped records that peer was not run in scenario, and why (this
+// run's flags do not allow it), once.
+func (b *bench) peerSkipped(scenario, peer, why string) {
+	line := scenario + "/" + peer + ": " + why
+	if !slices.Contains(b.report.Skipped, line) {
+		b.progress("%s", line)
+		b.report.Skipped = append(b.report.Skipped, line)
+	}
 }

@@ -15,7 +15,7 @@ func TestParsePeers(t *testing.T) {
 		{"all", allPeers},
 		{"none", nil},
 		{"", nil},
-		{"gubernator, etcd", []string{tEtcd, tGubernator}}, // allPeers' order
+		{"envoy-rl, etcd", []string{tEtcd, tEnvoy}}, // allPeers' order
 		{"gubernator,all,etcd", allPeers},
 		{"etcd-fsync,etcd-fsync", []string{tEtcdFsync}},
 	} {
@@ -28,6 +28,26 @@ func TestParsePeers(t *testing.T) {
 		if !slices.Contains(allScenarios, peerScenario[p]) {
 			t.Errorf("peer %s: scenario %q is not a scenario", p, peerScenario[p])
 		}
+	}
+}
+
+// envoy ratelimit's configuration: the scenario's fixed window, a limit a
+// second per value of the descriptor key.
+func TestEnvoyConfig(t *testing.T) {
+	got, err := envoyConfig(limitSpecs["fixed_window"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "domain: coordbench\ndescriptors:\n  - key: key\n    rate_limit:\n      unit: second\n      requests_per_unit: 1000000\n"
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if _, err := envoyConfig(limitSpec{limit: 5, periodMicros: 1500}); err == nil {
+		t.Fatal("a period of 1.5 ms has no unit in envoy ratelimit: want an error")
+	}
+	b := &bench{cfg: &config{KeyPrefix: "cb1"}, runID: "0123abcd"}
+	if got := b.envoyKeyPrefix(); got != "cb1:envoy-rl:0123abcd:" {
+		t.Fatalf("CACHE_KEY_PREFIX %q", got)
 	}
 }
 

@@ -162,7 +162,7 @@ func (b *bench) runEmpty(ctx context.Context) error {
 
 // runAllow measures Allow with one algorithm: the direct script, redis_rate
 // (the buckets: GCRA, the same algorithm), the peer of the algorithm
-// (gubernator: token bucket), then coordd.
+// (gubernator: token bucket; envoy ratelimit: fixed window), then coordd.
 func (b *bench) runAllow(ctx context.Context, scenario, algo string) {
 	spec := limitSpecs[algo]
 	if b.rdb != nil {
@@ -199,6 +199,12 @@ func (b *bench) runAllow(ctx context.Context, scenario, algo string) {
 	case algo == "token_bucket" && b.peerWanted(tGubernator):
 		if err := b.runGubernator(ctx, scenario, spec); err != nil {
 			b.peerFailed(scenario, tGubernator, err)
+		}
+	case algo == "fixed_window" && b.peerWanted(tEnvoy) && len(b.cfg.Redis) == 0:
+		b.peerSkipped(scenario, tEnvoy, "needs --redis (the Redis it keeps its counters in: coordd's)")
+	case algo == "fixed_window" && b.peerWanted(tEnvoy):
+		if err := b.runEnvoy(ctx, scenario, spec); err != nil {
+			b.peerFailed(scenario, tEnvoy, err)
 		}
 	}
 	l := spec.proto()
