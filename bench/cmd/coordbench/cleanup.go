@@ -13,7 +13,8 @@ import (
 // cleanup deletes from Redis what the run left that does not expire by
 // itself: the fence counters of the lock names it used (they never expire,
 // by design), the queues it filled, in coordd's namespace and in the direct
-// baseline's, and asynq's queues. Rate-limit keys, idempotency keys and
+// baseline's, asynq's queues, and envoy ratelimit's counters (they would
+// expire, but up to EXPIRATION_JITTER_MAX_SECONDS, 5 minutes, late). Rate-limit keys, idempotency keys and
 // released locks expire on their own.
 func (b *bench) cleanup(ctx context.Context, c redis.UniversalClient) error {
 	var keys []string
@@ -43,6 +44,11 @@ func (b *bench) cleanup(ctx context.Context, c redis.UniversalClient) error {
 		if err != nil {
 			errs = append(errs, err)
 			break
+		}
+	}
+	if b.envoyUsed {
+		if err := deleteMatching(ctx, c, globEscape(b.envoyKeyPrefix())+"*"); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if b.contended {

@@ -67,6 +67,8 @@ type config struct {
 	Hold        time.Duration `json:"-"`
 	SemLimit    int           `json:"semaphore_limit"`
 	Bins        []binSpec     `json:"coordd_bins,omitempty"`
+	Peers       []string      `json:"peers"`
+	EnvoyBin    string        `json:"envoy_ratelimit_bin,omitempty"`
 
 	// For the JSON output, durations as strings.
 	DurationS   string `json:"duration"`
@@ -125,6 +127,21 @@ contention):
                      so: coordbench coordd-config prints it); with --redis,
                      each master's share of the Redis CPU
 
+Peers (--peers, comma separated, or all, the default, or none): services
+users would deploy instead of coordd, started by coordbench on loopback
+ports, each measured in the scenario it compares with when that scenario
+runs (see docs/benchmarks.md):
+  etcd               lock-release: a single-node etcd (embedded, in a child
+                     process; fsync off), concurrency.Mutex TryLock + Unlock
+  etcd-fsync         the same with fsync on
+  gubernator         allow-token_bucket: one gubernator node (child process),
+                     GetRateLimits with the same token bucket
+  envoy-rl           allow-fixed_window: envoyproxy/ratelimit's server on the
+                     Redis of --redis, ShouldRateLimit with a descriptor
+                     whose limit is the scenario's; built with go install
+                     unless --envoy-ratelimit-bin
+A peer that cannot start gets a row that says why; the run goes on.
+
 With --coordd-bin before=PATH,after=PATH coordbench starts each binary in
 turn (on free loopback ports, with its own environment plus COORDD_STORE and,
 with --redis, COORDD_REDIS_ADDRS, _MODE and _KEY_PREFIX from these flags) and
@@ -175,7 +192,9 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 	fs.StringVar(&c.Label, "label", "", "free text for the report, e.g. the coordd commit measured")
 	fs.DurationVar(&c.Hold, "hold", 0, "lock-contention, semaphore-contention: how long a holder keeps the lock or permit before Release (0: releases at once)")
 	fs.IntVar(&c.SemLimit, "semaphore-limit", 4, "semaphore-contention: the semaphore's limit (permits)")
-	var bins string
+	var bins, peers string
+	fs.StringVar(&peers, "peers", "all", "peers to measure beside coordd, comma separated: etcd, etcd-fsync, gubernator, envoy-rl, all or none (see above)")
+	fs.StringVar(&c.EnvoyBin, "envoy-ratelimit-bin", "", "envoy-rl: a built envoyproxy/ratelimit server (default: go install of "+envoyRatelimitVersion+" into a temporary directory)")
 	fs.StringVar(&bins, "coordd-bin", "", "LABEL=PATH,...: start each coordd binary in turn and run the scenarios against each (instead of --addr); see above")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -193,6 +212,9 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 		return nil, err
 	}
 	if c.Bins, err = parseBins(bins); err != nil {
+		return nil, err
+	}
+	if c.Peers, err = parsePeers(peers); err != nil {
 		return nil, err
 	}
 	switch c.RedisMode {

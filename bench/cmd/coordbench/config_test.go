@@ -27,6 +27,9 @@ func TestParseArgsDefaults(t *testing.T) {
 	if !slices.Equal(c.Scenarios, allScenarios) {
 		t.Fatalf("default scenarios %v, want all %v", c.Scenarios, allScenarios)
 	}
+	if !slices.Equal(c.Peers, allPeers) || c.EnvoyBin != "" {
+		t.Fatalf("default peers %v (envoy binary %q), want all %v", c.Peers, c.EnvoyBin, allPeers)
+	}
 }
 
 func TestParseArgs(t *testing.T) {
@@ -86,6 +89,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{"--store disk", "--store"},
 		{"--empty-server remote", "--empty-server"},
 		{"--claim-max 0", "--claim-max"},
+		{"--peers etcd,consul", `unknown peer "consul"`},
 		{"stray", `unexpected argument "stray"`},
 		{"--duration soon", "invalid value"},
 	} {

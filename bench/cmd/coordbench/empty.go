@@ -3,13 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -62,14 +62,15 @@ func serveEmpty(stdin io.Reader, stdout io.Writer) error {
 	return nil
 }
 
-// emptyServer is a running bare server: in this process, or in a child.
-type emptyServer struct {
+// childServer is a running server of coordbench's own: the bare server
+// (in this process, or in a child), or a peer's in a child.
+type childServer struct {
 	addr string
 	pid  int // the child's, for its CPU time; 0 in process
 	stop func()
 }
 
-func startEmptyServer(mode string) (*emptyServer, error) {
+func startEmptyServer(mode string) (*childServer, error) {
 	if mode == "inprocess" {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -77,14 +78,23 @@ func startEmptyServer(mode string) (*emptyServer, error) {
 		}
 		gs := newEmptyServer()
 		go func() { _ = gs.Serve(lis) }()
-		return &emptyServer{addr: lis.Addr().String(), stop: gs.Stop}, nil
+		return &childServer{addr: lis.Addr().String(), stop: gs.Stop}, nil
 	}
+	return startChild("serve-empty")
+}
+
+// startChild runs this executable with args (a child mode: serve-empty,
+// serve-etcd, serve-gubernator), which prints the address it serves on
+// stdout and exits when its stdin closes; stop closes it and waits (killing
+// the child after 10 s). The child's stderr is this process's.
+func startChild(args ...string) (*childServer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "serve-empty")
-	cmd.Stderr = os.Stderr
+	cmd := exec.Command(exe, args...)
+	errTail := &tailWriter{max: 4096}
+	cmd.Stderr = io.MultiWriter(os.Stderr, errTail)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -102,7 +112,7 @@ func startEmptyServer(mode string) (*emptyServer, error) {
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
 			<-done
 		}
@@ -110,12 +120,35 @@ func startEmptyServer(mode string) (*emptyServer, error) {
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("empty server child: %w", err)
+		return nil, fmt.Errorf("coordbench %s: %w (no address printed); its stderr ends: %s", args[0], err, errTail)
 	}
 	addr := strings.TrimSpace(line)
 	if addr == "" {
 		stop()
-		return nil, errors.New("empty server child printed no address")
+		return nil, fmt.Errorf("coordbench %s printed no address", args[0])
 	}
-	return &emptyServer{addr: addr, pid: cmd.Process.Pid, stop: stop}, nil
+	return &childServer{addr: addr, pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
 }

@@ -47,6 +47,9 @@ func (rep *Report) goals12() {
 	ratioGoal := func(goal, scenario, vs string, pick func(*Ratio) float64, bound float64, atMost bool, needStore string, clusterToo bool) {
 		r := rep.ratioOf(scenario, vs)
 		why := need(needStore, clusterToo)
+		if f := rep.find(scenario, vs); why == "" && f != nil && f.Failed != "" {
+			why = vs + " failed: " + firstLine(f.Failed)
+		}
 		if why == "" && (r == nil || pick(r) == 0) {
 			why = "scenario " + scenario + " or its " + vs + " row not run"
 		}
@@ -131,4 +134,10 @@ func (rep *Report) goals12() {
 		add(partsGoal, len(shares) == 3 && worst <= 0.2, worst,
 			fmt.Sprintf("%s (worst %.0f%% off a third)", strings.Join(shares, ", "), worst*100), "")
 	}
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -3,7 +3,11 @@
 // the same Redis in the same run: coordd's own Lua scripts sent straight to
 // Redis with go-redis, and the libraries users would otherwise pick
 // (redis_rate, redislock, asynq). Every run also measures an empty unary
-// gRPC call, the floor no gRPC service can beat. See docs/benchmarks.md.
+// gRPC call, the floor no gRPC service can beat, and, with --peers (all by
+// default), the services users would deploy instead, each started by
+// coordbench in the scenario it compares with: etcd (lock-release),
+// gubernator (allow-token_bucket) and envoy ratelimit (allow-fixed_window,
+// on --redis). See docs/benchmarks.md.
 //
 //	coordbench --addr 127.0.0.1:7070 --duration 5s
 //	coordbench --baseline --redis 127.0.0.1:17001,127.0.0.1:17002 --coordd-pid $PID --json out.json
@@ -38,9 +42,21 @@ func main() {
 		fmt.Print(partitionedConfig)
 		return
 	}
-	if len(os.Args) > 1 && os.Args[1] == "serve-empty" {
-		if err := serveEmpty(os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "coordbench serve-empty:", err)
+	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "serve-") {
+		// The child modes: servers of coordbench's own (empty.go, peers.go).
+		var err error
+		switch os.Args[1] {
+		case "serve-empty":
+			err = serveEmpty(os.Stdin, os.Stdout)
+		case "serve-etcd":
+			err = serveEtcd(os.Args[2:], os.Stdin, os.Stdout)
+		case "serve-gubernator":
+			err = serveGubernator(os.Stdin, os.Stdout)
+		default:
+			err = errors.New("unknown child mode")
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "coordbench %s: %v\n", os.Args[1], err)
 			os.Exit(1)
 		}
 		return
@@ -79,6 +95,7 @@ type bench struct {
 	usedAsynqQueues []string
 	usedRedisKeys   []string // keys that would outlive the run: allow-hot's hour-long buckets
 	contended       bool     // a contention scenario ran: its names' keys (contendedPattern) are deleted
+	envoyUsed       bool     // envoy ratelimit ran on --redis: its keys (envoyKeyPrefix) are deleted
 
 	// With --coordd-bin: the label of the binary whose turn it is.
 	binLabel string
@@ -282,6 +299,10 @@ func (b *bench) add(r *Result) {
 		p.Target = b.targetName(p.Target)
 	}
 	b.results = append(b.results, r)
+	if r.Failed != "" {
+		fmt.Fprintf(b.log, "  %s/%s: failed: %s\n", r.Scenario, r.Target, r.Failed)
+		return
+	}
 	line := fmt.Sprintf("  %s/%s: %.0f %s/s", r.Scenario, r.Target, r.OpsPerSec, r.unit())
 	if r.Latency != nil {
 		line += fmt.Sprintf(", p50 %s p99 %s", fmtUs(r.Latency.P50), fmtUs(r.Latency.P99))

@@ -38,6 +38,8 @@ type Result struct {
 	Redis *RedisCost `json:"redis,omitempty"`
 
 	FirstError string `json:"first_error,omitempty"`
+	// A peer that could not be started or readied: why (no ops then).
+	Failed string `json:"failed,omitempty"`
 
 	// queue-e2e: messages enqueued and claims made; its phases.
 	Enqueued int64 `json:"enqueued,omitempty"`
@@ -216,11 +218,13 @@ func (rep *Report) analyze() {
 	for _, s := range scenarios {
 		c := rep.find(s, tCoordd)
 		for _, o := range rep.Results {
-			if o.Scenario != s || o.Target == tCoordd {
+			if o.Scenario != s || o.Target == tCoordd || o.Failed != "" {
 				continue
 			}
+			// CPU: a peer's server process's (0 for the libraries: no
+			// server).
 			rep.Ratios = append(rep.Ratios, Ratio{Scenario: s, Vs: o.Target,
-				Ops: ratio(c.OpsPerSec, o.OpsPerSec), P99: ratio(p99(c), p99(o))})
+				Ops: ratio(c.OpsPerSec, o.OpsPerSec), P99: ratio(p99(c), p99(o)), CPU: ratio(c.ServerCPUPerOpUs, o.ServerCPUPerOpUs)})
 		}
 		calls, ok := callsPerOp[s]
 		if !ok {
@@ -447,6 +451,9 @@ func (rep *Report) writeText(out io.Writer) {
 			p50, p99, p999 = r.Latency.P50, r.Latency.P99, r.Latency.P999
 		}
 		rate := fmtInt(r.OpsPerSec)
+		if r.Failed != "" {
+			rate = "failed"
+		}
 		if r.Unit != "" {
 			rate += " " + r.Unit
 		}
@@ -476,6 +483,15 @@ func (rep *Report) writeText(out io.Writer) {
 		}
 	}
 	rep.writeContention(out)
+	var failed []string
+	for _, r := range rep.Results {
+		if r.Failed != "" {
+			failed = append(failed, fmt.Sprintf("  %s/%s: %s", r.Scenario, r.Target, strings.ReplaceAll(r.Failed, "\n", "\n    ")))
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(out, "\nfailed (not measured):\n%s\n", strings.Join(failed, "\n"))
+	}
 	if len(rep.Skipped) > 0 {
 		fmt.Fprintf(out, "\nskipped:\n  %s\n", strings.Join(rep.Skipped, "\n  "))
 	}

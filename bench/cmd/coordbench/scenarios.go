@@ -161,7 +161,8 @@ func (b *bench) runEmpty(ctx context.Context) error {
 }
 
 // runAllow measures Allow with one algorithm: the direct script, redis_rate
-// (the buckets: GCRA, the same algorithm), then coordd.
+// (the buckets: GCRA, the same algorithm), the peer of the algorithm
+// (gubernator: token bucket; envoy ratelimit: fixed window), then coordd.
 func (b *bench) runAllow(ctx context.Context, scenario, algo string) {
 	spec := limitSpecs[algo]
 	if b.rdb != nil {
@@ -191,6 +192,19 @@ func (b *bench) runAllow(ctx context.Context, scenario, algo string) {
 				}
 				return nil
 			})
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+	case algo == "token_bucket" && b.peerWanted(tGubernator):
+		if err := b.runGubernator(ctx, scenario, spec); err != nil {
+			b.peerFailed(scenario, tGubernator, err)
+		}
+	case algo == "fixed_window" && b.peerWanted(tEnvoy) && len(b.cfg.Redis) == 0:
+		b.peerSkipped(scenario, tEnvoy, "needs --redis (the Redis it keeps its counters in: coordd's)")
+	case algo == "fixed_window" && b.peerWanted(tEnvoy):
+		if err := b.runEnvoy(ctx, scenario, spec); err != nil {
+			b.peerFailed(scenario, tEnvoy, err)
 		}
 	}
 	l := spec.proto()
@@ -264,7 +278,8 @@ func (b *bench) runAllowHot(ctx context.Context) {
 var errNotReleased = errors.New("release: the lock just granted was not released")
 
 // runLockRelease measures a Lock and its Release on random names: the
-// direct scripts, redislock, then coordd. A name taken by another worker
+// direct scripts, redislock, etcd's concurrency.Mutex (--peers), then
+// coordd. A name taken by another worker
 // at that moment is a miss (not acquired), not an error.
 func (b *bench) runLockRelease(ctx context.Context) {
 	const scenario = "lock-release"
@@ -307,6 +322,7 @@ func (b *bench) runLockRelease(ctx context.Context) {
 			return l.Release(ctx)
 		})
 	}
+	b.runEtcdPeers(ctx)
 	ttl := durationpb.New(lockTTL)
 	b.measure(ctx, scenario, tCoordd, b.cfg.CoorddPID, func(ctx context.Context, w *worker) error {
 		c := b.cl.locks[w.id%len(b.cl.locks)]

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,7 +29,9 @@ import (
 // with COORDD_TEST_REDIS_CLUSTER (or COORDD_TEST_REDIS) set — the shared
 // instances of scripts/redis-cluster.sh — on that Redis with a key prefix of
 // its own and --baseline against it. The two run side by side; neither needs
-// a coordd already running.
+// a coordd already running. The peers run too: etcd, etcd-fsync and
+// gubernator in the memory run, envoy ratelimit (built once with go
+// install, as coordbench builds it) in the Redis run.
 
 var (
 	buildOnce          sync.Once
@@ -70,6 +73,28 @@ func build(t *testing.T) {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
+}
+
+var (
+	envoyOnce sync.Once
+	envoyBin  string
+	envoyErr  error
+)
+
+// buildEnvoy builds the pinned envoy ratelimit server into the build
+// directory, once.
+func buildEnvoy(t *testing.T) string {
+	t.Helper()
+	build(t)
+	envoyOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		envoyBin, envoyErr = buildEnvoyRatelimit(ctx, buildDir)
+	})
+	if envoyErr != nil {
+		t.Fatal(envoyErr)
+	}
+	return envoyBin
 }
 
 func TestMain(m *testing.M) {
@@ -219,7 +244,21 @@ func TestSmokeMemory(t *testing.T) {
 	for _, s := range allScenarios[1:] {
 		want[s] = []string{tCoordd}
 	}
+	// The peers that need no Redis; envoy ratelimit is skipped, and says why.
+	want["lock-release"] = []string{tEtcd, tEtcdFsync, tCoordd}
+	want["allow-token_bucket"] = []string{tGubernator, tCoordd}
 	checkResults(t, rep, table, want)
+	if !slices.ContainsFunc(rep.Skipped, func(s string) bool { return strings.HasPrefix(s, "allow-fixed_window/envoy-rl: needs --redis") }) {
+		t.Errorf("envoy-rl without --redis: not skipped: %q", rep.Skipped)
+	}
+	for _, vs := range []string{tEtcd, tEtcdFsync, tGubernator} {
+		if r := rep.find(peerScenario[vs], vs); r == nil || r.ServerCPUPerOpUs <= 0 {
+			t.Errorf("%s: its server process not read: %+v", vs, r)
+		}
+		if r := rep.ratioOf(peerScenario[vs], vs); r == nil || r.Ops == 0 || r.CPU == 0 {
+			t.Errorf("coordd ÷ %s: %+v", vs, r)
+		}
+	}
 	if r := rep.find("allow-token_bucket", tCoordd); r == nil || r.ServerRSSAfter <= 0 {
 		t.Errorf("coordd's process not read with --coordd-pid: %+v", r)
 	}
@@ -249,6 +288,7 @@ func TestSmokeRedisBaseline(t *testing.T) {
 	}
 	t.Parallel()
 	build(t)
+	envoy := buildEnvoy(t)
 	prefix := "cbtest" + newToken()[:8]
 	t.Cleanup(func() { deletePrefix(t, addrs, mode, prefix) })
 	conf := filepath.Join(t.TempDir(), "coordd.yaml")
@@ -258,11 +298,12 @@ func TestSmokeRedisBaseline(t *testing.T) {
 	addr, pid, _ := startCoordd(t, "COORDD_STORE=redis", "COORDD_REDIS_ADDRS="+addrs, "COORDD_REDIS_MODE="+mode,
 		"COORDD_REDIS_KEY_PREFIX="+prefix, "--config="+conf)
 	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--baseline",
-		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix,
-		"--scenarios", "allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,queue-partitions,sessions"}, smokeScenarioFlags...)...)
+		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix, "--peers", "envoy-rl", "--envoy-ratelimit-bin", envoy,
+		"--scenarios", "allow-fixed_window,allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,queue-partitions,sessions"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	checkResults(t, rep, table, map[string][]string{
 		"empty":                {tCoordd, tBare},
+		"allow-fixed_window":   {tDirect, tEnvoy, tCoordd},
 		"allow-token_bucket":   {tDirect, tRedisRate, tCoordd},
 		"allow-sliding_log":    {tDirect, tCoordd},
 		"allow-hot":            {tDirect, tRedisRate, tCoordd},
@@ -298,7 +339,11 @@ func TestSmokeRedisBaseline(t *testing.T) {
 			t.Errorf("%s/coordd: %+v", s, r)
 		}
 	}
-	for _, pattern := range []string{prefix + ":{l:*:cb:contended:*", prefix + ":{m:*:cb:sem:*"} {
+	// envoy ratelimit: two commands an op (INCRBY, EXPIRE), its keys gone.
+	if r := rep.find("allow-fixed_window", tEnvoy); r == nil || r.Redis == nil || r.Redis.CommandsPerOp < 1.9 || r.ServerCPUPerOpUs <= 0 {
+		t.Errorf("allow-fixed_window/envoy-rl: %+v", r)
+	}
+	for _, pattern := range []string{prefix + ":{l:*:cb:contended:*", prefix + ":{m:*:cb:sem:*", prefix + ":envoy-rl:*"} {
 		if n := countKeys(t, addrs, mode, pattern); n != 0 {
 			t.Errorf("%d keys matching %s left after the run", n, pattern)
 		}
