@@ -24,14 +24,7 @@ const (
 // goals12 evaluates issue 12's targets.
 func (rep *Report) goals12() {
 	add := func(goal string, ok bool, v float64, measured, why string) {
-		g := Goal{Issue: 12, Goal: goal, Value: v, Measured: measured, Status: "NOT met"}
-		switch {
-		case why != "":
-			g.Status, g.Measured, g.Value = "not measured", why, 0
-		case ok:
-			g.Status = "met"
-		}
-		rep.Goals = append(rep.Goals, g)
+		rep.addGoal(12, goal, v, measured, ok, why)
 	}
 	store, cluster := rep.Config.Store, rep.Config.RedisMode == "cluster"
 	need := func(s string, clusterToo bool) string {

@@ -295,19 +295,25 @@ func (rep *Report) ratioOf(scenario, vs string) *Ratio {
 	return nil
 }
 
+// addGoal adds an issue's goal: "not measured" with why if why is set,
+// else "met" or "NOT met" by ok, with the value measured.
+func (rep *Report) addGoal(issue int, goal string, v float64, measured string, ok bool, why string) {
+	g := Goal{Issue: issue, Goal: goal, Value: v, Measured: measured, Status: "NOT met"}
+	switch {
+	case why != "":
+		g.Status, g.Measured, g.Value = "not measured", why, 0
+	case ok:
+		g.Status = "met"
+	}
+	rep.Goals = append(rep.Goals, g)
+}
+
 // goals evaluates issue 6's targets that this run measured.
 func (rep *Report) goals() {
 	rep.Goals = nil
 	store := rep.Config.Store
 	add := func(goal string, v float64, measured string, ok bool, why string) {
-		g := Goal{Issue: 6, Goal: goal, Value: v, Measured: measured, Status: "NOT met"}
-		switch {
-		case why != "":
-			g.Status, g.Measured, g.Value = "not measured", why, 0
-		case ok:
-			g.Status = "met"
-		}
-		rep.Goals = append(rep.Goals, g)
+		rep.addGoal(6, goal, v, measured, ok, why)
 	}
 	// The floor of the goals is the bare gRPC server's empty call (gRPC
 	// itself, as issue 6 measured it); the same ratio to coordd's own
