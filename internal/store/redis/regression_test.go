@@ -1081,7 +1081,7 @@ func TestHeartbeatsRarelyMoveTTLs(t *testing.T) {
 	setAt := map[string]time.Duration{}       // simulated minus real time when it was set
 	check := func(beat int, dl time.Time) {
 		t.Helper()
-		offset := clk.Now().Sub(time.Now())
+		offset := time.Until(clk.Now())
 		for _, k := range append(append([]string{}, sessionKeys[:2]...), holdKeys...) {
 			ms, err := c.PExpireTime(ctx, k).Result()
 			if err != nil || ms <= 0 {
