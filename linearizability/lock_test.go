@@ -50,7 +50,7 @@ func TestUnknownOutcomes(t *testing.T) {
 			f.Set(methods[rng.IntN(len(methods))], storetest.Fault{Fail: rng.IntN(2) == 0, FailAfter: rng.IntN(2) == 0, Times: 1})
 		}
 	})
-	h := record(t, locks, defaultWorkload(2*time.Second).covering(8*time.Second))
+	h := record(t, locks, defaultWorkload(2*time.Second).covering(8*time.Second).synchronous())
 	close(stop)
 	wg.Wait()
 	if h.unknown == 0 {
