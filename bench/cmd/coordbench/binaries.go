@@ -247,8 +247,11 @@ func logHasErrors(b []byte) bool {
 }
 
 // logTail is the last 20 lines of coordd's log.
-func (p *coorddProc) logTail() string {
-	b, err := os.ReadFile(p.logPath)
+func (p *coorddProc) logTail() string { return fileTail(p.logPath) }
+
+// fileTail is the last 20 lines of the log at path.
+func fileTail(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
 	}

@@ -102,14 +102,7 @@ type envoyProc struct {
 	exited  chan struct{}
 }
 
-func (p *envoyProc) logTail() string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-20):], "\n")
-}
+func (p *envoyProc) logTail() string { return fileTail(p.logPath) }
 
 // stop interrupts the server, and kills it if it has not exited after 10 s.
 func (p *envoyProc) stop() {
