@@ -399,13 +399,17 @@ func TestRegressionPubSubSurvivesFailover(t *testing.T) {
 		tok := token.New()
 		var g store.LockGrant
 		var err error
-		for range 20 { // the cluster may still be settling after the failover
+		uncertain := false // an attempt failed: it may have acquired L for tok
+		for range 20 {     // the cluster may still be settling after the failover
 			if g, err = s.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: "a", TTL: time.Minute}); err == nil {
 				break
 			}
+			uncertain = true
 			time.Sleep(250 * time.Millisecond)
 		}
-		if err != nil || !g.Acquired {
+		// Held by "a" after a failed attempt: that attempt acquired it (only
+		// this test locks L); the release below checks it is tok's.
+		if err != nil || !g.Acquired && !(uncertain && g.Holder == "a") {
 			t.Fatalf("AcquireLock = %+v, %v", g, err)
 		}
 		if ok, _, err := s.ReleaseLock(ctx, name, tok); err != nil || !ok {
