@@ -190,6 +190,13 @@ func (p *coorddProc) waitServing(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
+	return waitHealthy(ctx, conn, p.exited, p.logTail)
+}
+
+// waitHealthy waits up to 30 s for the gRPC health service on conn to
+// answer SERVING; an error if the server exits first (exited closes) or
+// does not, with the tail of its log.
+func waitHealthy(ctx context.Context, conn *grpc.ClientConn, exited <-chan struct{}, logTail func() string) error {
 	hc := healthpb.NewHealthClient(conn)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -200,14 +207,14 @@ func (p *coorddProc) waitServing(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case <-p.exited:
-			return fmt.Errorf("exited before serving:\n%s", p.logTail())
+		case <-exited:
+			return fmt.Errorf("exited before serving:\n%s", logTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not serving after 30s (%v):\n%s", err, p.logTail())
+			return fmt.Errorf("not serving after 30s (%v):\n%s", err, logTail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -32,7 +32,6 @@ import (
 
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // The envoy ratelimit server measured: its module, the package of its
@@ -174,29 +173,11 @@ func (b *bench) startEnvoyRatelimit(ctx context.Context, bin, dir string, spec l
 		return nil, err
 	}
 	defer closeAll(conns)
-	hc := healthpb.NewHealthClient(conns[0])
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		r, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return p, nil
-		}
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("exited before serving:\n%s", p.logTail())
-		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("not serving after 30s (%v):\n%s", err, p.logTail())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitHealthy(ctx, conns[0], p.exited, p.logTail); err != nil {
+		p.stop() // returns at once if it exited
+		return nil, err
 	}
+	return p, nil
 }
 
 // runEnvoy measures allow-fixed_window on envoy ratelimit.
