@@ -87,7 +87,7 @@ func (s *Service) Campaign(ctx context.Context, r CampaignRequest) (store.Campai
 	})
 	if err != nil {
 		if lock.Uncertain(err) {
-			s.cleanUps.Abandon(req.Name, req.Token, 0, true)
+			s.cleanUps.Abandon(req.Name, req.Token, req.Wait, 0, true)
 		}
 		return store.Campaigned{}, err
 	}

@@ -28,13 +28,16 @@ type CleanUps struct {
 	inFlight int
 }
 
-// AbandonFunc ends the grant of name that tok may hold: the store's
-// AbandonLock, or AbandonHold of a kind. Not held is not an error.
-type AbandonFunc func(ctx context.Context, name, tok string) error
+// AbandonFunc ends the grant of name that tok may hold, after taking
+// ticket ("": none) out of name's queue: the store's AbandonLock, or
+// AbandonHold of a kind. Not held is not an error.
+type AbandonFunc func(ctx context.Context, name, tok, ticket string) error
 
 // AbandonHold is the AbandonFunc of kind in st.
 func AbandonHold(st store.Holds, kind store.HoldKind) AbandonFunc {
-	return func(ctx context.Context, name, tok string) error { return st.AbandonHold(ctx, kind, name, tok) }
+	return func(ctx context.Context, name, tok, ticket string) error {
+		return st.AbandonHold(ctx, kind, name, tok, ticket)
+	}
 }
 
 // NewCleanUps returns the clean-ups of grants that abandon ends; background
@@ -56,14 +59,20 @@ const maxCleanUps = 10000
 // its token is known only to the failed call, so nobody else can. The
 // store's abandon releases a lease, and turns a session-bound grant into a loss
 // report, so that a stream that adopted it (AlreadyHeld) learns that it is
-// gone. One try now; if the store cannot be reached, tries go on in the
-// background, with backoff, until the store answers, life has passed
-// (sessionBound: cleanUpFor), or the daemon drains.
-func (c *CleanUps) Abandon(name, tok string, life time.Duration, sessionBound bool) {
+// gone. The request's wait ticket (nil: it never queued) leaves the queue
+// first: left there, it could be handed the grant until its lease ends, after
+// the grant was abandoned. One try now; if the store cannot be reached,
+// tries go on in the background, with backoff, until the store answers,
+// life has passed (sessionBound: cleanUpFor), or the daemon drains.
+func (c *CleanUps) Abandon(name, tok string, ticket *store.WaitTicket, life time.Duration, sessionBound bool) {
 	if sessionBound {
 		life = cleanUpFor // a binding may live as long as its session
 	}
-	if c.abandonOnce(name, tok) {
+	id := ""
+	if ticket != nil {
+		id = ticket.Ticket
+	}
+	if c.abandonOnce(name, tok, id) {
 		return
 	}
 	c.mu.Lock()
@@ -91,7 +100,7 @@ func (c *CleanUps) Abandon(name, tok string, life time.Duration, sessionBound bo
 				return
 			case <-t.C:
 			}
-			if c.abandonOnce(name, tok) {
+			if c.abandonOnce(name, tok, id) {
 				return
 			}
 			backoff = min(2*backoff, 2*time.Second)
@@ -100,10 +109,10 @@ func (c *CleanUps) Abandon(name, tok string, life time.Duration, sessionBound bo
 }
 
 // abandonOnce tries once and reports whether the store answered.
-func (c *CleanUps) abandonOnce(name, tok string) bool {
+func (c *CleanUps) abandonOnce(name, tok, ticket string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return c.abandon(ctx, name, tok) == nil
+	return c.abandon(ctx, name, tok, ticket) == nil
 }
 
 // Wait returns when every background clean-up has ended (they end when the

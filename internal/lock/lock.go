@@ -195,7 +195,7 @@ func Acquire(ctx context.Context, acquire AcquireFunc, queues *waiter.Queues, cl
 	if err != nil {
 		if Uncertain(err) {
 			// The store may have granted the hold before failing to say so.
-			cleanUps.Abandon(req.Name, req.Token, req.TTL, req.SessionID != "")
+			cleanUps.Abandon(req.Name, req.Token, req.Wait, req.TTL, req.SessionID != "")
 		}
 		return store.LockGrant{}, false, err
 	}

@@ -64,7 +64,7 @@ type Holds interface {
 	// RenewHold, AbandonHold and GetHolds are Locks' RenewLock, AbandonLock
 	// and GetLock for a hold of any kind.
 	RenewHold(ctx context.Context, kind HoldKind, name, token string, ttl time.Duration) (Lease, error)
-	AbandonHold(ctx context.Context, kind HoldKind, name, token string) error
+	AbandonHold(ctx context.Context, kind HoldKind, name, token, ticket string) error
 	GetHolds(ctx context.Context, kind HoldKind, name string) (LockInfo, error)
 	// ReleaseHold is Locks' ReleaseLock for a hold of any kind, made by
 	// instance ("": none): the plain tickets of instance that the release

@@ -145,8 +145,12 @@ type Locks interface {
 	// LockTopic(name)), and if the lock is bound to a session, its binding
 	// becomes a loss report (LostGone) and SessionTopic is woken, so that a
 	// stream that adopted the grant (AlreadyHeld) learns that it is gone.
-	// Not held is not an error.
-	AbandonLock(ctx context.Context, name, token string) error
+	// Not held is not an error. ticket is the wait ticket of the request
+	// that token was sent with ("": it never queued): it leaves the queue
+	// first, so that no release or give-up can hand the lock to token
+	// afterwards (a ticket left queued could be handed the lock until its
+	// lease ends, and nobody would end that grant before its TTL).
+	AbandonLock(ctx context.Context, name, token, ticket string) error
 	// GetLock describes the live holder of name; Held is false if none.
 	GetLock(ctx context.Context, name string) (LockInfo, error)
 }

@@ -45,7 +45,8 @@ package waiter
 // returned to its caller (or, if the caller's context is done, its error is
 // returned, and the caller's clean-up of an uncertain outcome ends the
 // grant). Then the waiter's ticket leaves the store's queue (LeaveQueue,
-// bounded by a second; a ticket left behind lapses within store.WaitLease).
+// bounded by a second; a ticket left behind lapses within store.WaitLease,
+// or leaves with the clean-up of the caller's uncertain grant).
 // A grant that LeaveQueue finds (a hand-off as the wait ended) is the
 // caller's, as a try's would be: a Lock that answers "not acquired" never
 // held. If LeaveQueue fails for a request that may be handed off, whether

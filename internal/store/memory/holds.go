@@ -661,6 +661,14 @@ func (h *holdSet) liveHolder(token string, now time.Time) *holder {
 	return nil
 }
 
+// ticket returns the set's queued ticket id, nil if none.
+func (h *holdSet) ticket(id string) *ticket {
+	if h == nil || id == "" {
+		return nil
+	}
+	return h.tickets[id]
+}
+
 func checkKind(kind store.HoldKind) error {
 	switch kind {
 	case store.HoldLock, store.HoldSemaphore, store.HoldElection:
@@ -743,13 +751,17 @@ func (s *Store) ReleaseHold(_ context.Context, kind store.HoldKind, name, token,
 }
 
 // AbandonHold implements store.Holds.
-func (s *Store) AbandonHold(_ context.Context, kind store.HoldKind, name, token string) error {
+func (s *Store) AbandonHold(_ context.Context, kind store.HoldKind, name, token, ticket string) error {
 	if err := checkKind(kind); err != nil {
 		return err
 	}
 	o := s.begin()
 	defer o.end()
 	h := o.set(kind, name, false)
+	if t := h.ticket(ticket); t != nil {
+		h.removeTicket(t) // nobody hands it the hold now (o.me is "")
+		h.dirty = true
+	}
 	x := h.liveHolder(token, o.now)
 	if x == nil {
 		return nil
@@ -801,7 +813,7 @@ func (s *Store) LeaveQueue(_ context.Context, kind store.HoldKind, name, ticketI
 	o := s.begin()
 	o.me = instance
 	if h := o.set(kind, name, false); h != nil {
-		if t := h.tickets[ticketID]; t != nil {
+		if t := h.ticket(ticketID); t != nil {
 			h.removeTicket(t)
 			h.dirty = true
 		} else if x := h.liveHolder(token, o.now); token != "" && x != nil && x.session == "" {

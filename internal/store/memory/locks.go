@@ -27,8 +27,8 @@ func (s *Store) ReleaseLock(ctx context.Context, name, token string) (bool, time
 }
 
 // AbandonLock implements store.Locks.
-func (s *Store) AbandonLock(ctx context.Context, name, token string) error {
-	return s.AbandonHold(ctx, store.HoldLock, name, token)
+func (s *Store) AbandonLock(ctx context.Context, name, token, ticket string) error {
+	return s.AbandonHold(ctx, store.HoldLock, name, token, ticket)
 }
 
 // GetLock implements store.Locks.

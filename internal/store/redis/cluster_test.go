@@ -520,7 +520,7 @@ func (x *noCrossSlot) holdJob(i int) {
 	if !errors.Is(err, store.ErrLockSessionBound) {
 		f.err("RenewHold(session)", name, fmt.Errorf("want ErrLockSessionBound, got %w", err))
 	}
-	f.err("AbandonHold", name, st.AbandonHold(ctx, store.HoldSemaphore, name, p2.Token))
+	f.err("AbandonHold", name, st.AbandonHold(ctx, store.HoldSemaphore, name, p2.Token, ""))
 
 	// The election of the same name.
 	if i%8 == 0 {

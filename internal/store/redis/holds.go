@@ -366,15 +366,21 @@ func (s *Store) releaseHold(ctx context.Context, op string, kind store.HoldKind,
 }
 
 // AbandonHold implements store.Holds.
-func (s *Store) AbandonHold(ctx context.Context, kind store.HoldKind, name, token string) error {
-	return s.abandonHold(ctx, "AbandonHold", kind, name, token)
+func (s *Store) AbandonHold(ctx context.Context, kind store.HoldKind, name, token, ticket string) error {
+	return s.abandonHold(ctx, "AbandonHold", kind, name, token, ticket)
 }
 
-// abandonHold: a lease is released; a session-bound hold's binding first
-// becomes a loss report (waking the session's stream), then the hold is
-// deleted.
-func (s *Store) abandonHold(ctx context.Context, op string, kind store.HoldKind, name, token string) error {
+// abandonHold: the ticket leaves the queue (hold_leave.lua, handing
+// nothing off); then a lease is released; a session-bound hold's binding
+// first becomes a loss report (waking the session's stream), then the hold
+// is deleted.
+func (s *Store) abandonHold(ctx context.Context, op string, kind store.HoldKind, name, token, ticket string) error {
 	return s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) error {
+		if ticket != "" {
+			if _, _, err := decodeLeave(s.evalHold(ctx, holdLeave, kind, name, ticket, "", "", s.timeSeen.Load())); err != nil {
+				return err
+			}
+		}
 		rel, err := s.release(ctx, kind, name, token, false, "")
 		if err != nil || rel.code != codeSessionBound {
 			return err // released, or not held

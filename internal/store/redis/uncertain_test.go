@@ -252,7 +252,7 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	if err != nil || !g.Acquired || !g.AlreadyHeld || g.Token != tok {
 		t.Fatalf("the session asking again = %+v, %v; want its grant, token %s", g, err, tok)
 	}
-	if err := other.AbandonLock(ctx, "ns:l", tok); err != nil {
+	if err := other.AbandonLock(ctx, "ns:l", tok, ""); err != nil {
 		t.Fatal(err)
 	}
 	ks, err := other.KeepAliveSession(ctx, store.SessionRef{ID: sid, Stream: st.Stream}, 0)

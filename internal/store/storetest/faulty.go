@@ -261,8 +261,8 @@ func (f *Faulty) ReleaseLock(ctx context.Context, name, token string) (bool, tim
 }
 
 // AbandonLock implements store.Locks.
-func (f *Faulty) AbandonLock(ctx context.Context, name, token string) error {
-	_, err := do(ctx, f, "AbandonLock", func() (struct{}, error) { return struct{}{}, f.inner.AbandonLock(ctx, name, token) }, nil)
+func (f *Faulty) AbandonLock(ctx context.Context, name, token, ticket string) error {
+	_, err := do(ctx, f, "AbandonLock", func() (struct{}, error) { return struct{}{}, f.inner.AbandonLock(ctx, name, token, ticket) }, nil)
 	return err
 }
 

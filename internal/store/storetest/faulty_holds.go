@@ -23,8 +23,8 @@ func (f *Faulty) ReleaseHold(ctx context.Context, kind store.HoldKind, name, tok
 }
 
 // AbandonHold implements store.Holds.
-func (f *Faulty) AbandonHold(ctx context.Context, kind store.HoldKind, name, token string) error {
-	return do0(ctx, f, "AbandonHold", func() error { return f.inner.AbandonHold(ctx, kind, name, token) })
+func (f *Faulty) AbandonHold(ctx context.Context, kind store.HoldKind, name, token, ticket string) error {
+	return do0(ctx, f, "AbandonHold", func() error { return f.inner.AbandonHold(ctx, kind, name, token, ticket) })
 }
 
 // GetHolds implements store.Holds.

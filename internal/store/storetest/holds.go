@@ -33,6 +33,7 @@ func holdTests() []test {
 		{"TicketLeaseBoundary", holdsTicketLeaseBoundary},
 		{"RefreshTickets", holdsRefreshTickets},
 		{"LeaveQueue", holdsLeaveQueue},
+		{"AbandonLeavesTheQueue", holdsAbandonLeavesTheQueue},
 		{"TooManyWaiters", holdsTooManyWaiters},
 		{"Semaphore", holdsSemaphore},
 		{"SemaphoreLimitMismatch", holdsSemaphoreLimitMismatch},
@@ -607,6 +608,34 @@ func holdsLeaveQueue(e *env) {
 	e.grant(w3)
 }
 
+// holdsAbandonLeavesTheQueue: AbandonHold with the request's ticket takes
+// the ticket out of the queue, so that no release hands that token the hold
+// afterwards: the release lets in the next ticket. (A failed waiting
+// Lock's clean-up: its ticket, left queued, would be handed a lock nobody
+// ends before its TTL.)
+func holdsAbandonLeavesTheQueue(e *env) {
+	n := e.name("lock")
+	a := newInstance()
+	h := exclusiveReq(n, "h", time.Minute)
+	e.grant(h)
+	w1 := waiting(exclusiveReq(n, "w1", time.Minute), a)
+	w2 := waiting(exclusiveReq(n, "w2", time.Minute), a)
+	e.try(w1)
+	e.try(w2)
+	noErr(e, "AbandonHold with the head's ticket", e.s.AbandonHold(e.ctx, store.HoldLock, n, w1.Token, w1.Wait.Ticket))
+	eq(e, "Waiters after the abandon", e.waiters(store.HoldLock, n), 1)
+	noErr(e, "AbandonHold of a ticket no longer queued", e.s.AbandonHold(e.ctx, store.HoldLock, n, w1.Token, w1.Wait.Ticket))
+	rel, err := e.s.ReleaseHold(e.ctx, store.HoldLock, n, h.Token, a)
+	noErr(e, "ReleaseHold", err)
+	if len(rel.Handoffs) != 1 || rel.Handoffs[0].Ticket != w2.Wait.Ticket || rel.Handoffs[0].Token != w2.Token {
+		e.Fatalf("hand-offs of the release = %+v; want one, to w2's ticket", rel.Handoffs)
+	}
+	if info := e.holds(store.HoldLock, n); !info.Held || info.Owner != "w2" {
+		e.Fatalf("after the release: %+v; want held by w2", info)
+	}
+	e.refused("the abandoned request's token", w1, refusal{holder: "w2", expire: e.now().Add(time.Minute), retryAt: e.now().Add(time.Minute), queued: true})
+}
+
 // holdsTooManyWaiters: a name's queue has at most store.MaxWaiters live
 // tickets; lapsed ones do not count.
 func holdsTooManyWaiters(e *env) {
@@ -820,7 +849,7 @@ func holdsReleaseHold(e *env) {
 		if e.releaseHold(bad.kind, n, bad.tok) {
 			e.Errorf("ReleaseHold(%s, %.6s…): true, want false", bad.kind, bad.tok)
 		}
-		noErr(e, "AbandonHold with a wrong token or kind", e.s.AbandonHold(e.ctx, bad.kind, n, bad.tok))
+		noErr(e, "AbandonHold with a wrong token or kind", e.s.AbandonHold(e.ctx, bad.kind, n, bad.tok, ""))
 	}
 	rel, err := e.s.ReleaseHold(e.ctx, store.HoldSemaphore, n, p1.Token, newInstance())
 	noErr(e, "ReleaseHold", err)
@@ -831,7 +860,7 @@ func holdsReleaseHold(e *env) {
 		e.Error("second ReleaseHold: true")
 	}
 	e.wantHolds("after p1's release", store.HoldSemaphore, n, 0, 2, holder("p2", g2, false, false, t0.Add(time.Second)))
-	noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldSemaphore, n, p2.Token))
+	noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldSemaphore, n, p2.Token, ""))
 	e.wantHolds("after p2 was abandoned", store.HoldSemaphore, n, 0, 0)
 
 	m := e.name("rw")
@@ -1036,7 +1065,7 @@ func holdsWakeOnEnd(e *env) {
 			r := exclusiveReq(n, "h", time.Minute)
 			e.grant(r)
 			queue()
-			noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldLock, n, r.Token))
+			noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldLock, n, r.Token, ""))
 		}},
 		{"ReleaseLock", func(e *env, n string, queue func()) {
 			r := exclusiveReq(n, "h", time.Minute)
@@ -1293,7 +1322,7 @@ func holdsNoLockDelay(e *env) {
 			id := e.sessionWithDelay(time.Minute, d)
 			r := inSession(exclusiveReq(n, "bound", 0), id)
 			e.grant(r)
-			noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldLock, n, r.Token))
+			noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldLock, n, r.Token, ""))
 		}},
 		{"CloseSession", false, func(e *env, n string) {
 			id := e.sessionWithDelay(time.Minute, d)
@@ -1570,7 +1599,7 @@ func holdsSessionAbandon(e *env) {
 	g := e.grant(r)
 	e.wantWake(sub, "SessionTopic after a session-bound permit")
 	drain(sub)
-	noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldSemaphore, p, r.Token))
+	noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldSemaphore, p, r.Token, ""))
 	e.wantWake(sub, "SessionTopic after AbandonHold")
 	e.wantHolds("after AbandonHold", store.HoldSemaphore, p, 0, 0)
 	wantLost(e, "the session after AbandonHold", e.check(id).Lost, []store.LostHold{{Kind: store.HoldSemaphore, Name: p, Fence: g.Fence, Reason: store.LostGone}})

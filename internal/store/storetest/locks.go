@@ -578,11 +578,11 @@ func lockSessionAlreadyHolds(e *env) {
 func lockAbandon(e *env) {
 	n := e.name("lease")
 	tok, _ := e.lock(n, "alice", time.Minute)
-	noErr(e, "AbandonLock with another token", e.s.AbandonLock(e.ctx, n, token.New()))
+	noErr(e, "AbandonLock with another token", e.s.AbandonLock(e.ctx, n, token.New(), ""))
 	if info, err := e.s.GetLock(e.ctx, n); err != nil || !info.Held {
 		e.Fatalf("a lease after AbandonLock with another token = %+v, %v; want held", info, err)
 	}
-	noErr(e, "AbandonLock", e.s.AbandonLock(e.ctx, n, tok))
+	noErr(e, "AbandonLock", e.s.AbandonLock(e.ctx, n, tok, ""))
 	e.wantLock(n, store.LockInfo{})
 
 	id := e.session(time.Minute)
@@ -590,9 +590,9 @@ func lockAbandon(e *env) {
 	sub := e.subscribe(store.SessionTopic(id))
 	btok, g := e.sessionLock(b, "alice", id, 0)
 	drain(sub)
-	noErr(e, "AbandonLock of a session's lock", e.s.AbandonLock(e.ctx, b, btok))
+	noErr(e, "AbandonLock of a session's lock", e.s.AbandonLock(e.ctx, b, btok, ""))
 	e.wantWake(sub, "SessionTopic after AbandonLock")
 	e.wantLock(b, store.LockInfo{})
 	wantLost(e, "the session after AbandonLock", e.check(id).Lost, []store.LostHold{{Kind: store.HoldLock, Name: b, Fence: g.Fence, Reason: store.LostGone}})
-	noErr(e, "AbandonLock again", e.s.AbandonLock(e.ctx, b, btok))
+	noErr(e, "AbandonLock again", e.s.AbandonLock(e.ctx, b, btok, ""))
 }
