@@ -29,10 +29,13 @@
 // (token, owner, fence) and the highest fence issued so far.
 //
 // A call that fails (UNAVAILABLE, a deadline) has an unknown outcome: it is
-// recorded as never returning and the model lets it take effect or not. A
-// Lock that fails may have granted the lock to a token the client never saw,
-// which the server then tries to release; the model follows both the grant
-// and that clean-up.
+// recorded as never returning (on the memory store behind injected faults,
+// where a call takes effect within it or not at all, as returning when it
+// did) and the model lets it take effect or not. A Lock that fails may have
+// granted the lock to a token the client never saw, which the server then
+// tries to release; the model follows both the grant and that clean-up (one
+// that may come at any later moment is part of the model's state, not an
+// operation: state.Orphan).
 //
 // The tests run on the embedded memory store and on the shared Redis Cluster
 // (internal/redistest; they fail under CI when it is missing, and are skipped

@@ -4,6 +4,7 @@ package linearizability
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,6 +38,10 @@ type input struct {
 	Which string
 	ID    int  // the operation's number in its history
 	Hint  hint // see hints_test.go; the zero hint constrains nothing
+	// Orphan: a Lock of unknown outcome whose clean-up may take effect at
+	// any later moment (see state.Orphan); its clean-up is not an
+	// operation of the history.
+	Orphan bool
 }
 
 // output is what the client was answered.
@@ -71,6 +76,16 @@ type state struct {
 	// zero without hints.
 	Phase int
 	Early [hintWidth]uint16
+	// Orphan: held by a Lock of unknown outcome (input.Orphan) whose
+	// clean-up may free it at any moment: before any later operation the
+	// model lets it be free. That is the clean-up as an operation that never
+	// returns, called when its Lock was (a Release of the Lock's token, the
+	// identity unless that token holds the lock), without its cost: a
+	// pending operation that never returns may be linearized before or after
+	// each of the others, and a hundred of them made the checker's search
+	// grow past its bound (TestUnknownOutcomes; TestOrphansAgree shows the
+	// two agree).
+	Orphan bool
 }
 
 func (s state) free() state { return state{Last: s.Last} }
@@ -78,6 +93,30 @@ func (s state) free() state { return state{Last: s.Last} }
 // cleanupToken stands for the token of a Lock of unknown outcome (operation
 // id): the client never saw it, but the server did, and tried to release it.
 func cleanupToken(id int) string { return "?" + strconv.Itoa(id) }
+
+// unfold returns history with the clean-up of every orphan Lock
+// (input.Orphan) as an operation of its own, called when its Lock was and
+// never returning, and no orphans: the history as it would be without
+// state.Orphan, which the model must judge the same (TestOrphansAgree).
+func unfold(history []porcupine.Operation) []porcupine.Operation {
+	out := slices.Clone(history)
+	id := 0
+	for _, op := range history {
+		id = max(id, op.Input.(input).ID)
+	}
+	for i, op := range history {
+		in := op.Input.(input)
+		if in.Kind != opLock || !in.Orphan {
+			continue
+		}
+		in.Orphan = false
+		out[i].Input = in
+		id++
+		cleanup := input{Kind: opRelease, Name: in.Name, Token: cleanupToken(in.ID), Which: "cleanup", ID: id}
+		out = append(out, porcupine.Operation{ClientId: op.ClientId, Input: cleanup, Call: op.Call, Output: output{Unknown: true}, Return: never})
+	}
+	return out
+}
 
 // variant makes the model deliberately wrong, to show that a wrong model
 // is caught.
@@ -115,6 +154,15 @@ func (v variant) step(s state, in input, out output) []state {
 
 // step1 is step without the hint's constraints.
 func (v variant) step1(s state, in input, out output) []state {
+	if s.Orphan {
+		// The orphan's clean-up may have come before the operation.
+		return append(v.apply(s, in, out), v.apply(s.free(), in, out)...)
+	}
+	return v.apply(s, in, out)
+}
+
+// apply is step1 from a state whose holder is not an orphan.
+func (v variant) apply(s state, in input, out output) []state {
 	holds := s.Held && in.Token == s.Token
 	switch in.Kind {
 	case opLock:
@@ -124,7 +172,7 @@ func (v variant) step1(s state, in input, out output) []state {
 			}
 			// Not granted, or granted to a token only the server knows (its
 			// clean-up release is an operation of its own).
-			return []state{s, {Held: true, Token: cleanupToken(in.ID), Owner: in.Owner, Last: s.Last}}
+			return []state{s, {Held: true, Token: cleanupToken(in.ID), Owner: in.Owner, Last: s.Last, Orphan: in.Orphan}}
 		}
 		if out.Acquired {
 			if s.Held || out.Fence <= s.Last || out.Token == "" {
@@ -241,6 +289,11 @@ func (s state) hash() uint64 {
 	word(s.Fence)
 	word(s.Last)
 	word(uint64(s.Phase))
+	if s.Orphan {
+		word(1)
+	} else {
+		word(0)
+	}
 	for _, e := range s.Early {
 		h = (h ^ uint64(e)) * prime
 	}
@@ -285,6 +338,9 @@ func model(v variant) porcupine.Model {
 				d = fmt.Sprintf("free (last fence %d)", st.Last)
 			} else {
 				d = fmt.Sprintf("held by %s, token %s, fence %d", st.Owner, short(st.Token), st.Fence)
+			}
+			if st.Orphan {
+				d += " (orphan: its clean-up may come at any moment)"
 			}
 			if st.Phase > 0 || st.Early != [hintWidth]uint16{} {
 				d += fmt.Sprintf(" [phase %d, early %v]", st.Phase, st.Early)

@@ -107,18 +107,17 @@ func (w workload) covering(maxLength time.Duration) workload {
 // within the call: the memory store behind storetest.Faulty, whose faults
 // fail a call before or after it is applied, and never an AbandonHold.
 // There an operation of unknown outcome took effect within its call or not
-// at all, so it returns when its call did; but a Lock that waited may leave
-// its ticket queued when it fails, and a release may hand the lock to that
-// ticket until the ticket's lease ends, at most store.WaitLease after the
-// call (its waiter renewed it last), so such a Lock returns 2 WaitLeases
-// after its call, and its clean-up (done before) never. Left never
-// returning, each of the hundred or so unknown outcomes of
-// TestUnknownOutcomes could be placed at any later point, as a grant and a
-// release at any moment the lock was free, and the checker's search, which
-// grows with 2 to the number of such pairs, ran past its 10 s (past 2 min
-// once) on about one history in four. (Bound to their calls, waiting Locks
-// included, some histories were found illegal: the bound is not looser than
-// the hand-off needs.)
+// at all, so it returns when its call did: a Lock that waited and failed
+// may have been granted, by a hand-off to its ticket, until its clean-up,
+// which takes the ticket out of the queue before it ends the grant
+// (store.Locks.AbandonLock). Left never returning, each of the hundred or
+// so unknown outcomes of TestUnknownOutcomes could be placed at any later
+// point, as a grant and a release at any moment the lock was free, and the
+// checker's search, which grows with 2 to the number of such pairs, ran
+// past its 10 s (past 2 min once) on about one history in four. (Before
+// the clean-up took the ticket out, a failed waiting Lock's ticket could be
+// handed the lock after the call, and histories bound to their calls were
+// found illegal: 8 of 8.)
 func (w workload) synchronous() workload {
 	w.effectsInCall = true
 	return w
@@ -166,16 +165,17 @@ func (r *recorder) add(client int, in input, call int64, out output, ret int64) 
 	defer r.mu.Unlock()
 	switch {
 	case out.Unknown:
-		switch {
-		case !r.effectsInCall || in.Which == "cleanup" && in.Wait > 0:
+		if !r.effectsInCall {
 			ret = never
-		case in.Wait > 0:
-			// Its ticket, no longer renewed, may be handed the lock until
-			// its lease ends (workload.synchronous).
-			ret += int64(2 * store.WaitLease)
 		}
 		if in.Which == "cleanup" {
+			if ret == never {
+				return // folded into its Lock: state.Orphan
+			}
 			break // not a call of the client: the server's clean-up after a failed Lock
+		}
+		if in.Kind == opLock {
+			in.Orphan = ret == never
 		}
 		r.h.unknown++
 		if len(r.h.errs) < 5 {
