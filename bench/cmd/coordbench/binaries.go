@@ -95,8 +95,10 @@ func (b *bench) runBin(ctx context.Context, bin binSpec) error {
 	b.progress("coordd %s: %s (pid %d) at %s", bin.Label, bin.Path, p.pid, p.addr)
 	b.report.Binaries = append(b.report.Binaries, BinaryRun{Label: bin.Label, Path: bin.Path, Addr: p.addr, PID: p.pid})
 	b.cl = newClients(conns)
-	b.binLabel, b.cfg.CoorddPID, b.cfg.CoorddMetr = bin.Label, p.pid, p.metricsURL
-	defer func() { b.binLabel, b.cfg.CoorddPID, b.cfg.CoorddMetr, b.cl = "", 0, "", nil }()
+	// cfg.Addr too: the sessions scenario dials connections of its own.
+	addr := b.cfg.Addr
+	b.binLabel, b.cfg.CoorddPID, b.cfg.CoorddMetr, b.cfg.Addr = bin.Label, p.pid, p.metricsURL, p.addr
+	defer func() { b.binLabel, b.cfg.CoorddPID, b.cfg.CoorddMetr, b.cfg.Addr, b.cl = "", 0, "", addr, nil }()
 	return b.runScenarios(ctx)
 }
 

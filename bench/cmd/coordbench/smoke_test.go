@@ -417,11 +417,18 @@ func TestSmokeCoorddBin(t *testing.T) {
 	t.Parallel()
 	build(t)
 	rep, table := runBench(t, append([]string{"--coordd-bin", "before=" + coorddBin + ",after=" + coorddBin,
-		"--scenarios", "contention"}, smokeScenarioFlags...)...)
+		"--scenarios", "contention,sessions"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	want := map[string][]string{"empty": {"coordd@before", tBare, "coordd@after"},
-		"lock-contention": {"coordd@before", "coordd@after"}, "semaphore-contention": {"coordd@before", "coordd@after"}}
+		"lock-contention": {"coordd@before", "coordd@after"}, "semaphore-contention": {"coordd@before", "coordd@after"},
+		"sessions": {"coordd@before", "coordd@after"}}
 	checkResults(t, rep, table, want)
+	// The sessions scenario dials connections of its own: to each binary.
+	for _, target := range want["sessions"] {
+		if r := rep.find("sessions", target); r == nil || r.Sessions == nil || r.Sessions.Open != 40 || r.Errors != 0 {
+			t.Errorf("sessions/%s: %+v", target, r)
+		}
+	}
 	if len(rep.Binaries) != 2 || rep.Binaries[0].PID == rep.Binaries[1].PID || rep.Binaries[0].PID == 0 {
 		t.Errorf("binaries: %+v", rep.Binaries)
 	}
