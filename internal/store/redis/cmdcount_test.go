@@ -184,3 +184,25 @@ func TestHoldCommandBudget(t *testing.T) {
 		t.Errorf("a contended grant woken (queue, release, woken grant) costs %.1f commands, want at most 48", c)
 	}
 }
+
+// TestEnqueueCommandBudget: an Enqueue of a ready message (no dedup ID, no
+// group) on a queue with live messages costs the script and 7 commands: the
+// time, the sequence number, the message and its meta, its place in ready,
+// the wake-up, and one PERSIST that finds the queue's records without an
+// expiry (no EXISTS to learn the queue is not empty: it just got a message).
+func TestEnqueueCommandBudget(t *testing.T) {
+	srv := redistest.StartStandalone(t)
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Prefix: "budget"})
+	raw := goredis.NewClient(redistest.Options(srv.Addr()))
+	defer raw.Close()
+	ctx := context.Background()
+	per, what := measure(t, raw, 50, func(int) {
+		if _, err := s.Enqueue(ctx, "q", store.NewMessage{ID: token.New(), Payload: []byte("p"), MaxAttempts: 3}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("Enqueue: %.1f commands:%s", per, what)
+	if per != 8 {
+		t.Errorf("Enqueue: %.1f commands (%s), want 8", per, what)
+	}
+}

@@ -36,5 +36,5 @@ if dedup ~= '' then
   expireDedup()
 end
 redis.call('SPUBLISH', wakeChannel, '')
-settle()
+persist() -- settle, knowing the queue has a live message: this one
 return {OK, id, deliver}

@@ -42,7 +42,8 @@
 -- only, and Redis deletes them when empty); with only claims on a last
 -- attempt left, they expire with the last of those (its deadline + the
 -- dead-letter ttl); with no message left, they are deleted (a new seq only
--- has to order new messages). That is settle, at the end of every script.
+-- has to order new messages). That is settle, at the end of every script
+-- (Enqueue, which has just added a live message, only persists).
 -- last and dead expire dead-letter ttl after their latest score, deadmsg
 -- with dead, dedup and dedupexp at their latest expiry, set whenever one
 -- gets a member. So the records of a queue nobody touches again end by
@@ -285,16 +286,19 @@ end
 
 -- settle gives msg, meta, seq and gheads their lifetimes (see the top), at
 -- the end of every script.
+-- persist: the queue has a live message, so msg, meta, seq and gheads
+-- have no expiry. They get and lose an expiry together; seq (INCR keeps a
+-- TTL) tells whether they have one: one command when they have none.
+local function persist()
+  if redis.call('PERSIST', KEYS[10]) == 1 then
+    redis.call('PERSIST', KEYS[5])
+    redis.call('PERSIST', KEYS[6])
+    redis.call('PERSIST', KEYS[12])
+  end
+end
 local function settle()
   if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[11], KEYS[13]) > 0 then
-    -- They get and lose an expiry together; seq (INCR keeps a TTL) tells
-    -- whether they have one.
-    if redis.call('PTTL', KEYS[10]) >= 0 then
-      redis.call('PERSIST', KEYS[5])
-      redis.call('PERSIST', KEYS[6])
-      redis.call('PERSIST', KEYS[10])
-      redis.call('PERSIST', KEYS[12])
-    end
+    persist()
     return
   end
   local last = latest(KEYS[3])
