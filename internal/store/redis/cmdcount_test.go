@@ -71,6 +71,17 @@ func describe(m map[string]int, per int) string {
 	return b.String()
 }
 
+// privateStore opens a store with prefix on a standalone Redis of the
+// test's own, and a plain client of that Redis, closed when the test ends.
+func privateStore(t *testing.T, prefix string) (*Store, *goredis.Client) {
+	t.Helper()
+	srv := redistest.StartStandalone(t)
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Prefix: prefix})
+	c := goredis.NewClient(redistest.Options(srv.Addr()))
+	t.Cleanup(func() { _ = c.Close() })
+	return s, c
+}
+
 // measure runs f n times between a CONFIG RESETSTAT and INFO commandstats
 // and returns the commands per run.
 func measure(t *testing.T, c *goredis.Client, n int, f func(i int)) (float64, string) {
@@ -90,10 +101,7 @@ func measure(t *testing.T, c *goredis.Client, n int, f func(i int)) (float64, st
 // woken (a waiter queues, another instance's release wakes it, its retry is
 // granted), in Redis commands.
 func TestHoldCommandBudget(t *testing.T) {
-	srv := redistest.StartStandalone(t)
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Prefix: "budget"})
-	raw := goredis.NewClient(redistest.Options(srv.Addr()))
-	defer raw.Close()
+	s, raw := privateStore(t, "budget")
 	ctx := context.Background()
 	const n = 50
 	lock := func(name, tok string, w *store.WaitTicket) store.LockGrant {
@@ -191,10 +199,7 @@ func TestHoldCommandBudget(t *testing.T) {
 // the wake-up, and one PERSIST that finds the queue's records without an
 // expiry (no EXISTS to learn the queue is not empty: it just got a message).
 func TestEnqueueCommandBudget(t *testing.T) {
-	srv := redistest.StartStandalone(t)
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Prefix: "budget"})
-	raw := goredis.NewClient(redistest.Options(srv.Addr()))
-	defer raw.Close()
+	s, raw := privateStore(t, "budget")
 	ctx := context.Background()
 	per, what := measure(t, raw, 50, func(int) {
 		if _, err := s.Enqueue(ctx, "q", store.NewMessage{ID: token.New(), Payload: []byte("p"), MaxAttempts: 3}); err != nil {

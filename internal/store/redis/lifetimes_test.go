@@ -198,10 +198,7 @@ func TestKeyLifetimes(t *testing.T) {
 // keeps the arrival counter) the ticket's lease; the woken grant empties
 // the queue and leaves the holder's keys.
 func TestHoldKeyLifetimes(t *testing.T) {
-	srv := redistest.StartStandalone(t)
-	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Prefix: "lt"})
-	c := goredis.NewClient(redistest.Options(srv.Addr()))
-	defer c.Close()
+	s, c := privateStore(t, "lt")
 	ctx := context.Background()
 	k := s.keys.hold(store.HoldLock, "n")
 	h, fence, dl, q, ql, qi, qx, meta := k[0], k[1], k[2], k[4], k[5], k[6], k[7], k[8]

@@ -579,17 +579,24 @@ func holdsRefreshTickets(e *env) {
 	eqStrings(e, "RefreshTickets of a name never used", e.refresh(store.HoldSemaphore, e.name("never"), time.Second, w3.Wait.Ticket), []string{w3.Wait.Ticket})
 }
 
+// heldWithTwoWaiters makes a lock n held by h, with w1 then w2 queued
+// behind it, waiting on instance a.
+func (e *env) heldWithTwoWaiters() (n, a string, h, w1, w2 store.AcquireLock) {
+	e.Helper()
+	n, a = e.name("lock"), newInstance()
+	h = exclusiveReq(n, "h", time.Minute)
+	e.grant(h)
+	w1 = waiting(exclusiveReq(n, "w1", time.Minute), a)
+	w2 = waiting(exclusiveReq(n, "w2", time.Minute), a)
+	e.try(w1)
+	e.try(w2)
+	return n, a, h, w1, w2
+}
+
 // holdsLeaveQueue: a ticket that leaves blocks no one; an unknown ticket is
 // not an error.
 func holdsLeaveQueue(e *env) {
-	n := e.name("lock")
-	a := newInstance()
-	h := exclusiveReq(n, "h", time.Minute)
-	e.grant(h)
-	w1 := waiting(exclusiveReq(n, "w1", time.Minute), a)
-	w2 := waiting(exclusiveReq(n, "w2", time.Minute), a)
-	e.try(w1)
-	e.try(w2)
+	n, a, h, w1, w2 := e.heldWithTwoWaiters()
 	e.leave(w1)
 	e.leave(w1)
 	_, err := e.s.LeaveQueue(e.ctx, store.HoldLock, n, token.New(), token.New(), a)
@@ -614,14 +621,7 @@ func holdsLeaveQueue(e *env) {
 // Lock's clean-up: its ticket, left queued, would be handed a lock nobody
 // ends before its TTL.)
 func holdsAbandonLeavesTheQueue(e *env) {
-	n := e.name("lock")
-	a := newInstance()
-	h := exclusiveReq(n, "h", time.Minute)
-	e.grant(h)
-	w1 := waiting(exclusiveReq(n, "w1", time.Minute), a)
-	w2 := waiting(exclusiveReq(n, "w2", time.Minute), a)
-	e.try(w1)
-	e.try(w2)
+	n, a, h, w1, w2 := e.heldWithTwoWaiters()
 	noErr(e, "AbandonHold with the head's ticket", e.s.AbandonHold(e.ctx, store.HoldLock, n, w1.Token, w1.Wait.Ticket))
 	eq(e, "Waiters after the abandon", e.waiters(store.HoldLock, n), 1)
 	noErr(e, "AbandonHold of a ticket no longer queued", e.s.AbandonHold(e.ctx, store.HoldLock, n, w1.Token, w1.Wait.Ticket))
