@@ -78,7 +78,8 @@ func TestReplicationLoss(t *testing.T) {
 	for _, tc := range []lossCase{
 		{name: "async", waitReplicas: 0},
 		{name: "wait_replicas=1", waitReplicas: 1},
-		{name: "async,promoted-clock-5s-behind", waitReplicas: 0, clockBehind: 5 * time.Second},
+		// A longer cut: see lossCase.cut.
+		{name: "async,promoted-clock-5s-behind", waitReplicas: 0, clockBehind: 5 * time.Second, cut: 2500 * time.Millisecond},
 		{name: "cluster,async", waitReplicas: 0, cluster: true},
 		{name: "cluster,wait_replicas=1", waitReplicas: 1, cluster: true},
 	} {
@@ -98,6 +99,24 @@ type lossCase struct {
 	waitReplicas int
 	clockBehind  time.Duration
 	cluster      bool // on a Redis Cluster (losscluster_test.go)
+	// cut, if set, is the case's cutFor. With the promoted clock behind,
+	// what the replica had at the cut (holders, and the tickets of Locks
+	// that wait) lives that much longer in real time, and the first grants
+	// after the promotion come when the tickets lapse: at the cut + their
+	// lease (1 s) + clockBehind. The case tests grants on a clock below
+	// the fences acknowledged before the kill, so it needs grants before
+	// the kill + clockBehind: a window of the cut - 1 s, 200 ms with
+	// cutFor, missed once under CI's load (no grant in it). 2.5 s makes it
+	// 1.5 s.
+	cut time.Duration
+}
+
+// cutLength is tc's cut: tc.cut, or cutFor.
+func (tc lossCase) cutLength() time.Duration {
+	if tc.cut > 0 {
+		return tc.cut
+	}
+	return cutFor
 }
 
 // lossTimeline is when the test cut the link, killed the master and
@@ -105,14 +124,14 @@ type lossCase struct {
 type lossTimeline struct{ cut, killed, promoted, rejoined time.Time }
 
 // cutThenKill lets the load run lossBefore, cuts the replication link, lets
-// the master acknowledge writes the replica never gets for cutFor, then
+// the master acknowledge writes the replica never gets for cutLength, then
 // kills the master: the loss every case of TestReplicationLoss makes.
-func cutThenKill(cut, kill func()) lossTimeline {
+func cutThenKill(cut, kill func(), cutLength time.Duration) lossTimeline {
 	var tl lossTimeline
 	time.Sleep(lossBefore)
 	tl.cut = time.Now()
 	cut()
-	time.Sleep(cutFor)
+	time.Sleep(cutLength)
 	tl.killed = time.Now()
 	kill()
 	return tl
@@ -216,7 +235,7 @@ func replicationLoss(t *testing.T, tc lossCase) {
 	q := startLossQueue(ctx, cc, names.queue)
 	id := startLossIdem(ctx, idem)
 
-	tl := cutThenKill(repl.Cut, master.Kill)
+	tl := cutThenKill(repl.Cut, master.Kill, tc.cutLength())
 	time.Sleep(detectFor)
 	// What the replica has, read before it is promoted and serves writes.
 	fences, dedup := replicaState(t, replica.Addr(), false, names)
@@ -323,7 +342,7 @@ func lossResults(t *testing.T, tc lossCase, tl lossTimeline, cc clients, idem co
 		t.Errorf("%d grants had a fence not above a grant received before they were asked; want fences that never go backwards", lr.backwards)
 	}
 	if tc.waitReplicas == 0 && lost == 0 {
-		t.Errorf("asynchronous replication lost no acknowledged write across a %v cut of the replication link: the test did not test", cutFor)
+		t.Errorf("asynchronous replication lost no acknowledged write across a %v cut of the replication link: the test did not test", tc.cutLength())
 	}
 	if tc.waitReplicas > 0 {
 		if lost > 0 {

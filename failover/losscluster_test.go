@@ -92,7 +92,7 @@ func replicationLossCluster(t *testing.T, tc lossCase) {
 	q := startLossQueue(ctx, cc, names.queue)
 	id := startLossIdem(ctx, idem)
 
-	tl := cutThenKill(proxy.Cut, master.Kill)
+	tl := cutThenKill(proxy.Cut, master.Kill, tc.cutLength())
 	// What the replica has, read before the Cluster promotes it.
 	fences, dedup := replicaState(t, replica.Addr(), true, names)
 	c.WaitHealthy(healthyTimeout)
