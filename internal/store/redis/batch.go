@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,15 +18,6 @@ import (
 // most max scripts, side by side). A script thus waits at most for the batch
 // in flight and then its own; each batch is one round trip, whatever its
 // size.
-//
-// On a Cluster a batch goes straight to its node's client, not through the
-// ClusterClient, which would route each script again and start a goroutine
-// per node. A script the node answers it did not run (MOVED, ASK,
-// TRYAGAIN, CLUSTERDOWN, LOADING: the slot moved or is not served) is sent
-// again through the ClusterClient, which follows the redirection and
-// reloads the slots; a batch that failed otherwise (its outcome unknown)
-// makes the ClusterClient reload them too, so that the next batches go to
-// the node that serves the slot now.
 //
 // A caller whose context ends while its script is still queued withdraws
 // it and returns at once: a script is sent only while its caller still
@@ -67,7 +57,6 @@ type batchQueue struct {
 type batchItem struct {
 	ctx   context.Context
 	cmd   noRetry
-	node  *redis.Client // the client of the node it is bound for; nil: b.client
 	taken bool          // under the queue's mu: in a batch (sent, or being sent)
 	done  chan struct{} // closed once a taken item's script is done
 }
@@ -84,8 +73,8 @@ func (b *batcher) run(ctx context.Context, key string, cmd noRetry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	q, node := b.queueFor(ctx, key)
-	it := &batchItem{ctx: ctx, cmd: cmd, node: node, done: make(chan struct{})}
+	q := b.queueFor(ctx, key)
+	it := &batchItem{ctx: ctx, cmd: cmd, done: make(chan struct{})}
 	q.mu.Lock()
 	q.pending = append(q.pending, it)
 	lead := !q.busy
@@ -190,21 +179,14 @@ func (b *batcher) send(batch []*batchItem) {
 		}
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), latest)
-	var client redis.UniversalClient = b.client
-	if n := batch[0].node; n != nil {
-		client = n // every item of a queue is bound for its node
-	}
 	if len(batch) == 1 {
-		_ = client.Process(ctx, batch[0].cmd)
+		_ = b.client.Process(ctx, batch[0].cmd)
 	} else {
-		pipe := client.Pipeline()
+		pipe := b.client.Pipeline()
 		for _, it := range batch {
 			_ = pipe.Process(ctx, it.cmd)
 		}
 		_, _ = pipe.Exec(ctx)
-	}
-	if client != b.client {
-		b.reroute(ctx, batch)
 	}
 	cancel()
 	b.batches.Add(1)
@@ -212,49 +194,6 @@ func (b *batcher) send(batch []*batchItem) {
 	for _, it := range batch {
 		close(it.done)
 	}
-}
-
-// reroute sends again, through the ClusterClient, the scripts of a batch
-// sent to a node client that the node did not run (see batcher), and has
-// the ClusterClient reload the slots if any failed with an unknown outcome.
-func (b *batcher) reroute(ctx context.Context, batch []*batchItem) {
-	reload := false
-	for _, it := range batch {
-		err := it.cmd.Err()
-		switch {
-		case err == nil:
-		case notRun(err):
-			again := redis.NewCmd(ctx, it.cmd.Args()...)
-			again.SetFirstKeyPos(3)
-			_ = b.client.Process(ctx, noRetry{again})
-			it.cmd.SetVal(again.Val())
-			it.cmd.SetErr(again.Err())
-		case !isReply(err):
-			reload = true
-		}
-	}
-	if cc, ok := b.client.(*redis.ClusterClient); ok && reload {
-		cc.ReloadState(ctx)
-	}
-}
-
-// notRun reports whether err is a node's answer that it did not run the
-// command, because it does not serve its slot (now).
-func notRun(err error) bool {
-	if _, moved := redis.IsMovedError(err); moved {
-		return true
-	}
-	if _, ask := redis.IsAskError(err); ask {
-		return true
-	}
-	return redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || redis.IsLoadingError(err)
-}
-
-// isReply reports whether err is an error reply of Redis (the command was
-// answered), not a failure to send it or to read its answer.
-func isReply(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
 }
 
 // close waits for the drainers.
@@ -265,22 +204,20 @@ func (b *batcher) close() {
 	b.wg.Wait()
 }
 
-// queueFor returns the queue of the node that serves key, and that node's
-// client (nil: not a Cluster, or its node is not known).
-func (b *batcher) queueFor(ctx context.Context, key string) (*batchQueue, *redis.Client) {
-	addr := ""
-	var node *redis.Client
+// queueFor returns the queue of the node that serves key.
+func (b *batcher) queueFor(ctx context.Context, key string) *batchQueue {
+	node := ""
 	if cc, ok := b.client.(*redis.ClusterClient); ok {
 		if c, err := cc.MasterForKey(ctx, key); err == nil {
-			addr, node = c.Options().Addr, c
+			node = c.Options().Addr
 		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	q := b.queues[addr]
+	q := b.queues[node]
 	if q == nil {
 		q = &batchQueue{}
-		b.queues[addr] = q
+		b.queues[node] = q
 	}
-	return q, node
+	return q
 }

@@ -324,7 +324,7 @@ func batchWithdraw(t *testing.T, addrs []string) {
 		_, err := s.Allow(ctx, b, lim, 1, false)
 		bDone <- err
 	}()
-	q, _ := s.batch.queueFor(context.Background(), s.keys.limit(b, lim)[0])
+	q := s.batch.queueFor(context.Background(), s.keys.limit(b, lim)[0])
 	if err := eventually(5*time.Second, func() error {
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -434,62 +434,5 @@ func eventually(timeout time.Duration, f func() error) error {
 			return err
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestBatchRedirectedScriptsRunOnce: on a Cluster a batch goes straight to
-// its node's client; a script that reaches a node not serving its slot (the
-// slot moved since it was queued) is answered MOVED, not run, and is sent
-// again through the ClusterClient, which finds the right node: each script
-// of the batch runs exactly once, and the moved one's caller gets its reply.
-func TestBatchRedirectedScriptsRunOnce(t *testing.T) {
-	ctx := context.Background()
-	s := openStore(t, Config{Addrs: redistest.Cluster(t), Mode: "cluster", Prefix: "t" + token.New()[:12], MaxBatch: 64})
-	cc := s.Client().(*goredis.ClusterClient)
-	addrOf := func(key string) *goredis.Client {
-		c, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	// here is served by node; away, by another master.
-	here := s.keys.prefix + ":here{" + token.New()[:8] + "}"
-	node := addrOf(here)
-	away := ""
-	for i := 0; away == ""; i++ {
-		k := s.keys.prefix + ":away{" + strconv.Itoa(i) + "}"
-		if addrOf(k).Options().Addr != node.Options().Addr {
-			away = k
-		}
-	}
-	t.Cleanup(func() { cc.Del(ctx, here, away) })
-	incr := func(key string) noRetry {
-		return evalCmd(ctx, "eval", "return redis.call('INCR', KEYS[1])", []string{key}, nil)
-	}
-	if err := node.Process(ctx, incr(away)); err == nil {
-		t.Fatalf("%s ran a script of a slot it does not serve", node.Options().Addr)
-	} else if _, moved := goredis.IsMovedError(err); !moved {
-		t.Fatalf("a script of a slot the node does not serve: %v, want MOVED", err)
-	}
-	for round := 1; round <= 2; round++ {
-		// Alone (Process), then in a pipeline with one that is at home.
-		batch := []*batchItem{{ctx: ctx, cmd: incr(away), node: node, done: make(chan struct{})}}
-		if round == 2 {
-			batch = append(batch, &batchItem{ctx: ctx, cmd: incr(here), node: node, done: make(chan struct{})})
-		}
-		s.batch.send(batch)
-		for i, it := range batch {
-			want := int64(round) // away: once in each round
-			if i == 1 {
-				want = 1 // here: once, in round 2
-			}
-			if n, err := it.cmd.Int64(); err != nil || n != want {
-				t.Errorf("round %d, %s: %d, %v; want %d", round, it.cmd.Args()[3], n, err, want)
-			}
-		}
-	}
-	if n, err := cc.Get(ctx, here).Int64(); err != nil || n != 1 {
-		t.Errorf("%s = %d, %v; want 1", here, n, err)
 	}
 }

@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -361,26 +360,12 @@ func (s *Store) evalReplicated(ctx context.Context, sc *script, keys []string, a
 // its outcome is reported uncertain.
 var errNotReplicated = fmt.Errorf("%w: the write was not replicated in time", store.ErrUnavailable)
 
-// evalPipelined runs several scripts side by side and returns their
-// commands in order; each has its own result or error. With batching, each
-// goes in its node's next batch (eval), with the scripts of other calls:
-// a heartbeat's renewal of its one hold is then no round trip of its own.
-// Without, they go in one pipeline (grouped by node on a Cluster); scripts a
-// node lacks (after a restart, or on a replica just promoted) are loaded
-// and only those calls are run again.
+// evalPipelined runs several scripts in one pipeline (grouped by node on a
+// Cluster) and returns their commands in order; each has its own result or
+// error. Scripts a node lacks (after a restart, or on a replica just
+// promoted) are loaded and only those calls are run again.
 func (s *Store) evalPipelined(ctx context.Context, calls []call) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
-	if s.batch != nil {
-		var wg sync.WaitGroup
-		for i, c := range calls[min(1, len(calls)):] {
-			wg.Go(func() { cmds[i+1] = s.eval(ctx, c.script, c.keys, c.args...) })
-		}
-		if len(calls) > 0 {
-			cmds[0] = s.eval(ctx, calls[0].script, calls[0].keys, calls[0].args...)
-		}
-		wg.Wait()
-		return cmds
-	}
 	run := func(idx []int) {
 		pipe := s.client.Pipeline()
 		for _, i := range idx {
