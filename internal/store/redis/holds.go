@@ -180,7 +180,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionLocks)
 	if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyLocks) {
 		// The session ended, or filled up, since it was read: undo the grant.
-		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, ""); err != nil {
+		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {
 			return store.LockGrant{}, a, err
 		}
 		return store.LockGrant{}, a, err
@@ -195,7 +195,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 	newDeadline, replicated, err := s.confirmHold(ctx, req.SessionID, h)
 	if errors.Is(err, store.ErrSessionNotFound) {
 		// The session ended, or lost the hold, since the add.
-		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, ""); err != nil {
+		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {
 			return store.LockGrant{}, a, err
 		}
 		return store.LockGrant{}, a, err
@@ -350,13 +350,13 @@ func (s *Store) ReleaseHold(ctx context.Context, kind store.HoldKind, name, toke
 func (s *Store) releaseHold(ctx context.Context, op string, kind store.HoldKind, name, token, instance string) (store.Released, error) {
 	var rel released
 	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
-		if rel, err = s.release(ctx, kind, name, token, false, instance); err != nil || rel.code != codeSessionBound {
+		if rel, err = s.release(ctx, kind, name, token, false, instance, ""); err != nil || rel.code != codeSessionBound {
 			return err
 		}
 		if err := s.unbindHold(ctx, rel.session, kind, name, token); err != nil {
 			return err
 		}
-		rel, err = s.release(ctx, kind, name, token, true, instance)
+		rel, err = s.release(ctx, kind, name, token, true, instance, "")
 		return err
 	})
 	if err != nil {
@@ -370,35 +370,30 @@ func (s *Store) AbandonHold(ctx context.Context, kind store.HoldKind, name, toke
 	return s.abandonHold(ctx, "AbandonHold", kind, name, token, ticket)
 }
 
-// abandonHold: the ticket leaves the queue (hold_leave.lua, handing
-// nothing off); then a lease is released; a session-bound hold's binding
-// first becomes a loss report (waking the session's stream), then the hold
-// is deleted.
+// abandonHold: the ticket leaves the queue and a lease is released, in
+// one script; a session-bound hold's binding first becomes a loss report
+// (waking the session's stream), then the hold is deleted.
 func (s *Store) abandonHold(ctx context.Context, op string, kind store.HoldKind, name, token, ticket string) error {
 	return s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) error {
-		if ticket != "" {
-			if _, _, err := decodeLeave(s.evalHold(ctx, holdLeave, kind, name, ticket, "", "", s.timeSeen.Load())); err != nil {
-				return err
-			}
-		}
-		rel, err := s.release(ctx, kind, name, token, false, "")
+		rel, err := s.release(ctx, kind, name, token, false, "", ticket)
 		if err != nil || rel.code != codeSessionBound {
 			return err // released, or not held
 		}
 		if err := s.holdGone(ctx, rel.session, kind, name, token); err != nil {
 			return err
 		}
-		_, err = s.release(ctx, kind, name, token, true, "")
+		_, err = s.release(ctx, kind, name, token, true, "", "")
 		return err
 	})
 }
 
-// release runs hold_release.lua: it deletes (kind, name)'s hold by token
-// if live, and lets in whom that lets in (instance's plain tickets are
-// handed off); a session-bound one only if bound (its session's entry is
-// gone), else it is answered codeSessionBound.
-func (s *Store) release(ctx context.Context, kind store.HoldKind, name, token string, bound bool, instance string) (released, error) {
-	rel, err := decodeRelease(s.evalHold(ctx, holdRelease, kind, name, token, boolArg(bound), instance, s.timeSeen.Load()))
+// release runs hold_release.lua: it takes ticket ("": none) out of the
+// queue, deletes (kind, name)'s hold by token if live, and lets in whom
+// that lets in (instance's plain tickets are handed off); a session-bound
+// one only if bound (its session's entry is gone), else it is answered
+// codeSessionBound.
+func (s *Store) release(ctx context.Context, kind store.HoldKind, name, token string, bound bool, instance, ticket string) (released, error) {
+	rel, err := decodeRelease(s.evalHold(ctx, holdRelease, kind, name, token, boolArg(bound), instance, s.timeSeen.Load(), ticket))
 	if err == nil && len(rel.handoffs) > 0 {
 		s.sawTime(rel.now)
 	}

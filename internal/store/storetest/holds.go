@@ -634,6 +634,22 @@ func holdsAbandonLeavesTheQueue(e *env) {
 		e.Fatalf("after the release: %+v; want held by w2", info)
 	}
 	e.refused("the abandoned request's token", w1, refusal{holder: "w2", expire: e.now().Add(time.Minute), retryAt: e.now().Add(time.Minute), queued: true})
+
+	// The head's ticket leaving a free lock wakes the next ticket's
+	// instance, as LeaveQueue does.
+	m := e.name("lock-free")
+	a, b := newInstance(), newInstance()
+	subB := e.waitSub(store.HoldLock, m, b)
+	h = exclusiveReq(m, "h", time.Minute)
+	e.grant(h)
+	wa, wb := waiting(exclusiveReq(m, "a", time.Minute), a), waiting(exclusiveReq(m, "b", time.Minute), b)
+	e.try(wa)
+	e.try(wb)
+	e.free(h) // no hand-off (no instance): a's instance is woken, and b's is not
+	drain(subB)
+	noErr(e, "AbandonHold with the head's ticket, the lock free", e.s.AbandonHold(e.ctx, store.HoldLock, m, wa.Token, wa.Wait.Ticket))
+	e.wantWake(subB, "the next ticket's instance after the head's abandon")
+	e.grant(wb)
 }
 
 // holdsTooManyWaiters: a name's queue has at most store.MaxWaiters live

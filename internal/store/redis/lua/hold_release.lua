@@ -9,16 +9,25 @@
 --          take out of its session first.
 -- ARGV[7]: the releasing instance ("": none, nothing is handed off)
 -- ARGV[8]: the highest server time µs the instance has seen (fenceFloor)
+-- ARGV[9]: a ticket to take out of the queue first ("": none): the
+--          abandoned request's, so that no release hands it the hold later
 -- Returns {OK, µs it was held, hand-offs...} released; {NO, hand-offs...}
 -- not held; {SESSION_BOUND, session ID} bound to a session. hand-offs...:
 -- withHandoffs' values.
-local tok, me, timeSeen = ARGV[5], ARGV[7], tonumber(ARGV[8])
+local tok, me, timeSeen, ticket = ARGV[5], ARGV[7], tonumber(ARGV[8]), ARGV[9]
+local left = false
+if ticket ~= '' and mayQueue() and redis.call('ZSCORE', KEYS[5], ticket) then
+  dropTicket(ticket)
+  left = true
+end
 local r = holder(tok)
 if not r or r.dl <= now then
-  if clean() then wake(me, timeSeen) end
+  if clean() or left then wake(me, timeSeen) end
   keep()
   return withHandoffs({NO})
 end
+-- (A ticket that left here lets in whom it held back when the later call
+-- that deletes the hold wakes.)
 if r.ses ~= '' and ARGV[6] ~= '1' then return {SESSION_BOUND, r.ses} end
 removeHolder(tok, r)
 if kind == 'lock' then redis.call('SPUBLISH', base .. ':ev', '') end
