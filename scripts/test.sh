@@ -3,7 +3,8 @@
 # staticcheck, buf lint, a check that the generated code matches the .proto
 # files, and every Go test with the race detector, against a fresh standalone
 # Redis and Redis Cluster from scripts/redis-cluster.sh (which installs
-# Debian's redis-server when it is missing), stopped again on exit.
+# Debian's redis-server when it is missing), stopped again on exit, and the
+# Debian packages the Python client test needs (scripts/debian-packages.sh).
 #
 # Usage: scripts/test.sh            everything
 #        scripts/test.sh -short     skip the lint steps, run the tests only
@@ -53,6 +54,9 @@ redis_env=$(scripts/redis-cluster.sh start)
 eval "$redis_env"
 echo "$redis_env"
 
+step "Debian packages the tests need (scripts/debian-packages.sh: the Python client test's grpcio, protobuf, grpc_tools)"
+scripts/debian-packages.sh python3-grpcio python3-protobuf python3-grpc-tools
+
 step "go test -race${CI:+ (CI=$CI)}"
 # The failover suite's counts (double holders, duplicates, lost messages)
 # go to this file, printed after the run: go test shows a passing package's
@@ -76,8 +80,9 @@ step "examples (a module of its own; PostgreSQL from COORDD_TEST_POSTGRES)"
 step "bench/ (coordbench, a module of its own: smoke runs on memory and on the Cluster with --baseline)"
 (cd bench && go vet ./... && go test -race -count=1 ./...)
 
-# The gRPC acceptance tests again, end to end on each Redis backend.
+# The gRPC acceptance tests and the Go client's again, end to end on each
+# Redis backend.
 for backend in redis cluster; do
-	step "go test -race ./internal/server on $backend"
-	go test -race -count=1 -timeout 10m ./internal/server -args -coordd.backend="$backend"
+	step "go test -race ./internal/server ./client on $backend"
+	go test -race -count=1 -timeout 10m ./internal/server ./client -args -coordd.backend="$backend"
 done

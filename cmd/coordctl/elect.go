@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/client"
 )
 
 var electSpec = &commandSpec{
@@ -91,12 +91,12 @@ func (c *electCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error
 	if value == "" {
 		value = defaultOwner()
 	}
-	client := coordv1.NewElectionServiceClient(conn)
+	ec := coordv1.NewElectionServiceClient(conn)
 	j := &holdJob{
 		what: "election", kind: coordv1.HoldKind_HOLD_KIND_ELECTION, name: c.name, ttl: c.ttl, wait: c.wait, maxWait: c.maxWait, grace: c.grace,
 		argv: c.argv, env: []string{"COORDD_ELECTION_NAME=" + c.name},
 		try: func(ctx context.Context, sessionID string, wait time.Duration) (*attempt, error) {
-			resp, err := client.Campaign(ctx, &coordv1.CampaignRequest{
+			resp, err := ec.Campaign(ctx, &coordv1.CampaignRequest{
 				Name: c.name, Value: []byte(value), SessionId: sessionID, Wait: optDuration(wait),
 			})
 			if err != nil {
@@ -117,7 +117,7 @@ func (c *electCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error
 			return att, nil
 		},
 		giveBack: func(ctx context.Context, token string) error {
-			resp, err := client.Resign(ctx, &coordv1.ResignRequest{Name: c.name, Token: token})
+			resp, err := ec.Resign(ctx, &coordv1.ResignRequest{Name: c.name, Token: token})
 			if err != nil {
 				return fmt.Errorf("resigning: %s; ending the session resigns too", describeStatus(err))
 			}
@@ -127,58 +127,30 @@ func (c *electCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error
 			return nil
 		},
 	}
-	j.watch = func(ctx context.Context, fence uint64) error { return watchTerm(ctx, client, c.name, fence) }
+	j.watch = func(ctx context.Context, fence uint64) error { return watchTerm(ctx, conn, c.name, fence) }
 	return j.run(ctx, a, conn)
 }
 
-// watchTerm follows election name with Observe and returns once a change
-// shows that the term with fence is over: another leader, or none. This
-// catches what the session cannot report (a leadership the store lost while
-// the session lives). A broken stream is opened again, and the current
-// state it starts with is checked the same way; it returns nil when ctx
-// ends or when Observe cannot be used (the session still watches).
-func watchTerm(ctx context.Context, client coordv1.ElectionServiceClient, name string, fence uint64) error {
-	backoff := minBackoff
-	for {
-		err := observeTerm(ctx, client, name, fence)
-		if errors.Is(err, errTermOver) || ctx.Err() != nil {
-			return err
+// watchTerm follows election name with Observe (client.Observe, which
+// opens a broken stream again) and returns once a change shows that the
+// term with fence is over: another leader, or none. This catches what the
+// session cannot report (a leadership the store lost while the session
+// lives). It returns nil when ctx ends or when Observe cannot be used (the
+// session still watches).
+func watchTerm(ctx context.Context, cc grpc.ClientConnInterface, name string, fence uint64) error {
+	for o := range client.Observe(ctx, cc, name) {
+		switch {
+		case !o.HasLeader:
+			return fmt.Errorf("%w the election without a leader (rev %d)", errTermOver, o.Rev)
+		case o.Leader.Fence != fence:
+			return fmt.Errorf("%w another leader, %s with fence %d (rev %d)", errTermOver, quoteValue(o.Leader.Value), o.Leader.Fence, o.Rev)
 		}
-		if finalStreamError(err) && !errors.Is(err, io.EOF) {
-			return nil
-		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return nil
-		}
-		backoff = min(2*backoff, maxBackoff)
 	}
+	return nil
 }
 
 // errTermOver: Observe showed that the term was over.
 var errTermOver = errors.New("coordd's Observe shows")
-
-func observeTerm(ctx context.Context, client coordv1.ElectionServiceClient, name string, fence uint64) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := client.Observe(ctx, &coordv1.ObserveRequest{Name: name})
-	if err != nil {
-		return err
-	}
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		switch l := resp.GetLeader(); {
-		case !resp.GetHasLeader():
-			return fmt.Errorf("%w the election without a leader (rev %d)", errTermOver, resp.GetRev())
-		case l.GetFence() != fence:
-			return fmt.Errorf("%w another leader, %s with fence %d (rev %d)", errTermOver, quoteValue(l.GetValue()), l.GetFence(), resp.GetRev())
-		}
-	}
-}
 
 // maxShownValue bounds how much of a leader's value messages show.
 const maxShownValue = 64

@@ -84,7 +84,7 @@ func (j *holdJob) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 	}
 	defer signal.Stop(sigs)
 
-	sess, err := startSession(ctx, coordv1.NewSessionServiceClient(conn), holdRef{j.kind, j.name}, j.ttl, a.opts.timeout)
+	sess, err := startSession(ctx, conn, holdRef{j.kind, j.name}, j.ttl, a.opts.timeout)
 	if err != nil {
 		return &rpcError{j.what + ": opening a session", err}
 	}

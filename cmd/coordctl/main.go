@@ -55,10 +55,10 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"google.golang.org/genproto/googleapis/rpc/code"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/coordd/coordd/client"
 )
 
 // Exit statuses; see the package documentation.
@@ -195,22 +195,8 @@ type rpcError struct {
 func (e *rpcError) Error() string { return e.op + ": " + describeStatus(e.err) }
 func (e *rpcError) Unwrap() error { return e.err }
 
-// describeStatus formats a gRPC error as CODE (REASON): message, the reason
-// coming from the status's google.rpc.ErrorInfo.
-func describeStatus(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return err.Error()
-	}
-	s := code.Code(st.Code()).String()
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
-			s += " (" + info.GetReason() + ")"
-			break
-		}
-	}
-	return s + ": " + st.Message()
-}
+// describeStatus formats a gRPC error as CODE (REASON): message.
+func describeStatus(err error) string { return client.Describe(err) }
 
 // report prints err to w and returns the exit status it calls for.
 func report(w io.Writer, err error) int {

@@ -82,8 +82,8 @@ func liveAnswer(req *coordv1.KeepAliveRequest) *coordv1.KeepAliveResponse {
 	return &coordv1.KeepAliveResponse{SessionId: "s1", Ttl: req.GetTtl()}
 }
 
-// startFake serves f and returns a client of it.
-func startFake(t *testing.T, f *fakeSessions) coordv1.SessionServiceClient {
+// startFake serves f and returns a connection to it.
+func startFake(t *testing.T, f *fakeSessions) grpc.ClientConnInterface {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -105,14 +105,14 @@ func startFake(t *testing.T, f *fakeSessions) coordv1.SessionServiceClient {
 		srv.Stop()
 		<-served
 	})
-	return coordv1.NewSessionServiceClient(conn)
+	return conn
 }
 
 const testTTL = 300 * time.Millisecond
 
-func mustStart(t *testing.T, client coordv1.SessionServiceClient) *session {
+func mustStart(t *testing.T, cc grpc.ClientConnInterface) *session {
 	t.Helper()
-	s, err := startSession(context.Background(), client, holdRef{coordv1.HoldKind_HOLD_KIND_LOCK, "job"}, testTTL, 2*time.Second)
+	s, err := startSession(context.Background(), cc, holdRef{coordv1.HoldKind_HOLD_KIND_LOCK, "job"}, testTTL, 2*time.Second)
 	if err != nil {
 		t.Fatalf("startSession: %v", err)
 	}

@@ -15,15 +15,13 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/backendtest"
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/metrics"
-	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
-	"github.com/coordd/coordd/internal/store/redis"
-	"github.com/coordd/coordd/internal/token"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -164,34 +162,7 @@ type nopClose struct{ store.Store }
 func (nopClose) Close() error { return nil }
 
 // newBackend returns a store of the -coordd.backend kind with clock c, and
-// its Redis key prefix: prefix, or a fresh one if "".
+// its Redis key prefix (prefix, or a new one if empty).
 func newBackend(t testing.TB, c clock.Clock, prefix string) (store.Store, string) {
-	var addrs []string
-	switch *backend {
-	case "memory":
-		return memory.New(memory.Options{Clock: c}), ""
-	case "redis":
-		addrs = []string{redistest.Standalone(t)}
-	case "cluster":
-		addrs = redistest.Cluster(t)
-	default:
-		t.Fatalf("-coordd.backend=%q: want memory, redis or cluster", *backend)
-	}
-	mode := "standalone"
-	if len(addrs) > 1 {
-		mode = "cluster"
-	}
-	// A key prefix of its own keeps every harness apart on the shared Redis.
-	if prefix == "" {
-		prefix = "t" + token.New()[:12]
-	}
-	cfg := redis.Config{Mode: mode, Addrs: addrs, Prefix: prefix, Timeout: 5 * time.Second, MaxBatch: 64}
-	if _, fake := c.(*clock.Fake); fake {
-		cfg.Clock = c
-	}
-	st, err := redis.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, prefix
+	return backendtest.Open(t, *backend, c, prefix)
 }

@@ -52,6 +52,18 @@ func WithRegister(register func(*grpc.Server)) Option {
 // the server stopped; st is the caller's to close.
 func Serve(tb testing.TB, st store.Store, clk clock.Clock, opts ...Option) *grpc.ClientConn {
 	tb.Helper()
+	conn, stop, err := Start(st, clk, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(stop)
+	return conn
+}
+
+// Start is Serve for a caller without a testing.TB (a TestMain, for
+// examples): stop closes the connection, drains waiting calls and stops the
+// server.
+func Start(st store.Store, clk clock.Clock, opts ...Option) (conn *grpc.ClientConn, stop func(), err error) {
 	o := options{config: server.DefaultConfig(), server: server.Options{Log: slog.New(slog.DiscardHandler)}}
 	for _, opt := range opts {
 		opt(&o)
@@ -59,7 +71,7 @@ func Serve(tb testing.TB, st store.Store, clk clock.Clock, opts ...Option) *grpc
 	drain := make(chan struct{})
 	svc, err := server.NewServices(st, clk, o.config, drain)
 	if err != nil {
-		tb.Fatal(err)
+		return nil, nil, err
 	}
 	gs, _ := server.New(svc, o.server)
 	if o.register != nil {
@@ -67,23 +79,23 @@ func Serve(tb testing.TB, st store.Store, clk clock.Clock, opts ...Option) *grpc
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatal(err)
+		return nil, nil, err
 	}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
 		_ = gs.Serve(lis)
 	}()
-	tb.Cleanup(func() {
+	stopServer := func() {
 		close(drain)
 		gs.Stop()
 		<-served
 		svc.Wait()
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = conn.Close() }) // runs first: cleanups run last first
-	return conn
+	conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		stopServer()
+		return nil, nil, err
+	}
+	return conn, func() { _ = conn.Close(); stopServer() }, nil
 }
