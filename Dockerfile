@@ -13,6 +13,7 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY api ./api
+COPY client ./client
 COPY cmd ./cmd
 COPY internal ./internal
 # Every command under cmd/ (coordd, coordctl), one binary each in /out/.

@@ -539,6 +539,33 @@ func TestSidecarOverlay(t *testing.T) {
 		t.Errorf("app: COORDD_ADDR %q, but coordd listens on %v", addr, cfg["grpc_addr"])
 	}
 	checkGrace(t, dep, coordd, cfg)
+	checkMonitorJob(t, one(t, objs, "PodMonitor"), "podMetricsEndpoints")
+}
+
+// monitorJob is the job label the PodMonitor and the ServiceMonitor give
+// every coordd target, and the one the alerts select.
+const monitorJob = "coordd"
+
+// checkMonitorJob: each endpoint of the monitor relabels job to monitorJob
+// (the Operator's default job is the Service's or namespace/PodMonitor's
+// name, which CoorddDown would not match).
+func checkMonitorJob(t *testing.T, monitor map[string]any, endpoints string) {
+	t.Helper()
+	eps := getList(monitor, "spec", endpoints)
+	if len(eps) == 0 {
+		t.Fatalf("%s: no %s", getString(monitor, "kind"), endpoints)
+	}
+	for i, ep := range eps {
+		ok := false
+		for _, r := range getList(ep, "relabelings") {
+			if getString(r, "targetLabel") == "job" && getString(r, "replacement") == monitorJob {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("%s endpoint %d: no relabeling of job to %q", getString(monitor, "kind"), i, monitorJob)
+		}
+	}
 }
 
 // TestSharedOverlay: coordd as a service of 3 replicas on Redis Cluster.
@@ -600,6 +627,7 @@ func TestSharedOverlay(t *testing.T) {
 	if !secretEnv["COORDD_REDIS_PASSWORD"] {
 		t.Error("coordd: COORDD_REDIS_PASSWORD does not come from a Secret")
 	}
+	checkMonitorJob(t, one(t, objs, "ServiceMonitor"), "endpoints")
 	svc := one(t, objs, "Service")
 	ports := map[string]int{}
 	for _, p := range getList(svc, "spec", "ports") {

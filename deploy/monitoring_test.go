@@ -149,6 +149,7 @@ func TestAlertRules(t *testing.T) {
 			}
 		}
 	}
+	checkErrorRateCodes(t, readDoc(t, path))
 	for _, m := range []string{
 		"coordd_store_errors_total", "coordd_store_breaker_open", "coordd_queue_messages",
 		"coordd_lock_wait_seconds_bucket", "grpc_server_handled_total", "coordd_redis_evicting_nodes",
@@ -244,5 +245,59 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	if exprs < 15 {
 		t.Errorf("only %d queries", exprs)
+	}
+}
+
+// alertExpr returns the expression of the alert named name in the rules doc.
+func alertExpr(t *testing.T, doc map[string]any, name string) string {
+	t.Helper()
+	for _, g := range getList(doc, "groups") {
+		for _, r := range getList(g, "rules") {
+			if getString(r, "alert") == name {
+				return getString(r, "expr")
+			}
+		}
+	}
+	t.Fatalf("no alert %s", name)
+	return ""
+}
+
+// checkErrorRateCodes: CoorddGRPCErrorRate counts the codes of coordd's
+// faults and none of the codes that describe a client (one bad client must
+// not page the operator), and CoorddDown selects the job the monitors set.
+func checkErrorRateCodes(t *testing.T, doc map[string]any) {
+	t.Helper()
+	expr := alertExpr(t, doc, "CoorddGRPCErrorRate")
+	e, err := promql.ParseExpr(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := func(code string) bool { // by every grpc_code matcher of the numerator's selector
+		var first *parser.VectorSelector
+		parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+			if vs, ok := n.(*parser.VectorSelector); ok && first == nil {
+				first = vs
+			}
+			return nil
+		})
+		for _, m := range first.LabelMatchers {
+			if m.Name == "grpc_code" && !m.Matches(code) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, code := range []string{"OK", "Canceled", "InvalidArgument", "FailedPrecondition", "NotFound", "Unauthenticated", "PermissionDenied", "ResourceExhausted", "DeadlineExceeded"} {
+		if counted(code) {
+			t.Errorf("CoorddGRPCErrorRate counts %s, a client's doing", code)
+		}
+	}
+	for _, code := range []string{"Unavailable", "Internal", "Unknown", "DataLoss", "Aborted"} {
+		if !counted(code) {
+			t.Errorf("CoorddGRPCErrorRate leaves out %s, a fault of coordd or its store", code)
+		}
+	}
+	if down := alertExpr(t, doc, "CoorddDown"); !strings.Contains(down, `job="`+monitorJob+`"`) {
+		t.Errorf("CoorddDown = %q, want it on job=%q, the job the monitors set", down, monitorJob)
 	}
 }

@@ -59,6 +59,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/coordd/coordd/client"
+	"github.com/coordd/coordd/internal/version"
 )
 
 // Exit statuses; see the package documentation.
@@ -141,6 +142,7 @@ type globalOptions struct {
 	serverName string
 	timeout    time.Duration
 	json       bool
+	version    bool
 }
 
 // invocation is a parsed command line.
@@ -242,6 +244,9 @@ func parseArgs(args []string, getenv func(string) string) (*invocation, error) {
 		}
 		return nil, usagef("", "%v", err)
 	}
+	if g.version {
+		return nil, &helpRequest{text: version.String("coordctl") + "\n"}
+	}
 	rest := fs.Args()
 	if len(rest) == 0 {
 		return nil, usagef("", "no command given")
@@ -298,6 +303,7 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOptions, getenv func(string) str
 	fs.StringVar(&g.serverName, "server-name", "", "name to verify in coordd's certificate (default: the host of --addr); implies --tls")
 	fs.DurationVar(&g.timeout, "timeout", defaultTimeout, "limit of each call, on top of any --wait")
 	fs.BoolVar(&g.json, "json", false, "print responses as JSON (protojson, one line) instead of a short line")
+	fs.BoolVar(&g.version, "version", false, "print coordctl's version and exit")
 }
 
 func (g *globalOptions) validate() error {

@@ -209,3 +209,14 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+func TestVersion(t *testing.T) {
+	_, err := parseArgs([]string{"--version"}, func(string) string { return "" })
+	var h *helpRequest
+	if !errors.As(err, &h) || !strings.HasPrefix(h.text, "coordctl ") || !strings.Contains(h.text, "(revision ") {
+		t.Fatalf("parseArgs(--version) = %v, want the version", err)
+	}
+	if !strings.Contains(mainHelp(), "--version") {
+		t.Error("the help does not list --version")
+	}
+}

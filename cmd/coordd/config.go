@@ -203,8 +203,12 @@ func loadConfig(args []string) (Config, error) {
 	fs.String("http-addr", cfg.HTTPAddr, "HTTP listen address for /metrics and /healthz (http_addr)")
 	fs.String("store", cfg.Store, "storage backend: memory or redis (store)")
 	fs.String("log-level", cfg.LogLevel, "debug, info, warn or error (log_level)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
+	}
+	if *showVersion {
+		return Config{}, errVersion
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -236,6 +240,28 @@ func loadConfig(args []string) (Config, error) {
 	}
 	cfg.applyLimits()
 	return cfg, cfg.Validate()
+}
+
+// errVersion is loadConfig's answer to --version.
+var errVersion = errors.New("--version")
+
+// unknownEnv returns the COORDD_* variables of environ that name no
+// configuration key (a typo would otherwise be ignored without a word).
+func unknownEnv(environ []string) []string {
+	v := viper.New()
+	setDefaults(v, "", reflect.ValueOf(DefaultConfig()))
+	known := map[string]bool{}
+	for _, k := range v.AllKeys() {
+		known["COORDD_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = true
+	}
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "COORDD_") && !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	return unknown
 }
 
 // setDefaults registers every key of the struct rv with its default value,

@@ -551,3 +551,12 @@ func TestLoadConfigSharedLimitsReachEverySection(t *testing.T) {
 		t.Errorf("election section = %+v, want max wait 5s, 64 name bytes, 7 holds per session", c)
 	}
 }
+
+// TestUnknownEnv: a COORDD_* variable that names no key is reported (coordd
+// logs it), one that does is not.
+func TestUnknownEnv(t *testing.T) {
+	got := unknownEnv([]string{"COORDD_QUEUE_MAX_DELAY=1s", "COORDD_QUEUE_MAX_DELAYY=1s", "COORDD_LOG_LEVEL=debug", "COORDD_LOGLEVEL=debug", "PATH=/bin", "COORDD_REDIS_ADDRS=x"})
+	if want := []string{"COORDD_QUEUE_MAX_DELAYY", "COORDD_LOGLEVEL"}; !slices.Equal(got, want) {
+		t.Fatalf("unknownEnv = %q, want %q", got, want)
+	}
+}

@@ -36,6 +36,7 @@ import (
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
+	"github.com/coordd/coordd/internal/version"
 )
 
 func main() {
@@ -57,12 +58,19 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	if errors.Is(err, pflag.ErrHelp) {
 		return nil
 	}
+	if errors.Is(err, errVersion) {
+		fmt.Println(version.String("coordd"))
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	log, err := newLogger(cfg, logOut)
 	if err != nil {
 		return err
+	}
+	for _, name := range unknownEnv(os.Environ()) {
+		log.Warn("an environment variable names no configuration key: ignored (a typo?)", "name", name)
 	}
 	d, err := newDaemon(cfg, log)
 	if err != nil {
@@ -234,8 +242,8 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return metrics.QueueDepth{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, err
 	}, time.Second)
 
-	grpcMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
-	reg.MustRegister(grpcMetrics)
+	grpcMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(latencyBuckets)))
+	reg.MustRegister(grpcMetrics, buildInfo())
 	d.grpc, d.health = server.New(svc, server.Options{
 		Log: log, Metrics: domain, Auth: d.auth, Limits: cfg.Limits.Limits,
 		Unary:         []grpc.UnaryServerInterceptor{grpcMetrics.UnaryServerInterceptor()},
@@ -363,4 +371,25 @@ func (d *daemon) reload(args []string) {
 	}
 	d.log.Info("reloaded rate-limit policies, auth and TLS files", "policies", len(cfg.RateLimit.Policies),
 		"api_keys", len(auth.APIKeys), "tls", d.tls != nil)
+}
+
+// latencyBuckets are grpc_server_handling_seconds' buckets: from 50µs (most
+// calls take well under a millisecond; Prometheus' default buckets start at
+// 5ms) to a minute (limits.max_wait: a call that waits, such as Lock with
+// wait, lasts up to its wait).
+var latencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+}
+
+// buildInfo is coordd_build_info: 1, labelled with the build's version,
+// VCS revision and Go version.
+func buildInfo() prometheus.Gauge {
+	bi := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "coordd_build_info", Help: "1, labelled with the running build's version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "goversion": bi.GoVersion},
+	})
+	g.Set(1)
+	return g
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -725,5 +726,26 @@ func TestNewDaemonErrorReleasesResources(t *testing.T) {
 				t.Errorf("newDaemon failed but left goroutines running: %v", err)
 			}
 		})
+	}
+}
+
+// TestBinaryVersionAndUnknownEnv: --version prints the build and exits 0
+// without serving; a COORDD_* variable that names no key is logged at warn
+// by name (never by value) and otherwise ignored.
+func TestBinaryVersionAndUnknownEnv(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	out, err := exec.Command(daemontest.Binary(t), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("coordd --version: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "coordd ") || !strings.Contains(string(out), "(revision ") {
+		t.Fatalf("coordd --version = %q", out)
+	}
+	d := daemontest.Start(t, daemontest.Options{Args: []string{"--store", "memory"}, Env: []string{"COORDD_QUEUE_MAX_DELAYY=secret-looking-value"}, KillAtEnd: true})
+	d.WaitLog(t, "COORDD_QUEUE_MAX_DELAYY", 1, 5*time.Second)
+	if strings.Contains(d.Output(), "secret-looking-value") {
+		t.Fatalf("the variable's value was logged:\n%s", d.Output())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/version"
 )
 
 // scrape is one parsed GET /metrics.
@@ -539,5 +541,35 @@ func TestMetricsStoreOnRedis(t *testing.T) {
 	after := getMetrics(t, hc, p.httpAddr)
 	if got := after.value("coordd_store_errors_total", "op", "GetLock", "kind", "unavailable"); got != 1 {
 		t.Errorf("coordd_store_errors_total{op=GetLock,kind=unavailable} = %v, want 1", got)
+	}
+}
+
+// TestBuildInfoAndLatencyBuckets: coordd_build_info names the build, and
+// grpc_server_handling_seconds resolves sub-millisecond calls (its first
+// bucket is 50µs, not the default 5ms), up to a minute's wait.
+func TestBuildInfoAndLatencyBuckets(t *testing.T) {
+	var logs lockedBuffer
+	p := startInProcessLogging(t, &logs, nil)
+	conn, hc, ctx := p.clients(t)
+	if _, err := coordv1.NewLockServiceClient(conn).GetLock(ctx, &coordv1.GetLockRequest{Name: "m-buckets"}); err != nil {
+		t.Fatal(err)
+	}
+	s := getMetrics(t, hc, p.httpAddr)
+	bi := version.Get()
+	if m := s.series("coordd_build_info", "version", bi.Version, "revision", bi.Revision, "goversion", bi.GoVersion); m == nil || m.GetGauge().GetValue() != 1 {
+		t.Fatalf("coordd_build_info = %v, want 1 with version %s, revision %s, goversion %s", m, bi.Version, bi.Revision, bi.GoVersion)
+	}
+	m := s.series("grpc_server_handling_seconds", "grpc_method", "GetLock")
+	if m == nil {
+		t.Fatal("no grpc_server_handling_seconds for GetLock")
+	}
+	var b []float64 // the finite upper bounds
+	for _, x := range m.GetHistogram().GetBucket() {
+		if !math.IsInf(x.GetUpperBound(), 1) {
+			b = append(b, x.GetUpperBound())
+		}
+	}
+	if len(b) == 0 || b[0] != 0.00005 || b[len(b)-1] != 60 {
+		t.Fatalf("buckets %v, want 50µs to 60s", b)
 	}
 }
