@@ -1,8 +1,8 @@
 'use strict';
-// coordd from Node.js: @grpc/grpc-js with the .proto files of api/proto loaded
-// at run time by @grpc/proto-loader (no generated code), against a running
-// coordd. Both an example of calling every service and an end-to-end test
-// (e2e/node_test.go runs it against a fresh daemon in CI).
+// coordd from Node.js: this package (index.js: the services loaded from
+// api/proto at run time, no generated code, and the Session helper) against
+// a running coordd. Both an example of calling the services and an
+// end-to-end test (e2e/node_test.go runs it against a fresh daemon in CI).
 //
 //   cd clients/node && npm ci && COORDD_ADDR=127.0.0.1:7070 node --test test.js
 //
@@ -18,7 +18,6 @@ const crypto = require('node:crypto');
 const path = require('node:path');
 
 const grpc = require('@grpc/grpc-js');
-const protoLoader = require('@grpc/proto-loader');
 const protobuf = require('protobufjs');
 
 const ADDR = process.env.COORDD_ADDR || '127.0.0.1:7070';
@@ -26,21 +25,9 @@ const API_KEY = process.env.COORDD_API_KEY || '';
 const PROTO_DIR = path.join(__dirname, '..', '..', 'api', 'proto');
 const CALL_TIMEOUT_MS = 10_000;
 
-// The .proto files are edition 2023 with features.field_presence = IMPLICIT:
-// protobufjs resolves editions features since 7.3 (the version is pinned in
-// package.json). google/protobuf/*.proto come with protobufjs.
-const packageDefinition = protoLoader.loadSync(
-  ['idempotency', 'lock', 'queue', 'ratelimit', 'session'].map((f) => `coord/v1/${f}.proto`),
-  {
-    includeDirs: [PROTO_DIR],
-    keepCase: false, // lowerCamelCase field names: session_id is sessionId
-    longs: String, // int64/uint64 (fence, remaining, Duration.seconds) as decimal strings
-    enums: String, // 'OUTCOME_EXECUTE', not 1
-    defaults: true, // unset fields read as their zero value
-    oneofs: true,
-  },
-);
-const coord = grpc.loadPackageDefinition(packageDefinition).coord.v1;
+// The services, loaded from api/proto by this package's loadCoordd.
+const { loadCoordd, Session } = require('./index.js');
+const coord = loadCoordd({ protoDir: PROTO_DIR });
 
 // google.rpc.Status and the two details coordd sends, field for field as in
 // googleapis' google/rpc/status.proto and error_details.proto (only the
@@ -339,4 +326,47 @@ test('Lock with ttl 0s is INVALID_ARGUMENT with a google.rpc.ErrorInfo', async (
   const bad = st.details['google.rpc.BadRequest'];
   assert.ok(bad, `no BadRequest among ${Object.keys(st.details)}`);
   assert.equal(bad.field_violations[0].field, 'ttl');
+});
+
+// The helper's resumption of a broken stream is not tested here: a stream
+// cancelled with grpc-js's cancel() reached coordd as a clean end (io.EOF,
+// which ends the session), not as a broken stream; the Go and Python
+// clients' tests break a stream and resume it.
+describe('Session (the helper in index.js)', () => {
+  const opened = [];
+  after(async () => {
+    for (const s of opened) await s.close(1000);
+  });
+  const open = async (opts) => {
+    const metadata = new grpc.Metadata();
+    if (API_KEY) metadata.set('authorization', `Bearer ${API_KEY}`);
+    const s = await Session.open(sessions, { metadata, ...opts });
+    opened.push(s);
+    return s;
+  };
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+  test('keeps its lock past several TTLs, and close() releases it', async () => {
+    const s = await open({ ttlMs: 1000 });
+    assert.match(s.id, HEX32);
+    const name = unique('helper');
+    assert.equal((await call(locks, 'Lock', { name, sessionId: s.id })).acquired, true);
+    await sleep(2500);
+    assert.equal(s.done, false, String(s.error));
+    assert.equal((await call(locks, 'GetLock', { name })).held, true);
+    assert.equal(await s.close(), true);
+    assert.equal(s.error, null);
+    assert.equal((await call(locks, 'GetLock', { name })).held, false);
+  });
+
+  test("reports a lock lost at its max hold, by name and reason", async () => {
+    const s = await open({ ttlMs: 1000 });
+    const name = unique('capped');
+    const lost = new Promise((resolve) => s.once('lost', resolve));
+    const grant = await call(locks, 'Lock', { name, sessionId: s.id, maxHold: { seconds: '0', nanos: 300_000_000 } });
+    assert.equal(grant.acquired, true);
+    const hold = await lost;
+    assert.deepEqual(hold, { kind: 'HOLD_KIND_LOCK', name, fence: grant.fence, reason: 'LOCK_LOSS_REASON_MAX_HOLD' });
+    assert.equal(s.done, false);
+  });
 });
