@@ -144,6 +144,9 @@ class ElectionServiceTest(CoorddTest):
         stream = self.elections.Observe(election_pb2.ObserveRequest(name=name), metadata=METADATA)
         reader = threading.Thread(target=lambda: [observed.append(r) for r in stream], daemon=True)
         reader.start()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not observed:  # the stream's first state: no leader yet
+            time.sleep(0.01)
         c = self.call(self.elections.Campaign, election_pb2.CampaignRequest(name=name, value=b"py", session_id=s.id))
         self.assertTrue(c.elected)
         self.call(self.elections.Proclaim, election_pb2.ProclaimRequest(name=name, token=c.token, value=b"py2"))

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -558,5 +561,25 @@ func TestUnknownEnv(t *testing.T) {
 	got := unknownEnv([]string{"COORDD_QUEUE_MAX_DELAY=1s", "COORDD_QUEUE_MAX_DELAYY=1s", "COORDD_LOG_LEVEL=debug", "COORDD_LOGLEVEL=debug", "PATH=/bin", "COORDD_REDIS_ADDRS=x"})
 	if want := []string{"COORDD_QUEUE_MAX_DELAYY", "COORDD_LOGLEVEL"}; !slices.Equal(got, want) {
 		t.Fatalf("unknownEnv = %q, want %q", got, want)
+	}
+}
+
+// TestRedisLogIsJSON: go-redis's lines, through redisLog, are JSON records
+// of coordd's logger with log_format json, not plain text.
+func TestRedisLogIsJSON(t *testing.T) {
+	var buf bytes.Buffer
+	cfg := DefaultConfig()
+	cfg.LogFormat = "json"
+	log, err := newLogger(cfg, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisLog{log}.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts", 5)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("not JSON: %q: %v", buf.String(), err)
+	}
+	if rec["level"] != "WARN" || rec["msg"] != "go-redis: redis: connection pool: failed to dial after 5 attempts" {
+		t.Fatalf("record %v", rec)
 	}
 }

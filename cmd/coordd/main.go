@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -69,6 +70,7 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	goredis.SetLogger(redisLog{log}) // go-redis's own lines: through the same logger (JSON with log_format json)
 	for _, name := range unknownEnv(os.Environ()) {
 		log.Warn("an environment variable names no configuration key: ignored (a typo?)", "name", name)
 	}
@@ -392,4 +394,13 @@ func buildInfo() prometheus.Gauge {
 	})
 	g.Set(1)
 	return g
+}
+
+// redisLog is go-redis's logger: its lines (a failed dial, a cluster
+// reload) go to coordd's logger at warn, as JSON with log_format json,
+// rather than as plain text on stderr.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
