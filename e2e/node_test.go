@@ -25,8 +25,9 @@ const (
 
 // TestNodeClient runs clients/node/test.js, @grpc/grpc-js with the .proto
 // files of api/proto, against a coordd on the memory store: locks, rate
-// limits, idempotency keys, the queue, a KeepAlive stream and an error's
-// google.rpc.ErrorInfo, all from outside Go. It needs Node.js and npm (npm
+// limits, idempotency keys, the queue, a KeepAlive stream, the package's
+// Session helper (a resume after its TCP connection is cut, through a proxy
+// in test.js) and an error's google.rpc.ErrorInfo, all from outside Go. It needs Node.js and npm (npm
 // ci installs clients/node's locked dependencies when they are missing): a
 // machine without node skips it, CI fails it.
 func TestNodeClient(t *testing.T) {

@@ -99,6 +99,7 @@ class Session extends EventEmitter {
     this._metadata = metadata;
     this._openTimeoutMs = openTimeoutMs;
     this._call = null;
+    this._opening = null; // the stream _open is waiting on, cancelled by _end
     this._sentAt = 0; // when the heartbeat in flight was sent; 0 if none
     this._seen = new Set();
     this._timers = new Set();
@@ -119,11 +120,12 @@ class Session extends EventEmitter {
     return new Promise((resolve, reject) => {
       let settled = false;
       const timer = this._timer(() => {
-        if (!settled) { settled = true; call.cancel(); reject(Object.assign(new Error(`no answer from coordd within ${timeoutMs}ms`), { code: grpc.status.DEADLINE_EXCEEDED })); }
+        if (!settled) { settled = true; this._opening = null; call.cancel(); reject(Object.assign(new Error(`no answer from coordd within ${timeoutMs}ms`), { code: grpc.status.DEADLINE_EXCEEDED })); }
       }, timeoutMs);
       const call = openStream(this.client, this._metadata, (err, resp) => {
         if (!settled) {
           settled = true;
+          this._opening = null;
           clearTimeout(timer);
           this._timers.delete(timer);
           if (err) reject(err);
@@ -132,6 +134,7 @@ class Session extends EventEmitter {
         }
         if (this._call === call) this._answer(err, resp);
       });
+      this._opening = call;
       this._sentAt = Date.now();
       call.write(first);
     });
@@ -211,6 +214,9 @@ class Session extends EventEmitter {
     this.error = err;
     for (const t of this._timers) clearTimeout(t);
     this._timers.clear();
+    // A resume still waiting for its answer must not bring a stream (and
+    // 'lost' events) back to a session that is over.
+    if (this._opening) { this._opening.cancel(); this._opening = null; }
     this.emit('done', err);
   }
 

@@ -15,6 +15,7 @@
 const { describe, test, after } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
+const net = require('node:net');
 const path = require('node:path');
 
 const grpc = require('@grpc/grpc-js');
@@ -328,23 +329,86 @@ test('Lock with ttl 0s is INVALID_ARGUMENT with a google.rpc.ErrorInfo', async (
   assert.equal(bad.field_violations[0].field, 'ttl');
 });
 
-// The helper's resumption of a broken stream is not tested here: a stream
-// cancelled with grpc-js's cancel() reached coordd as a clean end (io.EOF,
-// which ends the session), not as a broken stream; the Go and Python
-// clients' tests break a stream and resume it.
+// startProxy forwards TCP connections to target (host:port) from a port of
+// its own on 127.0.0.1. cut() destroys every forwarded connection at both
+// ends, as a network failure would: neither side ends its streams, so
+// coordd sees a broken stream, not a half-close (a stream cancelled with
+// grpc-js's cancel() reaches coordd as a clean end, which ends the
+// session). While down, it accepts connections and destroys them at once.
+async function startProxy(target) {
+  const colon = target.lastIndexOf(':');
+  const host = target.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
+  const port = Number(target.slice(colon + 1));
+  const open = new Set(); // every socket of a forwarded connection
+  let down = false;
+  let accepted = 0;
+  const server = net.createServer((client) => {
+    accepted++;
+    if (down) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect(port, host);
+    const drop = () => {
+      for (const sock of [client, upstream]) {
+        open.delete(sock);
+        sock.destroy();
+      }
+    };
+    for (const sock of [client, upstream]) {
+      open.add(sock);
+      sock.on('error', drop);
+      sock.on('close', drop);
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const proxy = {
+    addr: `127.0.0.1:${server.address().port}`,
+    accepted: () => accepted, // connections accepted so far
+    cut() {
+      for (const sock of [...open]) sock.destroy();
+    },
+    setDown(on) {
+      down = on;
+      if (on) proxy.cut();
+    },
+    close() {
+      proxy.setDown(true);
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+  return proxy;
+}
+
 describe('Session (the helper in index.js)', () => {
   const opened = [];
   after(async () => {
     for (const s of opened) await s.close(1000);
   });
-  const open = async (opts) => {
+  const open = async (opts, client = sessions) => {
     const metadata = new grpc.Metadata();
     if (API_KEY) metadata.set('authorization', `Bearer ${API_KEY}`);
-    const s = await Session.open(sessions, { metadata, ...opts });
+    const s = await Session.open(client, { metadata, ...opts });
     opened.push(s);
     return s;
   };
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  // proxied returns a SessionService client that reaches coordd through a
+  // proxy of its own, and the proxy; both are closed after the test.
+  const proxied = async (t) => {
+    const proxy = await startProxy(ADDR);
+    const client = new coord.SessionService(proxy.addr, credentials, { interceptors });
+    t.after(() => {
+      client.close();
+      return proxy.close();
+    });
+    return { proxy, client };
+  };
 
   test('keeps its lock past several TTLs, and close() releases it', async () => {
     const s = await open({ ttlMs: 1000 });
@@ -368,5 +432,69 @@ describe('Session (the helper in index.js)', () => {
     const hold = await lost;
     assert.deepEqual(hold, { kind: 'HOLD_KIND_LOCK', name, fence: grant.fence, reason: 'LOCK_LOSS_REASON_MAX_HOLD' });
     assert.equal(s.done, false);
+  });
+
+  test('resumes its session after the connection is cut: the same lock, no loss', async (t) => {
+    const { proxy, client } = await proxied(t);
+    const s = await open({ ttlMs: 1000 }, client);
+    const lost = [];
+    s.on('lost', (hold) => lost.push(hold));
+    const name = unique('resumed');
+    const grant = await call(locks, 'Lock', { name, sessionId: s.id, owner: 'node-resumed' });
+    assert.equal(grant.acquired, true);
+    // Twice, so that the second cut breaks a resumed stream. Each wait is
+    // longer than the TTL: had the helper not resumed, coordd would have
+    // expired the session and the helper ended it ('done').
+    for (const cut of [1, 2]) {
+      const before = proxy.accepted();
+      proxy.cut();
+      await sleep(1500);
+      assert.equal(s.done, false, `after cut ${cut}: ${s.error}`);
+      assert.ok(proxy.accepted() > before, `after cut ${cut}: no new connection through the proxy`);
+    }
+    const held = await call(locks, 'GetLock', { name });
+    assert.equal(held.held, true);
+    assert.equal(held.fence, grant.fence, 'the same grant, not a new one');
+    const other = await call(locks, 'Lock', { name, ttl: seconds(30), owner: 'node-other' });
+    assert.equal(other.acquired, false);
+    assert.equal(other.holder, 'node-resumed');
+    assert.deepEqual(lost, []);
+    assert.equal(await s.close(), true, 'close() on the resumed stream');
+    assert.equal((await call(locks, 'GetLock', { name })).held, false);
+  });
+
+  test("a cut longer than the TTL ends the session ('done'); coordd reports the lock lost by name", async (t) => {
+    const { proxy, client } = await proxied(t);
+    const s = await open({ ttlMs: 1000 }, client);
+    const lost = [];
+    s.on('lost', (hold) => lost.push(hold));
+    const done = new Promise((resolve) => s.once('done', resolve));
+    const name = unique('expired');
+    const grant = await call(locks, 'Lock', { name, sessionId: s.id, owner: 'node-expired' });
+    assert.equal(grant.acquired, true);
+    proxy.setDown(true); // every resume fails until the session is over
+    const err = await done;
+    assert.match(String(err), /no heartbeat was answered within the session TTL/);
+    // 'lost' is for the holds coordd reports while the session lives; at
+    // the session's end every hold ends with it, with 'done' alone.
+    assert.deepEqual(lost, []);
+    // coordd's lease ends no earlier than the helper's local deadline: wait
+    // for it, then it frees the lock.
+    const by = Date.now() + 3000;
+    while ((await call(locks, 'GetLock', { name })).held) {
+      assert.ok(Date.now() < by, 'the lock is still held 3s after the session ended');
+      await sleep(50);
+    }
+    // A resume now (on a direct connection: the proxied channel is in
+    // grpc-js's reconnect backoff) gets coordd's report: the session
+    // expired, with the lock lost by name and fence.
+    const stream = new KeepAliveStream(sessions);
+    t.after(() => stream.call.cancel());
+    const resp = await stream.send({ sessionId: s.id, ttl: seconds(1) });
+    assert.equal(resp.expired, true);
+    assert.deepEqual(
+      resp.lostLocks.map((l) => [l.name, l.fence, l.reason]),
+      [[name, grant.fence, 'LOCK_LOSS_REASON_SESSION_EXPIRED']],
+    );
   });
 });
