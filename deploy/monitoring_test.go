@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 )
@@ -18,6 +19,7 @@ var metricNames = []string{
 	"up",
 	"grpc_server_handled_total",
 	"grpc_server_handling_seconds_bucket",
+	"coordd_grpc_wait_seconds_bucket",
 	"coordd_locks_granted_total",
 	"coordd_locks_contended_total",
 	"coordd_locks_released_total",
@@ -141,6 +143,7 @@ func TestAlertRules(t *testing.T) {
 				}
 			}
 			expr := getString(rule, "expr")
+			checkLatencyApart(t, "alert "+name, expr, true)
 			for _, n := range selectors(t, "alert "+name, expr) {
 				covered[n] = true
 			}
@@ -153,6 +156,7 @@ func TestAlertRules(t *testing.T) {
 	for _, m := range []string{
 		"coordd_store_errors_total", "coordd_store_breaker_open", "coordd_queue_messages",
 		"coordd_lock_wait_seconds_bucket", "grpc_server_handled_total", "coordd_redis_evicting_nodes",
+		"grpc_server_handling_seconds_bucket",
 	} {
 		if !covered[m] {
 			t.Errorf("no alert on %s", m)
@@ -233,6 +237,7 @@ func TestGrafanaDashboard(t *testing.T) {
 				continue
 			}
 			exprs++
+			checkLatencyApart(t, "panel "+title, dashboardVars.Replace(expr), false)
 			for _, n := range selectors(t, "panel "+title, dashboardVars.Replace(expr)) {
 				shown[n] = true
 			}
@@ -245,6 +250,49 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	if exprs < 15 {
 		t.Errorf("only %d queries", exprs)
+	}
+}
+
+// checkLatencyApart: a query of the latency of calls
+// (grpc_server_handling_seconds) selects grpc_type="unary", so that no
+// stream is in it (coordd before issue 13 timed streams there), and never
+// mixes in coordd_grpc_wait_seconds, the calls that asked to wait, whose
+// times are the waits their clients chose; an alert (isAlert) never selects
+// the waits at all, for the same reason.
+func checkLatencyApart(t *testing.T, where, expr string, isAlert bool) {
+	t.Helper()
+	e, err := promql.ParseExpr(expr)
+	if err != nil {
+		return // reported by selectors
+	}
+	var latency, waits bool
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		switch {
+		case strings.HasPrefix(vs.Name, "grpc_server_handling_seconds"):
+			latency = true
+			unary := false
+			for _, m := range vs.LabelMatchers {
+				if m.Name == "grpc_type" {
+					unary = m.Type == labels.MatchEqual && m.Value == "unary"
+				}
+			}
+			if !unary {
+				t.Errorf("%s: %s without grpc_type=\"unary\": streams would be in it", where, vs)
+			}
+		case strings.HasPrefix(vs.Name, "coordd_grpc_wait_seconds"):
+			waits = true
+		}
+		return nil
+	})
+	if latency && waits {
+		t.Errorf("%s: %q mixes latency and waits, which coordd keeps apart", where, expr)
+	}
+	if isAlert && waits {
+		t.Errorf("%s: alerts on coordd_grpc_wait_seconds, the waits clients chose", where)
 	}
 }
 

@@ -160,6 +160,7 @@ type daemon struct {
 	services server.Services // their waits and background clean-ups end with the drain
 	auth     *server.Authenticator
 	tls      *tlsFiles // nil without TLS
+	metrics  *metrics.Metrics
 }
 
 // storeFailure is the kind label of a store operation's error in
@@ -244,15 +245,19 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		return metrics.QueueDepth{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, err
 	}, time.Second)
 
-	grpcMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(latencyBuckets)))
+	// Counts only: grpc_server_handling_seconds is coordd's own (package
+	// metrics), which keeps waiting calls and streams out of it.
+	grpcMetrics := grpcprom.NewServerMetrics()
 	reg.MustRegister(grpcMetrics, buildInfo())
+	d.metrics = domain
+	d.initPolicies(policies)
 	d.grpc, d.health = server.New(svc, server.Options{
 		Log: log, Metrics: domain, Auth: d.auth, Limits: cfg.Limits.Limits,
 		Unary:         []grpc.UnaryServerInterceptor{grpcMetrics.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{grpcMetrics.StreamServerInterceptor()},
 		ServerOptions: serverOpts,
 	})
-	grpcMetrics.InitializeMetrics(d.grpc)
+	grpcMetrics.InitializeMetrics(d.grpc) // every method's counts at 0, for every code
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -362,6 +367,7 @@ func (d *daemon) reload(args []string) {
 	if err == nil {
 		// Everything is checked: apply it all.
 		_ = d.limiter.SetPolicies(policies)
+		d.initPolicies(policies)
 		_ = d.auth.Set(auth)
 		if d.tls != nil {
 			d.tls.current.Store(next.current.Load())
@@ -375,13 +381,20 @@ func (d *daemon) reload(args []string) {
 		"api_keys", len(auth.APIKeys), "tls", d.tls != nil)
 }
 
-// latencyBuckets are grpc_server_handling_seconds' buckets: from 50µs (most
-// calls take well under a millisecond; Prometheus' default buckets start at
-// 5ms) to a minute (limits.max_wait: a call that waits, such as Lock with
-// wait, lasts up to its wait).
-var latencyBuckets = []float64{
-	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+// initPolicies creates the decision series of each policy at 0, so that a
+// policy's first denial is a rate, not a new series. A policy a reload
+// removed keeps its series until the restart.
+func (d *daemon) initPolicies(policies map[string]limiter.Policy) {
+	for name, p := range policies {
+		algs := []string{limiter.AlgorithmName(p.Limit.Algorithm)}
+		if len(p.Limits) > 0 {
+			algs = algs[:0]
+			for _, l := range p.Limits {
+				algs = append(algs, limiter.AlgorithmName(l.Algorithm))
+			}
+		}
+		d.metrics.InitPolicy(name, algs...)
+	}
 }
 
 // buildInfo is coordd_build_info: 1, labelled with the build's version,

@@ -544,9 +544,10 @@ func TestMetricsStoreOnRedis(t *testing.T) {
 	}
 }
 
-// TestBuildInfoAndLatencyBuckets: coordd_build_info names the build, and
+// TestBuildInfoAndLatencyBuckets: coordd_build_info names the build,
 // grpc_server_handling_seconds resolves sub-millisecond calls (its first
-// bucket is 50µs, not the default 5ms), up to a minute's wait.
+// bucket is 50µs, not the default 5ms) up to the store timeout, and
+// coordd_grpc_wait_seconds waits up to limits.max_wait.
 func TestBuildInfoAndLatencyBuckets(t *testing.T) {
 	var logs lockedBuffer
 	p := startInProcessLogging(t, &logs, nil)
@@ -559,17 +560,203 @@ func TestBuildInfoAndLatencyBuckets(t *testing.T) {
 	if m := s.series("coordd_build_info", "version", bi.Version, "revision", bi.Revision, "goversion", bi.GoVersion); m == nil || m.GetGauge().GetValue() != 1 {
 		t.Fatalf("coordd_build_info = %v, want 1 with version %s, revision %s, goversion %s", m, bi.Version, bi.Revision, bi.GoVersion)
 	}
-	m := s.series("grpc_server_handling_seconds", "grpc_method", "GetLock")
-	if m == nil {
-		t.Fatal("no grpc_server_handling_seconds for GetLock")
-	}
-	var b []float64 // the finite upper bounds
-	for _, x := range m.GetHistogram().GetBucket() {
-		if !math.IsInf(x.GetUpperBound(), 1) {
-			b = append(b, x.GetUpperBound())
+	for _, c := range []struct {
+		name, method string
+		first, last  float64
+	}{
+		{"grpc_server_handling_seconds", "GetLock", 0.00005, 10},
+		{"coordd_grpc_wait_seconds", "Lock", 0.001, 60},
+	} {
+		m := s.series(c.name, "grpc_method", c.method)
+		if m == nil {
+			t.Fatalf("no %s for %s", c.name, c.method)
+		}
+		var b []float64 // the finite upper bounds
+		for _, x := range m.GetHistogram().GetBucket() {
+			if !math.IsInf(x.GetUpperBound(), 1) {
+				b = append(b, x.GetUpperBound())
+			}
+		}
+		if len(b) == 0 || b[0] != c.first || b[len(b)-1] != c.last {
+			t.Errorf("%s: buckets %v, want %v to %v", c.name, b, c.first, c.last)
 		}
 	}
-	if len(b) == 0 || b[0] != 0.00005 || b[len(b)-1] != 60 {
-		t.Fatalf("buckets %v, want 50µs to 60s", b)
+}
+
+// TestWaitingCallsApart: a call that asks to wait is timed in
+// coordd_grpc_wait_seconds and not in grpc_server_handling_seconds, whose
+// p99 it would otherwise make the wait time; a stream is timed in neither.
+// grpc_server_handled_total counts them all.
+func TestWaitingCallsApart(t *testing.T) {
+	p := startInProcess(t, nil)
+	conn, hc, ctx := p.clients(t)
+	locks := coordv1.NewLockServiceClient(conn)
+	const name = "m-wait-apart"
+	lock := func(owner string, wait time.Duration) *coordv1.LockResponse {
+		t.Helper()
+		req := &coordv1.LockRequest{Name: name, Ttl: durationpb.New(time.Minute), Owner: owner}
+		if wait > 0 {
+			req.Wait = durationpb.New(wait)
+		}
+		r, err := locks.Lock(ctx, req)
+		if err != nil {
+			t.Fatalf("Lock by %s: %v", owner, err)
+		}
+		return r
+	}
+	const latency, waits, handled = "grpc_server_handling_seconds", "coordd_grpc_wait_seconds", "grpc_server_handled_total"
+	lockLabels := []string{"grpc_service", "coord.v1.LockService", "grpc_method", "Lock"}
+
+	before := getMetrics(t, hc, p.httpAddr)
+	if r := lock("holder", 0); !r.GetAcquired() {
+		t.Fatalf("the first Lock did not acquire: %v", r)
+	}
+	mid := getMetrics(t, hc, p.httpAddr)
+	if got := mid.value(latency, lockLabels...) - before.value(latency, lockLabels...); got != 1 {
+		t.Errorf("a Lock without wait added %v samples to %s, want 1", got, latency)
+	}
+	if got := mid.value(waits, lockLabels...) - before.value(waits, lockLabels...); got != 0 {
+		t.Errorf("a Lock without wait added %v samples to %s, want 0", got, waits)
+	}
+
+	const wait = 300 * time.Millisecond
+	if r := lock("waiter", wait); r.GetAcquired() {
+		t.Fatalf("Lock with wait acquired a held lock: %v", r)
+	}
+	// Allow with a wait it does not need: the request asks to wait, so it is
+	// a waiting call however soon it is answered.
+	rl := coordv1.NewRateLimitServiceClient(conn)
+	if r, err := rl.Allow(ctx, &coordv1.AllowRequest{Key: name, Wait: durationpb.New(time.Second),
+		Limit: &coordv1.Limit{Algorithm: coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, Limit: 10, Period: durationpb.New(time.Minute)}}); err != nil || !r.GetAllowed() {
+		t.Fatalf("Allow = %v, %v", r, err)
+	}
+	// A stream, opened and half-closed.
+	stream, err := coordv1.NewSessionServiceClient(conn).KeepAlive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&coordv1.KeepAliveRequest{Ttl: durationpb.New(10 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("KeepAlive after half-close: %v, want EOF", err)
+	}
+	after := getMetrics(t, hc, p.httpAddr)
+
+	if got := after.value(latency, lockLabels...) - mid.value(latency, lockLabels...); got != 0 {
+		t.Errorf("a Lock that waited %v added %v samples to %s, want 0", wait, got, latency)
+	}
+	if h := after.series(latency, lockLabels...).GetHistogram(); h.GetSampleSum() >= wait.Seconds() {
+		t.Errorf("%s{Lock} sum = %vs, which holds the wait", latency, h.GetSampleSum())
+	}
+	if got := after.value(waits, lockLabels...) - mid.value(waits, lockLabels...); got != 1 {
+		t.Errorf("a Lock that waited added %v samples to %s, want 1", got, waits)
+	}
+	if h := after.series(waits, lockLabels...).GetHistogram(); h.GetSampleSum() < wait.Seconds() {
+		t.Errorf("%s{Lock} sum = %vs, want the wait, %v", waits, h.GetSampleSum(), wait)
+	}
+	allowLabels := []string{"grpc_service", "coord.v1.RateLimitService", "grpc_method", "Allow"}
+	if got := after.value(waits, allowLabels...) - mid.value(waits, allowLabels...); got != 1 {
+		t.Errorf("an Allow with wait added %v samples to %s, want 1", got, waits)
+	}
+	if got := after.value(latency, allowLabels...) - mid.value(latency, allowLabels...); got != 0 {
+		t.Errorf("an Allow with wait added %v samples to %s, want 0", got, latency)
+	}
+	if got := after.value(handled, append(lockLabels, "grpc_code", "OK")...) - before.value(handled, append(lockLabels, "grpc_code", "OK")...); got != 2 {
+		t.Errorf("%s{Lock,OK} moved by %v, want 2: waiting or not, a call is counted", handled, got)
+	}
+	for _, m := range after[latency].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "grpc_type" && l.GetValue() != "unary" || l.GetName() == "grpc_method" && (l.GetValue() == "KeepAlive" || l.GetValue() == "Observe") {
+				t.Errorf("%s has a stream's series: %v", latency, m.GetLabel())
+			}
+		}
+	}
+}
+
+// atZero fails the test if the series of name with labels (name, value,
+// ...) is missing from s or not 0.
+func (s scrape) atZero(t *testing.T, name string, labels ...string) {
+	t.Helper()
+	switch m := s.series(name, labels...); {
+	case m == nil:
+		t.Errorf("%s%v: not exported before its first event", name, labels)
+	case s.value(name, labels...) != 0:
+		t.Errorf("%s%v = %v before any call, want 0", name, labels, s.value(name, labels...))
+	}
+}
+
+// TestMetricsAtZeroBeforeFirstCall: the binary exports, before any call to
+// coordd's services, every series whose labels are known at start, at 0:
+// the gRPC counts of every method and code, the latency of every unary
+// method and the wait of each that can wait, coordd's counters of bounded
+// labels and the decisions of each configured policy. A series born with
+// its first event has no rate() for that event, and an alert on it sees
+// nothing.
+func TestMetricsAtZeroBeforeFirstCall(t *testing.T) {
+	cfg := writeConfig(t, `
+ratelimit:
+  policies:
+    - name: api
+      algorithm: token_bucket
+      limit: 100
+      period: 1s
+`)
+	d := startBinary(t, false, "--config", cfg)
+	hc := newHTTPClient()
+	defer hc.CloseIdleConnections()
+	s := getMetrics(t, hc, d.HTTPAddr)
+
+	for _, c := range []struct{ typ, service, method string }{
+		{"unary", "coord.v1.LockService", "Lock"},
+		{"unary", "coord.v1.RateLimitService", "Allow"},
+		{"unary", "coord.v1.QueueService", "Claim"},
+		{"bidi_stream", "coord.v1.SessionService", "KeepAlive"},
+		{"server_stream", "coord.v1.ElectionService", "Observe"},
+	} {
+		for _, code := range []string{"OK", "Unavailable", "Internal"} {
+			s.atZero(t, "grpc_server_handled_total", "grpc_type", c.typ, "grpc_service", c.service, "grpc_method", c.method, "grpc_code", code)
+		}
+	}
+	for _, m := range []string{"Lock", "Renew", "Release", "GetLock"} {
+		s.atZero(t, "grpc_server_handling_seconds", "grpc_type", "unary", "grpc_service", "coord.v1.LockService", "grpc_method", m)
+	}
+	waiting := map[string]string{
+		"Lock": "coord.v1.LockService", "Acquire": "coord.v1.SemaphoreService", "Campaign": "coord.v1.ElectionService",
+		"Allow": "coord.v1.RateLimitService", "BeginIdempotent": "coord.v1.IdempotencyService", "Claim": "coord.v1.QueueService",
+	}
+	for m, svc := range waiting {
+		s.atZero(t, "coordd_grpc_wait_seconds", "grpc_service", svc, "grpc_method", m)
+	}
+	for _, m := range s["coordd_grpc_wait_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "grpc_method" && waiting[l.GetValue()] == "" {
+				t.Errorf("coordd_grpc_wait_seconds has %s, whose requests cannot ask to wait", l.GetValue())
+			}
+		}
+	}
+	for _, c := range [][]string{
+		{"coordd_locks_granted_total"},
+		{"coordd_locks_lost_total", "reason", "max_hold"},
+		{"coordd_holds_lost_total", "kind", "semaphore", "reason", "session_expired"},
+		{"coordd_idempotency_outcomes_total", "outcome", "execute"},
+		{"coordd_idempotency_outcomes_total", "outcome", "not_owner"},
+		{"coordd_queue_operations_total", "op", "dead_lettered"},
+		{"coordd_queue_operations_total", "op", "receipt_expired"},
+		{"coordd_auth_failures_total", "reason", "UNAUTHENTICATED"},
+		{"coordd_auth_failures_total", "reason", "REVOKED"},
+		{"coordd_rejected_total", "reason", "too_many_waiters"},
+		{"coordd_elections_total", "event", "lost"},
+		{"coordd_panics_total"},
+		{"coordd_ratelimit_decisions_total", "policy", "api", "algorithm", "token_bucket", "result", "allowed"},
+		{"coordd_ratelimit_decisions_total", "policy", "api", "algorithm", "token_bucket", "result", "denied"},
+	} {
+		s.atZero(t, c[0], c[1:]...)
 	}
 }

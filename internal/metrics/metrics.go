@@ -9,6 +9,21 @@
 // them (a store.LossReason in internal/server, an algorithm by
 // limiter.AlgorithmName), so that this package depends on no store type.
 //
+// gRPC call latency is kept apart from waiting: grpc_server_handling_seconds
+// holds only unary calls that do not ask to wait, and
+// coordd_grpc_wait_seconds the calls that do (a Lock, Acquire, Campaign,
+// Allow, BeginIdempotent or Claim with wait > 0), which last up to their
+// wait by design. Streams (KeepAlive, Observe) are in neither: their
+// lifetime is no latency. Mixed in one histogram, a few long polls would
+// make its p99 the wait time, and a latency alert would page on a client's
+// choice of wait. They are two metrics, not one with a label, so that a query
+// that forgets a matcher still gets latency, each has the buckets its range
+// needs, and grpc_server_handled_total keeps its labels.
+//
+// Every series whose label values are known at start (an enum, a
+// configured policy, a registered method) exists from the start, at 0, so
+// that rate() and the alerts see its first event.
+//
 // A nil *Metrics is valid and records nothing, so that tests and tools can
 // run the server without it.
 package metrics
@@ -49,7 +64,23 @@ type Metrics struct {
 	holdersAtGrant *prometheus.HistogramVec // by kind
 	elections      *prometheus.CounterVec   // by event
 	observers      prometheus.Gauge
+
+	rpcLatency *prometheus.HistogramVec // unary calls that do not wait, by grpc_type ("unary"), grpc_service, grpc_method
+	rpcWait    *prometheus.HistogramVec // calls with wait > 0, by grpc_service, grpc_method
 }
+
+// LatencyBuckets are grpc_server_handling_seconds' buckets: from 50µs (most
+// calls take well under a millisecond; Prometheus' default buckets start at
+// 5ms) to 10s. A call that does not wait answers within the store timeout
+// (twice redis.timeout, 1s by default); waiting calls are not in it.
+var LatencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+}
+
+// WaitBuckets are coordd_grpc_wait_seconds' buckets: from 1ms (a waiting
+// call that found what it asked for at once) to a minute (limits.max_wait).
+var WaitBuckets = []float64{0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // Hold kinds and modes, the label values of the hold metrics. Every series
 // of them exists from the start, at 0.
@@ -61,6 +92,12 @@ var (
 	}
 	electionEvents = []string{"elected", "resigned", "lost"}
 	lossReasons    = []string{"max_hold", "session_expired", "gone"}
+	idemOutcomes   = []string{"execute", "in_progress", "completed", "failed", "fingerprint_mismatch", "stored", "not_owner"}
+	queueOps       = []string{"enqueued", "duplicate", "claimed", "acked", "nacked", "dead_lettered", "redriven", "receipt_expired"}
+	authReasons    = []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "REVOKED"}
+	rejectReasons  = []string{"too_many_waiters", "too_many_streams", "too_many_messages"}
+	// decisionResults are coordd_ratelimit_decisions_total's results.
+	decisionResults = []string{"allowed", "denied", "shadow_denied", "degraded"}
 )
 
 // New registers the metrics on reg.
@@ -118,6 +155,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Leadership changes by event: elected (Campaign won), resigned (Resign, or the end of the leader's session by a half-close), lost (reported lost to the leader's session: it expired, or the store lost the term).",
 			"event"),
 		observers: f.gauge("election_observers", "Observe streams open on this instance."),
+
+		rpcLatency: f.histogramVecNamed("grpc_server_handling_seconds",
+			"Time unary gRPC calls that do not wait took, as the server handled them. Calls with wait > 0 are in coordd_grpc_wait_seconds; streams are in neither.",
+			LatencyBuckets, "grpc_type", "grpc_service", "grpc_method"),
+		rpcWait: f.histogramVec("grpc_wait_seconds",
+			"Time gRPC calls with wait > 0 (Lock, Acquire, Campaign, Allow, BeginIdempotent, Claim) took, waiting included: up to their wait, by the client's choice.",
+			WaitBuckets, "grpc_service", "grpc_method"),
 	}
 	for kind, modes := range holdModes {
 		for _, mode := range modes {
@@ -132,6 +176,21 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, e := range electionEvents {
 		m.elections.WithLabelValues(e)
+	}
+	for _, r := range lossReasons {
+		m.locksLost.WithLabelValues(r)
+	}
+	for _, o := range idemOutcomes {
+		m.idem.WithLabelValues(o)
+	}
+	for _, op := range queueOps {
+		m.queueOps.WithLabelValues(op)
+	}
+	for _, r := range authReasons {
+		m.authFailures.WithLabelValues(r)
+	}
+	for _, r := range rejectReasons {
+		m.rejected.WithLabelValues(r)
 	}
 	return m
 }
@@ -166,6 +225,53 @@ func (f factory) histogramVec(name, help string, buckets []float64, labels ...st
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
 	f.reg.MustRegister(h)
 	return h
+}
+
+// histogramVecNamed is histogramVec outside the namespace, for a series
+// whose name is a convention of the gRPC ecosystem.
+func (f factory) histogramVecNamed(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// InitMethod creates the series of a unary method at 0: in
+// grpc_server_handling_seconds, and, if its requests can ask to wait
+// (canWait), in coordd_grpc_wait_seconds.
+func (m *Metrics) InitMethod(service, method string, canWait bool) {
+	if m == nil {
+		return
+	}
+	m.rpcLatency.WithLabelValues("unary", service, method)
+	if canWait {
+		m.rpcWait.WithLabelValues(service, method)
+	}
+}
+
+// Call records a unary call that took d: in coordd_grpc_wait_seconds if it
+// asked to wait (waited), else in grpc_server_handling_seconds.
+func (m *Metrics) Call(service, method string, d time.Duration, waited bool) {
+	if m == nil {
+		return
+	}
+	if waited {
+		m.rpcWait.WithLabelValues(service, method).Observe(d.Seconds())
+		return
+	}
+	m.rpcLatency.WithLabelValues("unary", service, method).Observe(d.Seconds())
+}
+
+// InitPolicy creates at 0 the decision series of a configured rate-limit
+// policy, one per algorithm of its limits and result.
+func (m *Metrics) InitPolicy(policy string, algorithms ...string) {
+	if m == nil {
+		return
+	}
+	for _, a := range algorithms {
+		for _, r := range decisionResults {
+			m.decisions.WithLabelValues(policy, a, r)
+		}
+	}
 }
 
 // LockGranted counts a granted Lock that took wait.

@@ -73,6 +73,80 @@ func TestLabels(t *testing.T) {
 	none.StoreCall("GetLock", 0, "other")
 }
 
+// TestCallsApart: a call that asked to wait is timed in
+// coordd_grpc_wait_seconds only, one that did not in
+// grpc_server_handling_seconds only; the series of a method exist at 0
+// once initialised, its wait series only if it can wait.
+func TestCallsApart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.InitMethod("coord.v1.LockService", "Lock", true)
+	m.InitMethod("coord.v1.LockService", "GetLock", false)
+	got := series(t, reg)
+	for key, want := range map[string]float64{
+		"grpc_server_handling_seconds{Lock,coord.v1.LockService,unary}":    0,
+		"grpc_server_handling_seconds{GetLock,coord.v1.LockService,unary}": 0,
+		"coordd_grpc_wait_seconds{Lock,coord.v1.LockService}":              0,
+	} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (exported: %v), want %v", key, v, ok, want)
+		}
+	}
+	if _, ok := got["coordd_grpc_wait_seconds{GetLock,coord.v1.LockService}"]; ok {
+		t.Error("GetLock, which cannot wait, has a wait series")
+	}
+
+	m.Call("coord.v1.LockService", "Lock", time.Millisecond, false)
+	m.Call("coord.v1.LockService", "Lock", 30*time.Second, true)
+	m.Call("coord.v1.LockService", "Lock", 20*time.Second, true)
+	got = series(t, reg)
+	if v := got["grpc_server_handling_seconds{Lock,coord.v1.LockService,unary}"]; v != 1 {
+		t.Errorf("grpc_server_handling_seconds{Lock} has %v samples, want 1: the waits are not latency", v)
+	}
+	if v := got["coordd_grpc_wait_seconds{Lock,coord.v1.LockService}"]; v != 2 {
+		t.Errorf("coordd_grpc_wait_seconds{Lock} has %v samples, want 2", v)
+	}
+
+	var none *Metrics
+	none.InitMethod("coord.v1.LockService", "Lock", true)
+	none.Call("coord.v1.LockService", "Lock", time.Second, true)
+	none.InitPolicy("api", "token_bucket")
+}
+
+// TestKnownLabelsAtZero: the counters whose label values are known at
+// start, and a configured policy's decisions, exist at 0 before their
+// first event.
+func TestKnownLabelsAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.InitPolicy("api", "token_bucket", "fixed_window")
+	got := series(t, reg)
+	keys := []string{
+		"coordd_ratelimit_decisions_total{token_bucket,api,denied}",
+		"coordd_ratelimit_decisions_total{fixed_window,api,degraded}",
+	}
+	for _, r := range lossReasons {
+		keys = append(keys, "coordd_locks_lost_total{"+r+"}")
+	}
+	for _, o := range idemOutcomes {
+		keys = append(keys, "coordd_idempotency_outcomes_total{"+o+"}")
+	}
+	for _, op := range queueOps {
+		keys = append(keys, "coordd_queue_operations_total{"+op+"}")
+	}
+	for _, r := range authReasons {
+		keys = append(keys, "coordd_auth_failures_total{"+r+"}")
+	}
+	for _, r := range rejectReasons {
+		keys = append(keys, "coordd_rejected_total{"+r+"}")
+	}
+	for _, k := range keys {
+		if v, ok := got[k]; !ok || v != 0 {
+			t.Errorf("%s = %v (exported: %v), want 0", k, v, ok)
+		}
+	}
+}
+
 // TestWatchQueues: each named queue is read at every scrape; one that
 // cannot be read is left out, not the scrape failed.
 func TestWatchQueues(t *testing.T) {

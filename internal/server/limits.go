@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Limits against abuse that the server enforces itself; gRPC's own (message
@@ -88,13 +87,6 @@ func (g *gate) enter(ctx context.Context, ns string, stream bool) (func(), error
 			}
 		}
 	}, nil
-}
-
-// waits reports whether a request asks to wait: a Lock, Acquire,
-// Campaign, BeginIdempotent or Claim with wait > 0.
-func waits(req any) bool {
-	w, ok := req.(interface{ GetWait() *durationpb.Duration })
-	return ok && w.GetWait().AsDuration() > 0
 }
 
 // messageRate is a token bucket for one stream's messages.

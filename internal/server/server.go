@@ -131,10 +131,12 @@ type Options struct {
 //
 // Every call goes through, outermost first: the call log (one line when the
 // call ends: method, code, duration, namespace — never a payload, token or
-// receipt; calllog.go); o.Unary/o.Stream; panic recovery (a panic is logged and counted, and the client
-// gets INTERNAL with nothing of it); authentication, which gives the call
-// its namespace (health and reflection need none); the limits against abuse;
-// and the mapping of domain errors to statuses.
+// receipt; calllog.go); o.Unary/o.Stream; the latency of unary calls, a
+// call that asks to wait apart (latency.go); panic recovery (a panic is
+// logged and counted, and the client gets INTERNAL with nothing of it);
+// authentication, which gives the call its namespace (health and
+// reflection need none); the limits against abuse; and the mapping of
+// domain errors to statuses.
 func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -148,6 +150,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	cl := callLog{log: o.Log}
 	unary := append([]grpc.UnaryServerInterceptor{cl.unary}, o.Unary...)
 	unary = append(unary,
+		callTimer{o.Metrics}.unary,
 		recovery.UnaryServerInterceptor(recoveryOpt),
 		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(c.authenticate), needsAuth),
 		c.limitUnary,
@@ -179,6 +182,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	}
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	initMethods(gs, m)
 	return gs, hs
 }
 
