@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/client"
 )
 
 // defaultMaxWait is coordd's default limits.max_wait: the longest wait of
@@ -209,8 +210,13 @@ func (j *holdJob) acquire(ctx context.Context, a *app, sess *session, sigs <-cha
 		callCancel()
 		if err != nil {
 			if w > time.Millisecond && waitOverLimit(err) && ctx.Err() == nil {
-				// coordd's limits.max_wait is lower than chunk: find it.
-				chunk = w / 2
+				// coordd's limits.max_wait is lower than chunk: it names it;
+				// an older coordd does not, so halve until under it.
+				if l := client.WaitLimit(err); l > 0 && l < w {
+					chunk = l
+				} else {
+					chunk = w / 2
+				}
 				continue
 			}
 			return att, granted, sig, err
