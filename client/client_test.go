@@ -227,6 +227,53 @@ func TestLockWaitsPastMaxWait(t *testing.T) {
 	}
 }
 
+// Against a coordd whose limits.max_wait (200ms) is below MaxWait (the
+// default 1m), Lock and Acquire wait in rounds of coordd's limit, learned
+// from its first refusal, instead of failing INVALID_ARGUMENT.
+func TestWaitsPastServersMaxWait(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	st, _ := backendtest.Open(t, *backend, clock.Real{}, "")
+	t.Cleanup(func() { _ = st.Close() })
+	cc := servertest.Serve(t, st, clock.Real{}, servertest.WithConfig(testConfig), servertest.WithConfig(func(c *server.Config) {
+		c.Lock.MaxWait, c.Semaphore.MaxWait, c.Election.MaxWait = limit, limit, limit
+	}))
+	a, b := newSession(t, cc), newSession(t, cc)
+	for _, kind := range []string{"lock", "semaphore"} {
+		t.Run(kind, func(t *testing.T) {
+			var held, waiter interface {
+				Fence() uint64
+			}
+			var take func(context.Context) error
+			var release func(context.Context) error
+			switch kind {
+			case "lock":
+				ma, mb := client.NewMutex(a, "short-limit", client.HoldOptions{}), client.NewMutex(b, "short-limit", client.HoldOptions{})
+				if err := ma.Lock(ctxT(t, 5*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				held, waiter, take, release = ma, mb, mb.Lock, ma.Unlock
+			case "semaphore":
+				ma, mb := client.NewSemaphore(a, "short-limit", 1, client.HoldOptions{}), client.NewSemaphore(b, "short-limit", 1, client.HoldOptions{})
+				if err := ma.Acquire(ctxT(t, 5*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				held, waiter, take, release = ma, mb, mb.Acquire, ma.Release
+			}
+			time.AfterFunc(3*limit, func() { _ = release(context.Background()) })
+			start := time.Now()
+			if err := take(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatalf("waiting %v past coordd's limits.max_wait of %v: %v", 3*limit, limit, err)
+			}
+			if took := time.Since(start); took < 2*limit {
+				t.Errorf("granted after %v, before the holder released at %v", took, 3*limit)
+			}
+			if waiter.Fence() <= held.Fence() {
+				t.Errorf("fence %d after %d", waiter.Fence(), held.Fence())
+			}
+		})
+	}
+}
+
 // A lock that reaches its max hold is reported lost, by name and reason,
 // on the Mutex and on the Session, while the session lives on.
 func TestLostOnMaxHold(t *testing.T) {

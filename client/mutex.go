@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -25,8 +26,10 @@ var ErrNotHeld = errors.New("client: not held")
 
 // DefaultMaxWait is the longest wait a single call asks coordd for: its
 // limits.max_wait by default. A longer wait is several calls (a new place
-// at the back of the queue each time); set HoldOptions.MaxWait to a
-// coordd's lower limit.
+// at the back of the queue each time). A coordd with a lower limit refuses
+// a longer wait with INVALID_ARGUMENT naming its limit (ErrorInfo metadata
+// "limit"); the Session then remembers it and asks for no more, in this
+// call and later ones, so HoldOptions.MaxWait need not be set to it.
 const DefaultMaxWait = time.Minute
 
 // HoldOptions are the options of a Mutex, a Semaphore and an Election.
@@ -37,7 +40,8 @@ type HoldOptions struct {
 	// MaxHold caps how long a grant may be held (0: no cap).
 	MaxHold time.Duration
 	// MaxWait is the longest wait one call asks coordd for (0:
-	// DefaultMaxWait).
+	// DefaultMaxWait); lowered to coordd's limits.max_wait once it is
+	// learned (see DefaultMaxWait).
 	MaxWait time.Duration
 }
 
@@ -223,8 +227,11 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 }
 
 // acquire asks for a grant (try, with wait: how long coordd may wait) until
-// it is granted: once if !wait, else until ctx ends, one call per maxWait.
-// Transient errors (an uncertain outcome) are retried.
+// it is granted: once if !wait, else until ctx ends, one call per maxWait
+// or coordd's limit, whichever is lower (each call is a new request: its
+// place in the queue is at the back). A wait coordd refuses as over its
+// limit is asked again at once under the limit, which s keeps. Transient
+// errors (an uncertain outcome) are retried.
 func acquire(ctx context.Context, s *Session, wait bool, maxWait time.Duration, try func(ctx context.Context, wait time.Duration) (bool, error)) error {
 	backoff := minBackoff
 	for {
@@ -236,6 +243,9 @@ func acquire(ctx context.Context, s *Session, wait bool, maxWait time.Duration, 
 		w := time.Duration(0)
 		if wait {
 			w = maxWait
+			if l := time.Duration(s.waitLimit.Load()); l > 0 {
+				w = min(w, l)
+			}
 			if dl, ok := ctx.Deadline(); ok {
 				w = max(0, min(w, time.Until(dl)-callSlack))
 			}
@@ -254,6 +264,8 @@ func acquire(ctx context.Context, s *Session, wait bool, maxWait time.Duration, 
 			if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= callSlack {
 				return context.DeadlineExceeded
 			}
+		case wait && ctx.Err() == nil && overLimit(err, w):
+			s.waitLimit.Store(int64(WaitLimit(err)))
 		case !transient(err) || ctx.Err() != nil:
 			return err
 		default:
@@ -263,6 +275,34 @@ func acquire(ctx context.Context, s *Session, wait bool, maxWait time.Duration, 
 			backoff = min(2*backoff, maxBackoff)
 		}
 	}
+}
+
+// overLimit reports whether err is coordd's refusal of a wait over its
+// limits.max_wait, lower than w, naming it (INVALID_ARGUMENT with ErrorInfo
+// metadata field "wait" and "limit", a Duration's JSON).
+func overLimit(err error, w time.Duration) bool {
+	l := WaitLimit(err)
+	return l > 0 && l < w
+}
+
+// WaitLimit returns the limit that err, coordd's INVALID_ARGUMENT for a
+// wait over limits.max_wait, names; 0 if err is not that or names none (a
+// coordd older than the metadata).
+func WaitLimit(err error) time.Duration {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument {
+		return 0
+	}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.GetDomain() != "coordd" || info.GetMetadata()["field"] != "wait" {
+			continue
+		}
+		if l, err := time.ParseDuration(info.GetMetadata()["limit"]); err == nil && l > 0 {
+			return l
+		}
+	}
+	return 0
 }
 
 // callSlack is how much earlier than ctx's deadline a wait ends, so that

@@ -55,7 +55,14 @@ if TOKEN no longer holds the lock.`,
 			return nameArgs(func(a []string) command { return &releaseCmd{name: a[0], token: a[1]} }, "NAME", "TOKEN")
 		},
 	},
+	renewSpec,
+	checkFenceSpec,
+	getSemaphoreSpec,
+	leaderSpec,
 	allowSpec,
+	idemBeginSpec,
+	idemFinishSpec,
+	idemExtendSpec,
 	enqueueSpec,
 	claimSpec,
 	{
@@ -68,6 +75,7 @@ another consumer.`,
 		},
 	},
 	nackSpec,
+	extendSpec,
 	{
 		name: "stats", synopsis: "stats QUEUE", summary: "count a queue's messages",
 		help: "Prints how many messages of QUEUE are ready, delayed, in flight and dead.",
@@ -75,6 +83,7 @@ another consumer.`,
 			return nameArgs(func(a []string) command { return &statsCmd{queue: a[0]} }, "QUEUE")
 		},
 	},
+	redriveSpec,
 }
 
 func findCommand(name string) *commandSpec {

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/client"
 )
 
 // defaultMaxWait is coordd's default limits.max_wait: the longest wait of
@@ -194,6 +196,8 @@ func (j *holdJob) acquire(ctx context.Context, a *app, sess *session, sigs <-cha
 	}()
 
 	deadline := time.Now().Add(j.wait)
+	progress := startProgress(a, j.name, deadline, j.wait > 0)
+	defer progress.stop()
 	chunk := j.maxWait
 	if chunk <= 0 {
 		chunk = defaultMaxWait
@@ -209,8 +213,13 @@ func (j *holdJob) acquire(ctx context.Context, a *app, sess *session, sigs <-cha
 		callCancel()
 		if err != nil {
 			if w > time.Millisecond && waitOverLimit(err) && ctx.Err() == nil {
-				// coordd's limits.max_wait is lower than chunk: find it.
-				chunk = w / 2
+				// coordd's limits.max_wait is lower than chunk: it names it;
+				// an older coordd does not, so halve until under it.
+				if l := client.WaitLimit(err); l > 0 && l < w {
+					chunk = l
+				} else {
+					chunk = w / 2
+				}
 				continue
 			}
 			return att, granted, sig, err
@@ -219,8 +228,7 @@ func (j *holdJob) acquire(ctx context.Context, a *app, sess *session, sigs <-cha
 		if att.acquired || ctx.Err() != nil || j.wait == 0 || left <= 0 {
 			return att, granted, sig, nil
 		}
-		fmt.Fprintf(a.stderr, "coordctl: waiting for %q, held by %s (%v of --wait left)\n",
-			j.name, att.blockedBy, left.Round(time.Second))
+		progress.round(att.blockedBy, left)
 	}
 }
 
@@ -343,4 +351,71 @@ func optDuration(d time.Duration) *durationpb.Duration {
 		return nil
 	}
 	return durationpb.New(d)
+}
+
+// progress reports a wait on stderr. In a terminal's foreground it keeps one
+// line, rewritten every second, of whom coordctl waits for and how long is
+// left; elsewhere (a log, a pipe) it writes one line per round of the wait,
+// so that a log is not filled with carriage returns.
+type progress struct {
+	a        *app
+	name     string
+	deadline time.Time
+	tty      bool
+	mu       sync.Mutex
+	holder   string
+	done     chan struct{}
+	stopped  chan struct{}
+}
+
+func startProgress(a *app, name string, deadline time.Time, waiting bool) *progress {
+	p := &progress{a: a, name: name, deadline: deadline}
+	f, ok := a.stderr.(*os.File)
+	p.tty = waiting && ok && inForeground(f)
+	if p.tty {
+		p.done, p.stopped = make(chan struct{}), make(chan struct{})
+		go p.tick()
+	}
+	return p
+}
+
+func (p *progress) tick() {
+	defer close(p.stopped)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			fmt.Fprint(p.a.stderr, "\r\x1b[K")
+			return
+		case <-t.C:
+			p.mu.Lock()
+			holder := p.holder
+			p.mu.Unlock()
+			if holder == "" {
+				holder = "another"
+			}
+			fmt.Fprintf(p.a.stderr, "\r\x1b[Kcoordctl: waiting for %q, held by %s (%v of --wait left)",
+				p.name, holder, max(time.Until(p.deadline), 0).Round(time.Second))
+		}
+	}
+}
+
+// round records the end of a round of the wait: blockedBy held the name.
+func (p *progress) round(blockedBy string, left time.Duration) {
+	if p.tty {
+		p.mu.Lock()
+		p.holder = blockedBy
+		p.mu.Unlock()
+		return
+	}
+	fmt.Fprintf(p.a.stderr, "coordctl: waiting for %q, held by %s (%v of --wait left)\n",
+		p.name, blockedBy, left.Round(time.Second))
+}
+
+func (p *progress) stop() {
+	if p.tty {
+		close(p.done)
+		<-p.stopped
+	}
 }

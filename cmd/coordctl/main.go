@@ -135,6 +135,7 @@ func (a *app) run(ctx context.Context, args []string, getenv func(string) string
 type globalOptions struct {
 	addr       string
 	apiKey     string
+	token      string // a lock's or an idempotency key's owner token
 	tls        bool
 	caFile     string
 	certFile   string
@@ -294,6 +295,8 @@ func addGlobalFlags(fs *pflag.FlagSet, g *globalOptions, getenv func(string) str
 		addr = defaultAddr
 	}
 	fs.StringVar(&g.addr, "addr", addr, "coordd's gRPC address, HOST:PORT (env COORDCTL_ADDR)")
+	fs.StringVar(&g.token, "token", getenv("COORDCTL_TOKEN"),
+		"the token of renew, idem-finish and idem-extend (env COORDCTL_TOKEN; a flag's value is visible in ps, the variable's is not)")
 	fs.StringVar(&g.apiKey, "api-key", getenv("COORDCTL_API_KEY"),
 		"API key, sent as 'authorization: Bearer KEY' (env COORDCTL_API_KEY, which keeps it out of ps)")
 	fs.BoolVar(&g.tls, "tls", false, "connect with TLS (without it, the API key travels in clear)")

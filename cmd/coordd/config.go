@@ -231,15 +231,42 @@ func loadConfig(args []string) (Config, error) {
 			return Config{}, fmt.Errorf("reading %s: %w", *configFile, err)
 		}
 	}
+	source := valueSource(v, fs, *configFile)
 	err := v.UnmarshalExact(&cfg, func(dc *mapstructure.DecoderConfig) {
 		dc.WeaklyTypedInput = false
 		dc.DecodeHook = strictDecode
 	})
 	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return Config{}, fmt.Errorf("config: %w", decodeErrors(err, source))
 	}
 	cfg.applyLimits()
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return cfg, decodeErrors(err, source)
+	}
+	return cfg, nil
+}
+
+// valueSource returns what to add to an error about key to say where its
+// value came from, as viper chose it: a flag, then a non-empty environment
+// variable, then the file. A key inside a list (ratelimit.policies[0].limit)
+// came from wherever the list did.
+func valueSource(v *viper.Viper, fs *pflag.FlagSet, file string) func(key string) string {
+	return func(key string) string {
+		key, _, _ = strings.Cut(key, "[")
+		for k, f := range map[string]string{"grpc_addr": "grpc-addr", "http_addr": "http-addr", "store": "store", "log_level": "log-level"} {
+			if k == key && fs.Changed(f) {
+				return "; set by --" + f
+			}
+		}
+		env := "COORDD_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+		if os.Getenv(env) != "" {
+			return "; set by " + env
+		}
+		if file != "" && v.InConfig(key) {
+			return "; set in " + file
+		}
+		return ""
+	}
 }
 
 // errVersion is loadConfig's answer to --version.
@@ -420,12 +447,21 @@ func (c *Config) policies() (map[string]limiter.Policy, error) {
 // strictDecode converts configuration values without guessing: strings (from
 // the environment or flags) are parsed as the field's type, a duration must
 // carry its unit ("10s", not 10, which would be nanoseconds), and a number is
-// never truncated to fit an integer.
+// never truncated, wrapped or rounded to fit. Its errors say what the value
+// should be, in words; the key and the value's source are added by
+// decodeErrors.
 func strictDecode(from, to reflect.Type, data any) (any, error) {
 	if to == reflect.TypeOf(time.Duration(0)) {
 		switch v := data.(type) {
 		case string:
-			return time.ParseDuration(v)
+			d, err := time.ParseDuration(v)
+			if err == nil {
+				return d, nil
+			}
+			if _, ferr := strconv.ParseFloat(v, 64); ferr == nil {
+				return nil, fmt.Errorf("%q is not a duration: write it with a unit, such as 10s or 5m", v)
+			}
+			return nil, fmt.Errorf("%q is not a duration: a number and a unit (ns, us, ms, s, m, h), such as 10s or 1h30m, of at most %v", v, time.Duration(math.MaxInt64))
 		case time.Duration:
 			return v, nil
 		default:
@@ -434,27 +470,160 @@ func strictDecode(from, to reflect.Type, data any) (any, error) {
 	}
 	switch to.Kind() {
 	case reflect.Slice:
-		if v, ok := data.(string); ok && to.Elem().Kind() == reflect.String {
-			return strings.Split(v, ","), nil // a list from the environment: a,b,c
+		if v, ok := data.(string); ok {
+			if to.Elem().Kind() == reflect.String {
+				return strings.Split(v, ","), nil // a list from the environment: a,b,c
+			}
+			return nil, fmt.Errorf("is a list of tables, which only the configuration file can set")
 		}
-	case reflect.Int, reflect.Int32, reflect.Int64:
+		if k := reflect.TypeOf(data); k != nil && k.Kind() != reflect.Slice && k.Kind() != reflect.Array {
+			return nil, fmt.Errorf("%v is not a list", data)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return wholeNumber(data, to.Bits())
+	case reflect.Float32, reflect.Float64:
+		var f float64
 		switch v := data.(type) {
 		case string:
-			return strconv.ParseInt(v, 10, 64)
-		case float64:
-			if v != math.Trunc(v) {
-				return nil, fmt.Errorf("%v is not a whole number", v)
+			var err error
+			if f, err = strconv.ParseFloat(v, to.Bits()); err != nil && !errors.Is(err, strconv.ErrRange) {
+				return nil, fmt.Errorf("%q is not a number", v)
 			}
-			return int64(v), nil
+		case float64:
+			f = v
+		case int:
+			f = float64(v)
+		case int64:
+			f = float64(v)
+		case uint64:
+			f = float64(v)
+		default:
+			return nil, fmt.Errorf("%v is not a number", data)
 		}
-	case reflect.Float64:
-		if v, ok := data.(string); ok {
-			return strconv.ParseFloat(v, 64)
+		if math.IsNaN(f) || math.IsInf(f, 0) || (to.Bits() == 32 && math.Abs(f) > math.MaxFloat32) {
+			return nil, fmt.Errorf("%s is not a finite number", shown(data))
 		}
+		return f, nil
 	case reflect.Bool:
-		if v, ok := data.(string); ok {
-			return strconv.ParseBool(v)
+		switch v := data.(type) {
+		case bool:
+			return v, nil
+		case string:
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not true or false", v)
+			}
+			return b, nil
+		default:
+			return nil, fmt.Errorf("%v is not true or false", data)
 		}
 	}
 	return data, nil
+}
+
+// wholeNumber converts data to an integer of bits bits, or says why not:
+// YAML gives int, uint64 (above MaxInt64) or float64 (1e3, 2.5, and integers
+// too large for either), the environment strings.
+func wholeNumber(data any, bits int) (int64, error) {
+	lo, hi := int64(-1)<<(bits-1), int64(1)<<(bits-1)-1
+	outOfRange := func(negative bool) (int64, error) {
+		if negative {
+			return 0, fmt.Errorf("%s is too small: at least %d", shown(data), lo)
+		}
+		return 0, fmt.Errorf("%s is too large: at most %d", shown(data), hi)
+	}
+	switch v := data.(type) {
+	case string:
+		n, err := strconv.ParseInt(v, 10, bits)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return outOfRange(strings.HasPrefix(v, "-"))
+		case err != nil:
+			return 0, fmt.Errorf("%q is not a whole number", v)
+		}
+		return n, nil
+	case int:
+		if int64(v) < lo || int64(v) > hi {
+			return outOfRange(v < 0)
+		}
+		return int64(v), nil
+	case int64:
+		if v < lo || v > hi {
+			return outOfRange(v < 0)
+		}
+		return v, nil
+	case uint64:
+		if v > uint64(hi) {
+			return outOfRange(false)
+		}
+		return int64(v), nil
+	case float64:
+		if v != math.Trunc(v) {
+			return 0, fmt.Errorf("%v is not a whole number", v)
+		}
+		// float64(hi) rounds up to 2^(bits-1), itself out of range.
+		if v < float64(lo) || v >= float64(hi) {
+			return outOfRange(v < 0)
+		}
+		return int64(v), nil
+	default:
+		return 0, fmt.Errorf("%v is not a whole number", data)
+	}
+}
+
+// shown is a value as an error quotes it: a string in quotes, so that an
+// empty or spaced one shows.
+func shown(data any) string {
+	if s, ok := data.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(data)
+}
+
+// decodeErrors rewrites the errors of decoding the configuration one a line,
+// each naming its key and where the value came from: "; set by COORDD_…"
+// when from the environment, "; set in FILE" when from the file (see
+// valueSource). The checks' errors (validate.KeyError) get the same suffix.
+func decodeErrors(err error, source func(key string) string) error {
+	var out []error
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range e.Unwrap() {
+				walk(e)
+			}
+		case *mapstructure.DecodeError:
+			inner := e.Unwrap()
+			switch inner.(type) {
+			case interface{ Unwrap() []error }:
+				walk(inner)
+			default:
+				if e.Name() == "" {
+					out = append(out, inner)
+				} else {
+					out = append(out, fmt.Errorf("%s: %w%s", e.Name(), inner, source(e.Name())))
+				}
+			}
+		case *validate.KeyError:
+			out = append(out, fmt.Errorf("%w%s", e, source(e.Key)))
+		default:
+			out = append(out, err)
+		}
+	}
+	// mapstructure wraps its list in "decoding failed due to ...": unwrap
+	// down to the list.
+	for {
+		switch err.(type) {
+		case interface{ Unwrap() []error }, *mapstructure.DecodeError, *validate.KeyError:
+		default:
+			if u := errors.Unwrap(err); u != nil {
+				err = u
+				continue
+			}
+		}
+		break
+	}
+	walk(err)
+	return errors.Join(out...)
 }

@@ -376,6 +376,90 @@ func TestLoadConfigBadValues(t *testing.T) {
 	}
 }
 
+// A value that cannot be decoded is an error in words, naming its key and
+// where the value came from, never Go's parser's (strconv.ParseInt: ...);
+// a number too large for its field is an error, never wrapped around.
+func TestLoadConfigDecodeErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string            // from the file, when set
+		env  map[string]string // from the environment
+		want []string          // each in the error
+	}{
+		{name: "int from file", yaml: "queue:\n  max_payload_bytes: lots\n",
+			want: []string{`queue.max_payload_bytes: "lots" is not a whole number; set in `}},
+		{name: "int from env", env: map[string]string{"COORDD_LIMITS_MAX_NAME_BYTES": "x"},
+			want: []string{`limits.max_name_bytes: "x" is not a whole number; set by COORDD_LIMITS_MAX_NAME_BYTES`}},
+		{name: "int overflow from env", env: map[string]string{"COORDD_LIMITS_MAX_NAME_BYTES": "99999999999999999999"},
+			want: []string{`limits.max_name_bytes: "99999999999999999999" is too large: at most 9223372036854775807; set by COORDD_LIMITS_MAX_NAME_BYTES`}},
+		{name: "int underflow from env", env: map[string]string{"COORDD_QUEUE_MAX_PAYLOAD_BYTES": "-99999999999999999999"},
+			want: []string{`queue.max_payload_bytes: "-99999999999999999999" is too small: at least -9223372036854775808; set by COORDD_QUEUE_MAX_PAYLOAD_BYTES`}},
+		{name: "int overflow from file, above int64", yaml: "limits:\n  max_name_bytes: 10000000000000000000\n",
+			want: []string{"limits.max_name_bytes: 10000000000000000000 is too large", "; set in "}},
+		{name: "int overflow from file, as a float", yaml: "limits:\n  max_waiters_per_namespace: 1e30\n",
+			want: []string{"limits.max_waiters_per_namespace: 1e+30 is too large", "; set in "}},
+		{name: "int64 overflow in a list", yaml: "ratelimit:\n  policies:\n    - name: p\n      algorithm: fixed_window\n      limit: 9223372036854775808\n      period: 1s\n",
+			want: []string{"ratelimit.policies[0].limit: 9223372036854775808 is too large", "; set in "}},
+		{name: "fraction from file", yaml: "queue:\n  max_payload_bytes: 1.5\n",
+			want: []string{"queue.max_payload_bytes: 1.5 is not a whole number; set in "}},
+		{name: "duration without a unit from env", env: map[string]string{"COORDD_LIMITS_MAX_WAIT": "5"},
+			want: []string{`limits.max_wait: "5" is not a duration: write it with a unit, such as 10s or 5m; set by COORDD_LIMITS_MAX_WAIT`}},
+		{name: "duration from file", yaml: "lock:\n  max_ttl: soon\n",
+			want: []string{`lock.max_ttl: "soon" is not a duration`, "; set in "}},
+		{name: "duration overflow from env", env: map[string]string{"COORDD_QUEUE_MAX_DELAY": "9999999h"},
+			want: []string{`queue.max_delay: "9999999h" is not a duration`, "at most 2562047h47m16.854775807s; set by COORDD_QUEUE_MAX_DELAY"}},
+		{name: "bare number duration from file", yaml: "shutdown_timeout: 10\n",
+			want: []string{"shutdown_timeout: 10 is not a duration: write it with a unit", "; set in "}},
+		{name: "float from env", env: map[string]string{"COORDD_LIMITS_MAX_STREAM_MESSAGES_PER_SECOND": "fast"},
+			want: []string{`limits.max_stream_messages_per_second: "fast" is not a number; set by COORDD_LIMITS_MAX_STREAM_MESSAGES_PER_SECOND`}},
+		{name: "float NaN from env", env: map[string]string{"COORDD_LIMITS_MAX_STREAM_MESSAGES_PER_SECOND": "NaN"},
+			want: []string{`limits.max_stream_messages_per_second: "NaN" is not a finite number; set by COORDD_`}},
+		{name: "float overflow from env", env: map[string]string{"COORDD_LIMITS_MAX_STREAM_MESSAGES_PER_SECOND": "1e400"},
+			want: []string{`limits.max_stream_messages_per_second: "1e400" is not a finite number; set by COORDD_`}},
+		{name: "float from file", yaml: "limits:\n  max_stream_messages_per_second: [1]\n",
+			want: []string{"limits.max_stream_messages_per_second: [1] is not a number; set in "}},
+		{name: "bool from env", env: map[string]string{"COORDD_REDIS_ALLOW_EVICTION": "yes"},
+			want: []string{`redis.allow_eviction: "yes" is not true or false; set by COORDD_REDIS_ALLOW_EVICTION`}},
+		{name: "bool from file", yaml: "ratelimit:\n  policies:\n    - name: p\n      algorithm: fixed_window\n      limit: 1\n      period: 1s\n      shadow: 1\n",
+			want: []string{"ratelimit.policies[0].shadow: 1 is not true or false; set in "}},
+		{name: "list from file", yaml: "redis:\n  addrs: 5\n",
+			want: []string{"redis.addrs: 5 is not a list; set in "}},
+		{name: "list of tables from env", env: map[string]string{"COORDD_AUTH_API_KEYS": "k"},
+			want: []string{"auth.api_keys: is a list of tables, which only the configuration file can set; set by COORDD_AUTH_API_KEYS"}},
+		{name: "every bad value, each on its line", yaml: "queue:\n  max_payload_bytes: lots\n", env: map[string]string{"COORDD_LOCK_MAX_TTL": "x"},
+			want: []string{"queue.max_payload_bytes: \"lots\" is not a whole number; set in ", "lock.max_ttl: \"x\" is not a duration", "\n"}},
+		{name: "env overrides file", yaml: "lock:\n  max_ttl: 1h\n", env: map[string]string{"COORDD_LOCK_MAX_TTL": "x"},
+			want: []string{`lock.max_ttl: "x" is not a duration`, "; set by COORDD_LOCK_MAX_TTL"}},
+		{name: "a check's error names the variable too", env: map[string]string{"COORDD_QUEUE_MAX_DELAY": "-5m"},
+			want: []string{"queue.max_delay: must be positive, got -5m0s; set by COORDD_QUEUE_MAX_DELAY"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var args []string
+			if tt.yaml != "" {
+				args = append(args, "--config", writeConfig(t, tt.yaml))
+			}
+			_, err := loadConfig(args)
+			if err == nil {
+				t.Fatalf("loadConfig = nil error, want %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("loadConfig = %q\nwant it to contain %q", err, w)
+				}
+			}
+			for _, internal := range []string{"strconv", "time: ", "Parse", "'", "decoding failed"} {
+				if strings.Contains(err.Error(), internal) {
+					t.Errorf("loadConfig = %q: Go's internals (%q) in an operator's error", err, internal)
+				}
+			}
+		})
+	}
+}
+
 func TestLoadConfigFileErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope.yaml")
 	tests := []struct {

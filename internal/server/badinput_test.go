@@ -1420,3 +1420,24 @@ func TestBadInputControl(t *testing.T) {
 		}
 	}
 }
+
+// A wait over limits.max_wait names its bound in the ErrorInfo's metadata
+// "limit" (a Duration's JSON), for clients that wait again in rounds under
+// it; other invalid fields carry none.
+func TestWaitOverLimitNamesTheLimit(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		wait time.Duration
+		want string
+	}{{61 * time.Second, "60s"}, {-time.Second, ""}} {
+		_, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "l", Ttl: dur(time.Minute), Wait: dur(tc.wait)})
+		st := wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				if got, ok := info.GetMetadata()["limit"]; got != tc.want || ok != (tc.want != "") {
+					t.Errorf("Lock(wait %v): metadata limit = %q (set: %v), want %q", tc.wait, got, ok, tc.want)
+				}
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -80,7 +81,12 @@ func (e errorMapper) toStatus(ctx context.Context, method string, err error) err
 	}
 	var fe *validate.FieldError
 	if errors.As(err, &fe) {
-		return withDetails(codes.InvalidArgument, fe.Error(), reasonInvalidArgument, map[string]string{"field": fe.Field},
+		meta := map[string]string{"field": fe.Field}
+		if fe.Limit > 0 {
+			// As a google.protobuf.Duration's JSON: seconds with an s.
+			meta["limit"] = strconv.FormatFloat(fe.Limit.Seconds(), 'f', -1, 64) + "s"
+		}
+		return withDetails(codes.InvalidArgument, fe.Error(), reasonInvalidArgument, meta,
 			&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.Field, Description: fe.Reason}}})
 	}
 	for _, row := range errorTable {

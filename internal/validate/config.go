@@ -13,10 +13,20 @@ import (
 // These are errors for an operator, not a client: not *FieldError.
 type Checks struct{ errs []error }
 
-// Bad records that key's value is wrong: "key: <format>".
+// Bad records that key's value is wrong: "key: <format>", a *KeyError.
 func (c *Checks) Bad(key, format string, args ...any) {
-	c.Add(fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	c.Add(&KeyError{Key: key, Msg: fmt.Sprintf(format, args...)})
 }
+
+// KeyError is a bad configuration value: the key it is about (lock.max_ttl,
+// ratelimit.policies[0].limit) and what is wrong with it. The daemon's
+// loader finds it with errors.As to say where the value came from.
+type KeyError struct {
+	Key string
+	Msg string
+}
+
+func (e *KeyError) Error() string { return e.Key + ": " + e.Msg }
 
 // Add records err (nil: nothing), or each error of a joined one, leaving out
 // any already recorded: sections that share a value (limits.max_wait is

@@ -17,6 +17,10 @@ import (
 type FieldError struct {
 	Field  string // the API's field name, e.g. "ttl" or "limit.period"
 	Reason string
+	// Limit, if not zero, is the bound the value went past (Wait's max):
+	// sent to the client in ErrorInfo's metadata "limit", so that a client
+	// can keep under it without parsing Reason.
+	Limit time.Duration
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
@@ -97,18 +101,19 @@ func Duration(field string, d, max time.Duration) error {
 	case d < MinDuration:
 		return Errorf(field, "is %v; it must be at least %v", d, MinDuration)
 	case d > max:
-		return Errorf(field, "is %v; the limit is %v", d, max)
+		return &FieldError{Field: field, Reason: fmt.Sprintf("is %v; the limit is %v", d, max), Limit: max}
 	}
 	return nil
 }
 
-// Wait checks a wait or delay: 0 to max.
+// Wait checks a wait or delay: 0 to max. Over max, the error carries max
+// as its Limit.
 func Wait(field string, d, max time.Duration) error {
 	switch {
 	case d < 0:
 		return Errorf(field, "is %v; it must not be negative", d)
 	case d > max:
-		return Errorf(field, "is %v; the limit is %v", d, max)
+		return &FieldError{Field: field, Reason: fmt.Sprintf("is %v; the limit is %v", d, max), Limit: max}
 	}
 	return nil
 }
