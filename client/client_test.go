@@ -274,6 +274,88 @@ func TestWaitsPastServersMaxWait(t *testing.T) {
 	}
 }
 
+// Limiter.Wait, Idempotent and a Worker, whose waits (1m, 1m, 20s) are
+// above this coordd's limits.max_wait (200ms), wait in rounds of its limit
+// instead of failing INVALID_ARGUMENT.
+func TestUnsessionedWaitsPastServersMaxWait(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	st, _ := backendtest.Open(t, *backend, clock.Real{}, "")
+	t.Cleanup(func() { _ = st.Close() })
+	cc := servertest.Serve(t, st, clock.Real{}, servertest.WithConfig(testConfig), servertest.WithConfig(func(c *server.Config) {
+		c.Limiter.MaxWait, c.Idem.MaxWait, c.Queue.MaxWait = limit, limit, limit
+	}))
+	t.Run("limiter", func(t *testing.T) {
+		l := client.NewInlineLimiter(cc, coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 1, 3*limit, 0)
+		ctx := ctxT(t, 10*time.Second)
+		if err := l.Wait(ctx, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := l.Wait(ctx, "k", 1); err != nil {
+			t.Fatalf("waiting %v for a token past coordd's limits.max_wait of %v: %v", 3*limit, limit, err)
+		}
+		if took := time.Since(start); took < 2*limit {
+			t.Errorf("allowed after %v, before the bucket had a token again", took)
+		}
+	})
+	t.Run("idempotent", func(t *testing.T) {
+		started, finish := make(chan struct{}), make(chan struct{})
+		first := make(chan error, 1)
+		go func() {
+			_, err := client.Idempotent(ctxT(t, 10*time.Second), cc, "slow", "f", client.IdempotentOptions{}, func(context.Context) ([]byte, error) {
+				close(started)
+				<-finish
+				return []byte("done"), nil
+			})
+			first <- err
+		}()
+		select {
+		case <-started:
+		case err := <-first:
+			t.Fatalf("the first caller ended without running fn: %v", err)
+		}
+		time.AfterFunc(3*limit, func() { close(finish) })
+		res, err := client.Idempotent(ctxT(t, 10*time.Second), cc, "slow", "f", client.IdempotentOptions{}, func(context.Context) ([]byte, error) {
+			return nil, errors.New("ran twice")
+		})
+		if err != nil || string(res) != "done" {
+			t.Fatalf("waiting %v for the first caller's outcome past coordd's limits.max_wait of %v: %q, %v", 3*limit, limit, res, err)
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("worker", func(t *testing.T) {
+		got := make(chan string, 1)
+		wctx, stop := context.WithCancel(ctxT(t, 10*time.Second))
+		defer stop()
+		w := client.NewWorker(cc, "later", func(_ context.Context, m client.Message) error {
+			got <- string(m.Payload)
+			return nil
+		}, client.WorkerOptions{})
+		ran := make(chan error, 1)
+		go func() { ran <- w.Run(wctx) }()
+		time.Sleep(3 * limit) // the Worker's first Claim has been refused by now, if it is to be
+		if _, err := coordv1.NewQueueServiceClient(cc).Enqueue(wctx, &coordv1.EnqueueRequest{Queue: "later", Payload: []byte("m")}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case p := <-got:
+			if p != "m" {
+				t.Errorf("payload %q", p)
+			}
+		case err := <-ran:
+			t.Fatalf("Run ended under a coordd with limits.max_wait %v: %v", limit, err)
+		case <-wctx.Done():
+			t.Fatal("the message was not handled")
+		}
+		stop()
+		if err := <-ran; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // A lock that reaches its max hold is reported lost, by name and reason,
 // on the Mutex and on the Session, while the session lives on.
 func TestLostOnMaxHold(t *testing.T) {

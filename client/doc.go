@@ -19,6 +19,9 @@
 // dialled to coordd with the credentials it needs (an API key goes in
 // per-RPC credentials or metadata, as with any gRPC service).
 //
+// A wait longer than coordd's limits.max_wait is made in rounds of at most
+// that limit, learned from coordd's refusal of a longer one (WaitLimit).
+//
 // Uncertain outcomes are never reported as "no": a call whose outcome is
 // unknown (UNAVAILABLE) is retried where a retry is safe, and otherwise
 // returned as an error.

@@ -58,11 +58,13 @@ var ErrNotOwner = errors.New("client: the work ran, but its lease on the key ran
 // caller may take over).
 func Idempotent(ctx context.Context, cc grpc.ClientConnInterface, key, fingerprint string, opts IdempotentOptions, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
 	ic := coordv1.NewIdempotencyServiceClient(cc)
+	var waits waitCap
 	for {
-		req := &coordv1.BeginIdempotentRequest{Key: key, Fingerprint: fingerprint, Wait: durationpb.New(DefaultMaxWait)}
+		wait := waits.cap(DefaultMaxWait)
 		if dl, ok := ctx.Deadline(); ok {
-			req.Wait = durationpb.New(max(0, min(DefaultMaxWait, time.Until(dl)-callSlack)))
+			wait = max(0, min(wait, time.Until(dl)-callSlack))
 		}
+		req := &coordv1.BeginIdempotentRequest{Key: key, Fingerprint: fingerprint, Wait: durationpb.New(wait)}
 		if opts.ProcessingTTL > 0 {
 			req.ProcessingTtl = durationpb.New(opts.ProcessingTTL)
 		}
@@ -72,6 +74,9 @@ func Idempotent(ctx context.Context, cc grpc.ClientConnInterface, key, fingerpri
 			resp, err = ic.BeginIdempotent(ctx, req)
 			return err
 		})
+		if err != nil && ctx.Err() == nil && waits.learn(err, wait) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -18,8 +18,10 @@ type Limiter struct {
 	policy string
 	limit  *coordv1.Limit
 	// MaxWait is the longest wait one Allow call asks coordd for (0:
-	// DefaultMaxWait); Wait waits longer in several calls.
+	// DefaultMaxWait, or coordd's limits.max_wait if lower); Wait waits
+	// longer in several calls.
 	MaxWait time.Duration
+	waits   waitCap
 }
 
 // NewLimiter returns a Limiter under the policy configured on coordd.
@@ -82,7 +84,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 		maxWait = DefaultMaxWait
 	}
 	for {
-		wait := maxWait
+		wait := l.waits.cap(maxWait)
 		if dl, ok := ctx.Deadline(); ok {
 			wait = min(wait, time.Until(dl)-callSlack)
 			if wait <= 0 {
@@ -90,6 +92,9 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) error {
 			}
 		}
 		d, err := l.allow(ctx, key, cost, wait)
+		if err != nil && ctx.Err() == nil && l.waits.learn(err, wait) {
+			continue
+		}
 		if err != nil || d.Allowed {
 			return err
 		}

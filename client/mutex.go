@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -242,10 +243,7 @@ func acquire(ctx context.Context, s *Session, wait bool, maxWait time.Duration, 
 		}
 		w := time.Duration(0)
 		if wait {
-			w = maxWait
-			if l := time.Duration(s.waitLimit.Load()); l > 0 {
-				w = min(w, l)
-			}
+			w = s.waits.cap(maxWait)
 			if dl, ok := ctx.Deadline(); ok {
 				w = max(0, min(w, time.Until(dl)-callSlack))
 			}
@@ -264,8 +262,7 @@ func acquire(ctx context.Context, s *Session, wait bool, maxWait time.Duration, 
 			if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= callSlack {
 				return context.DeadlineExceeded
 			}
-		case wait && ctx.Err() == nil && overLimit(err, w):
-			s.waitLimit.Store(int64(WaitLimit(err)))
+		case wait && ctx.Err() == nil && s.waits.learn(err, w):
 		case !transient(err) || ctx.Err() != nil:
 			return err
 		default:
@@ -277,12 +274,32 @@ func acquire(ctx context.Context, s *Session, wait bool, maxWait time.Duration, 
 	}
 }
 
-// overLimit reports whether err is coordd's refusal of a wait over its
-// limits.max_wait, lower than w, naming it (INVALID_ARGUMENT with ErrorInfo
-// metadata field "wait" and "limit", a Duration's JSON).
-func overLimit(err error, w time.Duration) bool {
+// waitCap is coordd's limits.max_wait as learned from a wait it refused
+// for being over it (nanoseconds; 0: not learned yet): later waits ask for
+// no more. Each waiting call of this package (a hold's, Limiter.Wait's,
+// Idempotent's, a Worker's Claim) waits in rounds of at most it, so that a
+// coordd with a lower limit than the call's wait is waited on, not failed.
+type waitCap struct{ limit atomic.Int64 }
+
+// cap returns w, or the learned limit if that is lower.
+func (c *waitCap) cap(w time.Duration) time.Duration {
+	if l := time.Duration(c.limit.Load()); l > 0 {
+		return min(w, l)
+	}
+	return w
+}
+
+// learn reports whether err is coordd's refusal of the wait w as over its
+// limits.max_wait, naming a lower limit (INVALID_ARGUMENT with ErrorInfo
+// metadata field "wait" and "limit", a Duration's JSON), and keeps that
+// limit: the caller asks again at once.
+func (c *waitCap) learn(err error, w time.Duration) bool {
 	l := WaitLimit(err)
-	return l > 0 && l < w
+	if l <= 0 || l >= w {
+		return false
+	}
+	c.limit.Store(int64(l))
+	return true
 }
 
 // WaitLimit returns the limit that err, coordd's INVALID_ARGUMENT for a

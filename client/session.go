@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/code"
@@ -66,10 +65,8 @@ type Session struct {
 	mu          sync.Mutex
 	watchers    map[holdKey]*watcher
 	closeCalled bool
-	// waitLimit is coordd's limits.max_wait as learned from a wait it
-	// refused for being over it (nanoseconds; 0: not learned): later waits
-	// ask for no more.
-	waitLimit atomic.Int64
+	// waits is coordd's limits.max_wait as learned by the session's holds.
+	waits waitCap
 
 	// Owned by keep (and by NewSession before keep starts).
 	conn     *kaStream // nil while the stream is broken

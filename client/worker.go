@@ -60,6 +60,7 @@ type Worker struct {
 	queue   string
 	handler func(ctx context.Context, m Message) error
 	opts    WorkerOptions
+	waits   waitCap
 }
 
 // NewWorker returns a Worker of queue that runs handler on each message.
@@ -101,8 +102,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			break
 		}
+		wait := w.waits.cap(claimWait)
 		resp, err := w.qc.Claim(ctx, &coordv1.ClaimRequest{
-			Queue: w.queue, MaxMessages: int32(n), VisibilityTimeout: durationpb.New(w.opts.Visibility), Wait: durationpb.New(claimWait),
+			Queue: w.queue, MaxMessages: int32(n), VisibilityTimeout: durationpb.New(w.opts.Visibility), Wait: durationpb.New(wait),
 		})
 		msgs := resp.GetMessages()
 		for range n - len(msgs) {
@@ -111,6 +113,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			if w.waits.learn(err, wait) {
+				continue
 			}
 			if !transient(err) {
 				return fmt.Errorf("client: claiming from %q: %w", w.queue, err)
@@ -134,8 +139,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// claimWait is how long one Claim waits for a message: well under
-// limits.max_wait, so that a stop is seen soon after it.
+// claimWait is how long one Claim waits for a message: well under the
+// default limits.max_wait (or that limit, if coordd's is lower), so that a
+// stop is seen soon after it.
 const claimWait = 20 * time.Second
 
 // handle runs the handler on m, extending its claim meanwhile, and acks or
