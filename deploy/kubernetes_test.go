@@ -647,3 +647,101 @@ func TestSharedOverlay(t *testing.T) {
 		t.Error("coordd needs no service account token")
 	}
 }
+
+// kubeVersion is a Kubernetes minor version, as "1.30".
+type kubeVersion struct{ major, minor int }
+
+func (v kubeVersion) String() string { return fmt.Sprintf("%d.%d", v.major, v.minor) }
+
+func (v kubeVersion) less(w kubeVersion) bool {
+	return v.major < w.major || v.major == w.major && v.minor < w.minor
+}
+
+// kubeMention finds a stated Kubernetes version in prose or a comment,
+// across a line break too ("Kubernetes\n# 1.30").
+var kubeMention = regexp.MustCompile(`Kubernetes(?:\s|#)+(\d+)\.(\d+)`)
+
+// kubeFeatures are the fields the overlays use that older Kubernetes
+// versions reject or ignore, with the version each is on by default from.
+var kubeFeatures = []struct {
+	what  string
+	since kubeVersion
+	uses  func(c map[string]any, sidecar bool) bool
+}{
+	{"a native sidecar (an init container with restartPolicy: Always)", kubeVersion{1, 29},
+		func(_ map[string]any, sidecar bool) bool { return sidecar }},
+	{"a lifecycle hook's sleep action (preStop.sleep)", kubeVersion{1, 30},
+		func(c map[string]any, _ bool) bool {
+			return get(c, "lifecycle", "preStop", "sleep") != nil || get(c, "lifecycle", "postStart", "sleep") != nil
+		}},
+}
+
+// TestKubernetesMinimumVersion: the README and the manifests' comments
+// state one minimum Kubernetes version, and it is at least that of every
+// feature an overlay uses; each overlay states it.
+func TestKubernetesMinimumVersion(t *testing.T) {
+	type mention struct {
+		where string
+		v     kubeVersion
+	}
+	var mentions []mention
+	scan := func(path string) int {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := kubeMention.FindAllSubmatch(data, -1)
+		for _, m := range ms {
+			var v kubeVersion
+			fmt.Sscan(string(m[1]), &v.major)
+			fmt.Sscan(string(m[2]), &v.minor)
+			mentions = append(mentions, mention{path, v})
+		}
+		return len(ms)
+	}
+	if scan(filepath.Join(repoRoot, "README.md")) == 0 {
+		t.Error("README.md states no minimum Kubernetes version")
+	}
+	err := filepath.WalkDir(kubeDir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			scan(path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mentions) == 0 {
+		t.Fatal("no Kubernetes version stated anywhere")
+	}
+	stated := mentions[0].v
+	for _, m := range mentions[1:] {
+		if m.v != stated {
+			t.Errorf("%s says Kubernetes %v, %s says %v: state one minimum", m.where, m.v, mentions[0].where, stated)
+		}
+	}
+	for _, dir := range []string{sidecarDir, sharedDir} {
+		if scan(filepath.Join(dir, "kustomization.yaml")) == 0 {
+			t.Errorf("%s/kustomization.yaml states no minimum Kubernetes version", dir)
+		}
+		for _, dep := range ofKind(build(t, dir), "Deployment") {
+			var cs []map[string]any
+			sidecars := map[int]bool{}
+			for _, c := range getList(dep, "spec", "template", "spec", "containers") {
+				cs = append(cs, c.(map[string]any))
+			}
+			for _, c := range getList(dep, "spec", "template", "spec", "initContainers") {
+				sidecars[len(cs)] = getString(c, "restartPolicy") == "Always"
+				cs = append(cs, c.(map[string]any))
+			}
+			for i, c := range cs {
+				for _, f := range kubeFeatures {
+					if f.uses(c, sidecars[i]) && stated.less(f.since) {
+						t.Errorf("%s: %s: container %s uses %s, which needs Kubernetes %v, but the stated minimum is %v",
+							dir, id(dep), getString(c, "name"), f.what, f.since, stated)
+					}
+				}
+			}
+		}
+	}
+}
