@@ -7,6 +7,7 @@
 //     sigs.k8s.io/kustomize/api) into what they promise;
 //   - the minimum Kubernetes version is stated alike in the README and the
 //     overlays, and is at least that of every feature the overlays use;
+//   - every coordd container with a memory limit sets GOMEMLIMIT from it;
 //   - compose/compose.yaml has its Redis Cluster, init job, coordd replicas,
 //     Prometheus and Grafana, wired to services and files that exist;
 //   - the Prometheus alert rules pass Prometheus's own rule validation

@@ -745,3 +745,128 @@ func TestKubernetesMinimumVersion(t *testing.T) {
 		}
 	}
 }
+
+// quantity parses a Kubernetes quantity of bytes ("256Mi", "1G", "512").
+func quantity(t *testing.T, s string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`^(\d+)([KMGT]i|[kMGT])?$`).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("quantity %q: not a whole number with a suffix this test knows", s)
+	}
+	var n int64
+	fmt.Sscan(m[1], &n)
+	mult := map[string]int64{"": 1,
+		"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+		"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m[2]]
+	return n * mult
+}
+
+// containerEnv is the environment the kubelet gives container c: values
+// with $(VAR) expanded from the variables before them, resource fields
+// (limits and requests of memory) divided by their divisor and rounded up,
+// and "from-a-secret" for what comes from a Secret or a ConfigMap.
+func containerEnv(t *testing.T, c map[string]any) (env map[string]string, order []string) {
+	t.Helper()
+	env = map[string]string{}
+	ref := regexp.MustCompile(`\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)`)
+	for _, e := range getList(c, "env") {
+		n := getString(e, "name")
+		v := ref.ReplaceAllStringFunc(getString(e, "value"), func(m string) string {
+			if m == "$$" {
+				return "$"
+			}
+			if x, ok := env[m[2:len(m)-1]]; ok {
+				return x
+			}
+			return m // the kubelet leaves an unknown reference as it is
+		})
+		if rf := getMap(e, "valueFrom", "resourceFieldRef"); rf != nil {
+			if cn := getString(rf, "containerName"); cn != "" && cn != getString(c, "name") {
+				t.Fatalf("container %s: env %s: a resource of another container", getString(c, "name"), n)
+			}
+			r := getString(rf, "resource")
+			q := getString(c, append([]string{"resources"}, strings.SplitN(r, ".", 2)...)...)
+			if !strings.HasSuffix(r, ".memory") || q == "" {
+				t.Fatalf("container %s: env %s: resource %s (%q): not one this test computes", getString(c, "name"), n, r, q)
+			}
+			div := int64(1)
+			if d := fmt.Sprint(get(rf, "divisor")); get(rf, "divisor") != nil {
+				div = quantity(t, d)
+			}
+			v = fmt.Sprint((quantity(t, q) + div - 1) / div)
+		} else if get(e, "valueFrom") != nil {
+			v = "from-a-secret"
+		}
+		env[n] = v
+		order = append(order, n)
+	}
+	return env, order
+}
+
+// goMemLimit parses GOMEMLIMIT as the Go runtime does: bytes, with an
+// optional B, KiB, MiB, GiB or TiB suffix.
+func goMemLimit(s string) (int64, bool) {
+	m := regexp.MustCompile(`^(\d+)(B|KiB|MiB|GiB|TiB)?$`).FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	var n int64
+	fmt.Sscan(m[1], &n)
+	return n * map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]], true
+}
+
+// TestGoMemLimit: every coordd container with a memory limit sets
+// GOMEMLIMIT from that limit (a resourceFieldRef, not a number that a
+// change of the limit would leave behind), to 90 to 100 % of it.
+func TestGoMemLimit(t *testing.T) {
+	seen := 0
+	for _, dir := range []string{sidecarDir, sharedDir} {
+		for _, dep := range ofKind(build(t, dir), "Deployment") {
+			for _, c := range podContainers(dep) {
+				img, _, _ := strings.Cut(getString(c, "image"), ":")
+				if img != "coordd" && !strings.HasSuffix(img, "/coordd") {
+					continue
+				}
+				lim := getString(c, "resources", "limits", "memory")
+				if lim == "" {
+					continue
+				}
+				seen++
+				where := fmt.Sprintf("%s: %s: container %s", dir, id(dep), getString(c, "name"))
+				var raw string
+				fromLimit := map[string]bool{} // variables set from limits.memory
+				for _, e := range getList(c, "env") {
+					if getString(e, "valueFrom", "resourceFieldRef", "resource") == "limits.memory" {
+						fromLimit[getString(e, "name")] = true
+					}
+					if getString(e, "name") == "GOMEMLIMIT" {
+						raw = getString(e, "value")
+					}
+				}
+				if raw == "" {
+					t.Errorf("%s: memory limit %s but no GOMEMLIMIT value", where, lim)
+					continue
+				}
+				derived := false
+				for _, m := range regexp.MustCompile(`\$\(([^)]*)\)`).FindAllStringSubmatch(raw, -1) {
+					derived = derived || fromLimit[m[1]]
+				}
+				if !derived {
+					t.Errorf("%s: GOMEMLIMIT %q names no variable set from limits.memory", where, raw)
+				}
+				env, _ := containerEnv(t, c)
+				got, ok := goMemLimit(env["GOMEMLIMIT"])
+				if !ok {
+					t.Errorf("%s: GOMEMLIMIT %q becomes %q, which the Go runtime refuses (a variable defined after it?)", where, raw, env["GOMEMLIMIT"])
+					continue
+				}
+				if limit := quantity(t, lim); got < limit*90/100 || got > limit {
+					t.Errorf("%s: GOMEMLIMIT %d bytes is %.1f %% of the limit %s; want 90 to 100 %%", where, got, 100*float64(got)/float64(limit), lim)
+				}
+			}
+		}
+	}
+	if seen < 2 {
+		t.Errorf("found %d coordd containers with a memory limit, want one in each overlay", seen)
+	}
+}
