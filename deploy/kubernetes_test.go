@@ -575,7 +575,7 @@ func TestSharedOverlay(t *testing.T) {
 		checkObject(t, sharedDir, o)
 	}
 	checkRefs(t, sharedDir, objs)
-	if got, want := kinds(objs), []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceMonitor"}; !slices.Equal(got, want) {
+	if got, want := kinds(objs), []string{"ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "ServiceMonitor"}; !slices.Equal(got, want) {
 		t.Errorf("kinds %v, want %v", got, want)
 	}
 	dep := one(t, objs, "Deployment")
@@ -868,5 +868,123 @@ func TestGoMemLimit(t *testing.T) {
 	}
 	if seen < 2 {
 		t.Errorf("found %d coordd containers with a memory limit, want one in each overlay", seen)
+	}
+}
+
+// selects evaluates a label selector (matchLabels and matchExpressions) on
+// labels; an empty selector selects everything.
+func selects(t *testing.T, sel any, labels map[string]string) bool {
+	t.Helper()
+	if !subset(stringMap(get(sel, "matchLabels")), labels) {
+		return false
+	}
+	for _, e := range getList(sel, "matchExpressions") {
+		v, has := labels[getString(e, "key")]
+		in := slices.Contains(getList(e, "values"), any(v))
+		switch op := getString(e, "operator"); op {
+		case "In":
+			if !has || !in {
+				return false
+			}
+		case "NotIn":
+			if has && in {
+				return false
+			}
+		case "Exists":
+			if !has {
+				return false
+			}
+		case "DoesNotExist":
+			if has {
+				return false
+			}
+		default:
+			t.Fatalf("selector operator %q", op)
+		}
+	}
+	return true
+}
+
+// peer is a connection's source as a NetworkPolicy sees it.
+type peer struct {
+	namespace string // its namespace's kubernetes.io/metadata.name
+	labels    map[string]string
+}
+
+// admits reports whether the ingress rules of np let src connect to port
+// of a pod it selects in namespace ns whose ports are podPorts.
+func admits(t *testing.T, np object, ns string, ports map[string]int, src peer, port int) bool {
+	t.Helper()
+	nsLabels := map[string]string{"kubernetes.io/metadata.name": src.namespace}
+	for _, rule := range getList(np, "spec", "ingress") {
+		portOK := len(getList(rule, "ports")) == 0
+		for _, p := range getList(rule, "ports") {
+			if getString(p, "protocol") != "" && getString(p, "protocol") != "TCP" {
+				continue
+			}
+			if n, ok := ports[fmt.Sprint(get(p, "port"))]; ok && n == port {
+				portOK = true
+			}
+		}
+		from := getList(rule, "from")
+		fromOK := len(from) == 0
+		for _, f := range from {
+			if get(f, "ipBlock") != nil {
+				t.Fatalf("%s: an ipBlock peer, which this test does not model", id(np))
+			}
+			nsSel, podSel := get(f, "namespaceSelector"), get(f, "podSelector")
+			inNS := src.namespace == ns
+			if nsSel != nil {
+				inNS = selects(t, nsSel, nsLabels)
+			}
+			if inNS && (podSel == nil || selects(t, podSel, src.labels)) {
+				fromOK = true
+			}
+		}
+		if portOK && fromOK {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNetworkPolicy: in the shared overlay, as rendered (this overlay's
+// labels rewrite selectors), the gRPC port admits only pods labelled
+// coordd-client: "true", from any namespace, and the metrics port only the
+// namespace monitoring.
+func TestNetworkPolicy(t *testing.T) {
+	objs := build(t, sharedDir)
+	np := one(t, objs, "NetworkPolicy")
+	dep := one(t, objs, "Deployment")
+	if !selects(t, get(np, "spec", "podSelector"), podLabels(dep)) {
+		t.Fatalf("%s: its podSelector does not select coordd's pods %v", id(np), podLabels(dep))
+	}
+	if !slices.Contains(getList(np, "spec", "policyTypes"), any("Ingress")) {
+		t.Errorf("%s: policyTypes has no Ingress", id(np))
+	}
+	const ns = "coordd" // wherever the overlay is applied
+	ports := podPorts(dep)
+	grpc, metrics := ports["grpc"], ports["metrics"]
+	client := map[string]string{"coordd-client": "true", "app.kubernetes.io/name": "billing-api"}
+	for _, c := range []struct {
+		src  peer
+		port int
+		want bool
+		what string
+	}{
+		{peer{ns, client}, grpc, true, "a client in coordd's namespace"},
+		{peer{"billing", client}, grpc, true, "a client in another namespace"},
+		{peer{"billing", map[string]string{"app.kubernetes.io/name": "billing-api"}}, grpc, false, "an unlabelled pod"},
+		{peer{"billing", map[string]string{"coordd-client": "false"}}, grpc, false, `a pod labelled coordd-client: "false"`},
+		{peer{ns, podLabels(dep)}, grpc, false, "another coordd pod"},
+		{peer{"monitoring", map[string]string{"app.kubernetes.io/name": "prometheus"}}, grpc, false, "Prometheus"},
+		{peer{"monitoring", map[string]string{"app.kubernetes.io/name": "prometheus"}}, metrics, true, "Prometheus"},
+		{peer{"monitoring", nil}, metrics, true, "any pod of the namespace monitoring"},
+		{peer{"billing", client}, metrics, false, "a client"},
+		{peer{ns, nil}, metrics, false, "a pod of coordd's namespace"},
+	} {
+		if got := admits(t, np, ns, ports, c.src, c.port); got != c.want {
+			t.Errorf("%s: %s (namespace %s, labels %v) on port %d: admitted %v, want %v", id(np), c.what, c.src.namespace, c.src.labels, c.port, got, c.want)
+		}
 	}
 }
