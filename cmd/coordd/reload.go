@@ -21,6 +21,7 @@ package main
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,13 +78,7 @@ func (d *daemon) reloads(ctx context.Context, args []string, hup <-chan os.Signa
 			d.log.Warn("watching the TLS and API key files", "err", err)
 			quiet.Reset(reloadDebounce)
 		case <-quiet.C:
-			files := slices.Sorted(func(yield func(string) bool) {
-				for f := range changed {
-					if !yield(f) {
-						return
-					}
-				}
-			})
+			files := slices.Sorted(maps.Keys(changed))
 			clear(changed)
 			reload("file changed", "files", files)
 		}

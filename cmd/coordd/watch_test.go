@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc/codes"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
@@ -151,4 +153,33 @@ func TestBinaryReloadsChangedFiles(t *testing.T) {
 		t.Errorf("the log quotes the keys file's text:\n%s", p.Output())
 	}
 	p.Stop(t)
+}
+
+// TestFileWatchTouched: which events count as a change of which watched
+// files.
+func TestFileWatchTouched(t *testing.T) {
+	fw := &fileWatch{
+		files: map[string]bool{"/s/tls.crt": true, "/s/tls.key": true, "/k/keys.yaml": true},
+		dirs:  map[string]bool{"/s": true, "/k": true},
+	}
+	for _, c := range []struct {
+		ev   fsnotify.Event
+		want []string
+	}{
+		{fsnotify.Event{Name: "/k/keys.yaml", Op: fsnotify.Write}, []string{"/k/keys.yaml"}},
+		{fsnotify.Event{Name: "/k/keys.yaml", Op: fsnotify.Create}, []string{"/k/keys.yaml"}}, // renamed over
+		{fsnotify.Event{Name: "/k/keys.yaml", Op: fsnotify.Remove}, []string{"/k/keys.yaml"}},
+		{fsnotify.Event{Name: "/k/keys.yaml", Op: fsnotify.Chmod}, nil},
+		{fsnotify.Event{Name: "/k/other.yaml", Op: fsnotify.Write}, nil},
+		{fsnotify.Event{Name: "/k/keys.yaml.tmp", Op: fsnotify.Create}, nil},
+		{fsnotify.Event{Name: "/s/..data", Op: fsnotify.Create}, []string{"/s/tls.crt", "/s/tls.key"}},
+		{fsnotify.Event{Name: "/s/..2026_12_03_07_52_21.679363474", Op: fsnotify.Remove}, []string{"/s/tls.crt", "/s/tls.key"}},
+		{fsnotify.Event{Name: "/elsewhere/..data", Op: fsnotify.Create}, nil},
+	} {
+		got := fw.touched(c.ev)
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("touched(%v) = %v, want %v", c.ev, got, c.want)
+		}
+	}
 }
