@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -124,6 +125,17 @@ func checkServing(t *testing.T, bin, httpAddr string, want []string) {
 	if out, err := hc.CombinedOutput(); err != nil {
 		t.Errorf("coordd healthcheck: %v\n%s", err, out)
 	}
+	body := metrics(t, httpAddr)
+	for _, m := range want {
+		if !strings.Contains(body, "\n"+m) {
+			t.Errorf("/metrics has no %s", m)
+		}
+	}
+}
+
+// metrics reads coordd's /metrics.
+func metrics(t *testing.T, httpAddr string) string {
+	t.Helper()
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -133,11 +145,7 @@ func checkServing(t *testing.T, bin, httpAddr string, want []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range want {
-		if !strings.Contains(string(body), "\n"+m) {
-			t.Errorf("/metrics has no %s", m)
-		}
-	}
+	return string(body)
 }
 
 // exportedAtStart are the series of metricNames that coordd exports before
@@ -177,15 +185,16 @@ func TestCoorddRunsTheseConfigs(t *testing.T) {
 		for _, a := range append(strs(get(c, "command")), strs(get(c, "args"))...)[1:] {
 			args = append(args, strings.Replace(a, "/etc/coordd/coordd.yaml", path, 1))
 		}
-		env := map[string]string{}
-		for _, e := range getList(c, "env") {
-			v := getString(e, "value")
-			if get(e, "valueFrom") != nil {
-				v = "from-a-secret"
+		env, _ := containerEnv(t, c)
+		addr := startCoordd(t, bin, args, env)
+		checkServing(t, bin, addr, want)
+		if v := env["GOMEMLIMIT"]; v != "" {
+			// The Go runtime took it (it refuses to start on a malformed one).
+			limit, _ := goMemLimit(v)
+			if m := fmt.Sprintf("\ngo_gc_gomemlimit_bytes %g\n", float64(limit)); !strings.Contains(metrics(t, addr), m) {
+				t.Errorf("/metrics has no %q", m[1:])
 			}
-			env[getString(e, "name")] = v
 		}
-		checkServing(t, bin, startCoordd(t, bin, args, env), want)
 	}
 	t.Run("sidecar", func(t *testing.T) { overlay(t, sidecarDir, exportedAtStart) })
 	t.Run("shared", func(t *testing.T) {

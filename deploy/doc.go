@@ -5,6 +5,12 @@
 //   - the Kubernetes manifests are complete objects whose selectors, ports
 //     and probes agree, and both kustomize overlays build (in process, with
 //     sigs.k8s.io/kustomize/api) into what they promise;
+//   - the minimum Kubernetes version is stated alike in the README and the
+//     overlays, and is at least that of every feature the overlays use;
+//   - every coordd container with a memory limit sets GOMEMLIMIT from it;
+//   - the shared overlay's NetworkPolicy, as rendered, admits to the gRPC
+//     port only pods labelled coordd-client: "true", and to the metrics port
+//     only the namespace monitoring;
 //   - compose/compose.yaml has its Redis Cluster, init job, coordd replicas,
 //     Prometheus and Grafana, wired to services and files that exist;
 //   - the Prometheus alert rules pass Prometheus's own rule validation

@@ -575,7 +575,7 @@ func TestSharedOverlay(t *testing.T) {
 		checkObject(t, sharedDir, o)
 	}
 	checkRefs(t, sharedDir, objs)
-	if got, want := kinds(objs), []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceMonitor"}; !slices.Equal(got, want) {
+	if got, want := kinds(objs), []string{"ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "ServiceMonitor"}; !slices.Equal(got, want) {
 		t.Errorf("kinds %v, want %v", got, want)
 	}
 	dep := one(t, objs, "Deployment")
@@ -645,5 +645,346 @@ func TestSharedOverlay(t *testing.T) {
 	}
 	if v, _ := get(dep, "spec", "template", "spec", "automountServiceAccountToken").(bool); v {
 		t.Error("coordd needs no service account token")
+	}
+}
+
+// kubeVersion is a Kubernetes minor version, as "1.30".
+type kubeVersion struct{ major, minor int }
+
+func (v kubeVersion) String() string { return fmt.Sprintf("%d.%d", v.major, v.minor) }
+
+func (v kubeVersion) less(w kubeVersion) bool {
+	return v.major < w.major || v.major == w.major && v.minor < w.minor
+}
+
+// kubeMention finds a stated Kubernetes version in prose or a comment,
+// across a line break too ("Kubernetes\n# 1.30").
+var kubeMention = regexp.MustCompile(`Kubernetes(?:\s|#)+(\d+)\.(\d+)`)
+
+// kubeFeatures are the fields the overlays use that older Kubernetes
+// versions reject or ignore, with the version each is on by default from.
+var kubeFeatures = []struct {
+	what  string
+	since kubeVersion
+	uses  func(c map[string]any, sidecar bool) bool
+}{
+	{"a native sidecar (an init container with restartPolicy: Always)", kubeVersion{1, 29},
+		func(_ map[string]any, sidecar bool) bool { return sidecar }},
+	{"a lifecycle hook's sleep action (preStop.sleep)", kubeVersion{1, 30},
+		func(c map[string]any, _ bool) bool {
+			return get(c, "lifecycle", "preStop", "sleep") != nil || get(c, "lifecycle", "postStart", "sleep") != nil
+		}},
+}
+
+// TestKubernetesMinimumVersion: the README and the manifests' comments
+// state one minimum Kubernetes version, and it is at least that of every
+// feature an overlay uses; each overlay states it.
+func TestKubernetesMinimumVersion(t *testing.T) {
+	type mention struct {
+		where string
+		v     kubeVersion
+	}
+	var mentions []mention
+	scan := func(path string) int {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := kubeMention.FindAllSubmatch(data, -1)
+		for _, m := range ms {
+			var v kubeVersion
+			fmt.Sscan(string(m[1]), &v.major)
+			fmt.Sscan(string(m[2]), &v.minor)
+			mentions = append(mentions, mention{path, v})
+		}
+		return len(ms)
+	}
+	if scan(filepath.Join(repoRoot, "README.md")) == 0 {
+		t.Error("README.md states no minimum Kubernetes version")
+	}
+	err := filepath.WalkDir(kubeDir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			scan(path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mentions) == 0 {
+		t.Fatal("no Kubernetes version stated anywhere")
+	}
+	stated := mentions[0].v
+	for _, m := range mentions[1:] {
+		if m.v != stated {
+			t.Errorf("%s says Kubernetes %v, %s says %v: state one minimum", m.where, m.v, mentions[0].where, stated)
+		}
+	}
+	for _, dir := range []string{sidecarDir, sharedDir} {
+		if scan(filepath.Join(dir, "kustomization.yaml")) == 0 {
+			t.Errorf("%s/kustomization.yaml states no minimum Kubernetes version", dir)
+		}
+		for _, dep := range ofKind(build(t, dir), "Deployment") {
+			var cs []map[string]any
+			sidecars := map[int]bool{}
+			for _, c := range getList(dep, "spec", "template", "spec", "containers") {
+				cs = append(cs, c.(map[string]any))
+			}
+			for _, c := range getList(dep, "spec", "template", "spec", "initContainers") {
+				sidecars[len(cs)] = getString(c, "restartPolicy") == "Always"
+				cs = append(cs, c.(map[string]any))
+			}
+			for i, c := range cs {
+				for _, f := range kubeFeatures {
+					if f.uses(c, sidecars[i]) && stated.less(f.since) {
+						t.Errorf("%s: %s: container %s uses %s, which needs Kubernetes %v, but the stated minimum is %v",
+							dir, id(dep), getString(c, "name"), f.what, f.since, stated)
+					}
+				}
+			}
+		}
+	}
+}
+
+// quantity parses a Kubernetes quantity of bytes ("256Mi", "1G", "512").
+func quantity(t *testing.T, s string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`^(\d+)([KMGT]i|[kMGT])?$`).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("quantity %q: not a whole number with a suffix this test knows", s)
+	}
+	var n int64
+	fmt.Sscan(m[1], &n)
+	mult := map[string]int64{"": 1,
+		"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+		"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[m[2]]
+	return n * mult
+}
+
+// containerEnv is the environment the kubelet gives container c: values
+// with $(VAR) expanded from the variables before them, resource fields
+// (limits and requests of memory) divided by their divisor and rounded up,
+// and "from-a-secret" for what comes from a Secret or a ConfigMap.
+func containerEnv(t *testing.T, c map[string]any) (env map[string]string, order []string) {
+	t.Helper()
+	env = map[string]string{}
+	ref := regexp.MustCompile(`\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)`)
+	for _, e := range getList(c, "env") {
+		n := getString(e, "name")
+		v := ref.ReplaceAllStringFunc(getString(e, "value"), func(m string) string {
+			if m == "$$" {
+				return "$"
+			}
+			if x, ok := env[m[2:len(m)-1]]; ok {
+				return x
+			}
+			return m // the kubelet leaves an unknown reference as it is
+		})
+		if rf := getMap(e, "valueFrom", "resourceFieldRef"); rf != nil {
+			if cn := getString(rf, "containerName"); cn != "" && cn != getString(c, "name") {
+				t.Fatalf("container %s: env %s: a resource of another container", getString(c, "name"), n)
+			}
+			r := getString(rf, "resource")
+			q := getString(c, append([]string{"resources"}, strings.SplitN(r, ".", 2)...)...)
+			if !strings.HasSuffix(r, ".memory") || q == "" {
+				t.Fatalf("container %s: env %s: resource %s (%q): not one this test computes", getString(c, "name"), n, r, q)
+			}
+			div := int64(1)
+			if d := fmt.Sprint(get(rf, "divisor")); get(rf, "divisor") != nil {
+				div = quantity(t, d)
+			}
+			v = fmt.Sprint((quantity(t, q) + div - 1) / div)
+		} else if get(e, "valueFrom") != nil {
+			v = "from-a-secret"
+		}
+		env[n] = v
+		order = append(order, n)
+	}
+	return env, order
+}
+
+// goMemLimit parses GOMEMLIMIT as the Go runtime does: bytes, with an
+// optional B, KiB, MiB, GiB or TiB suffix.
+func goMemLimit(s string) (int64, bool) {
+	m := regexp.MustCompile(`^(\d+)(B|KiB|MiB|GiB|TiB)?$`).FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	var n int64
+	fmt.Sscan(m[1], &n)
+	return n * map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]], true
+}
+
+// TestGoMemLimit: every coordd container with a memory limit sets
+// GOMEMLIMIT from that limit (a resourceFieldRef, not a number that a
+// change of the limit would leave behind), to 90 to 100 % of it.
+func TestGoMemLimit(t *testing.T) {
+	seen := 0
+	for _, dir := range []string{sidecarDir, sharedDir} {
+		for _, dep := range ofKind(build(t, dir), "Deployment") {
+			for _, c := range podContainers(dep) {
+				img, _, _ := strings.Cut(getString(c, "image"), ":")
+				if img != "coordd" && !strings.HasSuffix(img, "/coordd") {
+					continue
+				}
+				lim := getString(c, "resources", "limits", "memory")
+				if lim == "" {
+					continue
+				}
+				seen++
+				where := fmt.Sprintf("%s: %s: container %s", dir, id(dep), getString(c, "name"))
+				var raw string
+				fromLimit := map[string]bool{} // variables set from limits.memory
+				for _, e := range getList(c, "env") {
+					if getString(e, "valueFrom", "resourceFieldRef", "resource") == "limits.memory" {
+						fromLimit[getString(e, "name")] = true
+					}
+					if getString(e, "name") == "GOMEMLIMIT" {
+						raw = getString(e, "value")
+					}
+				}
+				if raw == "" {
+					t.Errorf("%s: memory limit %s but no GOMEMLIMIT value", where, lim)
+					continue
+				}
+				derived := false
+				for _, m := range regexp.MustCompile(`\$\(([^)]*)\)`).FindAllStringSubmatch(raw, -1) {
+					derived = derived || fromLimit[m[1]]
+				}
+				if !derived {
+					t.Errorf("%s: GOMEMLIMIT %q names no variable set from limits.memory", where, raw)
+				}
+				env, _ := containerEnv(t, c)
+				got, ok := goMemLimit(env["GOMEMLIMIT"])
+				if !ok {
+					t.Errorf("%s: GOMEMLIMIT %q becomes %q, which the Go runtime refuses (a variable defined after it?)", where, raw, env["GOMEMLIMIT"])
+					continue
+				}
+				if limit := quantity(t, lim); got < limit*90/100 || got > limit {
+					t.Errorf("%s: GOMEMLIMIT %d bytes is %.1f %% of the limit %s; want 90 to 100 %%", where, got, 100*float64(got)/float64(limit), lim)
+				}
+			}
+		}
+	}
+	if seen < 2 {
+		t.Errorf("found %d coordd containers with a memory limit, want one in each overlay", seen)
+	}
+}
+
+// selects evaluates a label selector (matchLabels and matchExpressions) on
+// labels; an empty selector selects everything.
+func selects(t *testing.T, sel any, labels map[string]string) bool {
+	t.Helper()
+	if !subset(stringMap(get(sel, "matchLabels")), labels) {
+		return false
+	}
+	for _, e := range getList(sel, "matchExpressions") {
+		v, has := labels[getString(e, "key")]
+		in := slices.Contains(getList(e, "values"), any(v))
+		switch op := getString(e, "operator"); op {
+		case "In":
+			if !has || !in {
+				return false
+			}
+		case "NotIn":
+			if has && in {
+				return false
+			}
+		case "Exists":
+			if !has {
+				return false
+			}
+		case "DoesNotExist":
+			if has {
+				return false
+			}
+		default:
+			t.Fatalf("selector operator %q", op)
+		}
+	}
+	return true
+}
+
+// peer is a connection's source as a NetworkPolicy sees it.
+type peer struct {
+	namespace string // its namespace's kubernetes.io/metadata.name
+	labels    map[string]string
+}
+
+// admits reports whether the ingress rules of np let src connect to port
+// of a pod it selects in namespace ns whose ports are podPorts.
+func admits(t *testing.T, np object, ns string, ports map[string]int, src peer, port int) bool {
+	t.Helper()
+	nsLabels := map[string]string{"kubernetes.io/metadata.name": src.namespace}
+	for _, rule := range getList(np, "spec", "ingress") {
+		portOK := len(getList(rule, "ports")) == 0
+		for _, p := range getList(rule, "ports") {
+			if getString(p, "protocol") != "" && getString(p, "protocol") != "TCP" {
+				continue
+			}
+			if n, ok := ports[fmt.Sprint(get(p, "port"))]; ok && n == port {
+				portOK = true
+			}
+		}
+		from := getList(rule, "from")
+		fromOK := len(from) == 0
+		for _, f := range from {
+			if get(f, "ipBlock") != nil {
+				t.Fatalf("%s: an ipBlock peer, which this test does not model", id(np))
+			}
+			nsSel, podSel := get(f, "namespaceSelector"), get(f, "podSelector")
+			inNS := src.namespace == ns
+			if nsSel != nil {
+				inNS = selects(t, nsSel, nsLabels)
+			}
+			if inNS && (podSel == nil || selects(t, podSel, src.labels)) {
+				fromOK = true
+			}
+		}
+		if portOK && fromOK {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNetworkPolicy: in the shared overlay, as rendered (this overlay's
+// labels rewrite selectors), the gRPC port admits only pods labelled
+// coordd-client: "true", from any namespace, and the metrics port only the
+// namespace monitoring.
+func TestNetworkPolicy(t *testing.T) {
+	objs := build(t, sharedDir)
+	np := one(t, objs, "NetworkPolicy")
+	dep := one(t, objs, "Deployment")
+	if !selects(t, get(np, "spec", "podSelector"), podLabels(dep)) {
+		t.Fatalf("%s: its podSelector does not select coordd's pods %v", id(np), podLabels(dep))
+	}
+	if !slices.Contains(getList(np, "spec", "policyTypes"), any("Ingress")) {
+		t.Errorf("%s: policyTypes has no Ingress", id(np))
+	}
+	const ns = "coordd" // wherever the overlay is applied
+	ports := podPorts(dep)
+	grpc, metrics := ports["grpc"], ports["metrics"]
+	client := map[string]string{"coordd-client": "true", "app.kubernetes.io/name": "billing-api"}
+	for _, c := range []struct {
+		src  peer
+		port int
+		want bool
+		what string
+	}{
+		{peer{ns, client}, grpc, true, "a client in coordd's namespace"},
+		{peer{"billing", client}, grpc, true, "a client in another namespace"},
+		{peer{"billing", map[string]string{"app.kubernetes.io/name": "billing-api"}}, grpc, false, "an unlabelled pod"},
+		{peer{"billing", map[string]string{"coordd-client": "false"}}, grpc, false, `a pod labelled coordd-client: "false"`},
+		{peer{ns, podLabels(dep)}, grpc, false, "another coordd pod"},
+		{peer{"monitoring", map[string]string{"app.kubernetes.io/name": "prometheus"}}, grpc, false, "Prometheus"},
+		{peer{"monitoring", map[string]string{"app.kubernetes.io/name": "prometheus"}}, metrics, true, "Prometheus"},
+		{peer{"monitoring", nil}, metrics, true, "any pod of the namespace monitoring"},
+		{peer{"billing", client}, metrics, false, "a client"},
+		{peer{ns, nil}, metrics, false, "a pod of coordd's namespace"},
+	} {
+		if got := admits(t, np, ns, ports, c.src, c.port); got != c.want {
+			t.Errorf("%s: %s (namespace %s, labels %v) on port %d: admitted %v, want %v", id(np), c.what, c.src.namespace, c.src.labels, c.port, got, c.want)
+		}
 	}
 }

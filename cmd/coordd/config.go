@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"reflect"
@@ -102,21 +100,64 @@ func (a AuthSection) config() (server.AuthConfig, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("auth.api_keys_file: %w", err)
 	}
-	var keys []struct {
-		Namespace string `yaml:"namespace"`
-		Key       string `yaml:"key"`
-		KeySHA256 string `yaml:"key_sha256"`
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&keys); err != nil && !errors.Is(err, io.EOF) {
+	keys, err := parseAPIKeys(b)
+	if err != nil {
 		return cfg, fmt.Errorf("auth.api_keys_file %s: %w", a.APIKeysFile, err)
 	}
-	cfg.APIKeys = slices.Clone(cfg.APIKeys)
-	for _, k := range keys {
-		cfg.APIKeys = append(cfg.APIKeys, server.APIKey{Namespace: k.Namespace, Key: k.Key, KeySHA256: k.KeySHA256})
-	}
+	cfg.APIKeys = append(slices.Clone(cfg.APIKeys), keys...)
 	return cfg, nil
+}
+
+// parseAPIKeys reads an api_keys_file: a YAML list of {namespace, key or
+// key_sha256}. It walks the YAML itself rather than decoding into a struct
+// because its errors are logged (a failed reload) and must never quote the
+// file's text, which holds keys: the YAML decoder's do ("cannot unmarshal
+// !!str `the-sec...`", "field <text> not found", "unknown anchor '<text>'").
+// Its errors give a line and a field name it knows, never a value.
+func parseAPIKeys(b []byte) ([]server.APIKey, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		// Dropped, not wrapped: the parser's message may quote the text.
+		return nil, errors.New("not valid YAML (the parser's message is left out: it may quote a key)")
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil // an empty file
+	}
+	const want = "a list of {namespace, key or key_sha256}"
+	list := doc.Content[0]
+	if list.Kind == yaml.ScalarNode && list.Tag == "!!null" {
+		return nil, nil
+	}
+	if list.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: not %s", list.Line, want)
+	}
+	var keys []server.APIKey
+	for _, e := range list.Content {
+		if e.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("line %d: an entry that is not a mapping; want %s", e.Line, want)
+		}
+		var k server.APIKey
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(e.Content); i += 2 {
+			name, v := e.Content[i], e.Content[i+1]
+			field := map[string]*string{"namespace": &k.Namespace, "key": &k.Key, "key_sha256": &k.KeySHA256}[name.Value]
+			if name.Kind != yaml.ScalarNode || field == nil {
+				return nil, fmt.Errorf("line %d: a field other than namespace, key and key_sha256", name.Line)
+			}
+			if seen[name.Value] {
+				return nil, fmt.Errorf("line %d: %s given twice", name.Line, name.Value)
+			}
+			seen[name.Value] = true
+			if v.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: %s is not a string", v.Line, name.Value)
+			}
+			if v.Tag != "!!null" {
+				*field = v.Value
+			}
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // RateLimit is the ratelimit section.

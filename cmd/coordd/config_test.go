@@ -608,6 +608,61 @@ func TestAPIKeysFile(t *testing.T) {
 	}
 }
 
+// TestAPIKeysFileErrorsQuoteNoKey: an api_keys_file that does not parse
+// is an error (logged by a failed reload) that names the file and a line,
+// but no text of it: the text holds keys. The YAML decoder's own errors
+// quote a value's first characters, an unknown field's name, an anchor.
+func TestAPIKeysFileErrorsQuoteNoKey(t *testing.T) {
+	const secret = "s3cr3t-key-material-0123456789"
+	for _, c := range []struct{ file, line string }{
+		{"- " + secret + "\n", "line 1"},                                   // a list of bare keys
+		{"- namespace: team\n  " + secret + ": x\n", "line 2"},             // a key where a field name goes
+		{"- namespace: team\n  key: [" + secret + "]\n", "line 2"},         // not a string
+		{"- namespace: team\n  key: *" + secret + "\n", ""},                // an unknown anchor
+		{"- namespace: team\n  key: \"" + secret + "\n", ""},               // unterminated: a syntax error
+		{"- namespace: team\n  key: " + secret + "\n  key: x\n", "line 3"}, // twice
+		{secret + ": {namespace: team}\n", "line 1"},                       // a mapping, not a list
+		{"- !!binary " + secret + "\n", "line 1"},
+	} {
+		keys := filepath.Join(t.TempDir(), "keys.yaml")
+		if err := os.WriteFile(keys, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := AuthSection{APIKeysFile: keys}.config()
+		if err == nil {
+			t.Errorf("%q: no error", c.file)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, "auth.api_keys_file "+keys) || !strings.Contains(msg, c.line) {
+			t.Errorf("%q: error %q does not name the file and %q", c.file, msg, c.line)
+		}
+		for n := 3; n <= len(secret); n++ { // "s3c", the shortest prefix worth a leak
+			if strings.Contains(msg, secret[:n]) {
+				t.Errorf("%q: error %q quotes the key's text", c.file, msg)
+				break
+			}
+		}
+	}
+	// What parses still does, values as written.
+	keys := filepath.Join(t.TempDir(), "keys.yaml")
+	if err := os.WriteFile(keys, []byte("- namespace: team\n  key: "+secret+"\n- {namespace: other, key_sha256: null}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := AuthSection{APIKeysFile: keys}.config()
+	if err != nil || len(auth.APIKeys) != 2 || auth.APIKeys[0].Key != secret || auth.APIKeys[1].Namespace != "other" || auth.APIKeys[1].KeySHA256 != "" {
+		t.Errorf("auth = %+v, %v", auth, err)
+	}
+	for _, empty := range []string{"", "[]\n", "# none yet\n"} {
+		if err := os.WriteFile(keys, []byte(empty), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if auth, err := (AuthSection{APIKeysFile: keys}).config(); err != nil || len(auth.APIKeys) != 0 {
+			t.Errorf("%q: %+v, %v; want no keys", empty, auth, err)
+		}
+	}
+}
+
 // TestLoadConfigSharedLimitOnce: limits.max_wait and limits.max_name_bytes
 // are copied into every section that uses them, and each section checks
 // them; a bad one is still reported once.

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -50,7 +49,8 @@ func main() {
 }
 
 // run loads the configuration, serves until ctx ends, then shuts down
-// gracefully. SIGHUP reloads the rate-limit policies from the same sources.
+// gracefully. SIGHUP, or a change to the TLS files or auth.api_keys_file,
+// reloads what can change while running (reload.go).
 func run(ctx context.Context, args []string, logOut io.Writer) error {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return healthcheck(ctx, args[1:])
@@ -81,16 +81,13 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	rctx, stopReloads := context.WithCancel(ctx)
+	reloads := make(chan struct{})
 	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				d.reload(args)
-			}
-		}
+		defer close(reloads)
+		d.reloads(rctx, args, hup)
 	}()
+	defer func() { stopReloads(); <-reloads }() // serve can end on a listener's failure, before ctx
 	return d.serve(ctx)
 }
 
@@ -340,45 +337,6 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	d.log.Info("coordd stopped")
 	return err
-}
-
-// reload re-reads the configuration and applies what can change while
-// running: the rate-limit policies, the API keys and certificate
-// identities, and the TLS files (for new connections). A configuration that
-// does not load is logged and ignored, keeping the running one whole;
-// connections stay open either way.
-func (d *daemon) reload(args []string) {
-	cfg, err := loadConfig(args)
-	var policies map[string]limiter.Policy
-	var auth server.AuthConfig
-	if err == nil {
-		policies, err = cfg.policies()
-	}
-	if err == nil {
-		auth, err = cfg.Auth.config()
-	}
-	if err == nil && cfg.TLS.enabled() != (d.tls != nil) {
-		err = errors.New("tls: turning TLS on or off needs a restart")
-	}
-	var next tlsFiles
-	if err == nil && d.tls != nil {
-		err = next.load(cfg.TLS)
-	}
-	if err == nil {
-		// Everything is checked: apply it all.
-		_ = d.limiter.SetPolicies(policies)
-		d.initPolicies(policies)
-		_ = d.auth.Set(auth)
-		if d.tls != nil {
-			d.tls.current.Store(next.current.Load())
-		}
-	}
-	if err != nil {
-		d.log.Error("reload failed; keeping the running configuration", "err", strings.ReplaceAll(err.Error(), "\n", "; "))
-		return
-	}
-	d.log.Info("reloaded rate-limit policies, auth and TLS files", "policies", len(cfg.RateLimit.Policies),
-		"api_keys", len(auth.APIKeys), "tls", d.tls != nil)
 }
 
 // initPolicies creates the decision series of each policy at 0, so that a

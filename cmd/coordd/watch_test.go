@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"google.golang.org/grpc/codes"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+)
+
+// secretVolume is a directory laid out as the kubelet lays out a Secret
+// volume: each file a symlink through "..data" to a timestamped directory,
+// all replaced at once by renaming a new "..data" symlink over the old.
+type secretVolume struct {
+	t    *testing.T
+	dir  string
+	prev string // the timestamped directory ..data points to
+}
+
+func (v *secretVolume) update(files map[string][]byte) {
+	t := v.t
+	t.Helper()
+	ts := fmt.Sprintf("..%s", time.Now().Format("2006_01_02_15_04_05.000000000"))
+	if err := os.Mkdir(filepath.Join(v.dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(v.dir, ts, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(v.dir, name)); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(v.dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	if err := os.Symlink(ts, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if v.prev != "" {
+		if err := os.RemoveAll(filepath.Join(v.dir, v.prev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v.prev = ts
+}
+
+// TestBinaryReloadsChangedFiles: without a signal, coordd reloads its TLS
+// files when their Secret volume swaps its ..data link, and its
+// api_keys_file when it is written in place: new connections get the new
+// certificate, the new key is accepted and the old one refused on the
+// connection opened before. A broken keys file keeps the running keys and
+// is logged at error without its text.
+func TestBinaryReloadsChangedFiles(t *testing.T) {
+	const (
+		oldKey    = "old-key-of-team-0123456789"
+		newKey    = "new-key-of-team-0123456789"
+		brokenKey = "broken-key-of-team-0123456789"
+	)
+	ca := newTestCA(t, "coordd test CA")
+	srv1, srv2 := ca.issue(t, "coordd", true, ""), ca.issue(t, "coordd", true, "")
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+
+	dir := t.TempDir()
+	vol := &secretVolume{t: t, dir: filepath.Join(dir, "tls")}
+	if err := os.Mkdir(vol.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vol.update(map[string][]byte{"tls.crt": srv1.certPEM, "tls.key": srv1.keyPEM})
+	keysDir := filepath.Join(dir, "keys")
+	if err := os.Mkdir(keysDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keysPath := filepath.Join(keysDir, "keys.yaml")
+	writeKeys := func(content string) { // in place, as an editor or a bind mount would
+		t.Helper()
+		if err := os.WriteFile(keysPath, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKeys("- namespace: team\n  key: " + oldKey + "\n")
+	config := filepath.Join(dir, "coordd.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("tls:\n  cert_file: %s\n  key_file: %s\nauth:\n  enabled: true\n  api_keys_file: %s\n",
+		filepath.Join(vol.dir, "tls.crt"), filepath.Join(vol.dir, "tls.key"), keysPath)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	p := startBinary(t, false, "--config", config)
+	conn := tlsDial(t, p.GRPCAddr, roots, nil)
+	defer conn.Close()
+	waitServing(t, conn, 10*time.Second, p.Exited())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	locks := coordv1.NewLockServiceClient(conn)
+	getLock := func(key string) error {
+		_, err := locks.GetLock(bearerCtx(ctx, key), &coordv1.GetLockRequest{Name: "x"})
+		return err
+	}
+	if got := servedSerial(t, p.GRPCAddr, roots, srv1.tls); got.Cmp(srv1.serial) != 0 {
+		t.Fatalf("serial %v, want %v", got, srv1.serial)
+	}
+	if err := getLock(oldKey); err != nil {
+		t.Fatalf("the old key before the change: %v", err)
+	}
+	wantCode(t, "the new key before the change", getLock(newKey), codes.Unauthenticated, "UNAUTHENTICATED")
+
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: not within 10s, and no signal was sent\n%s", what, p.Output())
+			}
+		}
+	}
+	// The certificate: a Secret volume's swap.
+	vol.update(map[string][]byte{"tls.crt": srv2.certPEM, "tls.key": srv2.keyPEM})
+	eventually("a new connection gets the new certificate", func() bool {
+		return servedSerial(t, p.GRPCAddr, roots, srv1.tls).Cmp(srv2.serial) == 0
+	})
+	if err := getLock(oldKey); err != nil {
+		t.Fatalf("the old key after a certificate change: %v", err)
+	}
+
+	// The keys: a file written in place.
+	writeKeys("- namespace: team\n  key: " + newKey + "\n")
+	eventually("the new key accepted", func() bool { return getLock(newKey) == nil })
+	wantCode(t, "the old key after the change", getLock(oldKey), codes.Unauthenticated, "UNAUTHENTICATED")
+	if !strings.Contains(p.Output(), "file changed") {
+		t.Errorf("no reload logged as started by a file change:\n%s", p.Output())
+	}
+
+	// A broken file: logged, the running keys stay.
+	writeKeys("- " + brokenKey + "\n")
+	p.WaitLog(t, "reload failed", 1, 10*time.Second)
+	if err := getLock(newKey); err != nil {
+		t.Errorf("the running key after a failed reload: %v", err)
+	}
+	if strings.Contains(p.Output(), brokenKey[:6]) {
+		t.Errorf("the log quotes the keys file's text:\n%s", p.Output())
+	}
+	p.Stop(t)
+}
+
+// TestFileWatchTouched: which events count as a change of which watched
+// files.
+func TestFileWatchTouched(t *testing.T) {
+	fw := &fileWatch{
+		files: map[string]bool{"/s/tls.crt": true, "/s/tls.key": true, "/k/keys.yaml": true},
+		dirs:  map[string]bool{"/s": true, "/k": true},
+	}
+	for _, c := range []struct {
+		ev   fsnotify.Event
+		want []string
+	}{
+		{fsnotify.Event{Name: "/k/keys.yaml", Op: fsnotify.Write}, []string{"/k/keys.yaml"}},
+		{fsnotify.Event{Name: "/k/keys.yaml", Op: fsnotify.Create}, []string{"/k/keys.yaml"}}, // renamed over
+		{fsnotify.Event{Name: "/k/keys.yaml", Op: fsnotify.Remove}, []string{"/k/keys.yaml"}},
+		{fsnotify.Event{Name: "/k/keys.yaml", Op: fsnotify.Chmod}, nil},
+		{fsnotify.Event{Name: "/k/other.yaml", Op: fsnotify.Write}, nil},
+		{fsnotify.Event{Name: "/k/keys.yaml.tmp", Op: fsnotify.Create}, nil},
+		{fsnotify.Event{Name: "/s/..data", Op: fsnotify.Create}, []string{"/s/tls.crt", "/s/tls.key"}},
+		{fsnotify.Event{Name: "/s/..2026_12_03_07_52_21.679363474", Op: fsnotify.Remove}, []string{"/s/tls.crt", "/s/tls.key"}},
+		{fsnotify.Event{Name: "/elsewhere/..data", Op: fsnotify.Create}, nil},
+	} {
+		got := fw.touched(c.ev)
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("touched(%v) = %v, want %v", c.ev, got, c.want)
+		}
+	}
+}
