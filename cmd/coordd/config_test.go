@@ -357,15 +357,7 @@ func TestLoadConfigBadValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			var args []string
-			if tt.yaml != "" {
-				args = append(args, "--config", writeConfig(t, tt.yaml))
-			}
-			args = append(args, tt.flags...)
-			_, err := loadConfig(args)
+			_, err := loadConfig(configArgs(t, tt.env, tt.yaml, tt.flags))
 			if err == nil {
 				t.Fatalf("loadConfig = nil error, want one naming %q", tt.key)
 			}
@@ -435,14 +427,7 @@ func TestLoadConfigDecodeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			var args []string
-			if tt.yaml != "" {
-				args = append(args, "--config", writeConfig(t, tt.yaml))
-			}
-			_, err := loadConfig(args)
+			_, err := loadConfig(configArgs(t, tt.env, tt.yaml, nil))
 			if err == nil {
 				t.Fatalf("loadConfig = nil error, want %q", tt.want)
 			}
@@ -721,4 +706,18 @@ func TestRedisLogIsJSON(t *testing.T) {
 	if rec["level"] != "WARN" || rec["msg"] != "go-redis: redis: connection pool: failed to dial after 5 attempts" {
 		t.Fatalf("record %v", rec)
 	}
+}
+
+// configArgs sets env for the test and returns coordd's arguments for a
+// configuration file of yamlText (none if "") and flags.
+func configArgs(t *testing.T, env map[string]string, yamlText string, flags []string) []string {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var args []string
+	if yamlText != "" {
+		args = append(args, "--config", writeConfig(t, yamlText))
+	}
+	return append(args, flags...)
 }
