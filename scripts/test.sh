@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 lint=1
 [ "${1:-}" = "-short" ] && lint=0
-step() { printf '\n== %s\n' "$*"; }
+step() { printf '\n== %s  (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 tool() { go tool -modfile=tools/go.mod "$@"; }
 
 gen=""
