@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -36,6 +38,7 @@ import (
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
+	"github.com/coordd/coordd/internal/tracing"
 	"github.com/coordd/coordd/internal/version"
 )
 
@@ -158,6 +161,7 @@ type daemon struct {
 	auth     *server.Authenticator
 	tls      *tlsFiles // nil without TLS
 	metrics  *metrics.Metrics
+	tp       *sdktrace.TracerProvider // nil: tracing off
 }
 
 // storeFailure is the kind label of a store operation's error in
@@ -176,12 +180,24 @@ func storeFailure(err error) string {
 
 // newDaemon builds the daemon and opens its listeners, so that their
 // addresses are known before serve.
-func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
+func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	policies, err := cfg.policies()
 	if err != nil {
 		return nil, err
 	}
 	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
+	if d.tp, err = newTracerProvider(context.Background(), os.Getenv, log); err != nil {
+		return nil, err
+	}
+	var tracer trace.TracerProvider // nil unless on: never a nil *TracerProvider in an interface
+	if d.tp != nil {
+		tracer = d.tp
+		defer func() {
+			if err != nil {
+				_ = d.tp.Shutdown(context.Background())
+			}
+		}()
+	}
 	auth, err := cfg.Auth.config()
 	if err != nil {
 		return nil, err
@@ -214,7 +230,7 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 	domain := metrics.New(reg)
 	if cfg.Store == "redis" {
 		observe := func(op string, d time.Duration, err error) { domain.StoreCall(op, d, storeFailure(err)) }
-		st, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, observe, log)
+		st, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, observe, tracing.NewStore(tracer, "redis"), log)
 		if err != nil {
 			return nil, err
 		}
@@ -222,9 +238,9 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		metrics.WatchBreakers(reg, st.BreakersOpen)
 		metrics.WatchEviction(reg, cfg.Redis.AllowEviction, st.EvictingNodes)
 	} else {
-		d.store = memory.New(memory.Options{
+		d.store = tracing.WrapStore(memory.New(memory.Options{
 			Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval, DeadLetterTTL: cfg.Queue.DeadLetterTTL,
-		})
+		}), tracing.NewStore(tracer, "memory"))
 	}
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{
 		Lock: cfg.Lock, Semaphore: cfg.Semaphore, Election: cfg.Election,
@@ -252,7 +268,7 @@ func newDaemon(cfg Config, log *slog.Logger) (*daemon, error) {
 		Log: log, Metrics: domain, Auth: d.auth, Limits: cfg.Limits.Limits,
 		Unary:         []grpc.UnaryServerInterceptor{grpcMetrics.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{grpcMetrics.StreamServerInterceptor()},
-		ServerOptions: serverOpts,
+		ServerOptions: serverOpts, Tracer: tracer,
 	})
 	grpcMetrics.InitializeMetrics(d.grpc) // every method's counts at 0, for every code
 
@@ -334,6 +350,15 @@ func (d *daemon) serve(ctx context.Context) error {
 	d.services.Wait()
 	if serr := d.closeStore(); serr != nil && err == nil {
 		err = serr
+	}
+	if d.tp != nil {
+		// The last spans, within shutdown_timeout: a collector that is
+		// down costs a warning, not a stuck shutdown.
+		tctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+		if terr := d.tp.Shutdown(tctx); terr != nil {
+			d.log.Warn("tracing: the last spans were not exported", "err", terr)
+		}
+		cancel()
 	}
 	d.log.Info("coordd stopped")
 	return err

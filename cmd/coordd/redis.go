@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/internal/store/redis"
+	"github.com/coordd/coordd/internal/tracing"
 )
 
 // RedisConfig is the redis section, used with store: redis.
@@ -112,8 +113,8 @@ func (c RedisConfig) storeConfig() redis.Config {
 
 // newRedisStore opens the Redis store (redis.Open: the client as the mode
 // says, and the maxmemory-policy check of every master).
-func newRedisStore(ctx context.Context, c RedisConfig, deadLetterTTL time.Duration, observe func(string, time.Duration, error), log *slog.Logger) (*redis.Store, error) {
+func newRedisStore(ctx context.Context, c RedisConfig, deadLetterTTL time.Duration, observe func(string, time.Duration, error), trace *tracing.Store, log *slog.Logger) (*redis.Store, error) {
 	sc := c.storeConfig()
-	sc.DeadLetterTTL, sc.Observe, sc.Log = deadLetterTTL, observe, log
+	sc.DeadLetterTTL, sc.Observe, sc.Trace, sc.Log = deadLetterTTL, observe, trace, log
 	return redis.Open(ctx, sc)
 }

@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/redis"
 	"github.com/coordd/coordd/internal/token"
+	"github.com/coordd/coordd/internal/tracing"
 )
 
 // Backend returns a store of the kind named (memory, redis: the standalone
@@ -25,10 +28,18 @@ import (
 // close.
 func Open(tb testing.TB, kind string, c clock.Clock, prefix string) (store.Store, string) {
 	tb.Helper()
+	return OpenTraced(tb, kind, c, prefix, nil)
+}
+
+// OpenTraced is Open with store spans from tp, as coordd makes them with
+// tracing on: the memory store wrapped by tracing.WrapStore, the Redis store
+// with redis.Config.Trace. tp nil: Open.
+func OpenTraced(tb testing.TB, kind string, c clock.Clock, prefix string, tp trace.TracerProvider) (store.Store, string) {
+	tb.Helper()
 	var addrs []string
 	switch kind {
 	case "memory":
-		return memory.New(memory.Options{Clock: c}), ""
+		return tracing.WrapStore(memory.New(memory.Options{Clock: c}), tracing.NewStore(tp, "memory")), ""
 	case "redis":
 		addrs = []string{redistest.Standalone(tb)}
 	case "cluster":
@@ -43,7 +54,7 @@ func Open(tb testing.TB, kind string, c clock.Clock, prefix string) (store.Store
 	if prefix == "" {
 		prefix = "t" + token.New()[:12]
 	}
-	cfg := redis.Config{Mode: mode, Addrs: addrs, Prefix: prefix, Timeout: 5 * time.Second, MaxBatch: 64}
+	cfg := redis.Config{Mode: mode, Addrs: addrs, Prefix: prefix, Timeout: 5 * time.Second, MaxBatch: 64, Trace: tracing.NewStore(tp, "redis")}
 	if _, fake := c.(*clock.Fake); fake {
 		cfg.Clock = c
 	}

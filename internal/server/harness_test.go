@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -55,6 +56,9 @@ type config struct {
 	// shares, as a second coordd instance: the same memory store, or a
 	// Redis store of its own on the same Redis and key prefix.
 	shared *harness
+	// tracer, if not nil, traces the server and the store (server.Options.Tracer,
+	// backendtest.OpenTraced).
+	tracer trace.TracerProvider
 }
 
 // harness is a coordd server on the memory store, on a loopback listener,
@@ -91,7 +95,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 	}
 	switch {
 	case cfg.shared == nil:
-		h.st, h.prefix = newBackend(t, c, "")
+		h.st, h.prefix = backendtest.OpenTraced(t, *backend, c, "", cfg.tracer)
 	case cfg.shared.store != nil:
 		h.st = nopClose{cfg.shared.st} // one memory store: its first harness closes it
 	default:
@@ -110,6 +114,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 				o.Log = cfg.log
 			}
 			o.Unary, o.Auth, o.Limits, o.Metrics, o.ServerOptions = cfg.unary, cfg.auth, cfg.limits, cfg.metrics, cfg.serverOpts
+			o.Tracer = cfg.tracer
 		}),
 		servertest.WithRegister(cfg.register))
 	h.locks = coordv1.NewLockServiceClient(h.conn)

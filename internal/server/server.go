@@ -15,6 +15,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -32,6 +33,7 @@ import (
 	"github.com/coordd/coordd/internal/semaphore"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/tracing"
 	"github.com/coordd/coordd/internal/waiter"
 )
 
@@ -123,13 +125,20 @@ type Options struct {
 	Stream []grpc.StreamServerInterceptor
 	// More server options (credentials, message sizes, stream limits).
 	ServerOptions []grpc.ServerOption
+	// Tracer, if set, gives every call of coordd's services a server span
+	// (package tracing), continuing the client's trace (W3C trace context).
+	// Health and reflection calls get none: probes every few seconds would
+	// crowd out the traces and touch no store. nil: tracing off, no stats
+	// handler. The store's spans are the store's (tracing.NewStore).
+	Tracer trace.TracerProvider
 }
 
 // New returns a gRPC server with coordd's services, the health service
 // (reporting SERVING for the server and each service) and reflection
 // registered.
 //
-// Every call goes through, outermost first: the call log (one line when the
+// Every call goes through, outermost first: with o.Tracer, the stats
+// handler that gives it its span (package tracing); the call log (one line when the
 // call ends: method, code, duration, namespace — never a payload, token or
 // receipt; calllog.go); o.Unary/o.Stream; the latency of unary calls, a
 // call that asks to wait apart (latency.go); panic recovery (a panic is
@@ -167,6 +176,10 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}, o.ServerOptions...)
+	var traced map[string]bool // coordd's methods, set below before the server serves
+	if o.Tracer != nil {
+		opts = append(opts, tracing.ServerOption(o.Tracer, func(method string) bool { return traced[method] }))
+	}
 	gs := grpc.NewServer(opts...)
 	m := o.Metrics
 	coordv1.RegisterLockServiceServer(gs, &lockServer{svc: svc.Locks, metrics: m})
@@ -176,6 +189,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	coordv1.RegisterRateLimitServiceServer(gs, &rateLimitServer{svc: svc.Limiter, metrics: m})
 	coordv1.RegisterIdempotencyServiceServer(gs, &idempotencyServer{svc: svc.Idem, metrics: m})
 	coordv1.RegisterQueueServiceServer(gs, &queueServer{svc: svc.Queues, metrics: m})
+	traced = fullMethods(gs)
 	hs := health.NewServer()
 	for name := range gs.GetServiceInfo() {
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
@@ -184,6 +198,18 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	reflection.Register(gs)
 	initMethods(gs, m)
 	return gs, hs
+}
+
+// fullMethods is the set of the full method names (/coord.v1.LockService/Lock)
+// of the services registered on gs.
+func fullMethods(gs *grpc.Server) map[string]bool {
+	m := make(map[string]bool)
+	for svc, info := range gs.GetServiceInfo() {
+		for _, method := range info.Methods {
+			m["/"+svc+"/"+method.Name] = true
+		}
+	}
+	return m
 }
 
 // callInfo is what the inner interceptors learn of a call that the outer

@@ -53,6 +53,20 @@ var (
 	ErrUnavailable = errors.New("store unavailable")
 )
 
+// IsState reports whether err is one of the stores' answers about state
+// (ErrLockNotHeld and the like): an answer, not a failure of the store.
+func IsState(err error) bool {
+	for _, e := range []error{ErrLockNotHeld, ErrLockSessionBound, ErrSessionNotFound,
+		ErrFingerprintMismatch, ErrNotOwner, ErrReceiptExpired,
+		ErrTooManySessions, ErrTooManyLocks, ErrSuperseded,
+		ErrLimitMismatch, ErrTooManyWaiters, ErrNotLeader} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // Scope returns name inside namespace ns. Namespaces never contain ':', so the
 // result is unambiguous.
 func Scope(ns, name string) string { return ns + ":" + name }

@@ -19,6 +19,11 @@ import (
 // in flight and then its own; each batch is one round trip, whatever its
 // size.
 //
+// Traces: the batch has no span of its own. Each caller's store span
+// (Store.do) covers its script's wait in the queue and the shared round
+// trip, so a caller's span is as long as the caller waited, and spans of
+// callers batched together overlap over the one round trip.
+//
 // A caller whose context ends while its script is still queued withdraws
 // it and returns at once: a script is sent only while its caller still
 // waits for it. A batch runs on a context of its own, since its scripts

@@ -14,11 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/tracing"
 )
 
 // Config is how Open connects and configures a Store: coordd's redis
 // section (cmd/coordd maps it here), plus what only the daemon or a test
-// supplies (DeadLetterTTL, Observe, Log, Clock).
+// supplies (DeadLetterTTL, Observe, Trace, Log, Clock).
 type Config struct {
 	// Mode is "cluster", "standalone", "sentinel" or "auto" (also ""):
 	// sentinel with a MasterName, a Cluster when the first address answers
@@ -63,6 +64,7 @@ type Config struct {
 
 	DeadLetterTTL time.Duration
 	Observe       func(op string, d time.Duration, err error)
+	Trace         *tracing.Store // see Options.Trace
 	// Log receives the mode detection's and the eviction guard's messages;
 	// nil discards them.
 	Log *slog.Logger
@@ -218,7 +220,7 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 	st, err := New(ctx, Options{
 		Client: client, Prefix: c.Prefix, Timeout: c.Timeout, Breakers: breakers,
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout, Clock: c.Clock,
-		Observe: c.Observe, MaxBatch: c.MaxBatch, DeadLetterTTL: c.DeadLetterTTL,
+		Observe: c.Observe, Trace: c.Trace, MaxBatch: c.MaxBatch, DeadLetterTTL: c.DeadLetterTTL,
 		Eviction: EvictionOptions{Allow: c.AllowEviction, OnPolicy: func(node, policy string) {
 			switch {
 			case policy == NoEviction:

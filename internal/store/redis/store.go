@@ -33,9 +33,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/tracing"
 )
 
 // Options configures a Store.
@@ -72,6 +74,10 @@ type Options struct {
 	// could not be reached; answers about state, such as ErrLockNotHeld, are
 	// not failures).
 	Observe func(op string, d time.Duration, err error)
+	// Trace, if set, gives every operation a span (tracing.Store), a child
+	// of the caller's, named by the operation, with an error status exactly
+	// when Observe is told of a failure. nil: no spans.
+	Trace *tracing.Store
 	// Eviction configures the eviction guard (eviction.go): by default no
 	// command reaches a node whose maxmemory-policy is not noeviction.
 	Eviction EvictionOptions
@@ -86,6 +92,7 @@ type Store struct {
 	waitFor time.Duration
 	clock   clock.Clock
 	observe func(op string, d time.Duration, err error)
+	trace   *tracing.Store
 	subs    subscriptions
 	batch   *batcher // nil: no batching
 	deadTTL time.Duration
@@ -134,6 +141,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		waitFor:  opts.WaitTimeout,
 		clock:    opts.Clock,
 		observe:  opts.Observe,
+		trace:    opts.Trace,
 		eviction: newEvictionGuard(opts.Client, opts.Eviction),
 		deadTTL:  opts.DeadLetterTTL.Truncate(time.Microsecond),
 	}
@@ -191,21 +199,26 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Cont
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	start := time.Now()
-	if s.observe != nil {
+	if s.observe != nil || s.trace != nil {
+		var span trace.Span
+		ctx, span = s.trace.Start(ctx, op)
+		start := time.Now()
 		defer func() {
 			failed := err
-			if isState(failed) || errors.Is(failed, ctx.Err()) {
+			if store.IsState(failed) || errors.Is(failed, ctx.Err()) {
 				failed = nil // an answer about state, or the caller giving up
 			}
-			s.observe(op, time.Since(start), failed)
+			if s.observe != nil {
+				s.observe(op, time.Since(start), failed)
+			}
+			s.trace.End(span, failed)
 		}()
 	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	err = fn(cctx)
 	switch {
-	case err == nil, isState(err):
+	case err == nil, store.IsState(err):
 		return err
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -219,20 +232,6 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Cont
 		cc.ReloadState(ctx)
 	}
 	return fmt.Errorf("redis %s: %w: %v", op, store.ErrUnavailable, err)
-}
-
-// isState reports whether err is one of the store's answers about state
-// (store.ErrLockNotHeld and the like), which pass through unchanged.
-func isState(err error) bool {
-	for _, e := range []error{store.ErrLockNotHeld, store.ErrLockSessionBound, store.ErrSessionNotFound,
-		store.ErrFingerprintMismatch, store.ErrNotOwner, store.ErrReceiptExpired,
-		store.ErrTooManySessions, store.ErrTooManyLocks, store.ErrSuperseded,
-		store.ErrLimitMismatch, store.ErrTooManyWaiters, store.ErrNotLeader} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // isBug tells an error of coordd's own making (a script error, a wrong
