@@ -1,7 +1,8 @@
 // Package daemontest runs the coordd binary as a process, for the tests that
 // need a real daemon (e2e, failover, cmd/coordd, cmd/coordctl): the binary
 // is built once per test binary, each process is started in a directory and
-// an environment of its own (without the caller's COORDD_* variables), on
+// an environment of its own (without the caller's COORDD_* and OTEL_*
+// variables, so that a developer's settings change no test), on
 // the addresses it is given ("127.0.0.1:0" by default, read back from its
 // "coordd serving" log line), and ended with the test.
 //
@@ -112,8 +113,8 @@ type Options struct {
 	// Args are its flags (e.g. "--store", "memory"); Start adds --config,
 	// --grpc-addr and --http-addr.
 	Args []string
-	// Env is added to its environment: the test's, less every COORDD_*
-	// variable, with COORDD_LOG_FORMAT=text (for the serving line).
+	// Env is added to its environment: the test's, less every COORDD_* and
+	// OTEL_* variable, with COORDD_LOG_FORMAT=text (for the serving line).
 	Env []string
 	// Config, if not empty, is written to coordd.yaml in the daemon's
 	// directory and passed as --config.
@@ -205,7 +206,7 @@ func Start(tb testing.TB, opts Options) *Daemon {
 	cmd := exec.Command(Binary(tb), args...)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "COORDD_") {
+		if !strings.HasPrefix(kv, "COORDD_") && !strings.HasPrefix(kv, "OTEL_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
