@@ -677,3 +677,19 @@ type Nacked struct {
 type QueueStats struct {
 	Ready, Delayed, InFlight, Dead int64
 }
+
+// Node is one store node's health, as NodeHealther reports it.
+type Node struct {
+	Addr      string        // host:port; "" for an in-process store
+	Role      string        // "master", "replica", "standalone" or "memory"
+	Reachable bool          // it answered a PING within the probe's timeout
+	Latency   time.Duration // the PING's round trip; 0 when unreachable
+	Breaker   string        // its circuit breaker: "closed", "open" or "" (none)
+}
+
+// NodeHealther is implemented by stores that can probe each of their nodes
+// (the operator's console shows it). NodeHealth returns when every node has
+// answered or ctx has ended; a node that did not answer is not Reachable.
+type NodeHealther interface {
+	NodeHealth(ctx context.Context) []Node
+}
