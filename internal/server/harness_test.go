@@ -55,6 +55,8 @@ type config struct {
 	// shares, as a second coordd instance: the same memory store, or a
 	// Redis store of its own on the same Redis and key prefix.
 	shared *harness
+	// local, if not nil, is server.Options.Local.
+	local *server.Local
 }
 
 // harness is a coordd server on the memory store, on a loopback listener,
@@ -110,6 +112,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 				o.Log = cfg.log
 			}
 			o.Unary, o.Auth, o.Limits, o.Metrics, o.ServerOptions = cfg.unary, cfg.auth, cfg.limits, cfg.metrics, cfg.serverOpts
+			o.Local = cfg.local
 		}),
 		servertest.WithRegister(cfg.register))
 	h.locks = coordv1.NewLockServiceClient(h.conn)

@@ -16,6 +16,7 @@ type queueServer struct {
 	coordv1.UnimplementedQueueServiceServer
 	svc     *queue.Service
 	metrics *metrics.Metrics
+	names   *queueNames // the queues served, for the console
 }
 
 // count records a queue operation of kind op, or, if the receipt was stale,
@@ -52,6 +53,7 @@ func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) 
 	if err != nil {
 		return nil, err
 	}
+	s.names.saw(namespace(ctx), req.GetQueue())
 	if e.Duplicate {
 		s.count("duplicate", 1, nil)
 	} else {
@@ -75,6 +77,7 @@ func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*co
 	if err != nil {
 		return nil, err
 	}
+	s.names.saw(namespace(ctx), req.GetQueue())
 	s.count("claimed", len(msgs), nil)
 	resp := &coordv1.ClaimResponse{Messages: make([]*coordv1.Message, len(msgs))}
 	for i, m := range msgs {
@@ -156,6 +159,7 @@ func (s *queueServer) Stats(ctx context.Context, req *coordv1.StatsRequest) (*co
 	if err != nil {
 		return nil, err
 	}
+	s.names.saw(namespace(ctx), req.GetQueue())
 	return &coordv1.StatsResponse{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, nil
 }
 
@@ -164,6 +168,7 @@ func (s *queueServer) Redrive(ctx context.Context, req *coordv1.RedriveRequest) 
 	if err != nil {
 		return nil, err
 	}
+	s.names.saw(namespace(ctx), req.GetQueue())
 	s.count("redriven", n, nil)
 	return &coordv1.RedriveResponse{Moved: int64(n)}, nil
 }
