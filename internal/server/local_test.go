@@ -93,3 +93,34 @@ func TestLocalPanic(t *testing.T) {
 		t.Errorf("GetLock after the panic: %v", err)
 	}
 }
+
+// TestNamespaceOfKey: the console's key check is the gRPC API's: each key
+// its namespace, an unknown or empty key UNAUTHENTICATED, a revoked key
+// refused at once; with auth off, everything is the default namespace.
+func TestNamespaceOfKey(t *testing.T) {
+	a := twoTenants(t)
+	for key, want := range map[string]string{keyA: nsA, keyB: nsB} {
+		if ns, err := a.NamespaceOfKey(key); err != nil || ns != want {
+			t.Errorf("NamespaceOfKey = %q, %v; want %q", ns, err, want)
+		}
+	}
+	for _, key := range []string{"", "not-a-key-of-anyone-at-all"} {
+		_, err := a.NamespaceOfKey(key)
+		wantStatus(t, err, codes.Unauthenticated, "UNAUTHENTICATED")
+	}
+	if err := a.Set(server.AuthConfig{Enabled: true, APIKeys: []server.APIKey{{Namespace: nsB, Key: keyB}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.NamespaceOfKey(keyA); err == nil {
+		t.Error("a revoked key still gives its namespace")
+	}
+	off, err := server.NewAuthenticator(server.AuthConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range []*server.Authenticator{nil, off} {
+		if ns, err := auth.NamespaceOfKey(""); err != nil || ns != server.DefaultNamespace {
+			t.Errorf("auth off: %q, %v", ns, err)
+		}
+	}
+}
