@@ -181,7 +181,7 @@ async function peek() {
   try {
     const j = await api('allow?policy=' + encodeURIComponent($('peek-policy').value) + '&key=' + encodeURIComponent($('peek-key').value));
     $('peek-result').replaceChildren(el('p', { class: j.allowed ? 'ok' : 'err' },
-      (j.allowed ? 'Would be allowed: ' + j.remaining + ' of ' + j.limit + ' left' : 'Would be denied' + (j.denied_by ? ' by ' + j.denied_by : '') + ': retry after ' + j.retry_after_seconds.toFixed(2) + ' s') +
+      (j.allowed ? 'Would be allowed, leaving ' + j.remaining + ' of ' + j.limit : 'Would be denied' + (j.denied_by ? ' by ' + j.denied_by : '') + ': retry after ' + j.retry_after_seconds.toFixed(2) + ' s') +
       ', window resets in ' + j.reset_after_seconds.toFixed(2) + ' s' + (j.shadow_denied ? ' (shadow: denied, allowed anyway)' : '') + (j.degraded ? ' (degraded: store unreachable)' : '')));
     showError(null);
   } catch (e) { $('peek-result').replaceChildren(); showError(e); }
