@@ -301,7 +301,7 @@ type Message struct {
 	Receipt string `protobuf:"bytes,3,opt,name=receipt" json:"receipt,omitempty"`
 	// This delivery's number: 1 on the first claim.
 	Attempt int32 `protobuf:"varint,4,opt,name=attempt" json:"attempt,omitempty"`
-	// When the message was enqueued.
+	// When the message was enqueued, or last redriven (Redrive).
 	EnqueueTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=enqueue_time,json=enqueueTime" json:"enqueue_time,omitempty"`
 	// When the message became (or was scheduled to become) claimable.
 	DeliverTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deliver_time,json=deliverTime" json:"deliver_time,omitempty"`
