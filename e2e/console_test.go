@@ -175,11 +175,12 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	enqueue("emails", 0)
-	// Two dead letters in "invoices".
-	enqueue("invoices", 1)
-	enqueue("invoices", 1)
-	c, err := in.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "invoices", MaxMessages: 2, VisibilityTimeout: durationpb.New(time.Minute)})
-	if err != nil || len(c.GetMessages()) != 2 {
+	// Three dead letters in "invoices".
+	for range 3 {
+		enqueue("invoices", 1)
+	}
+	c, err := in.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "invoices", MaxMessages: 3, VisibilityTimeout: durationpb.New(time.Minute)})
+	if err != nil || len(c.GetMessages()) != 3 {
 		t.Fatalf("Claim = %v, %v", c, err)
 	}
 	for _, m := range c.GetMessages() {
@@ -194,13 +195,18 @@ func TestConsole(t *testing.T) {
 	enqueue("emails", 0)
 	b.waitFor("the count follows an Enqueue", cell("emails", "ready"), "2")
 
-	b.waitFor("invoices' dead letters", cell("invoices", "dead"), "2")
+	counts := cell("invoices", "ready") + `+'/'+` + cell("invoices", "dead")
+	b.waitFor("invoices' dead letters", counts, "0/3")
 	b.run("open invoices' dead letters", chromedp.Click(chromedp.CSS(`tr[data-queue="invoices"] button.show-dead`)))
-	b.waitFor("the dead-letter panel", `document.getElementById('dead-queue').textContent`, "invoices")
+	b.waitFor("the dead letters listed", `document.querySelectorAll('#dl-table tbody tr').length`, "3")
+	b.waitFor("their payload", `document.querySelector('#dl-table tbody td:nth-child(3)').textContent`, `{"to":"ops@example.com"}`)
 	b.screenshot("console-queues.png")
+	b.run("redrive one", chromedp.Click(chromedp.CSS(`#dl-table tbody input[type=checkbox]`)), chromedp.Click(chromedp.CSS(`#redrive-selected`)))
+	b.waitFor("one redriven", `document.getElementById('dead-result').textContent`, "Moved 1 back to ready.")
+	b.waitFor("back in ready", counts, "1/2")
 	b.run("redrive all", chromedp.Click(chromedp.CSS(`#redrive-all`)))
-	b.waitFor("redriven", `document.getElementById('dead-result').textContent`, "Moved 2 back to ready.")
-	b.waitFor("back in ready", cell("invoices", "ready")+`+'/'+`+cell("invoices", "dead"), "2/0")
+	b.waitFor("all redriven", `document.getElementById('dead-result').textContent`, "Moved 2 back to ready.")
+	b.waitFor("all back in ready", counts, "3/0")
 
 	// A held lock: holder and fence, never its token.
 	g, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: "orders-db", Ttl: durationpb.New(time.Minute), Owner: "worker-7"})

@@ -298,14 +298,67 @@ func TestRedriveLogged(t *testing.T) {
 	if _, body, _ := f.do(t, "GET", "/ui/api/queues", keyA, ""); !strings.Contains(body, `"dead":3`) {
 		t.Fatalf("before: %s", body)
 	}
-	code, body, _ := f.do(t, "POST", "/ui/api/redrive", keyA, `{"queue":"jobs","all":true}`)
-	if code != 200 || !strings.Contains(body, `"moved":3`) {
-		t.Fatalf("redrive: %d %s", code, body)
+	_, body, _ := f.do(t, "GET", "/ui/api/deadletters?queue=jobs", keyA, "")
+	var dl struct {
+		DeadLetters []struct {
+			MessageID string `json:"message_id"`
+			Preview   string
+			Attempts  int
+		} `json:"dead_letters"`
+	}
+	if err := json.Unmarshal([]byte(body), &dl); err != nil || len(dl.DeadLetters) != 3 || dl.DeadLetters[0].Preview != "p" || dl.DeadLetters[0].Attempts != 1 {
+		t.Fatalf("dead letters: %s (%v)", body, err)
+	}
+	for _, m := range c.GetMessages() {
+		if strings.Contains(body, m.GetReceipt()) {
+			t.Errorf("a receipt in the dead letters' JSON: %s", body)
+		}
+	}
+	code, body, _ := f.do(t, "POST", "/ui/api/redrive", keyA, `{"queue":"jobs","message_ids":["`+dl.DeadLetters[0].MessageID+`"]}`)
+	if code != 200 || !strings.Contains(body, `"moved":1`) {
+		t.Fatalf("redrive one: %d %s", code, body)
+	}
+	code, body, _ = f.do(t, "POST", "/ui/api/redrive", keyA, `{"queue":"jobs","all":true}`)
+	if code != 200 || !strings.Contains(body, `"moved":2`) {
+		t.Fatalf("redrive all: %d %s", code, body)
 	}
 	if _, body, _ := f.do(t, "GET", "/ui/api/queues", keyA, ""); !strings.Contains(body, `"ready":3`) {
 		t.Errorf("after: %s", body)
 	}
 	if log := f.log.String(); !strings.Contains(log, "console: redrive") || !strings.Contains(log, "namespace=team-a") {
 		t.Errorf("the redrive was not logged with its namespace:\n%s", log)
+	}
+}
+
+// TestPurgeLogged: a purge that repeats the queue's name deletes the dead
+// letters, and is logged with the namespace; team-b's purge of the same
+// name touches nothing of team-a's.
+func TestPurgeLogged(t *testing.T) {
+	f := newFixture(t, twoKeys(t))
+	q := coordv1.NewQueueServiceClient(f.conn)
+	ctx := as(keyA)
+	for range 2 {
+		if _, err := q.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "jobs", Payload: []byte("p"), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := q.Claim(ctx, &coordv1.ClaimRequest{Queue: "jobs", MaxMessages: 2, VisibilityTimeout: durationpb.New(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.GetMessages() {
+		if _, err := q.Nack(ctx, &coordv1.NackRequest{Queue: "jobs", Receipt: m.GetReceipt()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, body, _ := f.do(t, "POST", "/ui/api/purge", keyB, `{"queue":"jobs","confirm":"jobs"}`); code != 200 || !strings.Contains(body, `"purged":0`) {
+		t.Fatalf("team-b's purge: %d %s", code, body)
+	}
+	code, body, _ := f.do(t, "POST", "/ui/api/purge", keyA, `{"queue":"jobs","confirm":"jobs"}`)
+	if code != 200 || !strings.Contains(body, `"purged":2,"remaining":0`) {
+		t.Fatalf("purge: %d %s", code, body)
+	}
+	if log := f.log.String(); !strings.Contains(log, "console: purge dead letters") || !strings.Contains(log, "namespace=team-a") {
+		t.Errorf("the purge was not logged with its namespace:\n%s", log)
 	}
 }

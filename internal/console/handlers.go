@@ -8,9 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/limiter"
 )
@@ -109,9 +106,6 @@ func (c *Console) deadLetters(r request) (any, error) {
 	resp, err := c.queueClient(r.ns).ListDeadLetters(r.ctx, &coordv1.ListDeadLettersRequest{
 		Queue: q.Get("queue"), PageSize: 50, PageToken: q.Get("page_token"), PreviewBytes: previewBytes,
 	})
-	if status.Code(err) == codes.Unimplemented {
-		return map[string]any{"unavailable": true}, nil
-	}
 	if err != nil {
 		return nil, err
 	}

@@ -108,14 +108,7 @@ async function openDead(name, token) {
   try {
     const j = await api('deadletters?queue=' + encodeURIComponent(name) + (token ? '&page_token=' + encodeURIComponent(token) : ''));
     const tbody = $('dl-table').tBodies[0];
-    if (j.unavailable) {
-      $('dead-note').textContent = 'This coordd cannot list dead letters; Redrive all and Purge still work.';
-      tbody.replaceChildren();
-      $('redrive-selected').hidden = true;
-      return;
-    }
     $('dead-note').textContent = j.dead_letters.length ? '' : 'No dead letters.';
-    $('redrive-selected').hidden = false;
     const rows = j.dead_letters.map((d) => el('tr', { 'data-id': d.message_id },
       el('td', {}, el('input', { type: 'checkbox', value: d.message_id })),
       el('td', {}, el('code', {}, d.message_id)),
