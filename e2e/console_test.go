@@ -24,7 +24,7 @@ import (
 	"github.com/coordd/coordd/internal/redistest"
 )
 
-var screenshots = flag.Bool("console.screenshots", false, "write the console's screenshots to docs/console-*.png")
+var screenshots = flag.Bool("console.screenshots", false, "write the console's screenshots (console-*.png) into the docs folder")
 
 // browserStep bounds each step in the browser.
 const browserStep = 10 * time.Second
