@@ -79,7 +79,15 @@ func startMemoryInstance(t *testing.T, name string) *instance {
 // of the test it is sent SIGTERM and must exit 0.
 func startCoordd(t *testing.T, name string, args []string, env ...string) *instance {
 	t.Helper()
-	d := daemontest.Start(t, daemontest.Options{Name: name, Args: args, Env: env, WaitServing: true})
+	return startCoorddWith(t, daemontest.Options{Name: name, Args: args, Env: env})
+}
+
+// startCoorddWith is startCoordd with more of daemontest's options (a
+// configuration file).
+func startCoorddWith(t *testing.T, o daemontest.Options) *instance {
+	t.Helper()
+	o.WaitServing = true
+	d := daemontest.Start(t, o)
 	in := &instance{Daemon: d}
 	conn, err := grpc.NewClient(in.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -55,7 +55,7 @@ eval "$redis_env"
 echo "$redis_env"
 
 step "Debian packages the tests need (scripts/debian-packages.sh: the Python client test's grpcio, protobuf, grpc_tools)"
-scripts/debian-packages.sh python3-grpcio python3-protobuf python3-grpc-tools
+scripts/debian-packages.sh python3-grpcio python3-protobuf python3-grpc-tools chromium
 
 step "go test -race${CI:+ (CI=$CI)}"
 # The failover suite's counts (double holders, duplicates, lost messages)

@@ -84,6 +84,8 @@ another consumer.`,
 		},
 	},
 	redriveSpec,
+	deadLettersSpec,
+	purgeSpec,
 }
 
 func findCommand(name string) *commandSpec {

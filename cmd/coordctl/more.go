@@ -209,11 +209,14 @@ func (c *extendCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) erro
 // redrive
 
 var redriveSpec = &commandSpec{
-	name: "redrive", synopsis: "redrive QUEUE [--max N]", summary: "move dead letters back to ready",
-	help: "Moves up to --max of QUEUE's dead letters back to ready (0: coordd's default), and prints how many moved.",
+	name: "redrive", synopsis: "redrive QUEUE [--max N | --id ID...]", summary: "move dead letters back to ready",
+	help: `Moves up to --max of QUEUE's dead letters back to ready (0: coordd's
+default), or exactly those named by --id (repeatable; IDs that are not
+dead letters are ignored), and prints how many moved.`,
 	setup: func(fs *pflag.FlagSet) func(*pflag.FlagSet) (command, error) {
 		c := &redriveCmd{}
 		fs.Int32Var(&c.max, "max", 0, "the most messages to move (0: coordd's default)")
+		fs.StringArrayVar(&c.ids, "id", nil, "a dead letter's message ID (from dead-letters); repeatable")
 		return func(fs *pflag.FlagSet) (command, error) {
 			if err := exactArgs(fs.Args(), "QUEUE"); err != nil {
 				return nil, err
@@ -221,6 +224,9 @@ var redriveSpec = &commandSpec{
 			c.queue = fs.Args()[0]
 			if c.max < 0 {
 				return nil, usagef("", "--max is %d; it must not be negative", c.max)
+			}
+			if c.max != 0 && len(c.ids) > 0 {
+				return nil, usagef("", "--max and --id are both set; set one")
 			}
 			return c, nil
 		}
@@ -230,12 +236,13 @@ var redriveSpec = &commandSpec{
 type redriveCmd struct {
 	queue string
 	max   int32
+	ids   []string
 }
 
 func (c *redriveCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error {
 	ctx, cancel := a.call(ctx, 0)
 	defer cancel()
-	resp, err := coordv1.NewQueueServiceClient(conn).Redrive(ctx, &coordv1.RedriveRequest{Queue: c.queue, MaxMessages: c.max})
+	resp, err := coordv1.NewQueueServiceClient(conn).Redrive(ctx, &coordv1.RedriveRequest{Queue: c.queue, MaxMessages: c.max, MessageIds: c.ids})
 	if err != nil {
 		return &rpcError{"redrive", err}
 	}

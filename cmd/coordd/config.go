@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/coordd/coordd/internal/console"
 	"github.com/coordd/coordd/internal/election"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
@@ -64,6 +65,7 @@ type Config struct {
 	RateLimit   RateLimit        `mapstructure:"ratelimit"`
 	Idempotency idem.Config      `mapstructure:"idempotency"`
 	Queue       queue.Config     `mapstructure:"queue"`
+	UI          console.Config   `mapstructure:"ui"`
 }
 
 // GRPCConfig is the grpc section: the server's transport settings.
@@ -213,6 +215,7 @@ func DefaultConfig() Config {
 		Idempotency:     sc.Idem,
 		Queue:           sc.Queue,
 		Redis:           defaultRedisConfig(),
+		UI:              console.DefaultConfig(),
 	}
 	c.Limits.MaxNameBytes = 256
 	c.Limits.MaxWait = time.Minute
@@ -432,6 +435,7 @@ func (c *Config) Validate() error {
 	v.Add(c.RateLimit.Config.Validate())
 	v.Add(c.Idempotency.Validate())
 	v.Add(c.Queue.Validate())
+	v.Add(c.UI.Validate())
 	_, err := c.policies()
 	v.Add(err)
 	return v.Err()

@@ -318,6 +318,8 @@ func TestLoadConfigBadValues(t *testing.T) {
 		{name: "election max_value_bytes 0", yaml: "election:\n  max_value_bytes: 0\n", key: "election.max_value_bytes"},
 		{name: "election max_value_bytes over 1MiB", env: map[string]string{"COORDD_ELECTION_MAX_VALUE_BYTES": "1048577"}, key: "election.max_value_bytes"},
 		{name: "store bogus", yaml: "store: bogus\n", key: "store"},
+		{name: "ui.allowed_hosts with a port", yaml: "ui:\n  allowed_hosts: [coordd.internal:7071]\n", key: "ui.allowed_hosts[0]"},
+		{name: "ui.allowed_hosts wildcard", env: map[string]string{"COORDD_UI_ALLOWED_HOSTS": "ok.example,*.example"}, key: "ui.allowed_hosts[1]"},
 		{name: "bad log_level", yaml: "log_level: loud\n", key: "log_level"},
 		{name: "bad log_format", yaml: "log_format: xml\n", key: "log_format"},
 		{name: "zero shutdown_timeout", yaml: "shutdown_timeout: 0s\n", key: "shutdown_timeout"},

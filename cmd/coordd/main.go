@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/console"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/server"
@@ -264,8 +265,12 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	reg.MustRegister(grpcMetrics, buildInfo())
 	d.metrics = domain
 	d.initPolicies(policies)
+	var local *server.Local // the console's way in: nil unless it is on
+	if cfg.UI.Enabled {
+		local = &server.Local{}
+	}
 	d.grpc, d.health = server.New(svc, server.Options{
-		Log: log, Metrics: domain, Auth: d.auth, Limits: cfg.Limits.Limits,
+		Log: log, Metrics: domain, Auth: d.auth, Limits: cfg.Limits.Limits, Local: local,
 		Unary:         []grpc.UnaryServerInterceptor{grpcMetrics.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{grpcMetrics.StreamServerInterceptor()},
 		ServerOptions: serverOpts, Tracer: tracer,
@@ -281,6 +286,9 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	if cfg.UI.Enabled {
+		mux.Handle("/ui/", d.console(local))
+	}
 	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	if d.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -294,10 +302,29 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 		_ = d.closeStore()
 		return nil, fmt.Errorf("http_addr: %w", err)
 	}
+	if cfg.UI.Enabled && !isLoopback(d.httpLis.Addr()) && !d.auth.Enabled() {
+		log.Warn("the console (ui.enabled) is on a non-loopback address with auth off: anyone who can reach the HTTP port can redrive and purge every queue; keep it private (README: Console)", "addr", d.httpLis.Addr().String())
+	}
 	if !isLoopback(d.grpcLis.Addr()) && !d.auth.Enabled() {
 		log.Warn("gRPC is listening on a non-loopback address with auth off: anyone who can reach it can use every namespace; set auth.enabled (README: Security)", "addr", d.grpcLis.Addr().String())
 	}
 	return d, nil
+}
+
+// console is the operator's console over local, with the queues the
+// configuration names.
+func (d *daemon) console(local *server.Local) *console.Console {
+	queues := map[string][]string{}
+	for _, q := range d.cfg.Queue.Partitioned {
+		queues[q.Namespace] = append(queues[q.Namespace], q.Name)
+	}
+	for _, q := range d.cfg.Metrics.Queues {
+		queues[q.Namespace] = append(queues[q.Namespace], q.Name)
+	}
+	nodes, _ := d.store.(store.NodeHealther)
+	return console.New(console.Options{
+		Local: local, Auth: d.auth, Nodes: nodes, Queues: queues, AllowedHosts: d.cfg.UI.AllowedHosts, Log: d.log,
+	})
 }
 
 // closeStore closes the store (and with it its Redis client, if any).

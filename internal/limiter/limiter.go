@@ -389,3 +389,14 @@ func (s *Service) fromStore(ctx context.Context, k denyKey, p *compiled, cost in
 	}
 	return res, nil
 }
+
+// Policies returns the named policies in force now (a reload replaces
+// them), for display; changing the map changes nothing.
+func (s *Service) Policies() map[string]Policy {
+	m := *s.policies.Load()
+	out := make(map[string]Policy, len(m))
+	for name, c := range m {
+		out[name] = c.Policy
+	}
+	return out
+}

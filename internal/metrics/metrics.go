@@ -93,7 +93,7 @@ var (
 	electionEvents = []string{"elected", "resigned", "lost"}
 	lossReasons    = []string{"max_hold", "session_expired", "gone"}
 	idemOutcomes   = []string{"execute", "in_progress", "completed", "failed", "fingerprint_mismatch", "stored", "not_owner"}
-	queueOps       = []string{"enqueued", "duplicate", "claimed", "acked", "nacked", "dead_lettered", "redriven", "receipt_expired"}
+	queueOps       = []string{"enqueued", "duplicate", "claimed", "acked", "nacked", "dead_lettered", "redriven", "purged", "receipt_expired"}
 	authReasons    = []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "REVOKED"}
 	rejectReasons  = []string{"too_many_waiters", "too_many_streams", "too_many_messages"}
 	// decisionResults are coordd_ratelimit_decisions_total's results.
@@ -126,7 +126,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			"BeginIdempotent outcomes (execute, in_progress, completed, failed, fingerprint_mismatch) and Finish results (stored, not_owner).",
 			"outcome"),
 		queueOps: f.counterVec("queue_operations_total",
-			"Queue operations by kind (enqueued, duplicate, claimed, acked, nacked, dead_lettered, redriven, receipt_expired).",
+			"Queue operations by kind (enqueued, duplicate, claimed, acked, nacked, dead_lettered, redriven, purged, receipt_expired).",
 			"op"),
 		storeDuration: f.histogramVec("store_duration_seconds", "Round trips to the store by operation.",
 			prometheus.ExponentialBuckets(0.0001, 3, 10), "op"),

@@ -360,36 +360,6 @@ func (s *Service) Stats(ctx context.Context, ns, queue string) (store.QueueStats
 	return sum, nil
 }
 
-// Redrive moves up to max dead letters back to ready, partition after
-// partition; 0 means MaxClaimMessages, and at most 10 times that.
-func (s *Service) Redrive(ctx context.Context, ns, queue string, max int) (int, error) {
-	if err := s.checkQueue(queue); err != nil {
-		return 0, err
-	}
-	if max == 0 {
-		max = s.cfg.MaxClaimMessages
-	}
-	if max < 1 || max > 10*s.cfg.MaxClaimMessages {
-		return 0, validate.Errorf("max_messages", "is %d; it must be between 1 and %d", max, 10*s.cfg.MaxClaimMessages)
-	}
-	parts, _, err := s.partitionsOf(ctx, store.Scope(ns, queue))
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, pt := range parts {
-		m, err := s.st.Redrive(ctx, pt.name, max-n)
-		n += m
-		if err != nil {
-			return n, err
-		}
-		if n == max {
-			break
-		}
-	}
-	return n, nil
-}
-
 func (s *Service) checkQueue(queue string) error {
 	return validate.Name("queue", queue, s.cfg.MaxNameBytes)
 }

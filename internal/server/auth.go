@@ -235,6 +235,30 @@ func (a *Authenticator) namespaceOf(ctx context.Context) (string, error) {
 	return t.namespaceFor(credentialOf(ctx))
 }
 
+// NamespaceOfKey is the namespace the API key key gives now, as for a gRPC
+// call that sends it as "authorization: Bearer <key>": DefaultNamespace
+// when auth is off; with auth on an error (UNAUTHENTICATED) for an unknown
+// or empty key. A key revoked by a reload fails at once.
+func (a *Authenticator) NamespaceOfKey(key string) (string, error) {
+	if a == nil {
+		return DefaultNamespace, nil
+	}
+	t := a.table.Load()
+	if !t.enabled {
+		return DefaultNamespace, nil
+	}
+	c := credential{}
+	if key != "" {
+		c = credential{key: sha256.Sum256([]byte(key)), hasKey: true}
+	}
+	ns, err := t.namespaceFor(c)
+	var ae *authError
+	if errors.As(err, &ae) {
+		return "", withDetails(ae.code, ae.msg, ae.reason, nil)
+	}
+	return ns, err
+}
+
 // credentialOf reads what the caller of ctx presented.
 func credentialOf(ctx context.Context) credential {
 	var c credential

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,8 +66,9 @@ type biFixture struct {
 	idemKey, idemFP     string // an idempotency key in progress
 	idemOwner           string
 	rlKey               string // a key with one unit consumed under policy "log"
-	queue               string // 1 ready, 1 delayed, 1 in flight (receipt), 1 dead
+	queue               string // 1 ready, 1 delayed, 1 in flight (receipt), 1 dead (deadID)
 	receipt             string
+	deadID              string
 }
 
 func biSetup(t *testing.T, h *harness, f *storetest.Faulty) *biFixture {
@@ -137,8 +139,9 @@ func biSetup(t *testing.T, h *harness, f *storetest.Faulty) *biFixture {
 	}
 
 	q := h.queues
-	_, err = q.Enqueue(c, &coordv1.EnqueueRequest{Queue: fx.queue, Payload: []byte("dead"), MaxAttempts: 1})
+	dead, err := q.Enqueue(c, &coordv1.EnqueueRequest{Queue: fx.queue, Payload: []byte("dead"), MaxAttempts: 1})
 	must("Enqueue(dead)", err)
+	fx.deadID = dead.GetMessageId()
 	cl, err := q.Claim(c, &coordv1.ClaimRequest{Queue: fx.queue, VisibilityTimeout: durationpb.New(10 * time.Minute)})
 	must("Claim(dead)", err)
 	if len(cl.GetMessages()) != 1 {
@@ -685,6 +688,40 @@ var (
 	}
 )
 
+// The dead-letter RPCs.
+var (
+	biListDead = biRPC[*coordv1.ListDeadLettersRequest]{
+		name: "QueueService.ListDeadLetters",
+		base: func(fx *biFixture) *coordv1.ListDeadLettersRequest {
+			return &coordv1.ListDeadLettersRequest{Queue: fx.queue, PageSize: 10, PreviewBytes: 2}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ListDeadLettersRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.ListDeadLetters(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.ListDeadLettersResponse); len(r.GetDeadLetters()) != 1 || r.GetNextPageToken() != "" {
+				return fmt.Errorf("ListDeadLetters = %v, want 1 dead letter and no next page", r)
+			}
+			return nil
+		},
+	}
+	biPurgeDead = biRPC[*coordv1.PurgeDeadLettersRequest]{
+		name: "QueueService.PurgeDeadLetters",
+		base: func(fx *biFixture) *coordv1.PurgeDeadLettersRequest {
+			return &coordv1.PurgeDeadLettersRequest{Queue: fx.queue, MaxMessages: 5}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.PurgeDeadLettersRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.PurgeDeadLetters(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.PurgeDeadLettersResponse); r.GetPurged() != 1 || r.GetRemaining() != 0 {
+				return fmt.Errorf("PurgeDeadLetters = %v, want 1 purged, 0 remaining", r)
+			}
+			return nil
+		},
+	}
+)
+
 // The RPCs added with semaphores, elections and fence checks.
 var (
 	biCheckFence = biRPC[*coordv1.CheckFenceRequest]{
@@ -1145,6 +1182,37 @@ func biCases() []biCase {
 		biRedrive.bad("max_messages=-1", "max_messages", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = -1 }),
 		biRedrive.bad("max_messages=MinInt32", "max_messages", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = math.MinInt32 }),
 		biRedrive.bad("max_messages=1001", "max_messages", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = 1001 }),
+		biRedrive.bad("max_messages and message_ids", "max_messages", func(fx *biFixture, r *coordv1.RedriveRequest) { r.MessageIds = []string{fx.deadID} }),
+		biRedrive.bad("message_ids[1] not an ID", "message_ids[1]", func(fx *biFixture, r *coordv1.RedriveRequest) {
+			r.MaxMessages, r.MessageIds = 0, []string{fx.deadID, "nope"}
+		}),
+		biRedrive.bad("message_ids[0] upper case", "message_ids[0]", func(fx *biFixture, r *coordv1.RedriveRequest) {
+			r.MaxMessages, r.MessageIds = 0, []string{strings.ToUpper(fx.deadID)}
+		}),
+		biRedrive.bad("message_ids[0] a receipt", "message_ids[0]", func(fx *biFixture, r *coordv1.RedriveRequest) {
+			r.MaxMessages, r.MessageIds = 0, []string{fx.receipt}
+		}),
+		biRedrive.bad("1001 message_ids", "message_ids", func(fx *biFixture, r *coordv1.RedriveRequest) {
+			r.MaxMessages, r.MessageIds = 0, slices.Repeat([]string{fx.deadID}, 1001)
+		}),
+	)
+
+	// ListDeadLetters and PurgeDeadLetters, of the queue with a dead letter.
+	addAll(biNameCases(biListDead, "queue", 1, func(r *coordv1.ListDeadLettersRequest, s string) { r.Queue = s }))
+	addAll(biNameCases(biPurgeDead, "queue", 1, func(r *coordv1.PurgeDeadLettersRequest, s string) { r.Queue = s }))
+	add(
+		biListDead.bad("page_size=-1", "page_size", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PageSize = -1 }),
+		biListDead.bad("page_size=501", "page_size", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PageSize = 501 }),
+		biListDead.bad("page_size=MinInt32", "page_size", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PageSize = math.MinInt32 }),
+		biListDead.bad("preview_bytes=-1", "preview_bytes", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PreviewBytes = -1 }),
+		biListDead.bad("preview_bytes=4097", "preview_bytes", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PreviewBytes = 4097 }),
+		biListDead.bad("page_token garbage", "page_token", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PageToken = "garbage!" }),
+		biListDead.bad("page_token base64 of garbage", "page_token", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PageToken = "Z2FyYmFnZQ" }),
+		biListDead.bad("page_token long", "page_token", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PageToken = strings.Repeat("A", 4000) }),
+		biListDead.bad("page_token invalid UTF-8", "page_token", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) {}, biRawString(3, "\xff")),
+		biPurgeDead.bad("max_messages=-1", "max_messages", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = -1 }),
+		biPurgeDead.bad("max_messages=10001", "max_messages", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = 10001 }),
+		biPurgeDead.bad("max_messages=MinInt32", "max_messages", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = math.MinInt32 }),
 	)
 	return cs
 }
@@ -1387,6 +1455,18 @@ func TestBadInputControl(t *testing.T) {
 		biRedrive.control("base", nil),
 		biRedrive.control("max_messages=1000", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = 1000 }),
 		biRedrive.control("max_messages=0 means default", func(_ *biFixture, r *coordv1.RedriveRequest) { r.MaxMessages = 0 }),
+		biRedrive.control("message_ids", func(fx *biFixture, r *coordv1.RedriveRequest) {
+			r.MaxMessages, r.MessageIds = 0, []string{strings.Repeat("0", 32), fx.deadID, fx.deadID}
+		}),
+		biRedrive.control("1000 message_ids", func(fx *biFixture, r *coordv1.RedriveRequest) {
+			r.MaxMessages, r.MessageIds = 0, slices.Repeat([]string{fx.deadID}, 1000)
+		}),
+		biListDead.control("base", nil),
+		biListDead.control("defaults", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PageSize, r.PreviewBytes = 0, 0 }),
+		biListDead.control("at the bounds", func(_ *biFixture, r *coordv1.ListDeadLettersRequest) { r.PageSize, r.PreviewBytes = 500, 4096 }),
+		biPurgeDead.control("base", nil),
+		biPurgeDead.control("defaults", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = 0 }),
+		biPurgeDead.control("at the bound", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = 10000 }),
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

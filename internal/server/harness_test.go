@@ -59,6 +59,8 @@ type config struct {
 	// tracer, if not nil, traces the server and the store (server.Options.Tracer,
 	// backendtest.OpenTraced).
 	tracer trace.TracerProvider
+	// local, if not nil, is server.Options.Local.
+	local *server.Local
 }
 
 // harness is a coordd server on the memory store, on a loopback listener,
@@ -115,6 +117,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 			}
 			o.Unary, o.Auth, o.Limits, o.Metrics, o.ServerOptions = cfg.unary, cfg.auth, cfg.limits, cfg.metrics, cfg.serverOpts
 			o.Tracer = cfg.tracer
+			o.Local = cfg.local
 		}),
 		servertest.WithRegister(cfg.register))
 	h.locks = coordv1.NewLockServiceClient(h.conn)

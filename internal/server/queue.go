@@ -16,6 +16,7 @@ type queueServer struct {
 	coordv1.UnimplementedQueueServiceServer
 	svc     *queue.Service
 	metrics *metrics.Metrics
+	names   *queueNames // the queues served, for the console
 }
 
 // count records a queue operation of kind op, or, if the receipt was stale,
@@ -52,6 +53,7 @@ func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) 
 	if err != nil {
 		return nil, err
 	}
+	s.names.saw(namespace(ctx), req.GetQueue())
 	if e.Duplicate {
 		s.count("duplicate", 1, nil)
 	} else {
@@ -75,6 +77,7 @@ func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*co
 	if err != nil {
 		return nil, err
 	}
+	s.names.saw(namespace(ctx), req.GetQueue())
 	s.count("claimed", len(msgs), nil)
 	resp := &coordv1.ClaimResponse{Messages: make([]*coordv1.Message, len(msgs))}
 	for i, m := range msgs {
@@ -156,14 +159,41 @@ func (s *queueServer) Stats(ctx context.Context, req *coordv1.StatsRequest) (*co
 	if err != nil {
 		return nil, err
 	}
+	s.names.saw(namespace(ctx), req.GetQueue())
 	return &coordv1.StatsResponse{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, nil
 }
 
 func (s *queueServer) Redrive(ctx context.Context, req *coordv1.RedriveRequest) (*coordv1.RedriveResponse, error) {
-	n, err := s.svc.Redrive(ctx, namespace(ctx), req.GetQueue(), int(req.GetMaxMessages()))
+	n, err := s.svc.Redrive(ctx, namespace(ctx), req.GetQueue(), int(req.GetMaxMessages()), req.GetMessageIds())
 	if err != nil {
 		return nil, err
 	}
+	s.names.saw(namespace(ctx), req.GetQueue())
 	s.count("redriven", n, nil)
 	return &coordv1.RedriveResponse{Moved: int64(n)}, nil
+}
+
+func (s *queueServer) ListDeadLetters(ctx context.Context, req *coordv1.ListDeadLettersRequest) (*coordv1.ListDeadLettersResponse, error) {
+	page, err := s.svc.ListDead(ctx, namespace(ctx), req.GetQueue(), int(req.GetPageSize()), int(req.GetPreviewBytes()), req.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &coordv1.ListDeadLettersResponse{NextPageToken: page.Next, DeadLetters: make([]*coordv1.DeadLetter, len(page.DeadLetters))}
+	for i, d := range page.DeadLetters {
+		resp.DeadLetters[i] = &coordv1.DeadLetter{
+			MessageId: d.ID, PayloadPreview: d.Preview, PayloadSize: int64(d.Size), Attempts: int32(d.Attempts),
+			EnqueueTime: timestamp(d.EnqueueTime), DeadTime: timestamp(d.DeadTime), Priority: int32(d.Priority), Group: d.Group,
+		}
+	}
+	return resp, nil
+}
+
+func (s *queueServer) PurgeDeadLetters(ctx context.Context, req *coordv1.PurgeDeadLettersRequest) (*coordv1.PurgeDeadLettersResponse, error) {
+	purged, remaining, err := s.svc.PurgeDead(ctx, namespace(ctx), req.GetQueue(), int(req.GetMaxMessages()))
+	// Purged letters are gone even if a later partition failed.
+	s.metrics.Queue("purged", int(purged))
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.PurgeDeadLettersResponse{Purged: purged, Remaining: remaining}, nil
 }

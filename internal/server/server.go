@@ -131,6 +131,9 @@ type Options struct {
 	// crowd out the traces and touch no store. nil: tracing off, no stats
 	// handler. The store's spans are the store's (tracing.NewStore).
 	Tracer trace.TracerProvider
+	// Local, if set, is made an in-process client of the services New
+	// registers (see Local), for the operator's console.
+	Local *Local
 }
 
 // New returns a gRPC server with coordd's services, the health service
@@ -182,14 +185,23 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	}
 	gs := grpc.NewServer(opts...)
 	m := o.Metrics
-	coordv1.RegisterLockServiceServer(gs, &lockServer{svc: svc.Locks, metrics: m})
-	coordv1.RegisterSemaphoreServiceServer(gs, &semaphoreServer{svc: svc.Semaphores, metrics: m})
-	coordv1.RegisterElectionServiceServer(gs, &electionServer{svc: svc.Elections, drain: svc.Drain, metrics: m})
-	coordv1.RegisterSessionServiceServer(gs, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate})
-	coordv1.RegisterRateLimitServiceServer(gs, &rateLimitServer{svc: svc.Limiter, metrics: m})
-	coordv1.RegisterIdempotencyServiceServer(gs, &idempotencyServer{svc: svc.Idem, metrics: m})
-	coordv1.RegisterQueueServiceServer(gs, &queueServer{svc: svc.Queues, metrics: m})
+	var services []localService
+	register := func(desc *grpc.ServiceDesc, impl any) {
+		gs.RegisterService(desc, impl)
+		services = append(services, localService{desc, impl})
+	}
+	names := newQueueNames(maxQueueNames)
+	register(&coordv1.LockService_ServiceDesc, &lockServer{svc: svc.Locks, metrics: m})
+	register(&coordv1.SemaphoreService_ServiceDesc, &semaphoreServer{svc: svc.Semaphores, metrics: m})
+	register(&coordv1.ElectionService_ServiceDesc, &electionServer{svc: svc.Elections, drain: svc.Drain, metrics: m})
+	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate})
+	register(&coordv1.RateLimitService_ServiceDesc, &rateLimitServer{svc: svc.Limiter, metrics: m})
+	register(&coordv1.IdempotencyService_ServiceDesc, &idempotencyServer{svc: svc.Idem, metrics: m})
+	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names})
 	traced = fullMethods(gs)
+	if o.Local != nil {
+		*o.Local = *newLocal(services, names, svc.Limiter, c.gate, cl, callTimer{o.Metrics}.unary, recovery.UnaryServerInterceptor(recoveryOpt), c.limitUnary, e.unary)
+	}
 	hs := health.NewServer()
 	for name := range gs.GetServiceInfo() {
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)

@@ -37,3 +37,17 @@ func ParseReceipt(receipt string) (id string, attempt int, ok bool) {
 	}
 	return receipt[:32], int(n), true
 }
+
+// ValidMessageID reports whether id has the form of a message ID: 32
+// lowercase hex digits, as the queue makes them and receipts start with.
+func ValidMessageID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

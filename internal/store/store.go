@@ -588,9 +588,33 @@ type Queues interface {
 	Stats(ctx context.Context, queue string) (QueueStats, error)
 	// Redrive moves up to max dead messages, oldest first, to ready (due
 	// now, after every message already ready of its priority; a message of
-	// a group behind the group's messages) with their attempts reset to 0,
-	// and wakes QueueTopic(queue) if it moved any.
+	// a group behind the group's messages) with their attempts reset to 0
+	// and their EnqueueTime now (a redrive is a new enqueue), and wakes
+	// QueueTopic(queue) if it moved any.
 	Redrive(ctx context.Context, queue string, max int) (int, error)
+	// RedriveIDs moves exactly those of ids that are dead letters of queue
+	// (a claim that ended on its last attempt counts as dead, as for
+	// Stats) to ready, as Redrive moves each, all in one step, and wakes
+	// QueueTopic(queue) if it moved any. An ID that is not a dead letter
+	// (unknown, forgotten, live, or repeated in ids after it was moved) is
+	// skipped and changes nothing. It returns how many it moved. len(ids)
+	// is at most MaxRedriveIDs.
+	RedriveIDs(ctx context.Context, queue string, ids []string) (int, error)
+	// ListDead returns up to max dead letters of queue (dead as Stats
+	// counts them), in the order they died, oldest first, then by enqueue
+	// order (DeadLetter.Seq), starting after the position after (the zero
+	// DeadPos: the first), each with at most preview bytes of its payload.
+	// It changes no message, and reads them in one step. Fewer than max
+	// means there are no more (as of that step). max <= MaxListDead,
+	// preview <= MaxDeadPreview.
+	ListDead(ctx context.Context, queue string, after DeadPos, max, preview int) ([]DeadLetter, error)
+	// PurgeDead deletes up to max dead letters of queue, oldest first (the
+	// order of ListDead), for good, in one step, and returns how many it
+	// deleted and how many dead letters the queue still has. A purged
+	// message of a group that was the group's head (a claim that ended on
+	// its last attempt) lets the group move on, as when it died. max <=
+	// MaxPurgeDead.
+	PurgeDead(ctx context.Context, queue string, max int) (purged, remaining int64, err error)
 	// PartitionName names partition p (0 <= p < k, k <= MaxPartitions) of
 	// queue spread over k partitions: a queue of its own, placed so that
 	// the k partitions of one queue spread over the store's shards (on a
@@ -687,7 +711,58 @@ type Nacked struct {
 	Dead        bool
 }
 
+// Bounds of one call of the dead-letter operations, so that each does
+// bounded work in one step.
+const (
+	MaxRedriveIDs  = 10000
+	MaxListDead    = 500
+	MaxDeadPreview = 4096
+	MaxPurgeDead   = 10000
+)
+
+// DeadLetter describes a dead letter (Queues.ListDead); it has no
+// receipt.
+type DeadLetter struct {
+	ID          string
+	Preview     []byte    // the first bytes of the payload
+	Size        int       // the payload's size in bytes
+	Attempts    int       // deliveries since its last enqueue or redrive
+	EnqueueTime time.Time // its enqueue, or its last redrive
+	DeadTime    time.Time // when it died
+	Priority    int
+	Group       string
+	Seq         uint64 // its place in the queue's enqueue order
+}
+
+// Pos is the position just after d in the order of ListDead.
+func (d DeadLetter) Pos() DeadPos { return DeadPos{DeadTime: d.DeadTime, Seq: d.Seq, ID: d.ID} }
+
+// DeadPos is a position in the order of Queues.ListDead: just after the
+// dead letter that died at DeadTime with Seq and ID (that one need not
+// exist any more). The zero DeadPos is the start.
+type DeadPos struct {
+	DeadTime time.Time
+	Seq      uint64
+	ID       string
+}
+
 // QueueStats counts a queue's messages by state.
 type QueueStats struct {
 	Ready, Delayed, InFlight, Dead int64
+}
+
+// Node is one store node's health, as NodeHealther reports it.
+type Node struct {
+	Addr      string        // host:port; "" for an in-process store
+	Role      string        // "master", "replica", "standalone" or "memory"
+	Reachable bool          // it answered a PING within the probe's timeout
+	Latency   time.Duration // the PING's round trip; 0 when unreachable
+	Breaker   string        // its circuit breaker: "closed", "open" or "" (none)
+}
+
+// NodeHealther is implemented by stores that can probe each of their nodes
+// (the operator's console shows it). NodeHealth returns when every node has
+// answered or ctx has ended; a node that did not answer is not Reachable.
+type NodeHealther interface {
+	NodeHealth(ctx context.Context) []Node
 }

@@ -426,19 +426,169 @@ func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 		if m == nil {
 			break
 		}
-		q.take(m)
-		if m.state == stLast {
-			q.advance(m, now) // it was its group's head: the group moves on first
-		}
-		m.attempt, m.receipt, m.seq = 0, "", q.seq
-		q.seq++
-		q.join(m, now, now)
+		q.revive(m, now)
 	}
 	q.mu.Unlock()
 	if n > 0 {
 		s.hub.Notify(store.QueueTopic(queue))
 	}
 	return n, nil
+}
+
+// revive makes m, a dead letter (dead, or a claim that ended on its last
+// attempt), ready now with its attempts reset and a new place in the
+// enqueue order, as if enqueued now.
+func (q *queueRec) revive(m *message, now time.Time) {
+	q.take(m)
+	if m.state == stLast {
+		q.advance(m, now) // it was its group's head: the group moves on first
+	}
+	m.attempt, m.receipt, m.seq, m.enqueued = 0, "", q.seq, now
+	q.seq++
+	q.join(m, now, now)
+}
+
+// isDead reports whether m is a dead letter at now: dead, or a claim that
+// ended on its last attempt, and not forgotten.
+func (q *queueRec) isDead(m *message, now time.Time, ttl time.Duration) bool {
+	switch m.state {
+	case stDead:
+	case stLast:
+		if m.due.After(now) {
+			return false
+		}
+	default:
+		return false
+	}
+	return m.due.After(now.Add(-ttl))
+}
+
+// RedriveIDs implements store.Queues.
+func (s *Store) RedriveIDs(_ context.Context, queue string, ids []string) (int, error) {
+	now := s.now()
+	q := s.queue(queue)
+	q.mu.Lock()
+	_, woke := q.upkeep(now, s.deadTTL)
+	n := 0
+	for _, id := range ids {
+		if m := q.msgs[id]; m != nil && q.isDead(m, now, s.deadTTL) {
+			q.revive(m, now)
+			n++
+		}
+	}
+	q.mu.Unlock()
+	if n > 0 || woke {
+		s.hub.Notify(store.QueueTopic(queue))
+	}
+	return n, nil
+}
+
+// deadAfter reports whether m comes after pos in the order of dead letters.
+func deadAfter(m *message, pos store.DeadPos) bool {
+	if !m.due.Equal(pos.DeadTime) {
+		return m.due.After(pos.DeadTime)
+	}
+	if m.seq != pos.Seq {
+		return m.seq > pos.Seq
+	}
+	return m.id > pos.ID
+}
+
+// ListDead implements store.Queues. It walks the dead and ended-claim
+// heaps in order from their tops (a frontier of heap nodes), so a page
+// costs in the dead letters before it and the page, not in the rest.
+func (s *Store) ListDead(_ context.Context, queue string, after store.DeadPos, max, preview int) ([]store.DeadLetter, error) {
+	now := s.now()
+	q := s.queue(queue)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	forgotten := now.Add(-s.deadTTL)
+	var front frontier
+	for _, st := range []msgState{stDead, stLast} {
+		if h := q.heap(st); h.Len() > 0 {
+			heap.Push(&front, node{h, 0})
+		}
+	}
+	var out []store.DeadLetter
+	for front.Len() > 0 && len(out) < max {
+		nd := heap.Pop(&front).(node)
+		m := nd.h.ms[nd.i]
+		if m.state == stLast && m.due.After(now) {
+			continue // a live claim, and so are its children
+		}
+		for _, c := range []int{2*nd.i + 1, 2*nd.i + 2} {
+			if c < nd.h.Len() {
+				heap.Push(&front, node{nd.h, c})
+			}
+		}
+		if !m.due.After(forgotten) || !deadAfter(m, after) {
+			continue
+		}
+		out = append(out, store.DeadLetter{
+			ID: m.id, Preview: append([]byte{}, m.payload[:min(preview, len(m.payload))]...), Size: len(m.payload),
+			Attempts: m.attempt, EnqueueTime: m.enqueued, DeadTime: m.due, Priority: m.prio, Group: m.group, Seq: m.seq,
+		})
+	}
+	return out, nil
+}
+
+// node is a heap node, for ListDead's walk.
+type node struct {
+	h *msgHeap
+	i int
+}
+
+// frontier is a container/heap of heap nodes in the order of dead letters.
+type frontier []node
+
+func (f frontier) Len() int           { return len(f) }
+func (f frontier) Less(i, j int) bool { return before(f[i].h.ms[f[i].i], f[j].h.ms[f[j].i]) }
+func (f frontier) Swap(i, j int)      { f[i], f[j] = f[j], f[i] }
+func (f *frontier) Push(x any)        { *f = append(*f, x.(node)) }
+func (f *frontier) Pop() any {
+	x := (*f)[len(*f)-1]
+	*f = (*f)[:len(*f)-1]
+	return x
+}
+
+// PurgeDead implements store.Queues.
+func (s *Store) PurgeDead(_ context.Context, queue string, max int) (int64, int64, error) {
+	now := s.now()
+	q := s.queue(queue)
+	q.mu.Lock()
+	_, woke := q.upkeep(now, s.deadTTL)
+	forgotten := now.Add(-s.deadTTL)
+	n := 0
+	for ; n < max; n++ {
+		var m *message
+		for _, st := range []msgState{stDead, stLast} {
+			h := q.heap(st)
+			for h.Len() > 0 && !h.top().due.After(forgotten) {
+				delete(q.msgs, heap.Pop(h).(*message).id)
+			}
+			if h.Len() == 0 || h.top().due.After(now) {
+				continue
+			}
+			if t := h.top(); m == nil || before(t, m) {
+				m = t
+			}
+		}
+		if m == nil {
+			break
+		}
+		q.take(m)
+		if m.state == stLast {
+			woke = q.advance(m, now) || woke
+		}
+		delete(q.msgs, m.id)
+	}
+	last, dead := q.heap(stLast), q.heap(stDead)
+	remaining := dead.Len() - dead.countDue(forgotten) + last.countDue(now) - last.countDue(forgotten)
+	q.mu.Unlock()
+	if woke {
+		s.hub.Notify(store.QueueTopic(queue))
+	}
+	return int64(n), int64(remaining), nil
 }
 
 // sweep does a queue's upkeep for the store's sweep, so that the dead

@@ -226,3 +226,22 @@ func reachFailure(err error) bool {
 	}
 	return !errors.Is(err, redis.Nil)
 }
+
+// state is the breaker of node's state: "open", "closed", or "" when there
+// are no breakers or none for node yet (no command has gone to it).
+func (bs *Breakers) state(node string) string {
+	if bs == nil {
+		return ""
+	}
+	bs.mu.Lock()
+	b := bs.all[node]
+	bs.mu.Unlock()
+	switch {
+	case b == nil:
+		return ""
+	case b.isOpen():
+		return "open"
+	default:
+		return "closed"
+	}
+}

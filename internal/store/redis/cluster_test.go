@@ -700,9 +700,24 @@ func (x *noCrossSlot) queueJob(i int) {
 		f.want(n.Dead, "Nack(last attempt)", q, "%+v, want dead", n)
 	}
 	stats("after nack", store.QueueStats{Ready: 1, Delayed: 2, Dead: 1})
-	moved, err := st.Redrive(ctx, q, 10)
-	if f.err("Redrive", q, err) {
-		f.want(moved == 1, "Redrive", q, "moved %d, want 1", moved)
+	dl, err := st.ListDead(ctx, q, store.DeadPos{}, 10, 4)
+	if f.err("ListDead", q, err) {
+		f.want(len(dl) == 1 && dl[0].ID == m3.ID, "ListDead", q, "%d dead letters, want %s", len(dl), m3.ID)
+	}
+	if i%2 == 0 {
+		moved, err := st.RedriveIDs(ctx, q, []string{m3.ID, token.New()})
+		if f.err("RedriveIDs", q, err) {
+			f.want(moved == 1, "RedriveIDs", q, "moved %d, want 1", moved)
+		}
+	} else {
+		moved, err := st.Redrive(ctx, q, 10)
+		if f.err("Redrive", q, err) {
+			f.want(moved == 1, "Redrive", q, "moved %d, want 1", moved)
+		}
+	}
+	purged, remaining, err := st.PurgeDead(ctx, q, 10)
+	if f.err("PurgeDead", q, err) {
+		f.want(purged == 0 && remaining == 0, "PurgeDead", q, "purged %d, remaining %d, want none", purged, remaining)
 	}
 	c, err = st.Claim(ctx, q, store.Claim{Tokens: []string{token.New(), token.New()}, Visibility: 30 * time.Second})
 	if !f.err("Claim(2)", q, err) {

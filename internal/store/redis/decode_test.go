@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -97,6 +98,32 @@ func TestScriptReplyDecoders(t *testing.T) {
 		{queueRedrive, func(c *redis.Cmd) (any, error) { return decodeRedrive(c) },
 			[]good{{int64(3), 3, nil}, {int64(0), 0, nil}},
 			[]any{int64(-1), []any{}, "3"}},
+		{queueRedriveIDs, func(c *redis.Cmd) (any, error) { return decodeRedriveIDs(c, 3) },
+			[]good{{int64(3), 3, nil}, {int64(0), 0, nil}},
+			[]any{int64(-1), int64(4), []any{}, "3"}},
+		{queuePurgeDead, func(c *redis.Cmd) (any, error) {
+			p, r, err := decodePurgeDead(c, 5)
+			return [2]int64{p, r}, err
+		},
+			[]good{{[]any{int64(2), int64(7)}, [2]int64{2, 7}, nil}, {[]any{int64(0), int64(0)}, [2]int64{0, 0}, nil}},
+			[]any{[]any{int64(6), int64(0)}, []any{int64(-1), int64(0)}, []any{int64(1)}, []any{int64(1), int64(2), int64(3)}, []any{int64(1), "2"}, int64(1)}},
+		{queueListDead, func(c *redis.Cmd) (any, error) {
+			d, err := decodeListDead(c, 1, 2)
+			return fmt.Sprint(d), err
+		},
+			[]good{
+				{[]any{}, fmt.Sprint([]store.DeadLetter(nil)), nil},
+				{[]any{"id", "\x01ab", int64(5), int64(2), int64(100), int64(200), int64(3), "g", "000000000000000a"},
+					fmt.Sprint([]store.DeadLetter{{ID: "id", Preview: []byte("ab"), Size: 5, Attempts: 2, EnqueueTime: unixMicro(100), DeadTime: unixMicro(200), Priority: 3, Group: "g", Seq: 10}}), nil},
+			},
+			[]any{
+				[]any{"id"},
+				[]any{"id", "\x01abc", int64(5), int64(2), int64(100), int64(200), int64(3), "g", "000000000000000a"},
+				[]any{"id", "\x02ab", int64(5), int64(2), int64(100), int64(200), int64(3), "g", "000000000000000a"},
+				[]any{"id", "\x01ab", int64(1), int64(2), int64(100), int64(200), int64(3), "g", "000000000000000a"},
+				[]any{"id", "\x01ab", int64(5), int64(2), int64(100), int64(200), int64(3), "g", "xyz"},
+				[]any{"id", "\x01ab", "5", int64(2), int64(100), int64(200), int64(3), "g", "000000000000000a"},
+			}},
 	}
 	cmd := func(v any) *redis.Cmd {
 		c := redis.NewCmd(t.Context())

@@ -258,6 +258,111 @@ func decodeRedrive(cmd *redis.Cmd) (int, error) {
 	return int(n), err
 }
 
+// RedriveIDs implements store.Queues.
+func (s *Store) RedriveIDs(ctx context.Context, queue string, ids []string) (int, error) {
+	var n int
+	err := s.do(ctx, "RedriveIDs", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		n, err = decodeRedriveIDs(s.queueEval(ctx, queueRedriveIDs, queue, args...), len(ids))
+		return err
+	})
+	return n, err
+}
+
+// decodeRedriveIDs reads queue_redrive_ids.lua's reply: how many of ids
+// it moved.
+func decodeRedriveIDs(cmd *redis.Cmd, ids int) (int, error) {
+	n, err := intOf(queueRedriveIDs, cmd)
+	if err == nil && (n < 0 || n > int64(ids)) {
+		return 0, fmt.Errorf("%w: %s replied %d, want a count up to %d", errCorrupt, queueRedriveIDs.name, n, ids)
+	}
+	return int(n), err
+}
+
+// ListDead implements store.Queues.
+func (s *Store) ListDead(ctx context.Context, queue string, after store.DeadPos, max, preview int) ([]store.DeadLetter, error) {
+	var out []store.DeadLetter
+	at, ref := int64(-1), ""
+	if !after.DeadTime.IsZero() {
+		at, ref = after.DeadTime.UnixMicro(), fmt.Sprintf("%016x", after.Seq)+after.ID
+	}
+	err := s.do(ctx, "ListDead", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		out, err = decodeListDead(s.queueEval(ctx, queueListDead, queue, at, ref, max, preview), max, preview)
+		return err
+	})
+	return out, err
+}
+
+// listDeadFields is the number of values per dead letter in
+// queue_list_dead.lua's reply.
+const listDeadFields = 9
+
+// decodeListDead reads queue_list_dead.lua's reply.
+func decodeListDead(cmd *redis.Cmd, max, preview int) ([]store.DeadLetter, error) {
+	r, err := replyOf(queueListDead, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if r.len()%listDeadFields != 0 || r.len() > max*listDeadFields {
+		r.fail(r.len(), "want %d values per dead letter, for at most %d", listDeadFields, max)
+	}
+	var out []store.DeadLetter
+	for i := 0; i+listDeadFields <= r.len(); i += listDeadFields {
+		d := store.DeadLetter{
+			ID: r.str(i), Size: int(r.int(i + 2)), Attempts: int(r.int(i + 3)),
+			EnqueueTime: unixMicro(r.int(i + 4)), DeadTime: unixMicro(r.int(i + 5)),
+			Priority: int(r.int(i + 6)), Group: r.str(i + 7),
+		}
+		enc, seq := r.str(i+1), r.str(i+8)
+		if err := r.done(); err != nil {
+			return nil, err
+		}
+		var derr error
+		d.Preview, derr = decodeMessage(enc)
+		n, perr := strconv.ParseUint(seq, 16, 64)
+		if derr != nil || perr != nil || len(seq) != 16 || len(d.Preview) > preview || d.Size < len(d.Preview) {
+			return nil, fmt.Errorf("%w: %s: dead letter record", errCorrupt, queueListDead.name)
+		}
+		d.Seq = n
+		out = append(out, d)
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PurgeDead implements store.Queues.
+func (s *Store) PurgeDead(ctx context.Context, queue string, max int) (purged, remaining int64, err error) {
+	err = s.do(ctx, "PurgeDead", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		purged, remaining, err = decodePurgeDead(s.queueEval(ctx, queuePurgeDead, queue, max), max)
+		return err
+	})
+	return purged, remaining, err
+}
+
+// decodePurgeDead reads queue_purge_dead.lua's reply: {purged, remaining}.
+func decodePurgeDead(cmd *redis.Cmd, max int) (int64, int64, error) {
+	r, err := replyOf(queuePurgeDead, cmd)
+	if err != nil {
+		return 0, 0, err
+	}
+	purged, remaining := r.int(0), r.int(1)
+	if r.len() != 2 {
+		r.fail(r.len(), "want 2 values")
+	}
+	if err := r.done(); err != nil {
+		return 0, 0, err
+	}
+	if purged < 0 || purged > int64(max) || remaining < 0 {
+		return 0, 0, fmt.Errorf("%w: %s replied %d, %d", errCorrupt, queuePurgeDead.name, purged, remaining)
+	}
+	return purged, remaining, nil
+}
+
 // PartitionName implements store.Queues: store.PartitionBase, with the
 // smallest suffix ".n" (none for n = 0) that puts the partition's slot in
 // the middle of the p-th k-th of the slot range. A name whose tag the suffix cannot move

@@ -356,6 +356,26 @@ func (f *Faulty) Redrive(ctx context.Context, queue string, max int) (int, error
 	return do(ctx, f, "Redrive", func() (int, error) { return f.inner.Redrive(ctx, queue, max) }, nil)
 }
 
+// RedriveIDs implements store.Queues.
+func (f *Faulty) RedriveIDs(ctx context.Context, queue string, ids []string) (int, error) {
+	return do(ctx, f, "RedriveIDs", func() (int, error) { return f.inner.RedriveIDs(ctx, queue, ids) }, nil)
+}
+
+// ListDead implements store.Queues.
+func (f *Faulty) ListDead(ctx context.Context, queue string, after store.DeadPos, max, preview int) ([]store.DeadLetter, error) {
+	return do(ctx, f, "ListDead", func() ([]store.DeadLetter, error) { return f.inner.ListDead(ctx, queue, after, max, preview) }, nil)
+}
+
+// PurgeDead implements store.Queues.
+func (f *Faulty) PurgeDead(ctx context.Context, queue string, max int) (int64, int64, error) {
+	type res struct{ purged, remaining int64 }
+	r, err := do(ctx, f, "PurgeDead", func() (res, error) {
+		p, rem, err := f.inner.PurgeDead(ctx, queue, max)
+		return res{p, rem}, err
+	}, nil)
+	return r.purged, r.remaining, err
+}
+
 // PartitionName implements store.Queues: the inner store's (a name, not a
 // call).
 func (f *Faulty) PartitionName(queue string, p, k int) string {

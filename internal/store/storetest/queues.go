@@ -41,7 +41,7 @@ func queueTests() []test {
 		{"DeadLetterTTL", queueDeadLetterTTL},
 		{"SeqRestart", queueSeqRestart},
 		{"RedriveAfterManyForgotten", queueRedriveAfterManyForgotten},
-	}, queueGroupTests()...)
+	}, append(queueGroupTests(), deadLetterTests()...)...)
 }
 
 // msg is a new message with a fresh ID, 3 attempts and no delay.
@@ -863,7 +863,8 @@ func queueDeadLetterTTL(e *env) {
 	moved, err := e.s.Redrive(e.ctx, q, 10)
 	noErr(e, "Redrive", err)
 	eq(e, "redriven", moved, 1)
-	e.wantMessage("redriven", e.claimOne(q, time.Minute), expired, 1, base, base)
+	// A redrive is a new enqueue: the message says when it was redriven.
+	e.wantMessage("redriven", e.claimOne(q, time.Minute), expired, 1, e.now(), base)
 
 	// One never redriven, its queue never touched until after its ttl.
 	q = e.name("idle")

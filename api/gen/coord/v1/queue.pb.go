@@ -301,7 +301,7 @@ type Message struct {
 	Receipt string `protobuf:"bytes,3,opt,name=receipt" json:"receipt,omitempty"`
 	// This delivery's number: 1 on the first claim.
 	Attempt int32 `protobuf:"varint,4,opt,name=attempt" json:"attempt,omitempty"`
-	// When the message was enqueued.
+	// When the message was enqueued, or last redriven (Redrive).
 	EnqueueTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=enqueue_time,json=enqueueTime" json:"enqueue_time,omitempty"`
 	// When the message became (or was scheduled to become) claimable.
 	DeliverTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=deliver_time,json=deliverTime" json:"deliver_time,omitempty"`
@@ -950,8 +950,15 @@ type RedriveRequest struct {
 	// The queue's name.
 	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
 	// At most this many: 0 means config queue.max_claim_messages (100); at
-	// most 10 times that.
-	MaxMessages   int32 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages" json:"max_messages,omitempty"`
+	// most 10 times that. Not with message_ids.
+	MaxMessages int32 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages" json:"max_messages,omitempty"`
+	// Exactly these dead letters, by message ID (from ListDeadLetters): at
+	// most 10 times config queue.max_claim_messages (1000), each a message
+	// ID (as Enqueue returns it). An ID that is not a dead letter of the
+	// queue (unknown, forgotten, not dead, or already redriven) is ignored,
+	// not an error: moved counts those that were moved. Not with
+	// max_messages (both set: INVALID_ARGUMENT).
+	MessageIds    []string `protobuf:"bytes,3,rep,name=message_ids,json=messageIds" json:"message_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1000,6 +1007,13 @@ func (x *RedriveRequest) GetMaxMessages() int32 {
 	return 0
 }
 
+func (x *RedriveRequest) GetMessageIds() []string {
+	if x != nil {
+		return x.MessageIds
+	}
+	return nil
+}
+
 // RedriveResponse counts the messages moved.
 type RedriveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1042,6 +1056,357 @@ func (*RedriveResponse) Descriptor() ([]byte, []int) {
 func (x *RedriveResponse) GetMoved() int64 {
 	if x != nil {
 		return x.Moved
+	}
+	return 0
+}
+
+// ListDeadLettersRequest asks for a page of a queue's dead letters.
+type ListDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name.
+	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	// Dead letters per page: 0 means 50; at most 500.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize" json:"page_size,omitempty"`
+	// "" for the first page; otherwise next_page_token of the previous
+	// response, for the same queue (an opaque string: anything else is
+	// INVALID_ARGUMENT naming page_token).
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken" json:"page_token,omitempty"`
+	// The bytes of each payload to return (payload_preview): 0 means 256; at
+	// most 4096.
+	PreviewBytes  int32 `protobuf:"varint,4,opt,name=preview_bytes,json=previewBytes" json:"preview_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersRequest) Reset() {
+	*x = ListDeadLettersRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersRequest) ProtoMessage() {}
+
+func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListDeadLettersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDeadLettersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListDeadLettersRequest) GetPreviewBytes() int32 {
+	if x != nil {
+		return x.PreviewBytes
+	}
+	return 0
+}
+
+// ListDeadLettersResponse is a page of dead letters.
+type ListDeadLettersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dead letters, oldest death first (within a partition).
+	DeadLetters []*DeadLetter `protobuf:"bytes,1,rep,name=dead_letters,json=deadLetters" json:"dead_letters,omitempty"`
+	// Pass as page_token for the next page; "" when there is none.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLettersResponse) Reset() {
+	*x = ListDeadLettersResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLettersResponse) ProtoMessage() {}
+
+func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+func (x *ListDeadLettersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// DeadLetter describes a dead letter. It has no receipt: a dead letter is
+// not claimed.
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message's ID (for RedriveRequest.message_ids).
+	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId" json:"message_id,omitempty"`
+	// The first preview_bytes bytes of the payload (all of it if shorter).
+	PayloadPreview []byte `protobuf:"bytes,2,opt,name=payload_preview,json=payloadPreview" json:"payload_preview,omitempty"`
+	// The payload's whole size in bytes.
+	PayloadSize int64 `protobuf:"varint,3,opt,name=payload_size,json=payloadSize" json:"payload_size,omitempty"`
+	// How many deliveries it had since its last enqueue or redrive.
+	Attempts int32 `protobuf:"varint,4,opt,name=attempts" json:"attempts,omitempty"`
+	// When it was enqueued, or last redriven.
+	EnqueueTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=enqueue_time,json=enqueueTime" json:"enqueue_time,omitempty"`
+	// When it died (a claim with no attempts left expired or was nacked).
+	DeadTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=dead_time,json=deadTime" json:"dead_time,omitempty"`
+	// The message's priority.
+	Priority int32 `protobuf:"varint,7,opt,name=priority" json:"priority,omitempty"`
+	// The message's group ("": none).
+	Group         string `protobuf:"bytes,8,opt,name=group" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_coord_v1_queue_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DeadLetter) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetPayloadPreview() []byte {
+	if x != nil {
+		return x.PayloadPreview
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetPayloadSize() int64 {
+	if x != nil {
+		return x.PayloadSize
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetEnqueueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueueTime
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetDeadTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeadTime
+	}
+	return nil
+}
+
+func (x *DeadLetter) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// PurgeDeadLettersRequest deletes dead letters.
+type PurgeDeadLettersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name.
+	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	// At most this many: 0 means 1000; at most 10000.
+	MaxMessages   int32 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages" json:"max_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeDeadLettersRequest) Reset() {
+	*x = PurgeDeadLettersRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeDeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeDeadLettersRequest) ProtoMessage() {}
+
+func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PurgeDeadLettersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PurgeDeadLettersRequest) GetMaxMessages() int32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+// PurgeDeadLettersResponse counts what was deleted and what is left.
+type PurgeDeadLettersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many dead letters were deleted.
+	Purged int64 `protobuf:"varint,1,opt,name=purged" json:"purged,omitempty"`
+	// How many dead letters the queue still has.
+	Remaining     int64 `protobuf:"varint,2,opt,name=remaining" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeDeadLettersResponse) Reset() {
+	*x = PurgeDeadLettersResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeDeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeDeadLettersResponse) ProtoMessage() {}
+
+func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PurgeDeadLettersResponse) GetPurged() int64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+func (x *PurgeDeadLettersResponse) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
 	}
 	return 0
 }
@@ -1116,12 +1481,40 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\x05ready\x18\x01 \x01(\x03R\x05ready\x12\x18\n" +
 	"\adelayed\x18\x02 \x01(\x03R\adelayed\x12\x1b\n" +
 	"\tin_flight\x18\x03 \x01(\x03R\binFlight\x12\x12\n" +
-	"\x04dead\x18\x04 \x01(\x03R\x04dead\"I\n" +
+	"\x04dead\x18\x04 \x01(\x03R\x04dead\"j\n" +
 	"\x0eRedriveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12!\n" +
-	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\"'\n" +
+	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x12\x1f\n" +
+	"\vmessage_ids\x18\x03 \x03(\tR\n" +
+	"messageIds\"'\n" +
 	"\x0fRedriveResponse\x12\x14\n" +
-	"\x05moved\x18\x01 \x01(\x03R\x05moved2\xaa\x03\n" +
+	"\x05moved\x18\x01 \x01(\x03R\x05moved\"\x8f\x01\n" +
+	"\x16ListDeadLettersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12#\n" +
+	"\rpreview_bytes\x18\x04 \x01(\x05R\fpreviewBytes\"z\n" +
+	"\x17ListDeadLettersResponse\x127\n" +
+	"\fdead_letters\x18\x01 \x03(\v2\x14.coord.v1.DeadLetterR\vdeadLetters\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbd\x02\n" +
+	"\n" +
+	"DeadLetter\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x01 \x01(\tR\tmessageId\x12'\n" +
+	"\x0fpayload_preview\x18\x02 \x01(\fR\x0epayloadPreview\x12!\n" +
+	"\fpayload_size\x18\x03 \x01(\x03R\vpayloadSize\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\x12=\n" +
+	"\fenqueue_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\venqueueTime\x127\n" +
+	"\tdead_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadTime\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\x12\x14\n" +
+	"\x05group\x18\b \x01(\tR\x05group\"R\n" +
+	"\x17PurgeDeadLettersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12!\n" +
+	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\"P\n" +
+	"\x18PurgeDeadLettersResponse\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\x03R\x06purged\x12\x1c\n" +
+	"\tremaining\x18\x02 \x01(\x03R\tremaining2\xdd\x04\n" +
 	"\fQueueService\x12>\n" +
 	"\aEnqueue\x12\x18.coord.v1.EnqueueRequest\x1a\x19.coord.v1.EnqueueResponse\x128\n" +
 	"\x05Claim\x12\x16.coord.v1.ClaimRequest\x1a\x17.coord.v1.ClaimResponse\x122\n" +
@@ -1129,7 +1522,9 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\x04Nack\x12\x15.coord.v1.NackRequest\x1a\x16.coord.v1.NackResponse\x12;\n" +
 	"\x06Extend\x12\x17.coord.v1.ExtendRequest\x1a\x18.coord.v1.ExtendResponse\x128\n" +
 	"\x05Stats\x12\x16.coord.v1.StatsRequest\x1a\x17.coord.v1.StatsResponse\x12>\n" +
-	"\aRedrive\x12\x18.coord.v1.RedriveRequest\x1a\x19.coord.v1.RedriveResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
+	"\aRedrive\x12\x18.coord.v1.RedriveRequest\x1a\x19.coord.v1.RedriveResponse\x12V\n" +
+	"\x0fListDeadLetters\x12 .coord.v1.ListDeadLettersRequest\x1a!.coord.v1.ListDeadLettersResponse\x12Y\n" +
+	"\x10PurgeDeadLetters\x12!.coord.v1.PurgeDeadLettersRequest\x1a\".coord.v1.PurgeDeadLettersResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_coord_v1_queue_proto_rawDescOnce sync.Once
@@ -1143,59 +1538,71 @@ func file_coord_v1_queue_proto_rawDescGZIP() []byte {
 	return file_coord_v1_queue_proto_rawDescData
 }
 
-var file_coord_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_coord_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_coord_v1_queue_proto_goTypes = []any{
-	(*EnqueueRequest)(nil),        // 0: coord.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),       // 1: coord.v1.EnqueueResponse
-	(*ClaimRequest)(nil),          // 2: coord.v1.ClaimRequest
-	(*Message)(nil),               // 3: coord.v1.Message
-	(*ClaimResponse)(nil),         // 4: coord.v1.ClaimResponse
-	(*AckRequest)(nil),            // 5: coord.v1.AckRequest
-	(*AckResponse)(nil),           // 6: coord.v1.AckResponse
-	(*NackRequest)(nil),           // 7: coord.v1.NackRequest
-	(*NackResponse)(nil),          // 8: coord.v1.NackResponse
-	(*ExtendRequest)(nil),         // 9: coord.v1.ExtendRequest
-	(*ExtendResponse)(nil),        // 10: coord.v1.ExtendResponse
-	(*StatsRequest)(nil),          // 11: coord.v1.StatsRequest
-	(*StatsResponse)(nil),         // 12: coord.v1.StatsResponse
-	(*RedriveRequest)(nil),        // 13: coord.v1.RedriveRequest
-	(*RedriveResponse)(nil),       // 14: coord.v1.RedriveResponse
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*EnqueueRequest)(nil),           // 0: coord.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),          // 1: coord.v1.EnqueueResponse
+	(*ClaimRequest)(nil),             // 2: coord.v1.ClaimRequest
+	(*Message)(nil),                  // 3: coord.v1.Message
+	(*ClaimResponse)(nil),            // 4: coord.v1.ClaimResponse
+	(*AckRequest)(nil),               // 5: coord.v1.AckRequest
+	(*AckResponse)(nil),              // 6: coord.v1.AckResponse
+	(*NackRequest)(nil),              // 7: coord.v1.NackRequest
+	(*NackResponse)(nil),             // 8: coord.v1.NackResponse
+	(*ExtendRequest)(nil),            // 9: coord.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 10: coord.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 11: coord.v1.StatsRequest
+	(*StatsResponse)(nil),            // 12: coord.v1.StatsResponse
+	(*RedriveRequest)(nil),           // 13: coord.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 14: coord.v1.RedriveResponse
+	(*ListDeadLettersRequest)(nil),   // 15: coord.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 16: coord.v1.ListDeadLettersResponse
+	(*DeadLetter)(nil),               // 17: coord.v1.DeadLetter
+	(*PurgeDeadLettersRequest)(nil),  // 18: coord.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil), // 19: coord.v1.PurgeDeadLettersResponse
+	(*durationpb.Duration)(nil),      // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 21: google.protobuf.Timestamp
 }
 var file_coord_v1_queue_proto_depIdxs = []int32{
-	15, // 0: coord.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
-	16, // 1: coord.v1.EnqueueRequest.deliver_time:type_name -> google.protobuf.Timestamp
-	16, // 2: coord.v1.EnqueueResponse.deliver_time:type_name -> google.protobuf.Timestamp
-	15, // 3: coord.v1.ClaimRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	15, // 4: coord.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	16, // 5: coord.v1.Message.enqueue_time:type_name -> google.protobuf.Timestamp
-	16, // 6: coord.v1.Message.deliver_time:type_name -> google.protobuf.Timestamp
-	16, // 7: coord.v1.Message.expire_time:type_name -> google.protobuf.Timestamp
+	20, // 0: coord.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
+	21, // 1: coord.v1.EnqueueRequest.deliver_time:type_name -> google.protobuf.Timestamp
+	21, // 2: coord.v1.EnqueueResponse.deliver_time:type_name -> google.protobuf.Timestamp
+	20, // 3: coord.v1.ClaimRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	20, // 4: coord.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	21, // 5: coord.v1.Message.enqueue_time:type_name -> google.protobuf.Timestamp
+	21, // 6: coord.v1.Message.deliver_time:type_name -> google.protobuf.Timestamp
+	21, // 7: coord.v1.Message.expire_time:type_name -> google.protobuf.Timestamp
 	3,  // 8: coord.v1.ClaimResponse.messages:type_name -> coord.v1.Message
-	15, // 9: coord.v1.NackRequest.delay:type_name -> google.protobuf.Duration
-	16, // 10: coord.v1.NackResponse.deliver_time:type_name -> google.protobuf.Timestamp
-	15, // 11: coord.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	16, // 12: coord.v1.ExtendResponse.expire_time:type_name -> google.protobuf.Timestamp
-	0,  // 13: coord.v1.QueueService.Enqueue:input_type -> coord.v1.EnqueueRequest
-	2,  // 14: coord.v1.QueueService.Claim:input_type -> coord.v1.ClaimRequest
-	5,  // 15: coord.v1.QueueService.Ack:input_type -> coord.v1.AckRequest
-	7,  // 16: coord.v1.QueueService.Nack:input_type -> coord.v1.NackRequest
-	9,  // 17: coord.v1.QueueService.Extend:input_type -> coord.v1.ExtendRequest
-	11, // 18: coord.v1.QueueService.Stats:input_type -> coord.v1.StatsRequest
-	13, // 19: coord.v1.QueueService.Redrive:input_type -> coord.v1.RedriveRequest
-	1,  // 20: coord.v1.QueueService.Enqueue:output_type -> coord.v1.EnqueueResponse
-	4,  // 21: coord.v1.QueueService.Claim:output_type -> coord.v1.ClaimResponse
-	6,  // 22: coord.v1.QueueService.Ack:output_type -> coord.v1.AckResponse
-	8,  // 23: coord.v1.QueueService.Nack:output_type -> coord.v1.NackResponse
-	10, // 24: coord.v1.QueueService.Extend:output_type -> coord.v1.ExtendResponse
-	12, // 25: coord.v1.QueueService.Stats:output_type -> coord.v1.StatsResponse
-	14, // 26: coord.v1.QueueService.Redrive:output_type -> coord.v1.RedriveResponse
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	20, // 9: coord.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	21, // 10: coord.v1.NackResponse.deliver_time:type_name -> google.protobuf.Timestamp
+	20, // 11: coord.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	21, // 12: coord.v1.ExtendResponse.expire_time:type_name -> google.protobuf.Timestamp
+	17, // 13: coord.v1.ListDeadLettersResponse.dead_letters:type_name -> coord.v1.DeadLetter
+	21, // 14: coord.v1.DeadLetter.enqueue_time:type_name -> google.protobuf.Timestamp
+	21, // 15: coord.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
+	0,  // 16: coord.v1.QueueService.Enqueue:input_type -> coord.v1.EnqueueRequest
+	2,  // 17: coord.v1.QueueService.Claim:input_type -> coord.v1.ClaimRequest
+	5,  // 18: coord.v1.QueueService.Ack:input_type -> coord.v1.AckRequest
+	7,  // 19: coord.v1.QueueService.Nack:input_type -> coord.v1.NackRequest
+	9,  // 20: coord.v1.QueueService.Extend:input_type -> coord.v1.ExtendRequest
+	11, // 21: coord.v1.QueueService.Stats:input_type -> coord.v1.StatsRequest
+	13, // 22: coord.v1.QueueService.Redrive:input_type -> coord.v1.RedriveRequest
+	15, // 23: coord.v1.QueueService.ListDeadLetters:input_type -> coord.v1.ListDeadLettersRequest
+	18, // 24: coord.v1.QueueService.PurgeDeadLetters:input_type -> coord.v1.PurgeDeadLettersRequest
+	1,  // 25: coord.v1.QueueService.Enqueue:output_type -> coord.v1.EnqueueResponse
+	4,  // 26: coord.v1.QueueService.Claim:output_type -> coord.v1.ClaimResponse
+	6,  // 27: coord.v1.QueueService.Ack:output_type -> coord.v1.AckResponse
+	8,  // 28: coord.v1.QueueService.Nack:output_type -> coord.v1.NackResponse
+	10, // 29: coord.v1.QueueService.Extend:output_type -> coord.v1.ExtendResponse
+	12, // 30: coord.v1.QueueService.Stats:output_type -> coord.v1.StatsResponse
+	14, // 31: coord.v1.QueueService.Redrive:output_type -> coord.v1.RedriveResponse
+	16, // 32: coord.v1.QueueService.ListDeadLetters:output_type -> coord.v1.ListDeadLettersResponse
+	19, // 33: coord.v1.QueueService.PurgeDeadLetters:output_type -> coord.v1.PurgeDeadLettersResponse
+	25, // [25:34] is the sub-list for method output_type
+	16, // [16:25] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_queue_proto_init() }
@@ -1209,7 +1616,7 @@ func file_coord_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coord_v1_queue_proto_rawDesc), len(file_coord_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,13 +24,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QueueService_Enqueue_FullMethodName = "/coord.v1.QueueService/Enqueue"
-	QueueService_Claim_FullMethodName   = "/coord.v1.QueueService/Claim"
-	QueueService_Ack_FullMethodName     = "/coord.v1.QueueService/Ack"
-	QueueService_Nack_FullMethodName    = "/coord.v1.QueueService/Nack"
-	QueueService_Extend_FullMethodName  = "/coord.v1.QueueService/Extend"
-	QueueService_Stats_FullMethodName   = "/coord.v1.QueueService/Stats"
-	QueueService_Redrive_FullMethodName = "/coord.v1.QueueService/Redrive"
+	QueueService_Enqueue_FullMethodName          = "/coord.v1.QueueService/Enqueue"
+	QueueService_Claim_FullMethodName            = "/coord.v1.QueueService/Claim"
+	QueueService_Ack_FullMethodName              = "/coord.v1.QueueService/Ack"
+	QueueService_Nack_FullMethodName             = "/coord.v1.QueueService/Nack"
+	QueueService_Extend_FullMethodName           = "/coord.v1.QueueService/Extend"
+	QueueService_Stats_FullMethodName            = "/coord.v1.QueueService/Stats"
+	QueueService_Redrive_FullMethodName          = "/coord.v1.QueueService/Redrive"
+	QueueService_ListDeadLetters_FullMethodName  = "/coord.v1.QueueService/ListDeadLetters"
+	QueueService_PurgeDeadLetters_FullMethodName = "/coord.v1.QueueService/PurgeDeadLetters"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -102,11 +104,35 @@ type QueueServiceClient interface {
 	// message waiting behind an earlier message of its group counts as
 	// delayed.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
-	// Redrive moves up to max_messages dead letters back to ready, oldest
-	// first, with their attempt count reset. Dead letters are kept config
+	// Redrive moves dead letters back to ready, with their attempt count
+	// reset: up to max_messages of them, oldest first, or exactly those of
+	// message_ids that are dead letters. Dead letters are kept config
 	// queue.dead_letter_ttl (336h) after they died, then forgotten.
-	// Retry: a retry moves further dead letters, if any.
+	// Retry: with max_messages, a retry moves further dead letters, if any;
+	// with message_ids, a retry moves none of those already moved (they are
+	// no longer dead), so it is safe.
+	// Uncertain outcome: after UNAVAILABLE some or all of the dead letters may
+	// have been moved; ListDeadLetters or Stats tells which remain.
 	Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error)
+	// ListDeadLetters lists the queue's dead letters, oldest death first,
+	// one page at a time: page_size of them, with next_page_token to ask for
+	// the next page. Each call does work bounded by page_size; a page is read
+	// in one step per partition, but pages are not a snapshot: a dead letter
+	// that dies, is redriven or purged between two calls may be missed or
+	// listed as it is then. On a partitioned queue (config
+	// queue.partitioned) the pages go partition after partition, so the order
+	// holds within a partition. It never returns a receipt.
+	// Retry: safe (it changes nothing).
+	ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error)
+	// PurgeDeadLetters deletes up to max_messages dead letters, oldest death
+	// first (partition after partition on a partitioned queue), for good,
+	// and tells how many remain. Each call does work bounded by
+	// max_messages; to purge them all, call it until remaining is 0.
+	// Retry: a retry purges further dead letters, if any (a dead letter that
+	// dies in between may be purged too).
+	// Uncertain outcome: after UNAVAILABLE some dead letters may have been
+	// purged; Stats or a further call tells how many remain.
+	PurgeDeadLetters(ctx context.Context, in *PurgeDeadLettersRequest, opts ...grpc.CallOption) (*PurgeDeadLettersResponse, error)
 }
 
 type queueServiceClient struct {
@@ -187,6 +213,26 @@ func (c *queueServiceClient) Redrive(ctx context.Context, in *RedriveRequest, op
 	return out, nil
 }
 
+func (c *queueServiceClient) ListDeadLetters(ctx context.Context, in *ListDeadLettersRequest, opts ...grpc.CallOption) (*ListDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDeadLettersResponse)
+	err := c.cc.Invoke(ctx, QueueService_ListDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) PurgeDeadLetters(ctx context.Context, in *PurgeDeadLettersRequest, opts ...grpc.CallOption) (*PurgeDeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PurgeDeadLettersResponse)
+	err := c.cc.Invoke(ctx, QueueService_PurgeDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
 // for forward compatibility.
@@ -256,11 +302,35 @@ type QueueServiceServer interface {
 	// message waiting behind an earlier message of its group counts as
 	// delayed.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
-	// Redrive moves up to max_messages dead letters back to ready, oldest
-	// first, with their attempt count reset. Dead letters are kept config
+	// Redrive moves dead letters back to ready, with their attempt count
+	// reset: up to max_messages of them, oldest first, or exactly those of
+	// message_ids that are dead letters. Dead letters are kept config
 	// queue.dead_letter_ttl (336h) after they died, then forgotten.
-	// Retry: a retry moves further dead letters, if any.
+	// Retry: with max_messages, a retry moves further dead letters, if any;
+	// with message_ids, a retry moves none of those already moved (they are
+	// no longer dead), so it is safe.
+	// Uncertain outcome: after UNAVAILABLE some or all of the dead letters may
+	// have been moved; ListDeadLetters or Stats tells which remain.
 	Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error)
+	// ListDeadLetters lists the queue's dead letters, oldest death first,
+	// one page at a time: page_size of them, with next_page_token to ask for
+	// the next page. Each call does work bounded by page_size; a page is read
+	// in one step per partition, but pages are not a snapshot: a dead letter
+	// that dies, is redriven or purged between two calls may be missed or
+	// listed as it is then. On a partitioned queue (config
+	// queue.partitioned) the pages go partition after partition, so the order
+	// holds within a partition. It never returns a receipt.
+	// Retry: safe (it changes nothing).
+	ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error)
+	// PurgeDeadLetters deletes up to max_messages dead letters, oldest death
+	// first (partition after partition on a partitioned queue), for good,
+	// and tells how many remain. Each call does work bounded by
+	// max_messages; to purge them all, call it until remaining is 0.
+	// Retry: a retry purges further dead letters, if any (a dead letter that
+	// dies in between may be purged too).
+	// Uncertain outcome: after UNAVAILABLE some dead letters may have been
+	// purged; Stats or a further call tells how many remain.
+	PurgeDeadLetters(context.Context, *PurgeDeadLettersRequest) (*PurgeDeadLettersResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -291,6 +361,12 @@ func (UnimplementedQueueServiceServer) Stats(context.Context, *StatsRequest) (*S
 }
 func (UnimplementedQueueServiceServer) Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Redrive not implemented")
+}
+func (UnimplementedQueueServiceServer) ListDeadLetters(context.Context, *ListDeadLettersRequest) (*ListDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDeadLetters not implemented")
+}
+func (UnimplementedQueueServiceServer) PurgeDeadLetters(context.Context, *PurgeDeadLettersRequest) (*PurgeDeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PurgeDeadLetters not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -439,6 +515,42 @@ func _QueueService_Redrive_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_ListDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ListDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ListDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ListDeadLetters(ctx, req.(*ListDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_PurgeDeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PurgeDeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).PurgeDeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_PurgeDeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).PurgeDeadLetters(ctx, req.(*PurgeDeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -473,6 +585,14 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Redrive",
 			Handler:    _QueueService_Redrive_Handler,
+		},
+		{
+			MethodName: "ListDeadLetters",
+			Handler:    _QueueService_ListDeadLetters_Handler,
+		},
+		{
+			MethodName: "PurgeDeadLetters",
+			Handler:    _QueueService_PurgeDeadLetters_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -202,6 +202,22 @@ local function bury(id, m, ref, at)
   return false
 end
 
+-- revive makes a dead letter (out of dead or last already, its records
+-- read: meta m and encoded message b) ready now, as if enqueued now: its
+-- attempts reset, a new place in the enqueue order (a message of a group
+-- goes behind the group's messages, or is its head if it has none).
+local function revive(id, m, b)
+  m.attempt, m.receipt, m.seq, m.enqueued = 0, '', nextSeq(), now
+  setMeta(id, m)
+  redis.call('HSET', KEYS[5], id, b)
+  local ref = m.seq .. id
+  if m.group == '' or redis.call('HSETNX', KEYS[12], m.group, ref) == 1 then
+    makeReady(ref, m, now)
+  else
+    redis.call('ZADD', KEYS[13], 0, m.group .. '\0' .. ref)
+  end
+end
+
 -- before reports whether ref a with score x comes before ref b with score y:
 -- by score, then by sequence number (compared as numbers: Lua compares
 -- strings by the server's locale, not bytewise as a sorted set does).

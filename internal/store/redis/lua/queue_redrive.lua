@@ -9,19 +9,6 @@ upkeep()
 local max = tonumber(ARGV[5])
 local kept = '(' .. s(now - deadTTL)
 local n = 0
--- revive makes the message ready now, with its attempts reset.
-local function revive(id, m, b)
-  m.attempt, m.receipt, m.seq = 0, '', nextSeq()
-  setMeta(id, m)
-  redis.call('HSET', KEYS[5], id, b)
-  local ref = m.seq .. id
-  if m.group == '' or redis.call('HSETNX', KEYS[12], m.group, ref) == 1 then
-    makeReady(ref, m, now)
-  else
-    redis.call('ZADD', KEYS[13], 0, m.group .. '\0' .. ref)
-  end
-  n = n + 1
-end
 while n < max do
   -- The oldest dead letter, or a claim that ended on its last attempt and
   -- that upkeep left (more than a batch ended), whichever died first.
@@ -39,6 +26,7 @@ while n < max do
       advance(m.group)
     end
     revive(id, m, b)
+    n = n + 1
   elseif d then
     local id = string.sub(d, 17)
     local rec = redis.call('HGET', KEYS[7], id)
@@ -48,6 +36,7 @@ while n < max do
     redis.call('ZREM', KEYS[4], d)
     redis.call('HDEL', KEYS[7], id)
     revive(id, m, string.sub(rec, nl + 1))
+    n = n + 1
   else
     break
   end

@@ -1,0 +1,289 @@
+package e2e
+
+// The operator's console in a real browser: Debian's chromium, headless,
+// driven by chromedp, against the built binary with ui.enabled. With
+// -console.screenshots the test writes the pages' screenshots into docs/
+// (linked from the README).
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/daemontest"
+	"github.com/coordd/coordd/internal/redistest"
+)
+
+var screenshots = flag.Bool("console.screenshots", false, "write the console's screenshots (console-*.png) into the docs folder")
+
+// browserStep bounds each step in the browser.
+const browserStep = 10 * time.Second
+
+// chromium finds Debian's chromium: missing, the test fails in CI
+// (scripts/test.sh installs it) and is skipped elsewhere.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "/usr/bin/chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if redistest.CI() {
+		t.Fatal("chromium is not installed (scripts/debian-packages.sh chromium)")
+	}
+	t.Skip("chromium is not installed: apt-get install chromium")
+	return ""
+}
+
+// browser is a headless chromium, ended when the test ends.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // root in CI containers
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1100, 720),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	all, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(all)
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx) // closes the browser
+		cancel()
+		cancelAlloc() // and kills it if it still runs
+	})
+	// The first call starts the browser, which lives as long as its
+	// context: that one has no timeout of its own.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1100, 720)); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	return &browser{t: t, ctx: ctx}
+}
+
+// run runs actions, within browserStep.
+func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, browserStep)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// eval returns the value of a JavaScript expression.
+func (b *browser) eval(expr string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, browserStep)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`String(`+expr+`)`))
+	if err != nil {
+		b.t.Fatalf("browser: evaluate %s: %v", expr, err)
+	}
+	return s
+}
+
+// waitFor polls a JavaScript expression until it is want, within
+// browserStep.
+func (b *browser) waitFor(what, expr, want string) {
+	b.t.Helper()
+	deadline := time.Now().Add(browserStep)
+	var got string
+	for time.Now().Before(deadline) {
+		if got = b.eval(`(() => { try { return ` + expr + `; } catch (e) { return 'error: ' + e; } })()`); got == want {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.t.Fatalf("browser: %s: %s is %q, want %q; page error %q", what, expr, got, want, b.eval(`document.getElementById('error').textContent`))
+}
+
+// cell is the expression of a queue's count in the queues table.
+func cell(queue, class string) string {
+	return fmt.Sprintf(`document.querySelector('tr[data-queue="%s"] td.%s')?.textContent`, queue, class)
+}
+
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	if !*screenshots {
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, browserStep)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("browser: screenshot: %v", err)
+	}
+	if err := os.WriteFile("../docs/"+name, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// consolePolicies are the rate-limit policies the console shows.
+const consolePolicies = `ratelimit:
+  policies:
+    - name: api
+      algorithm: token_bucket
+      limit: 20
+      period: 1s
+      fail_open: true
+    - name: login
+      limits:
+        - {name: per-minute, algorithm: sliding_window, limit: 5, period: 1m}
+        - {name: per-day, algorithm: fixed_window, limit: 50, period: 24h}
+    - name: exports
+      algorithm: leaky_bucket
+      limit: 10
+      period: 1m
+      shadow: true
+`
+
+// TestConsole: with auth off, on the Redis Cluster: a queue's counts change
+// after an Enqueue; a dead letter redriven is back in ready; a held lock
+// shows its holder and fence, and no token anywhere on the page; the
+// rate-limit policies and a peek; this instance's streams and nodes.
+func TestConsole(t *testing.T) {
+	b := newBrowser(t)
+	addrs := redistest.Cluster(t)
+	in := startCoorddWith(t, daemontest.Options{
+		Name: "console", Args: []string{"--store", "redis"}, Config: consolePolicies,
+		Env: []string{
+			"COORDD_REDIS_ADDRS=" + strings.Join(addrs, ","), "COORDD_REDIS_MODE=cluster",
+			"COORDD_REDIS_KEY_PREFIX=e2e-" + randomHex(t, 8), "COORDD_UI_ENABLED=true",
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	enqueue := func(q string, attempts int32) {
+		t.Helper()
+		if _, err := in.queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: q, Payload: []byte(`{"to":"ops@example.com"}`), MaxAttempts: attempts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue("emails", 0)
+	// Three dead letters in "invoices".
+	for range 3 {
+		enqueue("invoices", 1)
+	}
+	c, err := in.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "invoices", MaxMessages: 3, VisibilityTimeout: durationpb.New(time.Minute)})
+	if err != nil || len(c.GetMessages()) != 3 {
+		t.Fatalf("Claim = %v, %v", c, err)
+	}
+	for _, m := range c.GetMessages() {
+		if _, err := in.queues.Nack(ctx, &coordv1.NackRequest{Queue: "invoices", Receipt: m.GetReceipt()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	url := "http://" + in.HTTPAddr + "/ui/"
+	b.run("open the console", chromedp.Navigate(url))
+	b.waitFor("emails listed", cell("emails", "ready"), "1")
+	enqueue("emails", 0)
+	b.waitFor("the count follows an Enqueue", cell("emails", "ready"), "2")
+
+	counts := cell("invoices", "ready") + `+'/'+` + cell("invoices", "dead")
+	b.waitFor("invoices' dead letters", counts, "0/3")
+	b.run("open invoices' dead letters", chromedp.Click(chromedp.CSS(`tr[data-queue="invoices"] button.show-dead`)))
+	b.waitFor("the dead letters listed", `document.querySelectorAll('#dl-table tbody tr').length`, "3")
+	b.waitFor("their payload", `document.querySelector('#dl-table tbody td:nth-child(3)').textContent`, `{"to":"ops@example.com"}`)
+	b.screenshot("console-queues.png")
+	b.run("redrive one", chromedp.Click(chromedp.CSS(`#dl-table tbody input[type=checkbox]`)), chromedp.Click(chromedp.CSS(`#redrive-selected`)))
+	b.waitFor("one redriven", `document.getElementById('dead-result').textContent`, "Moved 1 back to ready.")
+	b.waitFor("back in ready", counts, "1/2")
+	b.run("redrive all", chromedp.Click(chromedp.CSS(`#redrive-all`)))
+	b.waitFor("all redriven", `document.getElementById('dead-result').textContent`, "Moved 2 back to ready.")
+	b.waitFor("all back in ready", counts, "3/0")
+
+	// A held lock: holder and fence, never its token.
+	g, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: "orders-db", Ttl: durationpb.New(time.Minute), Owner: "worker-7"})
+	if err != nil || !g.GetAcquired() {
+		t.Fatalf("Lock = %v, %v", g, err)
+	}
+	b.run("look up the lock",
+		chromedp.Click(chromedp.CSS(`#tabs button[data-tab="locks"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#lock-name`), "orders-db"),
+		chromedp.Click(chromedp.CSS(`#lock-go`)))
+	b.waitFor("the holder", `document.querySelector('#lock-result td.owner')?.textContent`, "worker-7")
+	b.waitFor("the fence", `document.querySelector('#lock-result td.fence')?.textContent`, fmt.Sprint(g.GetFence()))
+	if html := b.eval(`document.documentElement.outerHTML`); strings.Contains(html, g.GetToken()) {
+		t.Errorf("the lock's token is on the page")
+	}
+	b.screenshot("console-locks.png")
+
+	b.run("rate limits", chromedp.Click(chromedp.CSS(`#tabs button[data-tab="ratelimits"]`)))
+	b.waitFor("the policies", `document.querySelector('#policies-table tbody tr td')?.textContent`, "api")
+	b.run("peek", chromedp.SendKeys(chromedp.CSS(`#peek-key`), "customer-42"), chromedp.Click(chromedp.CSS(`#peek-go`)))
+	b.waitFor("the peek", `document.querySelector('#peek-result p')?.textContent.startsWith('Would be allowed, leaving 19 of 20')`, "true")
+	b.screenshot("console-ratelimits.png")
+
+	k, _ := openSession(t, ctx, in, "")
+	defer k.cancel()
+	b.run("health", chromedp.Click(chromedp.CSS(`#tabs button[data-tab="health"]`)))
+	b.waitFor("the nodes", `document.querySelectorAll('#nodes-table tr.node').length`, "6")
+	b.waitFor("all reachable", `[...document.querySelectorAll('#nodes-table tr.node td:nth-child(3)')].every(td => td.textContent === 'yes')`, "true")
+	b.waitFor("the session's stream", `document.querySelector('#streams-table tbody td:nth-child(2)')?.textContent`, "1")
+	b.screenshot("console-health.png")
+}
+
+// TestConsoleAuth: with auth on, a key sees its own namespace's queue and
+// not the other's; a wrong key gets the login form back.
+func TestConsoleAuth(t *testing.T) {
+	b := newBrowser(t)
+	const keyA, keyB = "console-key-of-team-a-0001", "console-key-of-team-b-0002"
+	in := startCoordd(t, "console-auth", []string{"--store", "memory"}, "COORDD_UI_ENABLED=true",
+		"COORDD_AUTH_ENABLED=true", "COORDD_AUTH_API_KEYS_FILE="+writeKeys(t, map[string]string{"team-a": keyA, "team-b": keyB}))
+	for key, q := range map[string]string{keyA: "a-orders", keyB: "b-orders"} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+		if _, err := in.queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: q, Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login := func(key string) {
+		t.Helper()
+		b.waitFor("the login form", `document.getElementById('login').hidden`, "false")
+		b.run("log in", chromedp.SendKeys(chromedp.CSS(`#key`), key), chromedp.Click(chromedp.CSS(`#login-btn`)))
+	}
+	queues := `[...document.querySelectorAll('#queues-table tr[data-queue]')].map(r => r.dataset.queue).join(',')`
+
+	b.run("open the console", chromedp.Navigate("http://"+in.HTTPAddr+"/ui/"))
+	login(keyA)
+	b.waitFor("team-a's namespace", `document.getElementById('who').textContent`, "namespace team-a")
+	b.waitFor("team-a's queue only", queues, "a-orders")
+
+	b.run("forget the key", chromedp.Click(chromedp.CSS(`#logout`)))
+	login("not-a-key-of-anyone-0000")
+	b.waitFor("refused", `document.getElementById('login-error').textContent`, "unknown API key")
+	if got := b.eval(`document.getElementById('queues').hidden`); got != "true" {
+		t.Errorf("a wrong key sees the queues")
+	}
+	login(keyB)
+	b.waitFor("team-b's queue only", queues, "b-orders")
+}
+
+// writeKeys writes an auth.api_keys_file of namespace -> key.
+func writeKeys(t *testing.T, keys map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	for ns, k := range keys {
+		fmt.Fprintf(&b, "- namespace: %s\n  key: %s\n", ns, k)
+	}
+	path := t.TempDir() + "/keys.yaml"
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

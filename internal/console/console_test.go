@@ -1,0 +1,364 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/console"
+	"github.com/coordd/coordd/internal/server"
+	"github.com/coordd/coordd/internal/server/servertest"
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/memory"
+	"google.golang.org/grpc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	keyA = "key-of-team-a-0123456789"
+	keyB = "key-of-team-b-0123456789"
+)
+
+// fakeNodes is a store of two nodes with addresses.
+type fakeNodes struct{}
+
+func (fakeNodes) NodeHealth(context.Context) []store.Node {
+	return []store.Node{
+		{Addr: "10.1.2.3:6379", Role: "master", Reachable: true, Latency: time.Millisecond, Breaker: "closed"},
+		{Addr: "10.1.2.4:6379", Role: "replica", Breaker: "open"},
+	}
+}
+
+type fixture struct {
+	conn *grpc.ClientConn
+	ui   *console.Console
+	log  *strings.Builder
+	auth *server.Authenticator
+}
+
+func newFixture(t *testing.T, auth *server.Authenticator) *fixture {
+	st := memory.New(memory.Options{Clock: clock.Real{}})
+	t.Cleanup(func() { _ = st.Close() })
+	local := &server.Local{}
+	conn := servertest.Serve(t, st, clock.Real{}, servertest.WithServerOptions(func(o *server.Options) {
+		o.Local, o.Auth = local, auth
+	}))
+	f := &fixture{conn: conn, log: &strings.Builder{}, auth: auth}
+	f.ui = console.New(console.Options{
+		Local: local, Auth: auth, Nodes: fakeNodes{}, AllowedHosts: []string{"coordd.internal"},
+		Queues: map[string][]string{"team-a": {"configured"}},
+		Log:    slog.New(slog.NewTextHandler(f.log, nil)),
+	})
+	return f
+}
+
+func twoKeys(t *testing.T) *server.Authenticator {
+	a, err := server.NewAuthenticator(server.AuthConfig{Enabled: true, APIKeys: []server.APIKey{
+		{Namespace: "team-a", Key: keyA}, {Namespace: "team-b", Key: keyB},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// do sends a request as the page does (the custom header, the key if not
+// empty) and returns the status and body.
+func (f *fixture) do(t *testing.T, method, path, key, body string) (int, string, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r := httptest.NewRequest(method, path, rd)
+	r.Host = "127.0.0.1:8080"
+	r.Header.Set(console.Header, "1")
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	w := httptest.NewRecorder()
+	f.ui.ServeHTTP(w, r)
+	return w.Code, w.Body.String(), w.Header()
+}
+
+func as(key string) context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+}
+
+func TestHostCheck(t *testing.T) {
+	f := newFixture(t, nil)
+	for host, want := range map[string]int{
+		"127.0.0.1:8080": 200, "[::1]:8080": 200, "localhost:8080": 200, "LOCALHOST": 200,
+		"coordd.internal:8080": 200, "10.0.0.5": 200,
+		"evil.example:8080": http.StatusMisdirectedRequest, "": http.StatusMisdirectedRequest,
+		"127.0.0.1.evil.example": http.StatusMisdirectedRequest,
+	} {
+		r := httptest.NewRequest("GET", "/ui/api/whoami", nil)
+		r.Host = host
+		r.Header.Set(console.Header, "1")
+		w := httptest.NewRecorder()
+		f.ui.ServeHTTP(w, r)
+		if w.Code != want {
+			t.Errorf("Host %q: %d, want %d", host, w.Code, want)
+		}
+	}
+}
+
+func TestSecurityHeadersAndPage(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, path := range []string{"/ui/", "/ui/app.js", "/ui/api/whoami"} {
+		code, body, h := f.do(t, "GET", path, "", "")
+		if code != 200 {
+			t.Errorf("%s: %d %s", path, code, body)
+		}
+		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("%s: CSP %q", path, csp)
+		}
+		if h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: no nosniff", path)
+		}
+	}
+}
+
+// TestCrossSite: without the custom header (which a cross-site page cannot
+// send without a preflight), nothing is served; a mutation needs POST and
+// a JSON body.
+func TestCrossSite(t *testing.T) {
+	f := newFixture(t, nil)
+	r := httptest.NewRequest("POST", "/ui/api/redrive", strings.NewReader(`{"queue":"q","all":true}`))
+	r.Host = "127.0.0.1"
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	f.ui.ServeHTTP(w, r)
+	if w.Code != http.StatusForbidden {
+		t.Errorf("POST without the header: %d, want 403", w.Code)
+	}
+	r = httptest.NewRequest("POST", "/ui/api/redrive", strings.NewReader(`queue=q&all=true`))
+	r.Host = "127.0.0.1"
+	r.Header.Set(console.Header, "1")
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w = httptest.NewRecorder()
+	f.ui.ServeHTTP(w, r)
+	if w.Code != http.StatusUnsupportedMediaType {
+		t.Errorf("POST of a form: %d, want 415", w.Code)
+	}
+	if code, _, _ := f.do(t, "GET", "/ui/api/redrive?queue=q&all=true", "", ""); code != http.StatusNotFound && code != http.StatusMethodNotAllowed {
+		t.Errorf("GET of a mutation: %d, want 404 or 405", code)
+	}
+	if code, _, _ := f.do(t, "OPTIONS", "/ui/api/redrive", "", ""); code == http.StatusOK || code == http.StatusNoContent {
+		t.Errorf("a preflight was answered: %d", code)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	f := newFixture(t, twoKeys(t))
+	for _, key := range []string{"", "wrong-key-0123456789abcdef"} {
+		if code, body, _ := f.do(t, "GET", "/ui/api/queues", key, ""); code != http.StatusUnauthorized {
+			t.Errorf("key %q: %d %s, want 401", key, code, body)
+		}
+	}
+	qa := coordv1.NewQueueServiceClient(f.conn)
+	if _, err := qa.Enqueue(as(keyA), &coordv1.EnqueueRequest{Queue: "a-jobs", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	_, a, _ := f.do(t, "GET", "/ui/api/queues", keyA, "")
+	_, b, _ := f.do(t, "GET", "/ui/api/queues", keyB, "")
+	if !strings.Contains(a, `"name":"a-jobs","ready":1`) || !strings.Contains(a, `"configured"`) {
+		t.Errorf("team-a's queues: %s", a)
+	}
+	if strings.Contains(b, "a-jobs") || strings.Contains(b, "configured") {
+		t.Errorf("team-b sees team-a's queues: %s", b)
+	}
+	// Asking for the other namespace's queue by name gives this namespace's
+	// (empty) queue of that name.
+	_, b, _ = f.do(t, "GET", "/ui/api/queues?name=a-jobs", keyB, "")
+	if !strings.Contains(b, `"name":"a-jobs","ready":0`) {
+		t.Errorf("team-b asking for a-jobs: %s", b)
+	}
+	// Health: no addresses, and only the caller's streams.
+	_, h, _ := f.do(t, "GET", "/ui/api/health", keyA, "")
+	if strings.Contains(h, "10.1.2.") || !strings.Contains(h, `"role":"replica"`) {
+		t.Errorf("health with auth on: %s", h)
+	}
+	// A key revoked by a reload stops at once.
+	if err := f.auth.Set(server.AuthConfig{Enabled: true, APIKeys: []server.APIKey{{Namespace: "team-b", Key: keyB}}}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := f.do(t, "GET", "/ui/api/queues", keyA, ""); code != http.StatusUnauthorized {
+		t.Errorf("a revoked key: %d, want 401", code)
+	}
+}
+
+func TestHealthAuthOff(t *testing.T) {
+	f := newFixture(t, nil)
+	_, h, _ := f.do(t, "GET", "/ui/api/health", "", "")
+	if !strings.Contains(h, `"addr":"10.1.2.3:6379"`) || !strings.Contains(h, `"breaker":"open"`) {
+		t.Errorf("health with auth off: %s", h)
+	}
+}
+
+// TestNoSecrets: what the console sends about a held lock, semaphore and
+// election carries no token, and no session ID.
+func TestNoSecrets(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	g, err := coordv1.NewLockServiceClient(f.conn).Lock(ctx, &coordv1.LockRequest{Name: "db", Ttl: durationpb.New(time.Minute), Owner: "alice"})
+	if err != nil || !g.GetAcquired() {
+		t.Fatal(g, err)
+	}
+	s, err := coordv1.NewSemaphoreServiceClient(f.conn).Acquire(ctx, &coordv1.AcquireRequest{Name: "pool", Limit: 2, Ttl: durationpb.New(time.Minute), Owner: "bob"})
+	if err != nil || !s.GetAcquired() {
+		t.Fatal(s, err)
+	}
+	secrets := []string{g.GetToken(), s.GetToken()}
+	var all strings.Builder
+	for _, path := range []string{"/ui/api/lock?name=db", "/ui/api/semaphore?name=pool", "/ui/api/leader?name=db", "/ui/api/health", "/ui/api/queues"} {
+		code, body, _ := f.do(t, "GET", path, "", "")
+		if code != 200 {
+			t.Errorf("%s: %d %s", path, code, body)
+		}
+		all.WriteString(body)
+	}
+	out := all.String()
+	if !strings.Contains(out, `"owner":"alice","fence":"`) || !strings.Contains(out, `"owner":"bob"`) {
+		t.Errorf("holders missing: %s", out)
+	}
+	for _, sec := range secrets {
+		if sec == "" || strings.Contains(out, sec) {
+			t.Errorf("a token (%q) reached the console's JSON: %s", sec, out)
+		}
+	}
+	if strings.Contains(strings.ToLower(out), "token") || strings.Contains(out, "session_id") {
+		t.Errorf("a token or session field in the JSON: %s", out)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+		msg                string
+	}{
+		{"GET", "/ui/api/lock?name=", "", 400, "name"},
+		{"GET", "/ui/api/queues?" + strings.Repeat("name=q&", 51), "", 400, "at most 50"},
+		{"POST", "/ui/api/redrive", `{"queue":"q"}`, 400, "either all or message_ids"},
+		{"POST", "/ui/api/redrive", `{"queue":"q","all":true,"message_ids":["x"]}`, 400, "either all or message_ids"},
+		{"POST", "/ui/api/redrive", `{"queue":"q","all":true,"extra":1}`, 400, "unknown field"},
+		{"POST", "/ui/api/redrive", `{"queue":"","all":true}`, 400, "queue"},
+		{"POST", "/ui/api/purge", `{"queue":"q","confirm":"p"}`, 400, "confirm"},
+		{"GET", "/ui/api/allow?policy=nope&key=k", "", 400, "policy"},
+		{"GET", "/ui/api/nope", "", 404, "no such endpoint"},
+	} {
+		code, body, _ := f.do(t, c.method, c.path, "", c.body)
+		var j struct{ Error string }
+		_ = json.Unmarshal([]byte(body), &j)
+		if code != c.want || !strings.Contains(j.Error, c.msg) {
+			t.Errorf("%s %s %s: %d %s, want %d and an error naming %q", c.method, c.path, c.body, code, body, c.want, c.msg)
+		}
+	}
+}
+
+// TestRedriveLogged: Redrive all moves the dead letters back to ready, and
+// is logged with the namespace.
+func TestRedriveLogged(t *testing.T) {
+	f := newFixture(t, twoKeys(t))
+	q := coordv1.NewQueueServiceClient(f.conn)
+	ctx := as(keyA)
+	for range 3 {
+		if _, err := q.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "jobs", Payload: []byte("p"), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := q.Claim(ctx, &coordv1.ClaimRequest{Queue: "jobs", MaxMessages: 3, VisibilityTimeout: durationpb.New(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.GetMessages() {
+		if _, err := q.Nack(ctx, &coordv1.NackRequest{Queue: "jobs", Receipt: m.GetReceipt()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, body, _ := f.do(t, "GET", "/ui/api/queues", keyA, ""); !strings.Contains(body, `"dead":3`) {
+		t.Fatalf("before: %s", body)
+	}
+	_, body, _ := f.do(t, "GET", "/ui/api/deadletters?queue=jobs", keyA, "")
+	var dl struct {
+		DeadLetters []struct {
+			MessageID string `json:"message_id"`
+			Preview   string
+			Attempts  int
+		} `json:"dead_letters"`
+	}
+	if err := json.Unmarshal([]byte(body), &dl); err != nil || len(dl.DeadLetters) != 3 || dl.DeadLetters[0].Preview != "p" || dl.DeadLetters[0].Attempts != 1 {
+		t.Fatalf("dead letters: %s (%v)", body, err)
+	}
+	for _, m := range c.GetMessages() {
+		if strings.Contains(body, m.GetReceipt()) {
+			t.Errorf("a receipt in the dead letters' JSON: %s", body)
+		}
+	}
+	code, body, _ := f.do(t, "POST", "/ui/api/redrive", keyA, `{"queue":"jobs","message_ids":["`+dl.DeadLetters[0].MessageID+`"]}`)
+	if code != 200 || !strings.Contains(body, `"moved":1`) {
+		t.Fatalf("redrive one: %d %s", code, body)
+	}
+	code, body, _ = f.do(t, "POST", "/ui/api/redrive", keyA, `{"queue":"jobs","all":true}`)
+	if code != 200 || !strings.Contains(body, `"moved":2`) {
+		t.Fatalf("redrive all: %d %s", code, body)
+	}
+	if _, body, _ := f.do(t, "GET", "/ui/api/queues", keyA, ""); !strings.Contains(body, `"ready":3`) {
+		t.Errorf("after: %s", body)
+	}
+	if log := f.log.String(); !strings.Contains(log, "console: redrive") || !strings.Contains(log, "namespace=team-a") {
+		t.Errorf("the redrive was not logged with its namespace:\n%s", log)
+	}
+}
+
+// TestPurgeLogged: a purge that repeats the queue's name deletes the dead
+// letters, and is logged with the namespace; team-b's purge of the same
+// name touches nothing of team-a's.
+func TestPurgeLogged(t *testing.T) {
+	f := newFixture(t, twoKeys(t))
+	q := coordv1.NewQueueServiceClient(f.conn)
+	ctx := as(keyA)
+	for range 2 {
+		if _, err := q.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "jobs", Payload: []byte("p"), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := q.Claim(ctx, &coordv1.ClaimRequest{Queue: "jobs", MaxMessages: 2, VisibilityTimeout: durationpb.New(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.GetMessages() {
+		if _, err := q.Nack(ctx, &coordv1.NackRequest{Queue: "jobs", Receipt: m.GetReceipt()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, body, _ := f.do(t, "POST", "/ui/api/purge", keyB, `{"queue":"jobs","confirm":"jobs"}`); code != 200 || !strings.Contains(body, `"purged":0`) {
+		t.Fatalf("team-b's purge: %d %s", code, body)
+	}
+	code, body, _ := f.do(t, "POST", "/ui/api/purge", keyA, `{"queue":"jobs","confirm":"jobs"}`)
+	if code != 200 || !strings.Contains(body, `"purged":2,"remaining":0`) {
+		t.Fatalf("purge: %d %s", code, body)
+	}
+	if log := f.log.String(); !strings.Contains(log, "console: purge dead letters") || !strings.Contains(log, "namespace=team-a") {
+		t.Errorf("the purge was not logged with its namespace:\n%s", log)
+	}
+}

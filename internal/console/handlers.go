@@ -1,0 +1,296 @@
+package console
+
+import (
+	"encoding/base64"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/limiter"
+)
+
+// The JSON the console sends. Each type lists its fields: none of them is
+// a token, a receipt or a session ID.
+
+type queueJSON struct {
+	Name     string `json:"name"`
+	Ready    int64  `json:"ready"`
+	Delayed  int64  `json:"delayed"`
+	InFlight int64  `json:"in_flight"`
+	Dead     int64  `json:"dead"`
+	Error    string `json:"error,omitempty"`
+}
+
+type deadLetterJSON struct {
+	MessageID   string    `json:"message_id"`
+	Preview     string    `json:"preview"`
+	Binary      bool      `json:"binary,omitempty"` // Preview is base64
+	Size        int64     `json:"size"`
+	Attempts    int32     `json:"attempts"`
+	EnqueueTime time.Time `json:"enqueue_time"`
+	DeadTime    time.Time `json:"dead_time"`
+	Priority    int32     `json:"priority,omitempty"`
+	Group       string    `json:"group,omitempty"`
+}
+
+type holderJSON struct {
+	Owner        string  `json:"owner"`
+	Fence        string  `json:"fence"` // a string: fences pass 2^53
+	TTLSeconds   float64 `json:"ttl_seconds"`
+	Shared       bool    `json:"shared,omitempty"`
+	SessionBound bool    `json:"session_bound,omitempty"`
+}
+
+type limitJSON struct {
+	Name      string `json:"name,omitempty"`
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	Period    string `json:"period"`
+	Burst     int64  `json:"burst,omitempty"`
+}
+
+type policyJSON struct {
+	Name       string      `json:"name"`
+	Limits     []limitJSON `json:"limits"`
+	Shadow     bool        `json:"shadow"`
+	FailOpen   bool        `json:"fail_open"`
+	LocalQuota int64       `json:"local_quota,omitempty"`
+}
+
+type nodeJSON struct {
+	Index     int     `json:"index"`
+	Addr      string  `json:"addr,omitempty"` // left out with auth on
+	Role      string  `json:"role"`
+	Reachable bool    `json:"reachable"`
+	LatencyMS float64 `json:"latency_ms"`
+	Breaker   string  `json:"breaker,omitempty"`
+}
+
+type streamsJSON struct {
+	Namespace string `json:"namespace"`
+	KeepAlive int    `json:"keepalive"`
+	Waiting   int    `json:"waiting"`
+}
+
+func (c *Console) queueClient(ns string) coordv1.QueueServiceClient {
+	return coordv1.NewQueueServiceClient(c.o.Local.Conn(ns))
+}
+
+// queues: the counts of the namespace's queues: those this instance has
+// served, those configured, and those the page asks for (name=…).
+func (c *Console) queues(r request) (any, error) {
+	extra := r.URL.Query()["name"]
+	if len(extra) > maxExtraQueues {
+		return nil, badRequest{"name: at most 50 queue names"}
+	}
+	all := names(c.o.Local.Queues(r.ns), c.o.Queues[r.ns], extra)
+	out := make([]queueJSON, 0, len(all))
+	for _, q := range all {
+		st, err := c.queueClient(r.ns).Stats(r.ctx, &coordv1.StatsRequest{Queue: q})
+		j := queueJSON{Name: q}
+		if err != nil {
+			j.Error = message(err)
+		} else {
+			j.Ready, j.Delayed, j.InFlight, j.Dead = st.GetReady(), st.GetDelayed(), st.GetInFlight(), st.GetDead()
+		}
+		out = append(out, j)
+	}
+	return map[string]any{"queues": out}, nil
+}
+
+func (c *Console) deadLetters(r request) (any, error) {
+	q := r.URL.Query()
+	resp, err := c.queueClient(r.ns).ListDeadLetters(r.ctx, &coordv1.ListDeadLettersRequest{
+		Queue: q.Get("queue"), PageSize: 50, PageToken: q.Get("page_token"), PreviewBytes: previewBytes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]deadLetterJSON, 0, len(resp.GetDeadLetters()))
+	for _, d := range resp.GetDeadLetters() {
+		j := deadLetterJSON{
+			MessageID: d.GetMessageId(), Size: d.GetPayloadSize(), Attempts: d.GetAttempts(),
+			EnqueueTime: d.GetEnqueueTime().AsTime(), DeadTime: d.GetDeadTime().AsTime(),
+			Priority: d.GetPriority(), Group: d.GetGroup(),
+		}
+		if p := d.GetPayloadPreview(); utf8.Valid(p) {
+			j.Preview = string(p)
+		} else {
+			j.Preview, j.Binary = base64.StdEncoding.EncodeToString(p), true
+		}
+		out = append(out, j)
+	}
+	return map[string]any{"dead_letters": out, "next_page_token": resp.GetNextPageToken()}, nil
+}
+
+// redrive moves dead letters back to ready: those named, or all.
+func (c *Console) redrive(r request) (any, error) {
+	var body struct {
+		Queue      string   `json:"queue"`
+		MessageIDs []string `json:"message_ids"`
+		All        bool     `json:"all"`
+	}
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	if body.All == (len(body.MessageIDs) > 0) {
+		return nil, badRequest{"set either all or message_ids"}
+	}
+	// All: a batch at a time (max_messages' default), until none is left
+	// or the request's time is up.
+	var moved int64
+	for range maxRounds {
+		resp, err := c.queueClient(r.ns).Redrive(r.ctx, &coordv1.RedriveRequest{Queue: body.Queue, MessageIds: body.MessageIDs})
+		moved += resp.GetMoved()
+		if err != nil || !body.All || resp.GetMoved() == 0 {
+			c.o.Log.Info("console: redrive", "namespace", r.ns, "queue", body.Queue, "all", body.All, "asked", len(body.MessageIDs), "moved", moved, "err", err)
+			if err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	return map[string]any{"moved": moved}, nil
+}
+
+// purge deletes a queue's dead letters; confirm must repeat the queue's
+// name, so that no stray request purges.
+func (c *Console) purge(r request) (any, error) {
+	var body struct {
+		Queue   string `json:"queue"`
+		Confirm string `json:"confirm"`
+	}
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	if body.Confirm != body.Queue {
+		return nil, badRequest{"confirm: type the queue's name to purge its dead letters"}
+	}
+	var purged, remaining int64
+	for range maxRounds {
+		resp, err := c.queueClient(r.ns).PurgeDeadLetters(r.ctx, &coordv1.PurgeDeadLettersRequest{Queue: body.Queue})
+		purged, remaining = purged+resp.GetPurged(), resp.GetRemaining()
+		if err != nil || remaining == 0 || resp.GetPurged() == 0 {
+			c.o.Log.Info("console: purge dead letters", "namespace", r.ns, "queue", body.Queue, "purged", purged, "remaining", remaining, "err", err)
+			if err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	return map[string]any{"purged": purged, "remaining": remaining}, nil
+}
+
+// maxRounds bounds the batches of one redrive or purge of everything.
+const maxRounds = 100
+
+func holders(hs []*coordv1.Holder) []holderJSON {
+	out := make([]holderJSON, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, holderJSON{
+			Owner: h.GetOwner(), Fence: uintString(h.GetFence()), TTLSeconds: h.GetTtl().AsDuration().Seconds(),
+			Shared: h.GetShared(), SessionBound: h.GetSessionBound(),
+		})
+	}
+	return out
+}
+
+func (c *Console) lock(r request) (any, error) {
+	resp, err := coordv1.NewLockServiceClient(c.o.Local.Conn(r.ns)).GetLock(r.ctx, &coordv1.GetLockRequest{Name: r.URL.Query().Get("name")})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"held": resp.GetHeld(), "holders": holders(resp.GetHolders()), "waiters": resp.GetWaiters()}, nil
+}
+
+func (c *Console) semaphore(r request) (any, error) {
+	resp, err := coordv1.NewSemaphoreServiceClient(c.o.Local.Conn(r.ns)).GetSemaphore(r.ctx, &coordv1.GetSemaphoreRequest{Name: r.URL.Query().Get("name")})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"limit": resp.GetLimit(), "holders": holders(resp.GetHolders()), "waiters": resp.GetWaiters()}, nil
+}
+
+func (c *Console) leader(r request) (any, error) {
+	resp, err := coordv1.NewElectionServiceClient(c.o.Local.Conn(r.ns)).Leader(r.ctx, &coordv1.LeaderRequest{Name: r.URL.Query().Get("name")})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"has_leader": resp.GetHasLeader()}
+	if l := resp.GetLeader(); resp.GetHasLeader() {
+		v, binary := l.GetValue(), false
+		value := string(v)
+		if !utf8.Valid(v) {
+			value, binary = base64.StdEncoding.EncodeToString(v), true
+		}
+		out["value"], out["binary"], out["fence"], out["elect_time"] = value, binary, uintString(l.GetFence()), l.GetElectTime().AsTime()
+	}
+	return out, nil
+}
+
+func (c *Console) policies(request) (any, error) {
+	ps := c.o.Local.Policies()
+	out := make([]policyJSON, 0, len(ps))
+	for name, p := range ps {
+		j := policyJSON{Name: name, Shadow: p.Shadow, FailOpen: p.FailOpen, LocalQuota: p.LocalQuota}
+		if len(p.Limits) == 0 {
+			p.Limits = []limiter.NamedLimit{{Limit: p.Limit}}
+		}
+		for _, l := range p.Limits {
+			j.Limits = append(j.Limits, limitJSON{
+				Name: l.Name, Algorithm: limiter.AlgorithmName(l.Algorithm), Limit: l.Limit.Limit, Period: l.Period.String(), Burst: l.Burst,
+			})
+		}
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b policyJSON) int { return strings.Compare(a.Name, b.Name) })
+	return map[string]any{"policies": out}, nil
+}
+
+// allow: what Allow with peek answers now for a key under a policy; it
+// consumes nothing.
+func (c *Console) allow(r request) (any, error) {
+	q := r.URL.Query()
+	resp, err := coordv1.NewRateLimitServiceClient(c.o.Local.Conn(r.ns)).Allow(r.ctx, &coordv1.AllowRequest{
+		Key: q.Get("key"), Policy: q.Get("policy"), Peek: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{
+		"allowed": resp.GetAllowed(), "remaining": resp.GetRemaining(), "limit": resp.GetLimit(),
+		"retry_after_seconds": resp.GetRetryAfter().AsDuration().Seconds(),
+		"reset_after_seconds": resp.GetResetAfter().AsDuration().Seconds(),
+		"degraded":            resp.GetDegraded(), "shadow_denied": resp.GetShadowDenied(), "denied_by": resp.GetDeniedBy(),
+	}, nil
+}
+
+// health: this instance's streams (with auth on, the caller's namespace
+// only) and the store's nodes (with auth on, without their addresses: a
+// tenant does not learn the infrastructure).
+func (c *Console) health(r request) (any, error) {
+	streams := []streamsJSON{}
+	for ns, n := range c.o.Local.Streams() {
+		if c.authEnabled() && ns != r.ns {
+			continue
+		}
+		streams = append(streams, streamsJSON{Namespace: ns, KeepAlive: n.KeepAlive, Waiting: n.Waiting})
+	}
+	slices.SortFunc(streams, func(a, b streamsJSON) int { return strings.Compare(a.Namespace, b.Namespace) })
+	nodes := []nodeJSON{}
+	if c.o.Nodes != nil {
+		for i, n := range c.o.Nodes.NodeHealth(r.ctx) {
+			j := nodeJSON{Index: i, Role: n.Role, Reachable: n.Reachable, LatencyMS: float64(n.Latency.Microseconds()) / 1000, Breaker: n.Breaker}
+			if !c.authEnabled() {
+				j.Addr = n.Addr
+			}
+			nodes = append(nodes, j)
+		}
+	}
+	return map[string]any{"namespace": r.ns, "streams": streams, "nodes": nodes}, nil
+}
+
+func uintString(u uint64) string { return strconv.FormatUint(u, 10) }

@@ -1,0 +1,62 @@
+-- Lists a page of dead letters (dead, or claims that ended on their last
+-- attempt and that upkeep left; not the forgotten), oldest death first,
+-- then by enqueue order, starting after a position. Changes nothing.
+-- KEYS: see queue_prelude.lua
+-- ARGV[5]: the position's death µs (-1: from the start); ARGV[6]: its ref
+-- (sequence number and ID); ARGV[7]: at most this many (bounded work: at
+-- most store.MaxListDead); ARGV[8]: bytes of each payload to return (at
+-- most store.MaxDeadPreview).
+-- Returns, per dead letter: its ID, the start of its encoded message (the
+-- version byte and up to ARGV[8] bytes of payload), its payload's size, its
+-- attempts, its enqueue µs, its death µs, its priority, its group, its
+-- sequence number (16 hex digits).
+local at, atRef, max, preview = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local forgotten = now - deadTTL
+-- page returns up to max refs of key (and their scores), between the
+-- position (or the forgotten ones) and hi, in order. Refs that died at the
+-- position's instant sort by ref (fixed-width sequence number, then ID),
+-- so those up to the position are a prefix of them: skipped by count (at
+-- most BATCH of one instant are told apart).
+local function page(key, hi)
+  local lo, skip = '(' .. s(forgotten), 0
+  if at > forgotten then
+    lo = s(at)
+    local tie = redis.call('ZRANGEBYSCORE', key, lo, lo, 'LIMIT', 0, BATCH)
+    for k = 1, #tie do
+      if not before(atRef, at, tie[k], at) then skip = skip + 1 end
+    end
+  end
+  return redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', skip, max)
+end
+local dead, last = page(KEYS[4], '+inf'), page(KEYS[3], s(now))
+local out = {}
+local i, j = 1, 1
+while #out < 9 * max do
+  local id, m, b, died
+  if i <= #dead and (j > #last or before(dead[i], tonumber(dead[i + 1]), last[j], tonumber(last[j + 1]))) then
+    id, died = string.sub(dead[i], 17), tonumber(dead[i + 1])
+    local rec = redis.call('HGET', KEYS[7], id)
+    local nl = rec and string.find(rec, '\n', 1, true)
+    if not nl then corrupt('queue dead letter record') end
+    m, b = parseMeta(string.sub(rec, 1, nl - 1)), string.sub(rec, nl + 1)
+    i = i + 2
+  elseif j <= #last then
+    id, died = string.sub(last[j], 17), tonumber(last[j + 1])
+    m = getMeta(id)
+    if not m then corrupt('queue meta record missing') end
+    b = body(id)
+    j = j + 2
+  else
+    break
+  end
+  table.insert(out, id)
+  table.insert(out, string.sub(b, 1, 1 + preview))
+  table.insert(out, #b - 1)
+  table.insert(out, m.attempt)
+  table.insert(out, m.enqueued)
+  table.insert(out, died)
+  table.insert(out, m.prio)
+  table.insert(out, m.group)
+  table.insert(out, m.seq)
+end
+return out
