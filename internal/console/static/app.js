@@ -136,7 +136,7 @@ function holderTable(holders) {
   return el('table', {}, el('thead', {}, el('tr', {}, ...['owner', 'fence', 'TTL left', 'shared', 'session-bound'].map((h) => el('th', {}, h)))),
     el('tbody', {}, ...holders.map((h) => el('tr', { class: 'holder' },
       el('td', { class: 'owner' }, h.owner), el('td', { class: 'fence' }, h.fence),
-      el('td', {}, h.ttl_seconds.toFixed(1) + ' s'), el('td', {}, h.shared ? 'yes' : ''), el('td', {}, h.session_bound ? 'yes' : '')))));
+      el('td', {}, h.ttl_seconds.toFixed(1) + ' s'), el('td', {}, h.shared ? 'yes' : 'no'), el('td', {}, h.session_bound ? 'yes' : 'no')))));
 }
 
 async function lookup() {
