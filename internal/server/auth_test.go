@@ -514,6 +514,20 @@ func TestAuthIsolatesQueues(t *testing.T) {
 	if r, err := h.queues.Redrive(a, &coordv1.RedriveRequest{Queue: "jobs"}); err != nil || r.GetMoved() != 0 {
 		t.Errorf("A: Redrive(jobs) = %v, %v; want nothing moved", r, err)
 	}
+	// B's dead letters: not A's to list, redrive by ID or purge.
+	bDead, err := h.queues.ListDeadLetters(b, &coordv1.ListDeadLettersRequest{Queue: "jobs", PageSize: 1})
+	if err != nil || len(bDead.GetDeadLetters()) != 1 {
+		t.Fatalf("B: ListDeadLetters = %v, %v; want its dead letter", bDead, err)
+	}
+	if r, err := h.queues.ListDeadLetters(a, &coordv1.ListDeadLettersRequest{Queue: "jobs"}); err != nil || len(r.GetDeadLetters()) != 0 {
+		t.Errorf("A: ListDeadLetters(jobs) = %v, %v; want none", r, err)
+	}
+	if r, err := h.queues.Redrive(a, &coordv1.RedriveRequest{Queue: "jobs", MessageIds: []string{bDead.GetDeadLetters()[0].GetMessageId()}}); err != nil || r.GetMoved() != 0 {
+		t.Errorf("A: Redrive(jobs, B's dead letter's ID) = %v, %v; want nothing moved", r, err)
+	}
+	if r, err := h.queues.PurgeDeadLetters(a, &coordv1.PurgeDeadLettersRequest{Queue: "jobs"}); err != nil || r.GetPurged() != 0 || r.GetRemaining() != 0 {
+		t.Errorf("A: PurgeDeadLetters(jobs) = %v, %v; want nothing purged, none left", r, err)
+	}
 	// B's dedup ID is not A's.
 	if r := enqueue(a, &coordv1.EnqueueRequest{Queue: "jobs", Payload: []byte("a-1"), DedupId: "d1"}); r.GetDuplicate() {
 		t.Errorf("A: Enqueue(jobs, dedup d1) = %v; want not a duplicate of B's", r)

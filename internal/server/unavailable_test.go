@@ -170,6 +170,18 @@ func TestStoreUnavailable(t *testing.T) {
 			_, err := h.queues.Redrive(ctx, &coordv1.RedriveRequest{Queue: "q"})
 			return err
 		}},
+		{"RedriveByID", "RedriveIDs", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.Redrive(ctx, &coordv1.RedriveRequest{Queue: "q", MessageIds: []string{"0123456789abcdef0123456789abcdef"}})
+			return err
+		}},
+		{"ListDeadLetters", "ListDead", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.ListDeadLetters(ctx, &coordv1.ListDeadLettersRequest{Queue: "q"})
+			return err
+		}},
+		{"PurgeDeadLetters", "PurgeDead", func(ctx context.Context, h *harness) error {
+			_, err := h.queues.PurgeDeadLetters(ctx, &coordv1.PurgeDeadLettersRequest{Queue: "q"})
+			return err
+		}},
 	} {
 		for _, mode := range []struct {
 			name  string

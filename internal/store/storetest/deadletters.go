@@ -22,6 +22,7 @@ func deadLetterTests() []test {
 		{"RedriveIDs", queueRedriveIDs},
 		{"RedriveIDsGroup", queueRedriveIDsGroup},
 		{"DeadConcurrent", queueDeadConcurrent},
+		{"DeadBeyondUpkeep", queueDeadBeyondUpkeep},
 	}
 }
 
@@ -371,4 +372,64 @@ func queueDeadConcurrent(e *env) {
 	if !slices.IsSortedFunc(left, func(a, b store.DeadLetter) int { return a.DeadTime.Compare(b.DeadTime) }) {
 		e.Error("dead letters not in order of death")
 	}
+}
+
+// queueDeadBeyondUpkeep: with more than an upkeep batch ended or forgotten
+// at once, what upkeep left is still seen as Stats sees it: ended claims
+// on a last attempt are dead (listed, purged, their group moving on), and
+// forgotten dead letters are neither listed nor redriven.
+func queueDeadBeyondUpkeep(e *env) {
+	const n = store.UpkeepBatch + 10
+	// n claims that end at once, the last of them a group's head.
+	endAll := func(q string) []store.NewMessage {
+		var ms []store.NewMessage
+		for i := range n {
+			m := msg(fmt.Sprint("m ", i))
+			if i == n-1 {
+				m = groupMsg("head", "g")
+			}
+			m.MaxAttempts = 1
+			e.enqueue(q, m)
+			ms = append(ms, m)
+		}
+		for claimed := 0; claimed < n; {
+			claimed += len(e.claim(q, 100, time.Second).Messages) // ends at +1s
+		}
+		return ms
+	}
+
+	// Forgotten: upkeep (RedriveIDs's own) forgets a batch, the rest are
+	// past their ttl all the same.
+	q := e.name("forgotten")
+	old := endAll(q)
+	e.advance(time.Second)
+	e.claimNone(q, 0) // buries a batch
+	e.claimNone(q, 0) // and the rest: all dead now
+	e.advance(store.DefaultDeadLetterTTL)
+	moved, err := e.s.RedriveIDs(e.ctx, q, msgIDs(old[n-20:]...))
+	noErr(e, "RedriveIDs of forgotten ones", err)
+	eq(e, "forgotten redriven", moved, 0)
+	eq(e, "forgotten listed", len(e.listDead(q, 10, 0)), 0)
+
+	// Ended: no upkeep has run since the claims ended.
+	q = e.name("ended")
+	ended := endAll(q)
+	next := groupMsg("next", "g")
+	e.enqueue(q, next)
+	e.advance(time.Second)
+	e.wantStats(q, store.QueueStats{Delayed: 1, Dead: n})
+	for _, size := range []int{7, store.MaxListDead} {
+		got := e.listDead(q, size, 0)
+		eq(e, fmt.Sprint("listed in pages of ", size), len(got), n)
+		if len(got) == n {
+			eq(e, "listed in enqueue order", fmt.Sprint(deadIDs(got)), fmt.Sprint(msgIDs(ended...)))
+		}
+	}
+	// Its upkeep buries a batch; the purge takes the rest, the group's
+	// head among them, from the ended claims.
+	purged, remaining, err := e.s.PurgeDead(e.ctx, q, store.MaxPurgeDead)
+	noErr(e, "PurgeDead", err)
+	eq(e, "purged", purged, int64(n))
+	eq(e, "remaining", remaining, 0)
+	e.wantIDs("the group moved on", e.claim(q, 10, time.Minute).Messages, next)
 }

@@ -15,15 +15,21 @@ local forgotten = now - deadTTL
 -- page returns up to max refs of key (and their scores), between the
 -- position (or the forgotten ones) and hi, in order. Refs that died at the
 -- position's instant sort by ref (fixed-width sequence number, then ID),
--- so those up to the position are a prefix of them: skipped by count (at
--- most BATCH of one instant are told apart).
+-- so those up to the position are a prefix of them, skipped by count: by
+-- the position's rank if its ref is still in key, else by looking at them
+-- (then at most BATCH of one instant are told apart).
 local function page(key, hi)
   local lo, skip = '(' .. s(forgotten), 0
   if at > forgotten then
     lo = s(at)
-    local tie = redis.call('ZRANGEBYSCORE', key, lo, lo, 'LIMIT', 0, BATCH)
-    for k = 1, #tie do
-      if not before(atRef, at, tie[k], at) then skip = skip + 1 end
+    local rank, score = redis.call('ZRANK', key, atRef), redis.call('ZSCORE', key, atRef)
+    if rank and tonumber(score) == at then
+      skip = rank + 1 - redis.call('ZCOUNT', key, '-inf', '(' .. lo)
+    else
+      local tie = redis.call('ZRANGEBYSCORE', key, lo, lo, 'LIMIT', 0, BATCH)
+      for k = 1, #tie do
+        if not before(atRef, at, tie[k], at) then skip = skip + 1 end
+      end
     end
   end
   return redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', skip, max)
