@@ -396,6 +396,27 @@ func (s *Store) Stats(_ context.Context, queue string) (store.QueueStats, error)
 	}, nil
 }
 
+// oldestDead returns the oldest dead letter, or claim that ended on its
+// last attempt and that upkeep left (more than a batch ended), whichever
+// died first; nil if none. Forgotten ones (dead before forgotten) that
+// upkeep left go first: deleting them is work owed anyway. q.mu is held.
+func (q *queueRec) oldestDead(now, forgotten time.Time) *message {
+	var m *message
+	for _, st := range []msgState{stDead, stLast} {
+		h := q.heap(st)
+		for h.Len() > 0 && !h.top().due.After(forgotten) {
+			delete(q.msgs, heap.Pop(h).(*message).id)
+		}
+		if h.Len() == 0 || h.top().due.After(now) {
+			continue
+		}
+		if t := h.top(); m == nil || before(t, m) {
+			m = t
+		}
+	}
+	return m
+}
+
 // Redrive implements store.Queues.
 func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 	now := s.now()
@@ -405,24 +426,7 @@ func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 	forgotten := now.Add(-s.deadTTL)
 	n := 0
 	for ; n < max; n++ {
-		// The oldest dead letter, or a claim that ended on its last attempt
-		// and that upkeep left (more than a batch ended), whichever died
-		// first.
-		var m *message
-		for _, st := range []msgState{stDead, stLast} {
-			h := q.heap(st)
-			// Forgotten ones that upkeep left (more than a batch) go first:
-			// deleting them is work owed anyway.
-			for h.Len() > 0 && !h.top().due.After(forgotten) {
-				delete(q.msgs, heap.Pop(h).(*message).id)
-			}
-			if h.Len() == 0 || h.top().due.After(now) {
-				continue
-			}
-			if t := h.top(); m == nil || before(t, m) {
-				m = t
-			}
-		}
+		m := q.oldestDead(now, forgotten)
 		if m == nil {
 			break
 		}
@@ -560,19 +564,7 @@ func (s *Store) PurgeDead(_ context.Context, queue string, max int) (int64, int6
 	forgotten := now.Add(-s.deadTTL)
 	n := 0
 	for ; n < max; n++ {
-		var m *message
-		for _, st := range []msgState{stDead, stLast} {
-			h := q.heap(st)
-			for h.Len() > 0 && !h.top().due.After(forgotten) {
-				delete(q.msgs, heap.Pop(h).(*message).id)
-			}
-			if h.Len() == 0 || h.top().due.After(now) {
-				continue
-			}
-			if t := h.top(); m == nil || before(t, m) {
-				m = t
-			}
-		}
+		m := q.oldestDead(now, forgotten)
 		if m == nil {
 			break
 		}
