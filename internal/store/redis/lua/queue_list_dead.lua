@@ -41,10 +41,8 @@ while #out < 9 * max do
   local id, m, b, died
   if i <= #dead and (j > #last or before(dead[i], tonumber(dead[i + 1]), last[j], tonumber(last[j + 1]))) then
     id, died = string.sub(dead[i], 17), tonumber(dead[i + 1])
-    local rec = redis.call('HGET', KEYS[7], id)
-    local nl = rec and string.find(rec, '\n', 1, true)
-    if not nl then corrupt('queue dead letter record') end
-    m, b = parseMeta(string.sub(rec, 1, nl - 1)), string.sub(rec, nl + 1)
+    m, b = deadRecord(id)
+    if not m then corrupt('queue dead letter record') end
     i = i + 2
   elseif j <= #last then
     id, died = string.sub(last[j], 17), tonumber(last[j + 1])

@@ -218,6 +218,27 @@ local function revive(id, m, b)
   end
 end
 
+-- deadRecord reads dead letter id's record (deadmsg): its meta and its
+-- encoded message; nil if it has none.
+local function deadRecord(id)
+  local rec = redis.call('HGET', KEYS[7], id)
+  if not rec then return nil end
+  local nl = string.find(rec, '\n', 1, true)
+  if not nl then corrupt('queue dead letter record') end
+  return parseMeta(string.sub(rec, 1, nl - 1)), string.sub(rec, nl + 1)
+end
+
+-- endLast takes a claim that ended on its last attempt (ref, of meta m)
+-- out of last; if it was its group's head, the group moves on. Returns
+-- true when that made a message ready (the caller wakes the queue).
+local function endLast(ref, m)
+  redis.call('ZREM', KEYS[3], ref)
+  if m.group ~= '' and redis.call('HGET', KEYS[12], m.group) == ref then
+    return advance(m.group)
+  end
+  return false
+end
+
 -- before reports whether ref a with score x comes before ref b with score y:
 -- by score, then by sequence number (compared as numbers: Lua compares
 -- strings by the server's locale, not bytewise as a sorted set does).

@@ -15,12 +15,9 @@ while n < max do
     local id = string.sub(l, 17)
     local m = getMeta(id)
     if not m then corrupt('queue meta record missing') end
-    redis.call('ZREM', KEYS[3], l)
+    woke = endLast(l, m) or woke
     redis.call('HDEL', KEYS[5], id)
     redis.call('HDEL', KEYS[6], id)
-    if m.group ~= '' and redis.call('HGET', KEYS[12], m.group) == l then
-      woke = advance(m.group) or woke
-    end
   elseif d then
     redis.call('ZREM', KEYS[4], d)
     redis.call('HDEL', KEYS[7], string.sub(d, 17))

@@ -20,22 +20,16 @@ while n < max do
     local m = getMeta(id)
     if not m then corrupt('queue meta record missing') end
     local b = body(id)
-    redis.call('ZREM', KEYS[3], l)
-    if m.group ~= '' and redis.call('HGET', KEYS[12], m.group) == l then
-      -- It was its group's head: the group moves on first.
-      advance(m.group)
-    end
+    endLast(l, m) -- the group moves on first; revive wakes the queue anyway
     revive(id, m, b)
     n = n + 1
   elseif d then
     local id = string.sub(d, 17)
-    local rec = redis.call('HGET', KEYS[7], id)
-    local nl = rec and string.find(rec, '\n', 1, true)
-    if not nl then corrupt('queue dead letter record') end
-    local m = parseMeta(string.sub(rec, 1, nl - 1))
+    local m, b = deadRecord(id)
+    if not m then corrupt('queue dead letter record') end
     redis.call('ZREM', KEYS[4], d)
     redis.call('HDEL', KEYS[7], id)
-    revive(id, m, string.sub(rec, nl + 1))
+    revive(id, m, b)
     n = n + 1
   else
     break

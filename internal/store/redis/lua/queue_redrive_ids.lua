@@ -11,17 +11,14 @@ local n = 0
 local forgotten = now - deadTTL
 for i = 5, #ARGV do
   local id = ARGV[i]
-  local rec = redis.call('HGET', KEYS[7], id)
-  if rec then
-    local nl = string.find(rec, '\n', 1, true)
-    if not nl then corrupt('queue dead letter record') end
-    local m = parseMeta(string.sub(rec, 1, nl - 1))
-    local ref = m.seq .. id
+  local dm, db = deadRecord(id)
+  if dm then
+    local ref = dm.seq .. id
     local died = redis.call('ZSCORE', KEYS[4], ref)
     if died and tonumber(died) > forgotten then
       redis.call('ZREM', KEYS[4], ref)
       redis.call('HDEL', KEYS[7], id)
-      revive(id, m, string.sub(rec, nl + 1))
+      revive(id, dm, db)
       n = n + 1
     end
   else
@@ -31,11 +28,7 @@ for i = 5, #ARGV do
       local ended = redis.call('ZSCORE', KEYS[3], ref)
       if ended and tonumber(ended) <= now and tonumber(ended) > forgotten then
         local b = body(id)
-        redis.call('ZREM', KEYS[3], ref)
-        if m.group ~= '' and redis.call('HGET', KEYS[12], m.group) == ref then
-          -- It was its group's head: the group moves on first.
-          advance(m.group)
-        end
+        endLast(ref, m) -- the group moves on first; revive wakes the queue anyway
         revive(id, m, b)
         n = n + 1
       end
