@@ -22,6 +22,7 @@ import (
 	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
+	"github.com/coordd/coordd/internal/store/storetest"
 	"google.golang.org/grpc"
 )
 
@@ -50,7 +51,11 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, auth *server.Authenticator) *fixture {
-	st := memory.New(memory.Options{Clock: clock.Real{}})
+	return newFixtureOn(t, auth, memory.New(memory.Options{Clock: clock.Real{}}))
+}
+
+// newFixtureOn is newFixture on st (a storetest.Faulty, say).
+func newFixtureOn(t *testing.T, auth *server.Authenticator, st store.Store) *fixture {
 	t.Cleanup(func() { _ = st.Close() })
 	local := &server.Local{}
 	conn := servertest.Serve(t, st, clock.Real{}, servertest.WithServerOptions(func(o *server.Options) {
@@ -360,5 +365,36 @@ func TestPurgeLogged(t *testing.T) {
 	}
 	if log := f.log.String(); !strings.Contains(log, "console: purge dead letters") || !strings.Contains(log, "namespace=team-a") {
 		t.Errorf("the purge was not logged with its namespace:\n%s", log)
+	}
+}
+
+// TestPurgeAnswerLost: when the store purges but its answer is lost, the
+// console reports the outcome as unknown (503, and says so), never as a
+// plain failure; the attempt is logged with the namespace all the same.
+func TestPurgeAnswerLost(t *testing.T) {
+	st := storetest.NewFaulty(memory.New(memory.Options{Clock: clock.Real{}}))
+	f := newFixtureOn(t, twoKeys(t), st)
+	q := coordv1.NewQueueServiceClient(f.conn)
+	ctx := as(keyA)
+	if _, err := q.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "jobs", Payload: []byte("p"), MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := q.Claim(ctx, &coordv1.ClaimRequest{Queue: "jobs", MaxMessages: 1, VisibilityTimeout: durationpb.New(time.Minute)})
+	if err != nil || len(c.GetMessages()) != 1 {
+		t.Fatalf("claim: %v %v", c, err)
+	}
+	if _, err := q.Nack(ctx, &coordv1.NackRequest{Queue: "jobs", Receipt: c.GetMessages()[0].GetReceipt()}); err != nil {
+		t.Fatal(err)
+	}
+	st.Set("PurgeDead", storetest.Fault{FailAfter: true, Times: 1})
+	code, body, _ := f.do(t, "POST", "/ui/api/purge", keyA, `{"queue":"jobs","confirm":"jobs"}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "outcome of the last batch is unknown") {
+		t.Fatalf("purge whose answer was lost: %d %s; want 503 saying the outcome is unknown", code, body)
+	}
+	if s, err := q.Stats(ctx, &coordv1.StatsRequest{Queue: "jobs"}); err != nil || s.GetDead() != 0 {
+		t.Fatalf("the store did purge (the fault came after): %v %v", s, err)
+	}
+	if log := f.log.String(); !strings.Contains(log, "console: purge dead letters") || !strings.Contains(log, "namespace=team-a") {
+		t.Errorf("the failed purge was not logged with its namespace:\n%s", log)
 	}
 }

@@ -2,11 +2,15 @@ package console
 
 import (
 	"encoding/base64"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/limiter"
@@ -142,16 +146,18 @@ func (c *Console) redrive(r request) (any, error) {
 	// All: a batch at a time (max_messages' default), until none is left
 	// or the request's time is up.
 	var moved int64
+	var err error
 	for range maxRounds {
-		resp, err := c.queueClient(r.ns).Redrive(r.ctx, &coordv1.RedriveRequest{Queue: body.Queue, MessageIds: body.MessageIDs})
+		var resp *coordv1.RedriveResponse
+		resp, err = c.queueClient(r.ns).Redrive(r.ctx, &coordv1.RedriveRequest{Queue: body.Queue, MessageIds: body.MessageIDs})
 		moved += resp.GetMoved()
 		if err != nil || !body.All || resp.GetMoved() == 0 {
-			c.o.Log.Info("console: redrive", "namespace", r.ns, "queue", body.Queue, "all", body.All, "asked", len(body.MessageIDs), "moved", moved, "err", err)
-			if err != nil {
-				return nil, err
-			}
 			break
 		}
+	}
+	c.o.Log.Info("console: redrive", "namespace", r.ns, "queue", body.Queue, "all", body.All, "asked", len(body.MessageIDs), "moved", moved, "err", err)
+	if err != nil {
+		return nil, partial(err, "redriven", moved)
 	}
 	return map[string]any{"moved": moved}, nil
 }
@@ -170,22 +176,42 @@ func (c *Console) purge(r request) (any, error) {
 		return nil, badRequest{"confirm: type the queue's name to purge its dead letters"}
 	}
 	var purged, remaining int64
+	var err error
 	for range maxRounds {
-		resp, err := c.queueClient(r.ns).PurgeDeadLetters(r.ctx, &coordv1.PurgeDeadLettersRequest{Queue: body.Queue})
-		purged, remaining = purged+resp.GetPurged(), resp.GetRemaining()
-		if err != nil || remaining == 0 || resp.GetPurged() == 0 {
-			c.o.Log.Info("console: purge dead letters", "namespace", r.ns, "queue", body.Queue, "purged", purged, "remaining", remaining, "err", err)
-			if err != nil {
-				return nil, err
-			}
+		var resp *coordv1.PurgeDeadLettersResponse
+		resp, err = c.queueClient(r.ns).PurgeDeadLetters(r.ctx, &coordv1.PurgeDeadLettersRequest{Queue: body.Queue})
+		purged += resp.GetPurged()
+		if err != nil {
 			break
 		}
+		remaining = resp.GetRemaining()
+		if remaining == 0 || resp.GetPurged() == 0 {
+			break
+		}
+	}
+	c.o.Log.Info("console: purge dead letters", "namespace", r.ns, "queue", body.Queue, "purged", purged, "remaining", remaining, "err", err)
+	if err != nil {
+		return nil, partial(err, "purged", purged)
 	}
 	return map[string]any{"purged": purged, "remaining": remaining}, nil
 }
 
 // maxRounds bounds the batches of one redrive or purge of everything.
 const maxRounds = 100
+
+// partial is err, a batch's failure after n messages were done (what: in
+// the past tense) by earlier batches of the same request, with its code
+// kept and the operator told what did happen; after an uncertain failure
+// (UNAVAILABLE, DEADLINE_EXCEEDED) the failed batch may have happened too.
+func partial(err error, what string, n int64) error {
+	st := status.Convert(err)
+	msg := fmt.Sprintf("%d %s before this error: %s", n, what, st.Message())
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		msg = fmt.Sprintf("%d %s before this error; the outcome of the last batch is unknown (reload to see the counts): %s", n, what, st.Message())
+	}
+	return status.Error(st.Code(), msg)
+}
 
 func holders(hs []*coordv1.Holder) []holderJSON {
 	out := make([]holderJSON, 0, len(hs))
