@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -665,5 +666,44 @@ func TestWorkerGracefulStop(t *testing.T) {
 	}
 	if st.GetReady()+st.GetInFlight()+st.GetDelayed() != 0 {
 		t.Fatalf("after a graceful stop: %v, want the message acked", st)
+	}
+}
+
+// TestNewSessionRetriesOverloaded: a coordd at limits.max_sessions refuses
+// a new session with OVERLOADED; NewSession tries again after its
+// retry_after until ctx ends, and gets the session once a slot frees.
+func TestNewSessionRetriesOverloaded(t *testing.T) {
+	st, _ := backendtest.Open(t, *backend, clock.Real{}, "")
+	t.Cleanup(func() { _ = st.Close() })
+	cc := servertest.Serve(t, st, clock.Real{}, servertest.WithConfig(testConfig), servertest.WithServerOptions(func(o *server.Options) {
+		o.Limits.MaxSessions = 1
+	}))
+	first := newSession(t, cc)
+
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := client.NewSession(short, cc)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "OVERLOADED") {
+		t.Fatalf("NewSession at capacity = %v, want the deadline, naming the refusal", err)
+	}
+	if _, ok := client.Overloaded(err); ok {
+		t.Fatal("Overloaded of a wrapped deadline error: the refusal is described, not returned")
+	}
+
+	var closing atomic.Bool
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		closing.Store(true)
+		_ = first.Close()
+	}()
+	ctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	s, err := client.NewSession(ctx, cc)
+	if err != nil {
+		t.Fatalf("NewSession once a slot frees: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if !closing.Load() {
+		t.Fatal("NewSession got a session before the only slot was given back")
 	}
 }

@@ -322,6 +322,28 @@ func WaitLimit(err error) time.Duration {
 	return 0
 }
 
+// Overloaded returns how long coordd asked to wait before trying again
+// when err is its RESOURCE_EXHAUSTED reason OVERLOADED (new work refused
+// at capacity, e.g. a new session at limits.max_sessions), and whether it
+// is. A refusal without a retry_after asks for a second.
+func Overloaded(err error) (retryAfter time.Duration, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		info, isInfo := d.(*errdetails.ErrorInfo)
+		if !isInfo || info.GetDomain() != "coordd" || info.GetReason() != "OVERLOADED" {
+			continue
+		}
+		if r, err := time.ParseDuration(info.GetMetadata()["retry_after"]); err == nil && r > 0 {
+			return r, true
+		}
+		return time.Second, true
+	}
+	return 0, false
+}
+
 // callSlack is how much earlier than ctx's deadline a wait ends, so that
 // coordd's answer arrives before the deadline cancels the call.
 const callSlack = 50 * time.Millisecond

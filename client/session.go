@@ -105,7 +105,10 @@ func (l LostHold) String() string {
 }
 
 // NewSession opens a session on cc and keeps it alive until Close or its
-// end. ctx bounds the opening only: the session outlives it.
+// end. ctx bounds the opening only: the session outlives it. A coordd at
+// capacity refuses a new session with OVERLOADED: NewSession tries again
+// after the retry_after it names (with jitter: between half of it and one
+// and a half times it) until ctx ends.
 func NewSession(ctx context.Context, cc grpc.ClientConnInterface, opts ...SessionOption) (*Session, error) {
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Session{
@@ -121,14 +124,28 @@ func NewSession(ctx context.Context, cc grpc.ClientConnInterface, opts ...Sessio
 		cancel()
 		return nil, fmt.Errorf("client: session ttl %v and resume timeout %v must be positive, lock-delay %v not negative", s.ttl, s.timeout, s.lockDelay)
 	}
-	bound := s.timeout
-	if dl, ok := ctx.Deadline(); ok {
-		bound = min(bound, time.Until(dl))
+	bound := func() time.Duration {
+		if dl, ok := ctx.Deadline(); ok {
+			return min(s.timeout, time.Until(dl))
+		}
+		return s.timeout
 	}
-	conn, resp, sent, err := s.open(ctx, bound)
-	if err != nil {
-		cancel()
-		return nil, err
+	conn, resp, sent, err := s.open(ctx, bound())
+	for err != nil {
+		retry, overloaded := Overloaded(err)
+		if !overloaded {
+			cancel()
+			return nil, err
+		}
+		wait := time.NewTimer(retry/2 + randDuration(retry))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			cancel()
+			return nil, fmt.Errorf("%w (the last refusal: %s)", ctx.Err(), Describe(err))
+		case <-wait.C:
+		}
+		conn, resp, sent, err = s.open(ctx, bound())
 	}
 	s.conn, s.id = conn, resp.GetSessionId()
 	s.deadline = sent.Add(resp.GetTtl().AsDuration())

@@ -153,9 +153,9 @@ func metrics(t *testing.T, httpAddr string) string {
 // inline limit, which appear once used.
 var exportedAtStart = []string{
 	"grpc_server_handled_total", "grpc_server_handling_seconds_bucket",
-	"coordd_grpc_wait_seconds_bucket", "coordd_locks_lost_total", "coordd_idempotency_outcomes_total",
-	"coordd_locks_granted_total", "coordd_locks_contended_total", "coordd_locks_released_total", "coordd_locks_expired_total",
-	"coordd_lock_wait_seconds_bucket", "coordd_lock_hold_seconds_bucket", "coordd_session_streams",
+	"coordd_grpc_wait_seconds_bucket", "coordd_holds_lost_total", "coordd_idempotency_outcomes_total",
+	"coordd_holds_granted_total", "coordd_holds_contended_total", "coordd_hold_duration_seconds_count", "coordd_holds_expired_total",
+	"coordd_hold_wait_seconds_bucket", "coordd_hold_duration_seconds_bucket", "coordd_session_streams",
 }
 
 // TestCoorddRunsTheseConfigs: coordd starts with the configuration each

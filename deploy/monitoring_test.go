@@ -20,13 +20,13 @@ var metricNames = []string{
 	"grpc_server_handled_total",
 	"grpc_server_handling_seconds_bucket",
 	"coordd_grpc_wait_seconds_bucket",
-	"coordd_locks_granted_total",
-	"coordd_locks_contended_total",
-	"coordd_locks_released_total",
-	"coordd_locks_lost_total",
-	"coordd_locks_expired_total",
-	"coordd_lock_wait_seconds_bucket",
-	"coordd_lock_hold_seconds_bucket",
+	"coordd_holds_granted_total",
+	"coordd_holds_contended_total",
+	"coordd_hold_duration_seconds_count",
+	"coordd_holds_lost_total",
+	"coordd_holds_expired_total",
+	"coordd_hold_wait_seconds_bucket",
+	"coordd_hold_duration_seconds_bucket",
 	"coordd_session_streams",
 	"coordd_ratelimit_decisions_total",
 	"coordd_idempotency_outcomes_total",
@@ -155,7 +155,7 @@ func TestAlertRules(t *testing.T) {
 	checkErrorRateCodes(t, readDoc(t, path))
 	for _, m := range []string{
 		"coordd_store_errors_total", "coordd_store_breaker_open", "coordd_queue_messages",
-		"coordd_lock_wait_seconds_bucket", "grpc_server_handled_total", "coordd_redis_evicting_nodes",
+		"coordd_hold_wait_seconds_bucket", "grpc_server_handled_total", "coordd_redis_evicting_nodes",
 		"grpc_server_handling_seconds_bucket",
 	} {
 		if !covered[m] {
@@ -255,7 +255,7 @@ func TestGrafanaDashboard(t *testing.T) {
 
 // checkLatencyApart: a query of the latency of calls
 // (grpc_server_handling_seconds) selects grpc_type="unary", so that no
-// stream is in it (coordd before issue 13 timed streams there), and never
+// stream is in it (older coordd versions timed streams there), and never
 // mixes in coordd_grpc_wait_seconds, the calls that asked to wait, whose
 // times are the waits their clients chose; an alert (isAlert) never selects
 // the waits at all, for the same reason.

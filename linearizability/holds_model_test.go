@@ -6,11 +6,11 @@ package linearizability
 // than a test, so that neither expiry nor a ticket's lapse is part of the
 // model, and there are no sessions (no AlreadyHeld, no lock-delay).
 //
-// The model follows the store contract (internal/store/holds.go and the
-// issue 11 design note): a request is granted iff it fits beside the live
-// holders and no ticket ahead of it would be blocked by it (a request
-// without a ticket, or whose ticket is not queued, is behind the whole
-// queue); a waiting request that is not granted keeps its place, or joins
+// The model follows the store contract (internal/store/holds.go and
+// docs/ARCHITECTURE.md's hold states): a request is granted iff it fits
+// beside the live holders and no ticket ahead of it would be blocked by it
+// (a request without a ticket, or whose ticket is not queued, is behind
+// the whole queue); a waiting request that is not granted keeps its place, or joins
 // the queue at the back; a grant takes the ticket out of the queue and has
 // a fence greater than every fence issued before; a semaphore's limit is
 // the one of its holders and waiters while it has any, and another is

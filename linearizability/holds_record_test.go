@@ -369,7 +369,7 @@ func (c *hclient) acquire(name string) {
 }
 
 func (c *hclient) callAcquire(in hin) hout {
-	req := store.AcquireLock{
+	req := store.HoldRequest{
 		Name: in.Name, Token: in.Token, Owner: in.Owner, TTL: ttl,
 		Kind: in.Kind, Shared: in.Shared, MaxHolders: in.MaxHolders, Limit: in.Limit,
 	}
@@ -425,7 +425,7 @@ func (c *hclient) renew(name, which string) {
 	switch {
 	case err == nil:
 		out = hout{OK: true, Fence: l.Fence}
-	case errors.Is(err, store.ErrLockNotHeld):
+	case errors.Is(err, store.ErrNotHeld):
 		if which == "own" {
 			c.lose(name)
 		}

@@ -68,7 +68,7 @@ type exclusiveAsShared struct {
 	fences map[string]map[uint64]bool // name → fences of the downgraded grants
 }
 
-func (s *exclusiveAsShared) AcquireHold(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+func (s *exclusiveAsShared) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(req.Token))
 	downgraded := req.Kind == store.HoldLock && !req.Shared && h.Sum32()%4 == 0
@@ -87,7 +87,7 @@ func (s *exclusiveAsShared) AcquireHold(ctx context.Context, req store.AcquireLo
 	return g, err
 }
 
-func (s *exclusiveAsShared) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
+func (s *exclusiveAsShared) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
 	info, err := s.Holds.GetHolds(ctx, kind, name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,7 +113,7 @@ func TestSemaphoreOverLimitIsCaught(t *testing.T) {
 // one on the way in, and lowered back in every answer.
 type overLimit struct{ store.Holds }
 
-func (s overLimit) AcquireHold(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+func (s overLimit) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
 	if req.Kind != store.HoldSemaphore {
 		return s.Holds.AcquireHold(ctx, req)
 	}
@@ -125,7 +125,7 @@ func (s overLimit) AcquireHold(ctx context.Context, req store.AcquireLock) (stor
 	return g, err
 }
 
-func (s overLimit) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
+func (s overLimit) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
 	info, err := s.Holds.GetHolds(ctx, kind, name)
 	if kind == store.HoldSemaphore && info.Limit > 0 {
 		info.Limit--
@@ -174,9 +174,9 @@ func (f *failing) fail(call func()) bool {
 	return p < 4
 }
 
-func (f *failing) AcquireHold(ctx context.Context, req store.AcquireLock) (g store.LockGrant, err error) {
+func (f *failing) AcquireHold(ctx context.Context, req store.HoldRequest) (g store.Grant, err error) {
 	if f.fail(func() { g, err = f.Holds.AcquireHold(ctx, req) }) {
-		return store.LockGrant{}, errInjected
+		return store.Grant{}, errInjected
 	}
 	return g, err
 }
@@ -195,9 +195,9 @@ func (f *failing) RenewHold(ctx context.Context, kind store.HoldKind, name, toke
 	return l, err
 }
 
-func (f *failing) GetHolds(ctx context.Context, kind store.HoldKind, name string) (info store.LockInfo, err error) {
+func (f *failing) GetHolds(ctx context.Context, kind store.HoldKind, name string) (info store.HoldInfo, err error) {
 	if f.fail(func() { info, err = f.Holds.GetHolds(ctx, kind, name) }) {
-		return store.LockInfo{}, errInjected
+		return store.HoldInfo{}, errInjected
 	}
 	return info, err
 }

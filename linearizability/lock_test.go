@@ -77,7 +77,7 @@ func faultyServer(t *testing.T) coordv1.LockServiceClient {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		methods := []string{"AcquireLock", "ReleaseHold", "RenewLock", "GetLock", "LeaveQueue"}
+		methods := []string{"AcquireHold", "ReleaseHold", "RenewHold", "GetHolds", "LeaveQueue"}
 		rng := rand.New(rand.NewPCG(1, 2))
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
@@ -121,8 +121,8 @@ func (s *tokenBlindRelease) latest(name, tok string) {
 	s.mu.Unlock()
 }
 
-func (s *tokenBlindRelease) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
-	g, err := s.Store.AcquireLock(ctx, req)
+func (s *tokenBlindRelease) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
+	g, err := s.Store.AcquireHold(ctx, req)
 	if err == nil && g.Acquired {
 		s.latest(req.Name, req.Token)
 	}
@@ -174,18 +174,18 @@ type staleGetLock struct {
 }
 
 type staleInfo struct {
-	info store.LockInfo
+	info store.HoldInfo
 	at   time.Time
 }
 
-func (s *staleGetLock) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
+func (s *staleGetLock) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
 	s.mu.Lock()
 	c, ok := s.cache[name]
 	s.mu.Unlock()
 	if ok && time.Since(c.at) < staleFor {
 		return c.info, nil
 	}
-	info, err := s.Store.GetLock(ctx, name)
+	info, err := s.Store.GetHolds(ctx, kind, name)
 	if err == nil {
 		s.mu.Lock()
 		s.cache[name] = staleInfo{info, time.Now()}

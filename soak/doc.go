@@ -1,4 +1,4 @@
-// Package soak holds coordd's soak test (issue 5): a bounded, mixed load of
+// Package soak holds coordd's soak test: a bounded, mixed load of
 // every RPC from many client goroutines over several gRPC connections, with
 // clients that disconnect at random, followed by a quiet period and a check
 // that coordd gave everything back.

@@ -55,7 +55,7 @@ func flagSet(name string) bool {
 	return set
 }
 
-// TestSoak is issue 5's soak test; see the package documentation.
+// TestSoak is the soak test; see the package documentation.
 func TestSoak(t *testing.T) {
 	load, warm := *durationFlag, *warmFlag
 	if testing.Short() && !flagSet("soak.duration") {

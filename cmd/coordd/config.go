@@ -18,6 +18,7 @@ import (
 
 	"github.com/coordd/coordd/internal/console"
 	"github.com/coordd/coordd/internal/election"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
@@ -57,15 +58,18 @@ type Config struct {
 	Memory struct {
 		SweepInterval time.Duration `mapstructure:"sweep_interval"`
 	} `mapstructure:"memory"`
-	Redis       RedisConfig      `mapstructure:"redis"`
-	Lock        lock.Config      `mapstructure:"lock"`
-	Semaphore   semaphore.Config `mapstructure:"semaphore"`
-	Election    election.Config  `mapstructure:"election"`
-	Session     session.Config   `mapstructure:"session"`
-	RateLimit   RateLimit        `mapstructure:"ratelimit"`
-	Idempotency idem.Config      `mapstructure:"idempotency"`
-	Queue       queue.Config     `mapstructure:"queue"`
-	UI          console.Config   `mapstructure:"ui"`
+	Redis     RedisConfig      `mapstructure:"redis"`
+	Lock      lock.Config      `mapstructure:"lock"`
+	Semaphore semaphore.Config `mapstructure:"semaphore"`
+	Election  election.Config  `mapstructure:"election"`
+	Session   session.Config   `mapstructure:"session"`
+	// Deprecated lists what loadConfig read under a deprecated key, for
+	// the daemon to warn about.
+	Deprecated  []string       `mapstructure:"-"`
+	RateLimit   RateLimit      `mapstructure:"ratelimit"`
+	Idempotency idem.Config    `mapstructure:"idempotency"`
+	Queue       queue.Config   `mapstructure:"queue"`
+	UI          console.Config `mapstructure:"ui"`
 }
 
 // GRPCConfig is the grpc section: the server's transport settings.
@@ -283,6 +287,9 @@ func loadConfig(args []string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", decodeErrors(err, source))
 	}
+	if err := cfg.renamed(source); err != nil {
+		return cfg, err
+	}
 	cfg.applyLimits()
 	if err := cfg.Validate(); err != nil {
 		return cfg, decodeErrors(err, source)
@@ -362,13 +369,32 @@ func setDefaults(v *viper.Viper, prefix string, rv reflect.Value) {
 	}
 }
 
+// renamed moves the values of deprecated keys to the keys that replaced
+// them, noting a warning for each (Config.Deprecated): lock.max_locks_per_session
+// is session.max_holds. Both set, to different values, is an error.
+func (c *Config) renamed(source func(key string) string) error {
+	if old := source("lock.max_locks_per_session"); old != "" {
+		n := c.Lock.MaxLocksPerSession
+		if source("session.max_holds") != "" && c.Session.MaxHolds != n {
+			return fmt.Errorf("lock.max_locks_per_session (%d%s) is the old name of session.max_holds (%d%s): set only session.max_holds",
+				n, old, c.Session.MaxHolds, source("session.max_holds"))
+		}
+		if n < 1 || n > hold.MaxSessionHoldsLimit {
+			return fmt.Errorf("lock.max_locks_per_session (now session.max_holds): must be between 1 and %d, got %d%s", hold.MaxSessionHoldsLimit, n, old)
+		}
+		c.Session.MaxHolds = n
+		c.Deprecated = append(c.Deprecated, "lock.max_locks_per_session is deprecated: it is session.max_holds now (it counts locks, permits and leaderships)")
+	}
+	return nil
+}
+
 // applyLimits copies the shared limits into the sections that use them.
 func (c *Config) applyLimits() {
 	c.Lock.MaxWait, c.Lock.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
 	c.Semaphore.MaxWait, c.Semaphore.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
 	c.Election.MaxWait, c.Election.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
 	// A session's holds of every kind count against one bound.
-	c.Semaphore.MaxSessionLocks, c.Election.MaxSessionLocks = c.Lock.MaxSessionLocks, c.Lock.MaxSessionLocks
+	c.Lock.MaxSessionHolds, c.Semaphore.MaxSessionHolds, c.Election.MaxSessionHolds = c.Session.MaxHolds, c.Session.MaxHolds, c.Session.MaxHolds
 	c.Idempotency.MaxWait, c.Idempotency.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
 	c.Queue.MaxWait, c.Queue.MaxNameBytes = c.Limits.MaxWait, c.Limits.MaxNameBytes
 	c.RateLimit.MaxNameBytes, c.RateLimit.MaxWait = c.Limits.MaxNameBytes, c.Limits.MaxWait

@@ -307,8 +307,10 @@ func TestLoadConfigBadValues(t *testing.T) {
 	}{
 		{name: "negative duration", yaml: "lock:\n  max_ttl: -1s\n", key: "lock.max_ttl"},
 		{name: "default_ttl > max_ttl", yaml: "lock:\n  default_ttl: 2h\n  max_ttl: 1h\n", key: "lock.default_ttl"},
-		{name: "unbounded max_locks_per_session", yaml: "lock:\n  max_locks_per_session: 0\n", key: "lock.max_locks_per_session"},
-		{name: "max_locks_per_session over 10000", yaml: "lock:\n  max_locks_per_session: 10001\n", key: "lock.max_locks_per_session"},
+		{name: "unbounded max_holds", yaml: "session:\n  max_holds: 0\n", key: "session.max_holds"},
+		{name: "max_holds over 10000", yaml: "session:\n  max_holds: 10001\n", key: "session.max_holds"},
+		{name: "deprecated max_locks_per_session over 10000", yaml: "lock:\n  max_locks_per_session: 10001\n", key: "lock.max_locks_per_session"},
+		{name: "deprecated max_locks_per_session beside max_holds", yaml: "lock:\n  max_locks_per_session: 5\nsession:\n  max_holds: 6\n", key: "set only session.max_holds"},
 		{name: "max_shared_holders 0", yaml: "lock:\n  max_shared_holders: 0\n", key: "lock.max_shared_holders"},
 		{name: "max_shared_holders over 10000", yaml: "lock:\n  max_shared_holders: 10001\n", key: "lock.max_shared_holders"},
 		{name: "semaphore default_ttl > max_ttl", yaml: "semaphore:\n  default_ttl: 2h\n  max_ttl: 1h\n", key: "semaphore.default_ttl"},
@@ -353,6 +355,11 @@ func TestLoadConfigBadValues(t *testing.T) {
 		{name: "redis timeout zero", yaml: "store: redis\nredis:\n  timeout: 0s\n", key: "redis.timeout"},
 		{name: "redis no addrs", yaml: "store: redis\nredis:\n  addrs: []\n", key: "redis.addrs"},
 		{name: "redis negative wait_replicas", env: map[string]string{"COORDD_STORE": "redis", "COORDD_REDIS_WAIT_REPLICAS": "-1"}, key: "redis.wait_replicas"},
+		{name: "redis idle_name_ttl under a minute", yaml: "store: redis\nredis:\n  idle_name_ttl: 59s\n", key: "redis.idle_name_ttl"},
+		{name: "redis memory_high_water zero", yaml: "store: redis\nredis:\n  memory_high_water: 0\n", key: "redis.memory_high_water"},
+		{name: "redis memory_high_water above 1", env: map[string]string{"COORDD_STORE": "redis", "COORDD_REDIS_MEMORY_HIGH_WATER": "1.5"}, key: "redis.memory_high_water"},
+		{name: "zero queue.max_messages", yaml: "queue:\n  max_messages: 0\n", key: "queue.max_messages"},
+		{name: "negative queue.max_messages", env: map[string]string{"COORDD_QUEUE_MAX_MESSAGES": "-1"}, key: "queue.max_messages"},
 		{name: "flag store bogus", flags: []string{"--store", "bogus"}, key: "store"},
 		{name: "flag bad log level", flags: []string{"--log-level", "loud"}, key: "log_level"},
 		{name: "flag empty grpc addr", flags: []string{"--grpc-addr", ""}, key: "grpc_addr"},
@@ -654,7 +661,7 @@ func TestAPIKeysFileErrorsQuoteNoKey(t *testing.T) {
 // are copied into every section that uses them, and each section checks
 // them; a bad one is still reported once.
 func TestLoadConfigSharedLimitOnce(t *testing.T) {
-	for _, yaml := range []string{"limits:\n  max_wait: -1s\n", "limits:\n  max_name_bytes: 0\n", "lock:\n  max_locks_per_session: 0\n"} {
+	for _, yaml := range []string{"limits:\n  max_wait: -1s\n", "limits:\n  max_name_bytes: 0\n", "session:\n  max_holds: 0\n"} {
 		_, err := loadConfig([]string{"--config", writeConfig(t, yaml)})
 		if err == nil {
 			t.Fatalf("loadConfig(%q) = nil error", yaml)
@@ -669,15 +676,53 @@ func TestLoadConfigSharedLimitOnce(t *testing.T) {
 // session's bound on holds of every kind) are copied into the semaphore and
 // election sections, as into the lock's.
 func TestLoadConfigSharedLimitsReachEverySection(t *testing.T) {
-	cfg, err := loadConfig([]string{"--config", writeConfig(t, "limits:\n  max_wait: 5s\n  max_name_bytes: 64\nlock:\n  max_locks_per_session: 7\n")})
+	cfg, err := loadConfig([]string{"--config", writeConfig(t, "limits:\n  max_wait: 5s\n  max_name_bytes: 64\nsession:\n  max_holds: 7\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := cfg.Semaphore; c.MaxWait != 5*time.Second || c.MaxNameBytes != 64 || c.MaxSessionLocks != 7 {
+	if c := cfg.Lock; c.MaxWait != 5*time.Second || c.MaxNameBytes != 64 || c.MaxSessionHolds != 7 {
+		t.Errorf("lock section = %+v, want max wait 5s, 64 name bytes, 7 holds per session", c)
+	}
+	if c := cfg.Semaphore; c.MaxWait != 5*time.Second || c.MaxNameBytes != 64 || c.MaxSessionHolds != 7 {
 		t.Errorf("semaphore section = %+v, want max wait 5s, 64 name bytes, 7 holds per session", c)
 	}
-	if c := cfg.Election; c.MaxWait != 5*time.Second || c.MaxNameBytes != 64 || c.MaxSessionLocks != 7 {
+	if c := cfg.Election; c.MaxWait != 5*time.Second || c.MaxNameBytes != 64 || c.MaxSessionHolds != 7 {
 		t.Errorf("election section = %+v, want max wait 5s, 64 name bytes, 7 holds per session", c)
+	}
+}
+
+// TestDeprecatedMaxLocksPerSession: lock.max_locks_per_session, the old
+// name of session.max_holds, still sets it (from the file or the
+// environment), with a warning for the daemon to log.
+func TestDeprecatedMaxLocksPerSession(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		env  string
+	}{
+		{"file", []string{"--config", writeConfig(t, "lock:\n  max_locks_per_session: 7\n")}, ""},
+		{"environment", nil, "7"},
+		{"both names, one value", []string{"--config", writeConfig(t, "lock:\n  max_locks_per_session: 7\nsession:\n  max_holds: 7\n")}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv("COORDD_LOCK_MAX_LOCKS_PER_SESSION", c.env)
+			}
+			cfg, err := loadConfig(c.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Session.MaxHolds != 7 || cfg.Semaphore.MaxSessionHolds != 7 {
+				t.Errorf("session.max_holds = %d (semaphore section %d), want 7", cfg.Session.MaxHolds, cfg.Semaphore.MaxSessionHolds)
+			}
+			if len(cfg.Deprecated) != 1 || !strings.Contains(cfg.Deprecated[0], "session.max_holds") {
+				t.Errorf("Deprecated = %q, want one warning naming session.max_holds", cfg.Deprecated)
+			}
+		})
+	}
+	cfg, err := loadConfig(nil)
+	if err != nil || len(cfg.Deprecated) != 0 {
+		t.Errorf("defaults: Deprecated = %q, %v; want none", cfg.Deprecated, err)
 	}
 }
 

@@ -78,6 +78,9 @@ func run(ctx context.Context, args []string, logOut io.Writer) error {
 	for _, name := range unknownEnv(os.Environ()) {
 		log.Warn("an environment variable names no configuration key: ignored (a typo?)", "name", name)
 	}
+	for _, msg := range cfg.Deprecated {
+		log.Warn(msg)
+	}
 	d, err := newDaemon(cfg, log)
 	if err != nil {
 		return err
@@ -143,6 +146,25 @@ func newLogger(cfg Config, out io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(out, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(out, opts)), nil
+}
+
+// The HTTP port's bounds (metrics, health, the console), so that a stranger
+// cannot hold connections open by sending or reading slowly: a request's
+// headers within 10 s and the whole request within 30 s, a response written
+// within 60 s, an idle keep-alive connection closed after 2 minutes, and
+// headers of at most 64 KiB (README, "HTTP port").
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 30 * time.Second
+	httpWriteTimeout      = 60 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+	httpMaxHeaderBytes    = 64 << 10
+)
+
+// newHTTPServer is the HTTP port's server, with its bounds.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: httpReadHeaderTimeout, ReadTimeout: httpReadTimeout,
+		WriteTimeout: httpWriteTimeout, IdleTimeout: httpIdleTimeout, MaxHeaderBytes: httpMaxHeaderBytes}
 }
 
 // daemon is one running coordd: its store, services and listeners.
@@ -289,7 +311,7 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	if cfg.UI.Enabled {
 		mux.Handle("/ui/", d.console(local))
 	}
-	d.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	d.http = newHTTPServer(mux)
 
 	if d.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		d.grpc.Stop() // its stream workers

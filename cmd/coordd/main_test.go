@@ -380,6 +380,21 @@ func endToEndQueues(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
 // of the calls made.
 func endToEndHTTP(t *testing.T, hc *http.Client, httpAddr string) {
 	t.Helper()
+	// Headers past the bound (64 KiB, and the 4 KiB net/http adds) are
+	// refused.
+	req, err := http.NewRequest("GET", "http://"+httpAddr+"/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Big", strings.Repeat("x", 70<<10))
+	if resp, err := hc.Do(req); err != nil {
+		t.Errorf("GET /healthz with 70 KiB of headers: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("GET /healthz with 70 KiB of headers = %d, want 431", resp.StatusCode)
+		}
+	}
 	if code, body := httpGet(t, hc, "http://"+httpAddr+"/healthz"); code != http.StatusOK {
 		t.Errorf("GET /healthz = %d %q, want 200", code, body)
 	}
@@ -747,5 +762,28 @@ func TestBinaryVersionAndUnknownEnv(t *testing.T) {
 	d.WaitLog(t, "COORDD_QUEUE_MAX_DELAYY", 1, 5*time.Second)
 	if strings.Contains(d.Output(), "secret-looking-value") {
 		t.Fatalf("the variable's value was logged:\n%s", d.Output())
+	}
+}
+
+// TestHTTPServerBounds: the HTTP port bounds how long a client may take to
+// send a request or read a response, how long an idle connection stays,
+// and how large its headers may be (the README's numbers).
+func TestHTTPServerBounds(t *testing.T) {
+	s := newHTTPServer(http.NotFoundHandler())
+	for _, c := range []struct {
+		what      string
+		got, want time.Duration
+	}{
+		{"ReadHeaderTimeout", s.ReadHeaderTimeout, 10 * time.Second},
+		{"ReadTimeout", s.ReadTimeout, 30 * time.Second},
+		{"WriteTimeout", s.WriteTimeout, time.Minute},
+		{"IdleTimeout", s.IdleTimeout, 2 * time.Minute},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	if s.MaxHeaderBytes != 64<<10 {
+		t.Errorf("MaxHeaderBytes = %d, want 64 KiB", s.MaxHeaderBytes)
 	}
 }

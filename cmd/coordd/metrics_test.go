@@ -380,14 +380,13 @@ func checkMetricDeltas(t *testing.T, before, after scrape, queue string) {
 		delta  float64
 	}
 	wants := []want{
-		{"coordd_locks_granted_total", nil, 4},   // Lock 1, 3 (after waiting), 4, the session's
-		{"coordd_locks_contended_total", nil, 2}, // Lock 2 (not acquired), Lock 3 (waited)
-		{"coordd_locks_released_total", nil, 2},  // Release 1, 2 (not the stranger's, not the lost lock)
-		{"coordd_locks_lost_total", []string{"reason", "max_hold"}, 1},
-		{"coordd_locks_expired_total", nil, 1}, // Renew with an unknown token
-		{"coordd_lock_wait_seconds", nil, 4},   // one per grant
-		{"coordd_lock_hold_seconds", nil, 2},   // one per Release
-		{"coordd_session_streams", nil, 0},     // the stream has ended
+		{"coordd_holds_granted_total", []string{"kind", "lock", "mode", "exclusive"}, 4}, // Lock 1, 3 (after waiting), 4, the session's
+		{"coordd_holds_contended_total", []string{"kind", "lock"}, 2},                    // Lock 2 (not acquired), Lock 3 (waited)
+		{"coordd_hold_wait_seconds", []string{"kind", "lock"}, 1},                        // Lock 3, the one that could wait
+		{"coordd_hold_duration_seconds", []string{"kind", "lock"}, 2},                    // Release 1, 2 (not the stranger's, not the lost lock)
+		{"coordd_holds_lost_total", []string{"kind", "lock", "reason", "max_hold"}, 1},
+		{"coordd_holds_expired_total", []string{"kind", "lock"}, 1}, // Renew with an unknown token
+		{"coordd_session_streams", nil, 0},                          // the stream has ended
 		{"coordd_ratelimit_decisions_total", []string{"policy", "p", "algorithm", "fixed_window", "result", "allowed"}, 2},
 		{"coordd_ratelimit_decisions_total", []string{"policy", "p", "algorithm", "fixed_window", "result", "denied"}, 1},
 		{"coordd_ratelimit_decisions_total", []string{"policy", "inline", "algorithm", "token_bucket", "result", "allowed"}, 1},
@@ -437,8 +436,8 @@ func checkMetricDeltas(t *testing.T, before, after scrape, queue string) {
 			}
 		}
 	}
-	if h := after.series("coordd_lock_hold_seconds").GetHistogram(); h.GetSampleSum() <= 0.3 {
-		t.Errorf("coordd_lock_hold_seconds sum = %v; Release 1 came after a hold of more than 300ms", h.GetSampleSum())
+	if h := after.series("coordd_hold_duration_seconds", "kind", "lock").GetHistogram(); h.GetSampleSum() <= 0.3 {
+		t.Errorf("coordd_hold_duration_seconds{lock} sum = %v; Release 1 came after a hold of more than 300ms", h.GetSampleSum())
 	}
 
 }
@@ -517,7 +516,7 @@ func TestMetricsStoreOnRedis(t *testing.T) {
 		t.Fatalf("GetLock: %v", err)
 	}
 	mid := getMetrics(t, hc, p.httpAddr)
-	for _, op := range []string{"AcquireLock", "GetLock"} {
+	for _, op := range []string{"AcquireHold", "GetHolds"} {
 		if got := mid.value("coordd_store_duration_seconds", "op", op) - before.value("coordd_store_duration_seconds", "op", op); got != 1 {
 			t.Errorf("coordd_store_duration_seconds{op=%q} gained %v samples, want 1", op, got)
 		}
@@ -539,8 +538,8 @@ func TestMetricsStoreOnRedis(t *testing.T) {
 	_, err = locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "m-redis-lock"})
 	wantCode(t, "GetLock with Redis down", err, codes.Unavailable, "STORE_UNAVAILABLE")
 	after := getMetrics(t, hc, p.httpAddr)
-	if got := after.value("coordd_store_errors_total", "op", "GetLock", "kind", "unavailable"); got != 1 {
-		t.Errorf("coordd_store_errors_total{op=GetLock,kind=unavailable} = %v, want 1", got)
+	if got := after.value("coordd_store_errors_total", "op", "GetHolds", "kind", "unavailable"); got != 1 {
+		t.Errorf("coordd_store_errors_total{op=GetHolds,kind=unavailable} = %v, want 1", got)
 	}
 }
 
@@ -742,8 +741,10 @@ ratelimit:
 		}
 	}
 	for _, c := range [][]string{
-		{"coordd_locks_granted_total"},
-		{"coordd_locks_lost_total", "reason", "max_hold"},
+		{"coordd_holds_granted_total", "kind", "lock", "mode", "exclusive"},
+		{"coordd_holds_contended_total", "kind", "lock"},
+		{"coordd_holds_expired_total", "kind", "semaphore"},
+		{"coordd_holds_lost_total", "kind", "lock", "reason", "max_hold"},
 		{"coordd_holds_lost_total", "kind", "semaphore", "reason", "session_expired"},
 		{"coordd_idempotency_outcomes_total", "outcome", "execute"},
 		{"coordd_idempotency_outcomes_total", "outcome", "not_owner"},
@@ -752,7 +753,7 @@ ratelimit:
 		{"coordd_auth_failures_total", "reason", "UNAUTHENTICATED"},
 		{"coordd_auth_failures_total", "reason", "REVOKED"},
 		{"coordd_rejected_total", "reason", "too_many_waiters"},
-		{"coordd_elections_total", "event", "lost"},
+		{"coordd_holds_lost_total", "kind", "election", "reason", "gone"},
 		{"coordd_panics_total"},
 		{"coordd_ratelimit_decisions_total", "policy", "api", "algorithm", "token_bucket", "result", "allowed"},
 		{"coordd_ratelimit_decisions_total", "policy", "api", "algorithm", "token_bucket", "result", "denied"},

@@ -33,7 +33,19 @@ type RedisConfig struct {
 	// AllowEviction lets coordd serve from Redis masters whose
 	// maxmemory-policy may evict keys; default false (GUARANTEES.md).
 	AllowEviction bool `mapstructure:"allow_eviction"`
+	// IdleNameTTL: a hold name (lock, semaphore, election) nobody holds,
+	// waits for or keeps a lock-delay on has no keys left after it, its
+	// fence counter included; default 1h, at least 1m.
+	IdleNameTTL time.Duration `mapstructure:"idle_name_ttl"`
+	// MemoryHighWater: past this share of a master's maxmemory, writes
+	// that only add data are refused (STORE_MEMORY_HIGH); default 0.9, in
+	// (0, 1].
+	MemoryHighWater float64 `mapstructure:"memory_high_water"`
 }
+
+// MinIdleNameTTL is redis.idle_name_ttl's least value: fences stay above
+// every earlier one only while Redis's clock steps back by less than it.
+const MinIdleNameTTL = time.Minute
 
 // defaultRedisConfig returns the documented defaults of the redis section:
 // the store's (redis.DefaultConfig), on 127.0.0.1:6379.
@@ -49,6 +61,8 @@ func defaultRedisConfig() RedisConfig {
 		BreakerFailures: d.BreakerFailures,
 		BreakerCooldown: d.BreakerCooldown,
 		MaxBatch:        d.MaxBatch,
+		IdleNameTTL:     d.IdleNameTTL,
+		MemoryHighWater: d.MemoryHighWater,
 	}
 }
 
@@ -97,6 +111,12 @@ func (c RedisConfig) validate(bad func(key, format string, args ...any)) {
 	if c.BreakerCooldown <= 0 {
 		bad("redis.breaker_cooldown", "must be positive, got %v", c.BreakerCooldown)
 	}
+	if c.IdleNameTTL < MinIdleNameTTL {
+		bad("redis.idle_name_ttl", "must be at least %v, got %v", MinIdleNameTTL, c.IdleNameTTL)
+	}
+	if !(c.MemoryHighWater > 0 && c.MemoryHighWater <= 1) {
+		bad("redis.memory_high_water", "must be above 0 and at most 1 (a share of maxmemory), got %v", c.MemoryHighWater)
+	}
 }
 
 // storeConfig maps the redis section to the store's Config.
@@ -108,6 +128,7 @@ func (c RedisConfig) storeConfig() redis.Config {
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout,
 		BreakerFailures: c.BreakerFailures, BreakerCooldown: c.BreakerCooldown,
 		MaxBatch: c.MaxBatch, AllowEviction: c.AllowEviction,
+		IdleNameTTL: c.IdleNameTTL, MemoryHighWater: c.MemoryHighWater,
 	}
 }
 

@@ -152,7 +152,7 @@ func TestBinaryExportsTraces(t *testing.T) {
 		switch s.GetName() {
 		case "coord.v1.LockService/Lock":
 			rpc = s
-		case "store AcquireLock":
+		case "store AcquireHold":
 			st = s
 		}
 	}

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -396,5 +397,23 @@ func TestPurgeAnswerLost(t *testing.T) {
 	}
 	if log := f.log.String(); !strings.Contains(log, "console: purge dead letters") || !strings.Contains(log, "namespace=team-a") {
 		t.Errorf("the failed purge was not logged with its namespace:\n%s", log)
+	}
+}
+
+// TestStoreErrorHidesAddresses: with auth on, a store failure reaches the
+// console's user without the failure's text, which names the store's
+// nodes (the queue list's Stats and a lock's lookup, as the gRPC API
+// answers them).
+func TestStoreErrorHidesAddresses(t *testing.T) {
+	st := storetest.NewFaulty(memory.New(memory.Options{Clock: clock.Real{}}))
+	f := newFixtureOn(t, twoKeys(t), st)
+	fail := fmt.Errorf("redis: %w: dial tcp 10.9.8.7:18379: connect: connection refused", store.ErrUnavailable)
+	st.FailWith("Stats", fail)
+	st.FailWith("GetHolds", fail)
+	for _, path := range []string{"/ui/api/queues", "/ui/api/lock?kind=lock&name=x"} {
+		code, body, _ := f.do(t, "GET", path, keyA, "")
+		if strings.Contains(body, "10.9.8.7") || code == http.StatusOK && !strings.Contains(body, "unavailable") {
+			t.Errorf("GET %s: %d %s; want the failure without the store's address", path, code, body)
+		}
 	}
 }

@@ -3,7 +3,7 @@ package election
 import (
 	"time"
 
-	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/validate"
 )
 
@@ -16,15 +16,15 @@ type Config struct {
 
 	MaxWait      time.Duration `mapstructure:"-"` // limits.max_wait
 	MaxNameBytes int           `mapstructure:"-"` // limits.max_name_bytes
-	// MaxSessionLocks is lock.max_locks_per_session: a leadership counts
-	// among its session's holds.
-	MaxSessionLocks int `mapstructure:"-"`
+	// MaxSessionHolds is session.max_holds: a leadership counts among its
+	// session's holds.
+	MaxSessionHolds int `mapstructure:"-"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	l := lock.DefaultConfig()
-	return Config{MaxValueBytes: 4096, MaxWait: l.MaxWait, MaxNameBytes: l.MaxNameBytes, MaxSessionLocks: l.MaxSessionLocks}
+	l := hold.DefaultLease()
+	return Config{MaxValueBytes: 4096, MaxWait: l.MaxWait, MaxNameBytes: l.MaxNameBytes, MaxSessionHolds: l.MaxSessionHolds}
 }
 
 // MaxValueBytesLimit is the largest election.max_value_bytes (1 MiB).
@@ -36,12 +36,6 @@ func (c Config) Validate() error {
 	if n := c.MaxValueBytes; n < 1 || n > MaxValueBytesLimit {
 		v.Bad("election.max_value_bytes", "must be between 1 and %d, got %d", MaxValueBytesLimit, n)
 	}
-	if n := c.MaxSessionLocks; n < 1 || n > lock.MaxSessionLocksLimit {
-		v.Bad("lock.max_locks_per_session", "must be between 1 and %d, got %d", lock.MaxSessionLocksLimit, n)
-	}
-	if c.MaxWait < 0 {
-		v.Bad("limits.max_wait", "must not be negative, got %v", c.MaxWait)
-	}
-	v.AtLeast1("limits.max_name_bytes", int64(c.MaxNameBytes))
+	hold.CheckLimits(&v, c.MaxWait, c.MaxNameBytes)
 	return v.Err()
 }

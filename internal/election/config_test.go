@@ -24,7 +24,6 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"zero max_value_bytes", func(c *election.Config) { c.MaxValueBytes = 0 }, "election.max_value_bytes: must be between 1 and 1048576, got 0"},
 		{"max_value_bytes over 1 MiB", func(c *election.Config) { c.MaxValueBytes = 1<<20 + 1 }, "election.max_value_bytes: must be between 1 and 1048576, got 1048577"},
-		{"no session locks", func(c *election.Config) { c.MaxSessionLocks = 0 }, "lock.max_locks_per_session: must be between 1 and 10000, got 0"},
 		{"negative max wait", func(c *election.Config) { c.MaxWait = -time.Second }, "limits.max_wait: must not be negative, got -1s"},
 		{"zero name bytes", func(c *election.Config) { c.MaxNameBytes = 0 }, "limits.max_name_bytes: must be at least 1, got 0"},
 	} {

@@ -1,6 +1,6 @@
 // Package election implements ElectionService's rules on top of
 // store.Elections: leaders bound to sessions, campaigns that wait in
-// arrival order (waiter.Queues, kind HoldElection), values within bounds,
+// arrival order (hold.Waiters, kind HoldElection), values within bounds,
 // and observers that see every change in order (store.ElectionTopic
 // wake-ups, a re-read when the leader's session may have expired, and a
 // count of the changes an observer that fell behind missed).
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/internal/clock"
-	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/validate"
@@ -28,18 +28,18 @@ type Store interface {
 // Service runs elections.
 type Service struct {
 	st       Store
-	queues   *waiter.Queues
+	waiters  *hold.Waiters
 	clk      clock.Clock
 	cfg      Config
 	drain    waiter.Drain
-	cleanUps *lock.CleanUps
+	cleanUps *hold.CleanUps
 }
 
-// New returns a Service on st, waiting through queues; clk tells the
+// New returns a Service on st, waiting through waiters; clk tells the
 // store's time. Observers and background clean-ups end when drain is
 // closed.
-func New(st Store, queues *waiter.Queues, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
-	return &Service{st: st, queues: queues, clk: clk, cfg: cfg, drain: drain, cleanUps: lock.NewCleanUps(lock.AbandonHold(st, store.HoldElection), drain)}
+func New(st Store, waiters *hold.Waiters, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
+	return &Service{st: st, waiters: waiters, clk: clk, cfg: cfg, drain: drain, cleanUps: hold.NewCleanUps(st, store.HoldElection, drain)}
 }
 
 // CampaignRequest asks to lead an election.
@@ -69,24 +69,24 @@ func (s *Service) Campaign(ctx context.Context, r CampaignRequest) (store.Campai
 	}
 	req := store.Campaign{
 		Name: store.Scope(r.NS, r.Name), Token: token.New(), SessionID: store.Scope(r.NS, r.SessionID),
-		Value: r.Value, MaxSessionLocks: s.cfg.MaxSessionLocks,
+		Value: r.Value, MaxSessionHolds: s.cfg.MaxSessionHolds,
 	}
 	var c store.Campaigned
 	// A campaign is session-bound: never handed off (token "").
-	_, err := s.queues.Wait(ctx, store.HoldElection, req.Name, "", r.Wait, func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
+	_, err := s.waiters.Wait(ctx, store.HoldElection, req.Name, "", r.Wait, func(ctx context.Context, t *store.WaitTicket) (hold.Result, error) {
 		req.Wait = t
 		var err error
 		c, err = s.st.Campaign(ctx, req)
 		if err != nil {
-			return waiter.Result{}, err
+			return hold.Result{}, err
 		}
 		// A leader leaves no room: the next campaign waits for its term's
 		// end, and the store wakes this instance then.
 		done := c.Elected || c.AlreadyLeader
-		return waiter.Result{Done: done, Full: done, RetryAt: lock.LocalTime(s.clk, c.RetryAt)}, nil
+		return hold.Result{Done: done, Full: done, RetryAt: hold.LocalTime(s.clk, c.RetryAt)}, nil
 	})
 	if err != nil {
-		if lock.Uncertain(err) {
+		if hold.Uncertain(err) {
 			s.cleanUps.Abandon(req.Name, req.Token, req.Wait, 0, true)
 		}
 		return store.Campaigned{}, err
@@ -122,12 +122,14 @@ func (s *Service) Proclaim(ctx context.Context, ns, name, tok string, value []by
 	return s.st.Proclaim(ctx, store.Scope(ns, name), tok, value)
 }
 
-// Resign ends tok's leadership; false if tok does not lead.
-func (s *Service) Resign(ctx context.Context, ns, name, tok string) (bool, error) {
+// Resign ends tok's leadership, and tells for how long it led; false if
+// tok does not lead.
+func (s *Service) Resign(ctx context.Context, ns, name, tok string) (bool, time.Duration, error) {
 	if err := s.checkToken(name, tok); err != nil {
-		return false, err
+		return false, 0, err
 	}
-	return s.st.Resign(ctx, store.Scope(ns, name), tok)
+	rel, err := s.st.ReleaseHold(ctx, store.HoldElection, store.Scope(ns, name), tok, "")
+	return rel.Released, rel.Held, err
 }
 
 // Leader describes the election's current leader.
@@ -185,7 +187,7 @@ func (s *Service) Observe(ctx context.Context, ns, name string, send func(c stor
 		timer.Stop()
 		next := poll
 		if cur.HasLeader {
-			d := time.Until(lock.LocalTime(s.clk, cur.ExpireTime)) + expirySlack
+			d := time.Until(hold.LocalTime(s.clk, cur.ExpireTime)) + expirySlack
 			if next == 0 || d < next {
 				next = max(d, expirySlack)
 			}

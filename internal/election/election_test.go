@@ -13,12 +13,12 @@ import (
 
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/election"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/validate"
-	"github.com/coordd/coordd/internal/waiter"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,7 +39,7 @@ func newHarness(t *testing.T) *harness {
 	mem := memory.New(memory.Options{Clock: c})
 	f := storetest.NewFaulty(mem)
 	drain := make(chan struct{})
-	queues := waiter.NewQueues(f, f, drain)
+	queues := hold.NewWaiters(f, f, drain)
 	svc := election.New(f, queues, c, election.DefaultConfig(), drain)
 	h := &harness{svc: svc, mem: mem, faulty: f, clock: c, drain: drain}
 	t.Cleanup(func() {
@@ -108,14 +108,14 @@ func TestCampaignProclaimResign(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if ok, err := h.svc.Resign(t.Context(), ns, "e", c1.Token); err != nil || !ok {
+	if ok, _, err := h.svc.Resign(t.Context(), ns, "e", c1.Token); err != nil || !ok {
 		t.Fatalf("Resign: %v, %v", ok, err)
 	}
 	c := <-waiting
 	if !c.Elected || c.Fence <= c1.Fence || !token.Valid(c.Token) {
 		t.Fatalf("waiting campaign: %+v; want elected with a greater fence", c)
 	}
-	if ok, err := h.svc.Resign(t.Context(), ns, "e", c1.Token); err != nil || ok {
+	if ok, _, err := h.svc.Resign(t.Context(), ns, "e", c1.Token); err != nil || ok {
 		t.Errorf("second Resign: %v, %v; want false", ok, err)
 	}
 }
@@ -183,7 +183,7 @@ func TestObserve(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("proclaim", true, "b")
-	if _, err := h.svc.Resign(t.Context(), ns, "e", c1.Token); err != nil {
+	if _, _, err := h.svc.Resign(t.Context(), ns, "e", c1.Token); err != nil {
 		t.Fatal(err)
 	}
 	want("resign", false, "")
@@ -287,7 +287,7 @@ func TestBadRequests(t *testing.T) {
 		{"value", func() error { return h.svc.Proclaim(t.Context(), ns, "e", token.New(), nil) }},
 		{"value", func() error { return h.svc.Proclaim(t.Context(), ns, "e", token.New(), big) }},
 		{"name", func() error { return h.svc.Proclaim(t.Context(), ns, "", token.New(), []byte("v")) }},
-		{"token", func() error { _, err := h.svc.Resign(t.Context(), ns, "e", "x"); return err }},
+		{"token", func() error { _, _, err := h.svc.Resign(t.Context(), ns, "e", "x"); return err }},
 		{"name", func() error { _, err := h.svc.Leader(t.Context(), ns, ""); return err }},
 		{"name", func() error {
 			return h.svc.Observe(t.Context(), ns, "", func(store.ElectionChange, uint64) error { return nil })
@@ -313,7 +313,7 @@ func TestObserveAfterTheElectionWasForgotten(t *testing.T) {
 	c := clock.NewFake(time.Unix(1_800_000_000, 0))
 	mem := memory.New(memory.Options{Clock: c, SweepInterval: 5 * time.Millisecond})
 	drain := make(chan struct{})
-	queues := waiter.NewQueues(mem, mem, drain)
+	queues := hold.NewWaiters(mem, mem, drain)
 	svc := election.New(mem, queues, c, election.DefaultConfig(), drain)
 	h := &harness{svc: svc, mem: mem, clock: c, drain: drain}
 	t.Cleanup(func() { close(drain); queues.Close(); svc.Wait(); _ = mem.Close() })
@@ -323,7 +323,7 @@ func TestObserveAfterTheElectionWasForgotten(t *testing.T) {
 		if err != nil || !g.Elected {
 			t.Fatal(g, err)
 		}
-		if _, err := svc.Resign(t.Context(), ns, "e", g.Token); err != nil {
+		if _, _, err := svc.Resign(t.Context(), ns, "e", g.Token); err != nil {
 			t.Fatal(err)
 		}
 	}

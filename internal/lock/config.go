@@ -1,6 +1,9 @@
 package lock
 
-import "github.com/coordd/coordd/internal/validate"
+import (
+	"github.com/coordd/coordd/internal/hold"
+	"github.com/coordd/coordd/internal/validate"
+)
 
 // Validate checks every rule, naming the configuration key of each bad one
 // (MaxWait and MaxNameBytes are limits.max_wait and limits.max_name_bytes).
@@ -11,17 +14,10 @@ func (c Config) Validate() error {
 	v.Positive("lock.max_ttl", c.MaxTTL)
 	v.Positive("lock.hold_limit", c.HoldLimit)
 	v.Ordered("lock.default_ttl", c.DefaultTTL, "lock.max_ttl", c.MaxTTL)
-	if n := c.MaxSessionLocks; n < 1 || n > MaxSessionLocksLimit {
-		// Every session script walks the session's locks: they must be bounded.
-		v.Bad("lock.max_locks_per_session", "must be between 1 and %d, got %d", MaxSessionLocksLimit, n)
-	}
 	if n := c.MaxSharedHolders; n < 1 || n > MaxSharedHoldersLimit {
 		// A release wakes, and GetLock lists, every shared holder: bounded.
 		v.Bad("lock.max_shared_holders", "must be between 1 and %d, got %d", MaxSharedHoldersLimit, n)
 	}
-	if c.MaxWait < 0 {
-		v.Bad("limits.max_wait", "must not be negative, got %v", c.MaxWait)
-	}
-	v.AtLeast1("limits.max_name_bytes", int64(c.MaxNameBytes))
+	hold.CheckLimits(&v, c.MaxWait, c.MaxNameBytes)
 	return v.Err()
 }

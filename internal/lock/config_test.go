@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/lock"
 )
 
@@ -23,8 +24,6 @@ func TestConfigValidate(t *testing.T) {
 		{"negative max_ttl", func(c *lock.Config) { c.MaxTTL = -time.Second }, "lock.max_ttl: must be positive, got -1s"},
 		{"zero hold_limit", func(c *lock.Config) { c.HoldLimit = 0 }, "lock.hold_limit: must be positive"},
 		{"default over max", func(c *lock.Config) { c.DefaultTTL, c.MaxTTL = 2*time.Hour, time.Hour }, "lock.default_ttl: (2h0m0s) must not exceed lock.max_ttl (1h0m0s)"},
-		{"unbounded locks per session", func(c *lock.Config) { c.MaxSessionLocks = 0 }, "lock.max_locks_per_session: must be between 1 and 10000, got 0"},
-		{"too many locks per session", func(c *lock.Config) { c.MaxSessionLocks = lock.MaxSessionLocksLimit + 1 }, "lock.max_locks_per_session: must be between 1 and 10000, got 10001"},
 		{"no shared holders", func(c *lock.Config) { c.MaxSharedHolders = 0 }, "lock.max_shared_holders: must be between 1 and 10000, got 0"},
 		{"too many shared holders", func(c *lock.Config) { c.MaxSharedHolders = lock.MaxSharedHoldersLimit + 1 }, "lock.max_shared_holders: must be between 1 and 10000, got 10001"},
 		{"negative max wait", func(c *lock.Config) { c.MaxWait = -time.Second }, "limits.max_wait: must not be negative, got -1s"},
@@ -40,7 +39,7 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	c := lock.DefaultConfig()
-	c.MaxSessionLocks, c.MaxWait, c.MaxSharedHolders = lock.MaxSessionLocksLimit, 0, lock.MaxSharedHoldersLimit
+	c.MaxSessionHolds, c.MaxWait, c.MaxSharedHolders = hold.MaxSessionHoldsLimit, 0, lock.MaxSharedHoldersLimit
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate() at the bounds = %v, want nil", err)
 	}

@@ -11,13 +11,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/lock"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/validate"
-	"github.com/coordd/coordd/internal/waiter"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,14 +38,14 @@ func newHarness(t *testing.T) *harness {
 	mem := memory.New(memory.Options{Clock: c})
 	f := storetest.NewFaulty(mem)
 	drain := make(chan struct{})
-	queues := waiter.NewQueues(f, f, drain)
+	queues := hold.NewWaiters(f, f, drain)
 	svc := lock.New(f, queues, c, lock.DefaultConfig(), drain)
 	t.Cleanup(func() { close(drain); queues.Close(); svc.Wait(); _ = f.Close() })
 	return &harness{svc: svc, mem: mem, faulty: f, clock: c}
 }
 
 // held reports the inner store's view of lock name, past every fault.
-func (h *harness) held(t *testing.T, name string) store.LockInfo {
+func (h *harness) held(t *testing.T, name string) store.HoldInfo {
 	t.Helper()
 	info, err := h.mem.GetHolds(t.Context(), store.HoldLock, store.Scope(ns, name))
 	if err != nil {
@@ -107,7 +107,7 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancel()
-			h.faulty.Set("AcquireLock", tc.fault)
+			h.faulty.Set("AcquireHold", tc.fault)
 			g, err := h.svc.Lock(ctx, req)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Lock: %+v, %v; want error %v", g, err, tc.wantErr)
@@ -115,10 +115,10 @@ func TestLockStoreFailureLeavesNothingHeld(t *testing.T) {
 			if tc.notUnavailable && errors.Is(err, store.ErrUnavailable) {
 				t.Errorf("err = %v is ErrUnavailable", err)
 			}
-			if g != (lock.Grant{}) {
+			if g != (hold.Grant{}) {
 				t.Errorf("grant with an error = %+v, want zero (no token)", g)
 			}
-			if n := h.faulty.Calls("AbandonLock"); n != 1 {
+			if n := h.faulty.Calls("AbandonHold"); n != 1 {
 				t.Errorf("AbandonLock called %d times, want 1 (the clean-up by token)", n)
 			}
 			if tc.session {
@@ -149,7 +149,7 @@ func TestLockUncertainAfterWaiting(t *testing.T) {
 		t.Fatalf("holder: %+v, %v", holder, err)
 	}
 	type result struct {
-		g   lock.Grant
+		g   hold.Grant
 		err error
 	}
 	out := make(chan result, 1)
@@ -158,15 +158,15 @@ func TestLockUncertainAfterWaiting(t *testing.T) {
 		out <- result{g, err}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for h.faulty.Calls("AcquireLock") < 2 { // the holder's and the waiter's first try
+	for h.faulty.Calls("AcquireHold") < 2 { // the holder's and the waiter's first try
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never tried")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	h.faulty.FailAfter("AcquireLock")
-	if ok, _, err := h.faulty.ReleaseLock(t.Context(), store.Scope(ns, "a"), holder.Token); err != nil || !ok {
-		t.Fatalf("holder's release: %v, %v", ok, err)
+	h.faulty.FailAfter("AcquireHold")
+	if rel, err := h.faulty.ReleaseHold(t.Context(), store.HoldLock, store.Scope(ns, "a"), holder.Token, ""); err != nil || !rel.Released {
+		t.Fatalf("holder's release: %+v, %v", rel, err)
 	}
 	var r result
 	select {
@@ -209,7 +209,7 @@ func TestLockSessionNotFound(t *testing.T) {
 				if !errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrUnavailable) {
 					t.Fatalf("Lock: %+v, %v; want ErrSessionNotFound", g, err)
 				}
-				if n := h.faulty.Calls("AbandonLock"); n != 0 {
+				if n := h.faulty.Calls("AbandonHold"); n != 0 {
 					t.Errorf("AbandonLock called %d times after ErrSessionNotFound, want 0", n)
 				}
 				if info := h.held(t, "a"); info.Held {
@@ -234,7 +234,7 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiter: %v, want context.DeadlineExceeded", err)
 	}
-	if n := h.faulty.Calls("AbandonLock"); n != 1 {
+	if n := h.faulty.Calls("AbandonHold"); n != 1 {
 		t.Errorf("AbandonLock called %d times, want 1 (the clean-up)", n)
 	}
 	info := h.held(t, "a")
@@ -250,8 +250,8 @@ func TestLockCanceledWaiterLeavesHolder(t *testing.T) {
 // acquire's failure; the orphaned lease then ends with its TTL.
 func TestLockFailedCleanUp(t *testing.T) {
 	h := newHarness(t)
-	h.faulty.FailAfter("AcquireLock")
-	h.faulty.Fail("AbandonLock")
+	h.faulty.FailAfter("AcquireHold")
+	h.faulty.Fail("AbandonHold")
 	_, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", TTL: time.Second})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Lock: %v, want ErrUnavailable", err)
@@ -273,7 +273,7 @@ func TestLockNotAcquiredIsNotAnError(t *testing.T) {
 	if g.Acquired || g.Token != "" || g.Fence != 0 || g.Holder != "holder" || g.TTL != time.Minute {
 		t.Fatalf("contended Lock: %+v; want not acquired, holder %q with 1m left", g, "holder")
 	}
-	if n := h.faulty.Calls("AbandonLock"); n != 0 {
+	if n := h.faulty.Calls("AbandonHold"); n != 0 {
 		t.Errorf("AbandonLock called %d times for a plain contention, want 0", n)
 	}
 }
@@ -291,7 +291,7 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 			mem := memory.New(memory.Options{Clock: c})
 			f := storetest.NewFaulty(mem)
 			drain := make(chan struct{})
-			queues := waiter.NewQueues(f, f, drain)
+			queues := hold.NewWaiters(f, f, drain)
 			svc := lock.New(f, queues, c, lock.DefaultConfig(), drain)
 			t.Cleanup(func() { close(drain); queues.Close(); svc.Wait(); _ = f.Close() })
 			h := &harness{svc: svc, mem: mem, faulty: f, clock: c}
@@ -301,8 +301,8 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 			} else {
 				req.TTL = time.Hour
 			}
-			f.Set("AcquireLock", storetest.Fault{FailAfter: true})
-			f.Set("AbandonLock", storetest.Fault{Fail: true})
+			f.Set("AcquireHold", storetest.Fault{FailAfter: true})
+			f.Set("AbandonHold", storetest.Fault{Fail: true})
 			if _, err := svc.Lock(t.Context(), req); !errors.Is(err, store.ErrUnavailable) {
 				t.Fatalf("Lock = %v, want ErrUnavailable", err)
 			}
@@ -310,10 +310,10 @@ func TestUncertainGrantCleanedUpInTheBackground(t *testing.T) {
 				t.Fatal("the uncertain grant is not in the store; the test tests nothing")
 			}
 			deadline := time.Now().Add(5 * time.Second)
-			for f.Calls("AbandonLock") < 3 && time.Now().Before(deadline) {
+			for f.Calls("AbandonHold") < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			if n := f.Calls("AbandonLock"); n < 3 {
+			if n := f.Calls("AbandonHold"); n < 3 {
 				t.Fatalf("AbandonLock tried %d times in 5s while the store was unreachable, want retries", n)
 			}
 			if !h.held(t, "a").Held {
@@ -348,7 +348,7 @@ func TestLockShared(t *testing.T) {
 		t.Fatalf("exclusive beside shared holders: %+v, %v; want not acquired", g, err)
 	}
 	type result struct {
-		g   lock.Grant
+		g   hold.Grant
 		err error
 	}
 	writer := make(chan result, 1)
@@ -365,7 +365,7 @@ func TestLockShared(t *testing.T) {
 	if err != nil || len(info.Holders) != 2 || info.Waiters != 1 || !info.Holders[0].Shared || info.Holders[0].Owner != "r1" || info.Holders[1].Owner != "r2" {
 		t.Fatalf("Get: %+v, %v; want r1 and r2 shared, one waiter", info, err)
 	}
-	for _, g := range []lock.Grant{r1, r2} {
+	for _, g := range []hold.Grant{r1, r2} {
 		if ok, _, err := h.svc.Release(t.Context(), ns, "a", g.Token); err != nil || !ok {
 			t.Fatalf("Release: %v, %v", ok, err)
 		}
@@ -381,7 +381,7 @@ func TestLockSharedHoldersCapped(t *testing.T) {
 	c := clock.NewFake(time.Unix(1_800_000_000, 0))
 	mem := memory.New(memory.Options{Clock: c})
 	drain := make(chan struct{})
-	queues := waiter.NewQueues(mem, mem, drain)
+	queues := hold.NewWaiters(mem, mem, drain)
 	cfg := lock.DefaultConfig()
 	cfg.MaxSharedHolders = 2
 	svc := lock.New(mem, queues, c, cfg, drain)
@@ -405,7 +405,7 @@ func TestLockWaitersInArrivalOrder(t *testing.T) {
 	const n = 8
 	order := make(chan int, n)
 	errs := make(chan error, n)
-	before := h.faulty.Calls("AcquireLock")
+	before := h.faulty.Calls("AcquireHold")
 	for i := range n {
 		go func() {
 			g, err := h.svc.Lock(t.Context(), lock.Request{NS: ns, Name: "a", Owner: "w", TTL: time.Minute, Wait: 30 * time.Second})
@@ -435,7 +435,7 @@ func TestLockWaitersInArrivalOrder(t *testing.T) {
 	// An exclusive grant is Full (waiter.Result): no try after it that
 	// cannot succeed, so a waiter costs its first try and its grant (the
 	// slack: a fallback round, if the test is slowed down by a second).
-	if tries := h.faulty.Calls("AcquireLock") - before; tries > 2*n+2 {
+	if tries := h.faulty.Calls("AcquireHold") - before; tries > 2*n+2 {
 		t.Errorf("%d AcquireLock calls for %d waiters, want at most %d", tries, n, 2*n+2)
 	}
 	// A waiter that gives up leaves no ticket behind.
@@ -447,29 +447,6 @@ func TestLockWaitersInArrivalOrder(t *testing.T) {
 		t.Errorf("%d tickets after the waiter gave up, want 0", w)
 	}
 	_ = holder
-}
-
-// TestFull: which grants leave no room for the next waiter.
-func TestFull(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		req  store.AcquireLock
-		g    store.LockGrant
-		want bool
-	}{
-		{"exclusive lock", store.AcquireLock{Kind: store.HoldLock}, store.LockGrant{Acquired: true, Holders: 1}, true},
-		{"shared lock", store.AcquireLock{Kind: store.HoldLock, Shared: true, MaxHolders: 3}, store.LockGrant{Acquired: true, Holders: 2}, false},
-		{"shared lock, uncapped", store.AcquireLock{Kind: store.HoldLock, Shared: true}, store.LockGrant{Acquired: true, Holders: 5}, false},
-		{"shared lock at its cap", store.AcquireLock{Kind: store.HoldLock, Shared: true, MaxHolders: 3}, store.LockGrant{Acquired: true, Holders: 3}, true},
-		{"semaphore with permits left", store.AcquireLock{Kind: store.HoldSemaphore, Limit: 4}, store.LockGrant{Acquired: true, Holders: 3, Limit: 4}, false},
-		{"semaphore's last permit", store.AcquireLock{Kind: store.HoldSemaphore, Limit: 4}, store.LockGrant{Acquired: true, Holders: 4, Limit: 4}, true},
-		{"not acquired", store.AcquireLock{Kind: store.HoldLock}, store.LockGrant{Queued: true, Holders: 1}, false},
-		{"already held", store.AcquireLock{Kind: store.HoldLock}, store.LockGrant{Acquired: true, AlreadyHeld: true, Holders: 1}, false},
-	} {
-		if got := lock.Full(tc.req, tc.g); got != tc.want {
-			t.Errorf("%s: Full = %v, want %v", tc.name, got, tc.want)
-		}
-	}
 }
 
 func TestCheckFence(t *testing.T) {

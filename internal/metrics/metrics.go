@@ -39,30 +39,24 @@ const namespace = "coordd"
 
 // Metrics are the domain metrics.
 type Metrics struct {
-	locksGranted   prometheus.Counter
-	locksContended prometheus.Counter
-	locksReleased  prometheus.Counter
-	locksLost      *prometheus.CounterVec // by reason
-	holdsLost      *prometheus.CounterVec // by kind, reason
-	locksExpired   prometheus.Counter
-	lockWait       prometheus.Histogram
-	lockHold       prometheus.Histogram
-	sessions       prometheus.Gauge
-	decisions      *prometheus.CounterVec // by policy, algorithm, result
-	denyCacheHits  prometheus.Counter
-	idem           *prometheus.CounterVec // by outcome
-	queueOps       *prometheus.CounterVec // by op
-	storeDuration  *prometheus.HistogramVec
-	storeErrors    *prometheus.CounterVec // by op, kind
-	panics         prometheus.Counter
-	authFailures   *prometheus.CounterVec // by reason
-	rejected       *prometheus.CounterVec // by reason (limits against abuse)
+	sessions      prometheus.Gauge
+	decisions     *prometheus.CounterVec // by policy, algorithm, result
+	denyCacheHits prometheus.Counter
+	idem          *prometheus.CounterVec // by outcome
+	queueOps      *prometheus.CounterVec // by op
+	storeDuration *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec // by op, kind
+	panics        prometheus.Counter
+	authFailures  *prometheus.CounterVec // by reason
+	rejected      *prometheus.CounterVec // by reason (limits against abuse)
 
 	holdsGranted   *prometheus.CounterVec   // by kind, mode
-	holdWaits      *prometheus.CounterVec   // by kind
+	holdsContended *prometheus.CounterVec   // by kind
 	holdWait       *prometheus.HistogramVec // by kind
+	holdDuration   *prometheus.HistogramVec // by kind
+	holdsLost      *prometheus.CounterVec   // by kind, reason
+	holdsExpired   *prometheus.CounterVec   // by kind
 	holdersAtGrant *prometheus.HistogramVec // by kind
-	elections      *prometheus.CounterVec   // by event
 	observers      prometheus.Gauge
 
 	rpcLatency *prometheus.HistogramVec // unary calls that do not wait, by grpc_type ("unary"), grpc_service, grpc_method
@@ -90,12 +84,11 @@ var (
 		"semaphore": {"shared"}, // a permit coexists with the others
 		"election":  {"exclusive"},
 	}
-	electionEvents = []string{"elected", "resigned", "lost"}
-	lossReasons    = []string{"max_hold", "session_expired", "gone"}
-	idemOutcomes   = []string{"execute", "in_progress", "completed", "failed", "fingerprint_mismatch", "stored", "not_owner"}
-	queueOps       = []string{"enqueued", "duplicate", "claimed", "acked", "nacked", "dead_lettered", "redriven", "purged", "receipt_expired"}
-	authReasons    = []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "REVOKED"}
-	rejectReasons  = []string{"too_many_waiters", "too_many_streams", "too_many_messages"}
+	lossReasons   = []string{"max_hold", "session_expired", "gone"}
+	idemOutcomes  = []string{"execute", "in_progress", "completed", "failed", "fingerprint_mismatch", "stored", "not_owner"}
+	queueOps      = []string{"enqueued", "duplicate", "claimed", "acked", "nacked", "dead_lettered", "redriven", "purged", "receipt_expired"}
+	authReasons   = []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "REVOKED"}
+	rejectReasons = []string{"too_many_waiters", "too_many_streams", "too_many_messages", "max_sessions"}
 	// decisionResults are coordd_ratelimit_decisions_total's results.
 	decisionResults = []string{"allowed", "denied", "shadow_denied", "degraded"}
 )
@@ -104,19 +97,6 @@ var (
 func New(reg prometheus.Registerer) *Metrics {
 	f := factory{reg}
 	m := &Metrics{
-		locksGranted:   f.counter("locks_granted_total", "Lock calls that acquired the lock."),
-		locksContended: f.counter("locks_contended_total", "Lock calls that found the lock held (whether they then waited for it or not)."),
-		locksReleased:  f.counter("locks_released_total", "Locks released by their holder (Release, or the end of their session)."),
-		locksLost: f.counterVec("locks_lost_total", "Session-bound locks reported lost to their session, by reason.",
-			"reason"),
-		holdsLost: f.counterVec("holds_lost_total",
-			"Session-bound holds reported lost to their session, by kind (lock, semaphore, election) and reason (max_hold, session_expired, gone). Locks are also in coordd_locks_lost_total, leaderships in coordd_elections_total{event=\"lost\"}.",
-			"kind", "reason"),
-		locksExpired: f.counter("locks_expired_total", "Renewals refused because the lease had already run out."),
-		lockWait: f.histogram("lock_wait_seconds", "Time a granted Lock call took, waiting included.",
-			prometheus.ExponentialBuckets(0.0005, 4, 10)),
-		lockHold: f.histogram("lock_hold_seconds", "Time from grant to release of released locks.",
-			prometheus.ExponentialBuckets(0.001, 4, 12)),
 		sessions: f.gauge("session_streams", "KeepAlive streams open on this instance (streams, not sessions: a session whose stream broke lives on until its TTL, counted nowhere)."),
 		decisions: f.counterVec("ratelimit_decisions_total",
 			"Allow decisions by policy (\"inline\" for inline limits), algorithm and result (allowed, denied, shadow_denied, degraded).",
@@ -136,24 +116,30 @@ func New(reg prometheus.Registerer) *Metrics {
 		panics: f.counter("panics_total", "Handler panics turned into INTERNAL."),
 		authFailures: f.counterVec("auth_failures_total", "Calls refused by authentication, by reason (UNAUTHENTICATED, PERMISSION_DENIED; REVOKED: an open stream ended by a reload that revoked its credential).",
 			"reason"),
-		rejected: f.counterVec("rejected_total", "Calls refused by a limit against abuse, by reason.",
+		rejected: f.counterVec("rejected_total", "Calls refused by a limit against abuse or overload, by reason (max_sessions: a new session refused OVERLOADED at limits.max_sessions).",
 			"reason"),
 
 		holdsGranted: f.counterVec("holds_granted_total",
 			"New grants by kind (lock, semaphore, election) and mode (exclusive; shared: a shared lock, a semaphore permit). An already_held answer is no new grant.",
 			"kind", "mode"),
-		holdWaits: f.counterVec("hold_waits_total",
-			"Acquisitions (Lock, Acquire, Campaign with wait > 0) that found the name taken and waited, by kind, whether they were then granted or not.",
+		holdsContended: f.counterVec("holds_contended_total",
+			"Acquisitions (Lock, Acquire, Campaign) that found the name taken, by kind, whether they then waited or not, and were granted or not.",
 			"kind"),
 		holdWait: f.histogramVec("hold_wait_seconds",
-			"Time the acquisitions counted by coordd_hold_waits_total waited, until granted or given up, by kind.",
+			"Time acquisitions with wait > 0 that found the name taken waited, until granted or given up, by kind.",
 			prometheus.ExponentialBuckets(0.0005, 4, 10), "kind"),
+		holdDuration: f.histogramVec("hold_duration_seconds",
+			"Time from grant to release of the holds their holder gave back (Release, Resign, a session's half-close), by kind; its count is the releases.",
+			prometheus.ExponentialBuckets(0.001, 4, 12), "kind"),
+		holdsLost: f.counterVec("holds_lost_total",
+			"Session-bound holds reported lost to their session, by kind and reason (max_hold, session_expired, gone).",
+			"kind", "reason"),
+		holdsExpired: f.counterVec("holds_expired_total",
+			"Renewals refused because the lease had already run out, by kind.",
+			"kind"),
 		holdersAtGrant: f.histogramVec("hold_holders_at_grant",
 			"Live holders of the name just after a grant, the new one included, by kind (1 for an exclusive lock and an election).",
 			prometheus.ExponentialBuckets(1, 2, 14), "kind"),
-		elections: f.counterVec("elections_total",
-			"Leadership changes by event: elected (Campaign won), resigned (Resign, or the end of the leader's session by a half-close), lost (reported lost to the leader's session: it expired, or the store lost the term).",
-			"event"),
 		observers: f.gauge("election_observers", "Observe streams open on this instance."),
 
 		rpcLatency: f.histogramVecNamed("grpc_server_handling_seconds",
@@ -167,18 +153,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		for _, mode := range modes {
 			m.holdsGranted.WithLabelValues(kind, mode)
 		}
-		m.holdWaits.WithLabelValues(kind)
+		m.holdsContended.WithLabelValues(kind)
 		m.holdWait.WithLabelValues(kind)
+		m.holdDuration.WithLabelValues(kind)
+		m.holdsExpired.WithLabelValues(kind)
 		m.holdersAtGrant.WithLabelValues(kind)
 		for _, r := range lossReasons {
 			m.holdsLost.WithLabelValues(kind, r)
 		}
-	}
-	for _, e := range electionEvents {
-		m.elections.WithLabelValues(e)
-	}
-	for _, r := range lossReasons {
-		m.locksLost.WithLabelValues(r)
 	}
 	for _, o := range idemOutcomes {
 		m.idem.WithLabelValues(o)
@@ -213,12 +195,6 @@ func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help})
 	f.reg.MustRegister(g)
 	return g
-}
-
-func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets})
-	f.reg.MustRegister(h)
-	return h
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
@@ -274,60 +250,6 @@ func (m *Metrics) InitPolicy(policy string, algorithms ...string) {
 	}
 }
 
-// LockGranted counts a granted Lock that took wait.
-func (m *Metrics) LockGranted(wait time.Duration, contended bool) {
-	if m == nil {
-		return
-	}
-	m.locksGranted.Inc()
-	m.lockWait.Observe(wait.Seconds())
-	if contended {
-		m.locksContended.Inc()
-	}
-}
-
-// LockNotAcquired counts a Lock that gave up on a held lock.
-func (m *Metrics) LockNotAcquired() {
-	if m != nil {
-		m.locksContended.Inc()
-	}
-}
-
-// LockReleased counts a release after hold (0 if unknown).
-func (m *Metrics) LockReleased(hold time.Duration) {
-	if m == nil {
-		return
-	}
-	m.locksReleased.Inc()
-	if hold > 0 {
-		m.lockHold.Observe(hold.Seconds())
-	}
-}
-
-// LockExpired counts a renewal refused because the lease ran out.
-func (m *Metrics) LockExpired() {
-	if m != nil {
-		m.locksExpired.Inc()
-	}
-}
-
-// LockLost counts a session's lost lock; reason is max_hold,
-// session_expired or gone.
-func (m *Metrics) LockLost(reason string) {
-	if m != nil {
-		m.locksLost.WithLabelValues(reason).Inc()
-	}
-}
-
-// HoldLost counts a session's lost hold of kind (lock, semaphore,
-// election); reason is max_hold, session_expired or gone. A lost lock is
-// counted by LockLost too, a lost leadership by Election("lost").
-func (m *Metrics) HoldLost(kind, reason string) {
-	if m != nil {
-		m.holdsLost.WithLabelValues(kind, reason).Inc()
-	}
-}
-
 // HoldGranted counts a new grant of kind (lock, semaphore, election) in
 // mode (exclusive, shared) after which the name had holders live holders.
 func (m *Metrics) HoldGranted(kind, mode string, holders int) {
@@ -340,20 +262,40 @@ func (m *Metrics) HoldGranted(kind, mode string, holders int) {
 	}
 }
 
-// HoldWaited counts an acquisition of kind that found its name taken and
-// waited for wait (until granted or given up).
-func (m *Metrics) HoldWaited(kind string, wait time.Duration) {
-	if m == nil {
-		return
+// HoldContended counts an acquisition of kind that found its name taken.
+func (m *Metrics) HoldContended(kind string) {
+	if m != nil {
+		m.holdsContended.WithLabelValues(kind).Inc()
 	}
-	m.holdWaits.WithLabelValues(kind).Inc()
-	m.holdWait.WithLabelValues(kind).Observe(wait.Seconds())
 }
 
-// Election counts a leadership change: elected, resigned or lost.
-func (m *Metrics) Election(event string) {
+// HoldWaited records how long an acquisition of kind that found its name
+// taken waited (until granted or given up).
+func (m *Metrics) HoldWaited(kind string, wait time.Duration) {
 	if m != nil {
-		m.elections.WithLabelValues(event).Inc()
+		m.holdWait.WithLabelValues(kind).Observe(wait.Seconds())
+	}
+}
+
+// HoldReleased records a hold of kind its holder gave back after held.
+func (m *Metrics) HoldReleased(kind string, held time.Duration) {
+	if m != nil {
+		m.holdDuration.WithLabelValues(kind).Observe(held.Seconds())
+	}
+}
+
+// HoldLost counts a session's lost hold of kind; reason is max_hold,
+// session_expired or gone.
+func (m *Metrics) HoldLost(kind, reason string) {
+	if m != nil {
+		m.holdsLost.WithLabelValues(kind, reason).Inc()
+	}
+}
+
+// HoldExpired counts a renewal of kind refused because the lease ran out.
+func (m *Metrics) HoldExpired(kind string) {
+	if m != nil {
+		m.holdsExpired.WithLabelValues(kind).Inc()
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // series gathers reg: the value of every series, by its name and label
-// values in the order of the label names ("coordd_locks_lost_total{gone}").
+// values in the order of the label names ("coordd_holds_lost_total{lock,gone}").
 func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	families, err := reg.Gather()
@@ -42,7 +42,7 @@ func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 func TestLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
-	m.LockLost("session_expired")
+	m.HoldLost("lock", "session_expired")
 	m.Decision("", "token_bucket", "allowed")
 	m.Decision("api", "fixed_window", "denied")
 	m.StoreCall("GetLock", time.Millisecond, "")
@@ -50,7 +50,7 @@ func TestLabels(t *testing.T) {
 	m.Queue("acked", 3)
 	got := series(t, reg)
 	for key, want := range map[string]float64{
-		"coordd_locks_lost_total{session_expired}":                      1,
+		"coordd_holds_lost_total{lock,session_expired}":                 1,
 		"coordd_ratelimit_decisions_total{token_bucket,inline,allowed}": 1,
 		"coordd_ratelimit_decisions_total{fixed_window,api,denied}":     1,
 		"coordd_store_errors_total{unavailable,GetLock}":                1,
@@ -68,7 +68,7 @@ func TestLabels(t *testing.T) {
 	}
 
 	var none *Metrics // records nothing, and does not panic
-	none.LockLost("gone")
+	none.HoldLost("lock", "gone")
 	none.Decision("", "fixed_window", "allowed")
 	none.StoreCall("GetLock", 0, "other")
 }
@@ -124,9 +124,6 @@ func TestKnownLabelsAtZero(t *testing.T) {
 	keys := []string{
 		"coordd_ratelimit_decisions_total{token_bucket,api,denied}",
 		"coordd_ratelimit_decisions_total{fixed_window,api,degraded}",
-	}
-	for _, r := range lossReasons {
-		keys = append(keys, "coordd_locks_lost_total{"+r+"}")
 	}
 	for _, o := range idemOutcomes {
 		keys = append(keys, "coordd_idempotency_outcomes_total{"+o+"}")
@@ -194,10 +191,12 @@ func TestHoldSeries(t *testing.T) {
 	zero := []string{
 		"coordd_holds_granted_total{lock,exclusive}", "coordd_holds_granted_total{lock,shared}",
 		"coordd_holds_granted_total{semaphore,shared}", "coordd_holds_granted_total{election,exclusive}",
-		"coordd_hold_waits_total{lock}", "coordd_hold_waits_total{semaphore}", "coordd_hold_waits_total{election}",
-		"coordd_hold_wait_seconds{lock}", "coordd_hold_wait_seconds{semaphore}", "coordd_hold_wait_seconds{election}",
-		"coordd_hold_holders_at_grant{lock}", "coordd_hold_holders_at_grant{semaphore}", "coordd_hold_holders_at_grant{election}",
-		"coordd_elections_total{elected}", "coordd_elections_total{resigned}", "coordd_elections_total{lost}",
+	}
+	for _, kind := range []string{"lock", "semaphore", "election"} {
+		for _, family := range []string{"coordd_holds_contended_total", "coordd_hold_wait_seconds", "coordd_hold_duration_seconds",
+			"coordd_holds_expired_total", "coordd_hold_holders_at_grant"} {
+			zero = append(zero, family+"{"+kind+"}")
+		}
 	}
 	for _, kind := range []string{"lock", "semaphore", "election"} {
 		for _, reason := range []string{"max_hold", "session_expired", "gone"} {
@@ -213,9 +212,10 @@ func TestHoldSeries(t *testing.T) {
 	m.HoldGranted("semaphore", "shared", 3)
 	m.HoldGranted("lock", "shared", 2)
 	m.HoldGranted("lock", "shared", 0) // unknown count: no observation
+	m.HoldContended("election")
 	m.HoldWaited("election", time.Second)
-	m.Election("elected")
-	m.Election("lost")
+	m.HoldReleased("lock", time.Second)
+	m.HoldExpired("semaphore")
 	m.HoldLost("semaphore", "max_hold")
 	m.HoldLost("election", "session_expired")
 	m.Observers(2)
@@ -227,11 +227,11 @@ func TestHoldSeries(t *testing.T) {
 		"coordd_holds_granted_total{lock,exclusive}":        0,
 		"coordd_hold_holders_at_grant{semaphore}":           1,
 		"coordd_hold_holders_at_grant{lock}":                1,
-		"coordd_hold_waits_total{election}":                 1,
+		"coordd_holds_contended_total{election}":            1,
 		"coordd_hold_wait_seconds{election}":                1,
-		"coordd_elections_total{elected}":                   1,
-		"coordd_elections_total{lost}":                      1,
-		"coordd_elections_total{resigned}":                  0,
+		"coordd_hold_duration_seconds{lock}":                1,
+		"coordd_hold_duration_seconds{election}":            0,
+		"coordd_holds_expired_total{semaphore}":             1,
 		"coordd_holds_lost_total{semaphore,max_hold}":       1,
 		"coordd_holds_lost_total{election,session_expired}": 1,
 		"coordd_holds_lost_total{lock,max_hold}":            0,
@@ -254,7 +254,9 @@ func TestHoldSeries(t *testing.T) {
 	var none *Metrics
 	none.HoldGranted("lock", "exclusive", 1)
 	none.HoldWaited("lock", time.Second)
-	none.Election("elected")
+	none.HoldContended("lock")
+	none.HoldReleased("lock", time.Second)
+	none.HoldExpired("lock")
 	none.HoldLost("lock", "gone")
 	none.Observers(1)
 }

@@ -17,6 +17,7 @@ func (c Config) Validate() error {
 	v.AtLeast1("queue.max_payload_bytes", int64(c.MaxPayloadBytes))
 	v.Positive("queue.max_delay", c.MaxDelay)
 	v.Positive("queue.dedup_window", c.DedupWindow)
+	v.AtLeast1("queue.max_messages", int64(c.MaxMessages))
 	v.Positive("queue.dead_letter_ttl", c.DeadLetterTTL)
 	v.Positive("queue.nack_backoff_base", c.BackoffBase)
 	v.Ordered("queue.nack_backoff_base", c.BackoffBase, "queue.nack_backoff_max", c.BackoffMax)

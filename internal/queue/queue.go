@@ -26,10 +26,14 @@ type Config struct {
 	MaxPayloadBytes    int           `mapstructure:"max_payload_bytes"`
 	MaxDelay           time.Duration `mapstructure:"max_delay"`
 	DedupWindow        time.Duration `mapstructure:"dedup_window"`
-	BackoffBase        time.Duration `mapstructure:"nack_backoff_base"` // the first Nack's delay (with jitter)
-	BackoffMax         time.Duration `mapstructure:"nack_backoff_max"`
-	MaxWait            time.Duration `mapstructure:"-"`
-	MaxNameBytes       int           `mapstructure:"-"` // the longest queue name and dedup_id
+	// MaxMessages caps the messages one queue holds, dead letters
+	// included (a partitioned queue: each of its K partitions holds at
+	// most MaxMessages/K, rounded up).
+	MaxMessages  int           `mapstructure:"max_messages"`
+	BackoffBase  time.Duration `mapstructure:"nack_backoff_base"` // the first Nack's delay (with jitter)
+	BackoffMax   time.Duration `mapstructure:"nack_backoff_max"`
+	MaxWait      time.Duration `mapstructure:"-"`
+	MaxNameBytes int           `mapstructure:"-"` // the longest queue name and dedup_id
 
 	// DeadLetterTTL is how long a dead letter is kept after it died. The
 	// store keeps it (memory.Options, redis.Options); it is here to be
@@ -51,6 +55,7 @@ func DefaultConfig() Config {
 		MaxPayloadBytes:    256 << 10,
 		MaxDelay:           168 * time.Hour,
 		DedupWindow:        5 * time.Minute,
+		MaxMessages:        1_000_000,
 		DeadLetterTTL:      store.DefaultDeadLetterTTL,
 		BackoffBase:        time.Second,
 		BackoffMax:         5 * time.Minute,
@@ -133,14 +138,15 @@ func (s *Service) Enqueue(ctx context.Context, r EnqueueRequest) (store.Enqueued
 	if err != nil {
 		return store.Enqueued{}, err
 	}
-	to := parts[0]
+	to, max := parts[0], s.cfg.MaxMessages
 	if pq != nil {
 		to = pq.enqueuePart(parts, r.Group, r.DedupID)
+		max = (max + pq.k - 1) / pq.k
 	}
 	return s.st.Enqueue(ctx, to.name, store.NewMessage{
 		ID: token.New(), Payload: r.Payload, Delay: r.Delay, DeliverTime: r.DeliverTime,
 		MaxAttempts: r.MaxAttempts, DedupID: r.DedupID, DedupWindow: s.cfg.DedupWindow,
-		Priority: r.Priority, Group: r.Group,
+		Priority: r.Priority, Group: r.Group, MaxMessages: max,
 	})
 }
 

@@ -3,7 +3,7 @@ package semaphore
 import (
 	"time"
 
-	"github.com/coordd/coordd/internal/lock"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/validate"
 )
 
@@ -20,17 +20,17 @@ type Config struct {
 
 	MaxWait      time.Duration `mapstructure:"-"` // limits.max_wait
 	MaxNameBytes int           `mapstructure:"-"` // limits.max_name_bytes: the longest name and owner
-	// MaxSessionLocks is lock.max_locks_per_session: a session's holds of
-	// every kind count against it.
-	MaxSessionLocks int `mapstructure:"-"`
+	// MaxSessionHolds is session.max_holds: a permit counts among its
+	// session's holds.
+	MaxSessionHolds int `mapstructure:"-"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	l := lock.DefaultConfig()
+	l := hold.DefaultLease()
 	return Config{
-		DefaultTTL: 30 * time.Second, MaxTTL: time.Hour, HoldLimit: 24 * time.Hour, MaxLimit: 1000,
-		MaxWait: l.MaxWait, MaxNameBytes: l.MaxNameBytes, MaxSessionLocks: l.MaxSessionLocks,
+		DefaultTTL: l.DefaultTTL, MaxTTL: l.MaxTTL, HoldLimit: l.HoldLimit, MaxLimit: 1000,
+		MaxWait: l.MaxWait, MaxNameBytes: l.MaxNameBytes, MaxSessionHolds: l.MaxSessionHolds,
 	}
 }
 
@@ -47,17 +47,12 @@ func (c Config) Validate() error {
 	if n := c.MaxLimit; n < 1 || n > MaxLimitLimit {
 		v.Bad("semaphore.max_limit", "must be between 1 and %d, got %d", MaxLimitLimit, n)
 	}
-	if n := c.MaxSessionLocks; n < 1 || n > lock.MaxSessionLocksLimit {
-		v.Bad("lock.max_locks_per_session", "must be between 1 and %d, got %d", lock.MaxSessionLocksLimit, n)
-	}
-	if c.MaxWait < 0 {
-		v.Bad("limits.max_wait", "must not be negative, got %v", c.MaxWait)
-	}
-	v.AtLeast1("limits.max_name_bytes", int64(c.MaxNameBytes))
+	hold.CheckLimits(&v, c.MaxWait, c.MaxNameBytes)
 	return v.Err()
 }
 
-// lease is c as the lock rules that semaphore permits share.
-func (c Config) lease() lock.Config {
-	return lock.Config{DefaultTTL: c.DefaultTTL, MaxTTL: c.MaxTTL, HoldLimit: c.HoldLimit, MaxWait: c.MaxWait, MaxNameBytes: c.MaxNameBytes, MaxSessionLocks: c.MaxSessionLocks}
+// lease is c's rules of a permit's lease.
+func (c Config) lease() hold.Lease {
+	return hold.Lease{DefaultTTL: c.DefaultTTL, MaxTTL: c.MaxTTL, HoldLimit: c.HoldLimit, MaxWait: c.MaxWait,
+		MaxNameBytes: c.MaxNameBytes, MaxSessionHolds: c.MaxSessionHolds}
 }

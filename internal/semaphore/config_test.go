@@ -25,7 +25,6 @@ func TestConfigValidate(t *testing.T) {
 		{"default over max", func(c *semaphore.Config) { c.DefaultTTL, c.MaxTTL = 2*time.Hour, time.Hour }, "semaphore.default_ttl: (2h0m0s) must not exceed semaphore.max_ttl (1h0m0s)"},
 		{"zero max_limit", func(c *semaphore.Config) { c.MaxLimit = 0 }, "semaphore.max_limit: must be between 1 and 10000, got 0"},
 		{"max_limit too big", func(c *semaphore.Config) { c.MaxLimit = semaphore.MaxLimitLimit + 1 }, "semaphore.max_limit: must be between 1 and 10000, got 10001"},
-		{"no session locks", func(c *semaphore.Config) { c.MaxSessionLocks = 0 }, "lock.max_locks_per_session: must be between 1 and 10000, got 0"},
 		{"negative max wait", func(c *semaphore.Config) { c.MaxWait = -time.Second }, "limits.max_wait: must not be negative, got -1s"},
 		{"zero name bytes", func(c *semaphore.Config) { c.MaxNameBytes = 0 }, "limits.max_name_bytes: must be at least 1, got 0"},
 	} {

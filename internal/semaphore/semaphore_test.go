@@ -12,13 +12,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/semaphore"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/validate"
-	"github.com/coordd/coordd/internal/waiter"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,13 +38,13 @@ func newHarness(t *testing.T) *harness {
 	mem := memory.New(memory.Options{Clock: c})
 	f := storetest.NewFaulty(mem)
 	drain := make(chan struct{})
-	queues := waiter.NewQueues(f, f, drain)
+	queues := hold.NewWaiters(f, f, drain)
 	svc := semaphore.New(f, queues, c, semaphore.DefaultConfig(), drain)
 	t.Cleanup(func() { close(drain); queues.Close(); svc.Wait(); _ = f.Close() })
 	return &harness{svc: svc, mem: mem, faulty: f, clock: c}
 }
 
-func (h *harness) info(t *testing.T, name string) store.LockInfo {
+func (h *harness) info(t *testing.T, name string) store.HoldInfo {
 	t.Helper()
 	info, err := h.mem.GetHolds(t.Context(), store.HoldSemaphore, store.Scope(ns, name))
 	if err != nil {
@@ -68,7 +68,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // a greater fence; a release lets the next one in.
 func TestSemaphorePermits(t *testing.T) {
 	h := newHarness(t)
-	var grants []semaphore.Grant
+	var grants []hold.Grant
 	for i := range 3 {
 		g, err := h.svc.Acquire(t.Context(), semaphore.Request{NS: ns, Name: "s", Owner: "o", Limit: 3, TTL: time.Minute})
 		if err != nil || !g.Acquired || !token.Valid(g.Token) || g.Holders != i+1 || g.Limit != 3 {
@@ -90,7 +90,7 @@ func TestSemaphorePermits(t *testing.T) {
 	if _, err := h.svc.Renew(t.Context(), ns, "s", grants[0].Token, 2*time.Minute); err != nil {
 		t.Errorf("Renew: %v", err)
 	}
-	done := make(chan semaphore.Grant, 1)
+	done := make(chan hold.Grant, 1)
 	go func() {
 		g, err := h.svc.Acquire(t.Context(), semaphore.Request{NS: ns, Name: "s", Limit: 3, TTL: time.Minute, Wait: 30 * time.Second})
 		if err != nil {

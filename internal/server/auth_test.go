@@ -210,7 +210,7 @@ func TestAuthRefusesCallsWithoutValidKey(t *testing.T) {
 	}
 	// The default namespace (auth off) is not where refused calls went either.
 	for _, ns := range []string{server.DefaultNamespace, nsA, nsB} {
-		if l, err := h.st.GetLock(ctx(t), store.Scope(ns, "x")); err != nil || l.Held {
+		if l, err := h.st.GetHolds(ctx(t), store.HoldLock, store.Scope(ns, "x")); err != nil || l.Held {
 			t.Errorf("store lock %s:x = %+v, %v; want free", ns, l, err)
 		}
 		if s, err := h.st.Stats(ctx(t), store.Scope(ns, "q")); err != nil || s != (store.QueueStats{}) {

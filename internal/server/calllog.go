@@ -71,6 +71,9 @@ func (l callLog) finished(ctx context.Context, ci *callInfo, fullMethod, kind st
 	if err != nil {
 		attrs = append(attrs, slog.String("grpc.error", status.Convert(err).Message()))
 	}
+	if ci.storeErr != "" {
+		attrs = append(attrs, slog.String("store.error", ci.storeErr))
+	}
 	l.log.LogAttrs(ctx, lvl, "finished call", attrs...)
 }
 

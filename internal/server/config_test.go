@@ -22,7 +22,7 @@ func TestConfigValidate(t *testing.T) {
 		want string // "": valid
 	}{
 		{"defaults", func(*server.Config) {}, ""},
-		{"lock", func(c *server.Config) { c.Lock.MaxSessionLocks = 0 }, "lock.max_locks_per_session"},
+		{"session", func(c *server.Config) { c.Session.MaxHolds = 0 }, "session.max_holds"},
 		{"session", func(c *server.Config) { c.Session.MinTTL = 0 }, "session.min_ttl"},
 		{"limiter", func(c *server.Config) { c.Limiter.MaxPeriod = 0 }, "ratelimit.max_period"},
 		{"idempotency", func(c *server.Config) { c.Idem.MaxResultBytes = 0 }, "idempotency.max_result_bytes"},

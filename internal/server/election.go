@@ -31,16 +31,11 @@ func (s *electionServer) Campaign(ctx context.Context, req *coordv1.CampaignRequ
 		return nil, err
 	}
 	elected := c.Elected || c.AlreadyLeader
-	if c.Elected && !c.AlreadyLeader {
-		s.metrics.HoldGranted("election", "exclusive", 1)
-		s.metrics.Election("elected")
-	}
-	if wait > 0 && !elected {
-		// It waited and gave up. (A campaign elected after waiting is not
-		// told apart from one elected at once: election.Campaign does not
-		// say whether its first try failed.)
-		s.metrics.HoldWaited("election", time.Since(start))
-	}
+	// A campaign elected after waiting is not told apart from one elected
+	// at once (election.Campaign does not say whether its first try
+	// failed): only one that gave up counts as contended.
+	countAcquire(s.metrics, store.HoldElection, "exclusive", store.Grant{Acquired: c.Elected, AlreadyHeld: c.AlreadyLeader, Holders: 1},
+		!elected, wait, start)
 	resp := &coordv1.CampaignResponse{
 		Elected: elected, Token: c.Token, Fence: c.Fence, ExpireTime: timestamp(c.ExpireTime), AlreadyLeader: c.AlreadyLeader,
 	}
@@ -60,12 +55,12 @@ func (s *electionServer) Proclaim(ctx context.Context, req *coordv1.ProclaimRequ
 }
 
 func (s *electionServer) Resign(ctx context.Context, req *coordv1.ResignRequest) (*coordv1.ResignResponse, error) {
-	ok, err := s.svc.Resign(ctx, namespace(ctx), req.GetName(), req.GetToken())
+	ok, held, err := s.svc.Resign(ctx, namespace(ctx), req.GetName(), req.GetToken())
 	if err != nil {
 		return nil, err
 	}
 	if ok {
-		s.metrics.Election("resigned")
+		s.metrics.HoldReleased(string(store.HoldElection), held)
 	}
 	return &coordv1.ResignResponse{Resigned: ok}, nil
 }

@@ -252,9 +252,13 @@ func TestElectionSession(t *testing.T) {
 	} else {
 		wantStatus(t, err, codes.FailedPrecondition, "NOT_LEADER")
 	}
-	for event, want := range map[string]float64{"elected": 1, "resigned": 1, "lost": 0} {
-		if got := counterValue(t, reg, "coordd_elections_total", "event", event); got != want {
-			t.Errorf("coordd_elections_total{event=%s} = %v, want %v", event, got, want)
+	// Resigned by the half-close: released after its hold, not lost.
+	if got := metricValue(t, reg, "coordd_hold_duration_seconds", "kind", "election"); got != 1 {
+		t.Errorf("coordd_hold_duration_seconds{election} count = %v, want 1", got)
+	}
+	for _, reason := range []string{"max_hold", "session_expired", "gone"} {
+		if got := counterValue(t, reg, "coordd_holds_lost_total", "kind", "election", "reason", reason); got != 0 {
+			t.Errorf("coordd_holds_lost_total{election,%s} = %v, want 0", reason, got)
 		}
 	}
 	if got := counterValue(t, reg, "coordd_holds_granted_total", "kind", "election", "mode", "exclusive"); got != 1 {

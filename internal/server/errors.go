@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	"github.com/coordd/coordd/internal/metrics"
+	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/validate"
 )
@@ -22,7 +23,7 @@ import (
 const ErrorDomain = "coordd"
 
 // errShuttingDown ends a stream when the daemon drains.
-var errShuttingDown = errors.New("coordd is shutting down; resume on another instance")
+var errShuttingDown = session.ErrDraining
 
 // errorTable is the one place where domain errors become gRPC statuses.
 var errorTable = []struct {
@@ -30,17 +31,19 @@ var errorTable = []struct {
 	code   codes.Code
 	reason string
 }{
-	{store.ErrLockNotHeld, codes.FailedPrecondition, "LOCK_NOT_HELD"},
-	{store.ErrLockSessionBound, codes.FailedPrecondition, "LOCK_SESSION_BOUND"},
+	{store.ErrNotHeld, codes.FailedPrecondition, "LOCK_NOT_HELD"},
+	{store.ErrSessionBound, codes.FailedPrecondition, "LOCK_SESSION_BOUND"},
 	{store.ErrSessionNotFound, codes.FailedPrecondition, "SESSION_NOT_FOUND"},
 	{store.ErrFingerprintMismatch, codes.FailedPrecondition, "FINGERPRINT_MISMATCH"},
 	{store.ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
 	{store.ErrReceiptExpired, codes.FailedPrecondition, "RECEIPT_EXPIRED"},
 	{store.ErrTooManySessions, codes.ResourceExhausted, "TOO_MANY_SESSIONS"},
-	{store.ErrTooManyLocks, codes.ResourceExhausted, "TOO_MANY_LOCKS"},
+	{store.ErrTooManyHolds, codes.ResourceExhausted, "TOO_MANY_LOCKS"},
 	{store.ErrTooManyWaiters, codes.ResourceExhausted, "TOO_MANY_WAITERS"},
 	{store.ErrLimitMismatch, codes.FailedPrecondition, "LIMIT_MISMATCH"},
 	{store.ErrNotLeader, codes.FailedPrecondition, "NOT_LEADER"},
+	{store.ErrQueueFull, codes.ResourceExhausted, "QUEUE_FULL"},
+	{store.ErrMemoryHigh, codes.ResourceExhausted, "STORE_MEMORY_HIGH"},
 	{store.ErrSuperseded, codes.FailedPrecondition, "SESSION_SUPERSEDED"},
 	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
@@ -60,7 +63,15 @@ const (
 type errorMapper struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	// hideStore (auth on): a store failure's text, which can name the
+	// store's nodes (addresses, a dial error), stays in the call's log
+	// line; the client, a tenant, is told only that the store failed.
+	hideStore bool
 }
+
+// storeFailed is what a client is told of a store failure when the
+// failure's own text is for the operator only.
+const storeFailed = "the store is unavailable; the operation may or may not have happened"
 
 // toStatus turns a handler's error into a status error with an ErrorInfo.
 // Errors that already are statuses pass through; context errors become
@@ -91,7 +102,14 @@ func (e errorMapper) toStatus(ctx context.Context, method string, err error) err
 	}
 	for _, row := range errorTable {
 		if errors.Is(err, row.err) {
-			return withDetails(row.code, err.Error(), row.reason, nil)
+			msg := err.Error()
+			if e.hideStore && row.err == store.ErrUnavailable {
+				if ci := infoOf(ctx); ci != nil {
+					ci.storeErr = msg
+				}
+				msg = storeFailed
+			}
+			return withDetails(row.code, msg, row.reason, nil)
 		}
 	}
 	e.log.ErrorContext(ctx, "unexpected error", "method", method, "err", err)

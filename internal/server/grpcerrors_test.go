@@ -75,7 +75,7 @@ func TestContextErrorsHaveErrorInfo(t *testing.T) {
 		{context.Canceled, codes.Canceled, "CANCELLED"},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
 	} {
-		f.FailWith("GetLock", fmt.Errorf("store GetLock: %w", tc.err))
+		f.FailWith("GetHolds", fmt.Errorf("store GetLock: %w", tc.err))
 		_, err := h.locks.GetLock(ctx(t), &coordv1.GetLockRequest{Name: "x"})
 		wantStatus(t, err, tc.code, tc.reason)
 	}

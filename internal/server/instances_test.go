@@ -3,7 +3,7 @@ package server_test
 // Waiting order, shared locks, semaphores, elections and lock-delay across
 // two coordd instances: two servers on one backend (the same memory store;
 // two Redis stores, each with its own connections and pub/sub, on the same
-// Redis under one key prefix), each with its own waiter.Queues and so its
+// Redis under one key prefix), each with its own hold.Waiters and so its
 // own instance ID.
 
 import (
@@ -487,7 +487,7 @@ func TestDeadInstanceWaitersStopBlocking(t *testing.T) {
 		adone <- g
 	}()
 	waitFor(t, 10*time.Second, "A's waiter is not in the queue", func() bool { return lockWaiters(t, a, name) == 2 })
-	faulty.Fail("AcquireLock", "AcquireHold", "RefreshTickets", "LeaveQueue", "AbandonLock", "AbandonHold", "ReleaseLock", "ReleaseHold", "GetLock")
+	faulty.Fail("AcquireHold", "RefreshTickets", "LeaveQueue", "AbandonHold", "ReleaseHold", "GetHolds")
 	died := time.Now()
 	bcancel()
 	if err := <-bdone; err == nil {

@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Limits against abuse that the server enforces itself; gRPC's own (message
@@ -27,6 +30,27 @@ type Limits struct {
 	// MaxStreamMessageRate caps the heartbeats a KeepAlive stream may send per
 	// second (with a burst of twice that); faster ends the stream.
 	MaxStreamMessageRate float64 `mapstructure:"max_stream_messages_per_second"`
+	// MaxSessions caps the sessions this instance opens: a KeepAlive stream
+	// that would open a new session while this many streams are open here
+	// is refused with OVERLOADED and a retry_after. Heartbeats and resumes
+	// of sessions that exist are never refused by it: overload refuses new
+	// work, never a live session's.
+	MaxSessions int `mapstructure:"max_sessions"`
+}
+
+// overloadRetryAfter is the retry_after of an OVERLOADED refusal: a
+// client waits about this long, with jitter, before it tries again.
+const overloadRetryAfter = time.Second
+
+// errOverloaded refuses new work that would overload this instance
+// (reason names the bound, in the message only): RESOURCE_EXHAUSTED,
+// reason OVERLOADED, with retry_after in the ErrorInfo's metadata (as a
+// decimal seconds with an "s", as protobuf's JSON writes a Duration and
+// Go's time.ParseDuration reads it: "1s") and in a google.rpc.RetryInfo.
+func errOverloaded(what string) error {
+	return withDetails(codes.ResourceExhausted, "coordd is at capacity: "+what+"; retry after retry_after, or on another instance",
+		"OVERLOADED", map[string]string{"retry_after": strconv.FormatFloat(overloadRetryAfter.Seconds(), 'f', -1, 64) + "s"},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(overloadRetryAfter)})
 }
 
 // gate counts calls in progress per namespace and per connection, and

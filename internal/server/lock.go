@@ -40,18 +40,11 @@ func (s *lockServer) Lock(ctx context.Context, req *coordv1.LockRequest) (*coord
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case g.AlreadyHeld: // no new grant
-	case g.Acquired:
-		s.metrics.LockGranted(time.Since(start), g.Contended)
-	default:
-		s.metrics.LockNotAcquired()
-	}
 	mode := "exclusive"
 	if req.GetShared() {
 		mode = "shared"
 	}
-	countGrant(s.metrics, "lock", mode, g.LockGrant, g.Contended, wait, start)
+	countAcquire(s.metrics, store.HoldLock, mode, g.Grant, g.Contended, wait, start)
 	resp := &coordv1.LockResponse{
 		Acquired: g.Acquired, Token: g.Token, Fence: g.Fence,
 		Ttl: durationpb.New(g.TTL), ExpireTime: timestamp(g.ExpireTime), Holder: g.Holder,
@@ -69,8 +62,8 @@ func (s *lockServer) Renew(ctx context.Context, req *coordv1.RenewRequest) (*coo
 		return nil, err
 	}
 	l, err := s.svc.Renew(ctx, namespace(ctx), req.GetName(), req.GetToken(), ttl)
-	if errors.Is(err, store.ErrLockNotHeld) {
-		s.metrics.LockExpired()
+	if errors.Is(err, store.ErrNotHeld) {
+		s.metrics.HoldExpired(string(store.HoldLock))
 	}
 	if err != nil {
 		return nil, err
@@ -84,7 +77,7 @@ func (s *lockServer) Release(ctx context.Context, req *coordv1.ReleaseRequest) (
 		return nil, err
 	}
 	if ok {
-		s.metrics.LockReleased(held)
+		s.metrics.HoldReleased(string(store.HoldLock), held)
 	}
 	return &coordv1.ReleaseResponse{Released: ok}, nil
 }

@@ -46,14 +46,14 @@ func (p *panicky) trip(n *atomic.Int32) {
 	}
 }
 
-func (p *panicky) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
+func (p *panicky) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
 	p.trip(&p.getLock)
-	return p.Store.GetLock(ctx, name)
+	return p.Store.GetHolds(ctx, kind, name)
 }
 
-func (p *panicky) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+func (p *panicky) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
 	p.trip(&p.acquireLock)
-	return p.Store.AcquireLock(ctx, req)
+	return p.Store.AcquireHold(ctx, req)
 }
 
 func (p *panicky) CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {
@@ -267,6 +267,8 @@ func metricValue(t testing.TB, reg *prometheus.Registry, name string, labelPairs
 				return m.GetCounter().GetValue()
 			case m.GetGauge() != nil:
 				return m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -39,7 +40,7 @@ func (s *semaphoreServer) Acquire(ctx context.Context, req *coordv1.AcquireReque
 	if err != nil {
 		return nil, err
 	}
-	countGrant(s.metrics, "semaphore", "shared", g.LockGrant, g.Contended, wait, start)
+	countAcquire(s.metrics, store.HoldSemaphore, "shared", g.Grant, g.Contended, wait, start)
 	return &coordv1.AcquireResponse{
 		Acquired: g.Acquired, Token: g.Token, Fence: g.Fence,
 		Ttl: durationpb.New(g.TTL), ExpireTime: timestamp(g.ExpireTime),
@@ -53,6 +54,9 @@ func (s *semaphoreServer) Renew(ctx context.Context, req *coordv1.SemaphoreServi
 		return nil, err
 	}
 	l, err := s.svc.Renew(ctx, namespace(ctx), req.GetName(), req.GetToken(), ttl)
+	if errors.Is(err, store.ErrNotHeld) {
+		s.metrics.HoldExpired(string(store.HoldSemaphore))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -60,9 +64,12 @@ func (s *semaphoreServer) Renew(ctx context.Context, req *coordv1.SemaphoreServi
 }
 
 func (s *semaphoreServer) Release(ctx context.Context, req *coordv1.SemaphoreServiceReleaseRequest) (*coordv1.SemaphoreServiceReleaseResponse, error) {
-	ok, _, err := s.svc.Release(ctx, namespace(ctx), req.GetName(), req.GetToken())
+	ok, held, err := s.svc.Release(ctx, namespace(ctx), req.GetName(), req.GetToken())
 	if err != nil {
 		return nil, err
+	}
+	if ok {
+		s.metrics.HoldReleased(string(store.HoldSemaphore), held)
 	}
 	return &coordv1.SemaphoreServiceReleaseResponse{Released: ok}, nil
 }
@@ -73,39 +80,4 @@ func (s *semaphoreServer) GetSemaphore(ctx context.Context, req *coordv1.GetSema
 		return nil, err
 	}
 	return &coordv1.GetSemaphoreResponse{Limit: int32(info.Limit), Holders: holders(info.Holders), Waiters: count32(info.Waiters)}, nil
-}
-
-// countGrant records an acquisition of kind in mode in the metrics: a new
-// grant (not an already-held one), and, if it found the name taken and
-// could wait, how long it waited, granted or not.
-func countGrant(m *metrics.Metrics, kind, mode string, g store.LockGrant, contended bool, wait time.Duration, start time.Time) {
-	if g.Acquired && !g.AlreadyHeld {
-		m.HoldGranted(kind, mode, g.Holders)
-	}
-	if contended && wait > 0 && !g.AlreadyHeld {
-		m.HoldWaited(kind, time.Since(start))
-	}
-}
-
-// holders converts the store's holder descriptions.
-func holders(hs []store.HolderInfo) []*coordv1.Holder {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]*coordv1.Holder, len(hs))
-	for i, h := range hs {
-		out[i] = &coordv1.Holder{
-			Owner: h.Owner, Fence: h.Fence, Ttl: durationpb.New(h.TTL), Shared: h.Shared, SessionBound: h.SessionBound,
-			ExpireTime: timestamp(h.ExpireTime), AcquireTime: timestamp(h.AcquireTime),
-		}
-	}
-	return out
-}
-
-// count32 converts a count (never negative, bounded by configuration).
-func count32(n int) uint32 {
-	if n < 0 {
-		return 0
-	}
-	return uint32(min(n, int(^uint32(0)>>1)))
 }

@@ -251,8 +251,11 @@ func TestSemaphoreMetrics(t *testing.T) {
 	if got := counterValue(t, reg, "coordd_holds_granted_total", "kind", "semaphore", "mode", "shared"); got != 2 {
 		t.Errorf("coordd_holds_granted_total{semaphore,shared} = %v, want 2", got)
 	}
-	if got := counterValue(t, reg, "coordd_hold_waits_total", "kind", "semaphore"); got != 1 {
-		t.Errorf("coordd_hold_waits_total{semaphore} = %v, want 1", got)
+	if got := counterValue(t, reg, "coordd_holds_contended_total", "kind", "semaphore"); got != 1 {
+		t.Errorf("coordd_holds_contended_total{semaphore} = %v, want 1", got)
+	}
+	if got := metricValue(t, reg, "coordd_hold_wait_seconds", "kind", "semaphore"); got != 1 {
+		t.Errorf("coordd_hold_wait_seconds{semaphore} count = %v, want 1", got)
 	}
 	if got := counterValue(t, reg, "coordd_holds_granted_total", "kind", "lock", "mode", "exclusive"); got != 0 {
 		t.Errorf("coordd_holds_granted_total{lock,exclusive} = %v, want 0", got)

@@ -25,6 +25,7 @@ import (
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/election"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
@@ -48,7 +49,7 @@ type Services struct {
 	Queues     *queue.Service
 	// Waiting is the instance's one coordinator of waiting acquisitions,
 	// shared by locks, semaphores and elections.
-	Waiting *waiter.Queues
+	Waiting *hold.Waiters
 	// Drain, when closed, ends waits, KeepAlive and Observe streams so that
 	// the server can stop gracefully.
 	Drain waiter.Drain
@@ -97,7 +98,7 @@ func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain
 	if err != nil {
 		return Services{}, err
 	}
-	waiting := waiter.NewQueues(st, st, drain)
+	waiting := hold.NewWaiters(st, st, drain)
 	return Services{
 		Locks:      lock.New(st, waiting, clk, cfg.Lock, drain),
 		Semaphores: semaphore.New(st, waiting, clk, cfg.Semaphore, drain),
@@ -153,7 +154,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	e := errorMapper{log: o.Log, metrics: o.Metrics}
+	e := errorMapper{log: o.Log, metrics: o.Metrics, hideStore: o.Auth != nil}
 	c := calls{auth: o.Auth, metrics: o.Metrics, gate: &gate{limits: o.Limits, counts: map[gateKey]int{}, conns: map[gateKey]int{}}}
 	recoveryOpt := recovery.WithRecoveryHandlerContext(e.recovered)
 	needsAuth := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
@@ -194,7 +195,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	register(&coordv1.LockService_ServiceDesc, &lockServer{svc: svc.Locks, metrics: m})
 	register(&coordv1.SemaphoreService_ServiceDesc, &semaphoreServer{svc: svc.Semaphores, metrics: m})
 	register(&coordv1.ElectionService_ServiceDesc, &electionServer{svc: svc.Elections, drain: svc.Drain, metrics: m})
-	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate})
+	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate, max: o.Limits.MaxSessions})
 	register(&coordv1.RateLimitService_ServiceDesc, &rateLimitServer{svc: svc.Limiter, metrics: m})
 	register(&coordv1.IdempotencyService_ServiceDesc, &idempotencyServer{svc: svc.Idem, metrics: m})
 	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names})
@@ -225,8 +226,9 @@ func fullMethods(gs *grpc.Server) map[string]bool {
 }
 
 // callInfo is what the inner interceptors learn of a call that the outer
-// ones report: its namespace, once authenticated.
-type callInfo struct{ ns string }
+// ones report: its namespace, once authenticated, and the whole text of a
+// store failure that the client was told of without it (errorMapper).
+type callInfo struct{ ns, storeErr string }
 
 type callInfoKey struct{}
 

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/store/storetest"
 )
 
@@ -305,7 +307,6 @@ func TestSessionReportsLostPermits(t *testing.T) {
 	}{
 		{"coordd_holds_lost_total", []string{"kind", "semaphore", "reason", "max_hold"}, 1}, // once, however often repeated
 		{"coordd_holds_lost_total", []string{"kind", "lock", "reason", "max_hold"}, 0},
-		{"coordd_locks_lost_total", []string{"reason", "max_hold"}, 0}, // locks only
 	} {
 		if got := counterValue(t, reg, w.name, w.labels...); got != w.want {
 			t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.want)
@@ -382,8 +383,7 @@ func TestSessionReportsLostLeadership(t *testing.T) {
 		want   float64
 	}{
 		{"coordd_holds_lost_total", []string{"kind", "election", "reason", "session_expired"}, 2}, // once per stream
-		{"coordd_elections_total", []string{"event", "lost"}, 2},
-		{"coordd_locks_lost_total", []string{"reason", "session_expired"}, 0},
+		{"coordd_holds_lost_total", []string{"kind", "lock", "reason", "session_expired"}, 0},
 	} {
 		if got := counterValue(t, reg, w.name, w.labels...); got != w.want {
 			t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.want)
@@ -408,4 +408,103 @@ func TestSessionStreamRejectsAnotherSessionID(t *testing.T) {
 	}
 	_, err := k.stream.Recv()
 	wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT")
+}
+
+// TestMaxSessionsRefusesOnlyNewSessions: at limits.max_sessions streams,
+// a stream that would open a new session is refused OVERLOADED with a
+// retry_after, while the open sessions keep heartbeating, keep their
+// locks, and one whose stream broke is resumed on a new stream however
+// full the instance is.
+func TestMaxSessionsRefusesOnlyNewSessions(t *testing.T) {
+	h := newHarness(t, withFakeClock, withLimits(server.Limits{MaxSessions: 2}))
+	a, ra := h.openSession(t, "", 10*time.Second)
+	b, rb := h.openSession(t, "", 10*time.Second)
+	h.lock(t, &coordv1.LockRequest{Name: "a", SessionId: ra.GetSessionId()})
+	h.lock(t, &coordv1.LockRequest{Name: "b", SessionId: rb.GetSessionId()})
+
+	refused := func() {
+		t.Helper()
+		s, err := h.sessions.KeepAlive(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(&coordv1.KeepAliveRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Recv()
+		st := wantStatus(t, err, codes.ResourceExhausted, "OVERLOADED")
+		var retry string
+		var info *errdetails.RetryInfo
+		for _, d := range st.Details() {
+			switch d := d.(type) {
+			case *errdetails.ErrorInfo:
+				retry = d.GetMetadata()["retry_after"]
+			case *errdetails.RetryInfo:
+				info = d
+			}
+		}
+		if d, err := time.ParseDuration(retry); err != nil || d <= 0 || info.GetRetryDelay().AsDuration() != d {
+			t.Fatalf("retry_after %q (%v), RetryInfo %v: want the same positive duration in both", retry, err, info)
+		}
+	}
+	refused()
+	for range 3 {
+		h.clock.Advance(5 * time.Second)
+		if r := a.beat("", 0); r.GetExpired() || len(r.GetLostLocks()) != 0 {
+			t.Fatalf("a's heartbeat at capacity = %v", r)
+		}
+		if r := b.beat("", 0); r.GetExpired() || len(r.GetLostLocks()) != 0 {
+			t.Fatalf("b's heartbeat at capacity = %v", r)
+		}
+		refused()
+	}
+	// b resumed on a third stream, while a's and b's are still open: it
+	// opens no new session, so capacity does not refuse it (b's old
+	// stream is superseded).
+	_, resumed := h.openSession(t, rb.GetSessionId(), 0)
+	if resumed.GetSessionId() != rb.GetSessionId() || resumed.GetExpired() {
+		t.Fatalf("b's resume at capacity = %v", resumed)
+	}
+	b.cancel()
+	for _, name := range []string{"a", "b"} {
+		if info := h.held(t, name); !info.GetHeld() || !info.GetSessionBound() {
+			t.Fatalf("GetLock(%s) after the overload = %v, want still held by its session", name, info)
+		}
+	}
+}
+
+// TestMaxSessionsCountsAtTheFirstRequest: a stream opened at capacity
+// that sends its first request after another stream ended is admitted:
+// the room is counted when the session would open, not when the stream
+// did.
+func TestMaxSessionsCountsAtTheFirstRequest(t *testing.T) {
+	var reg *prometheus.Registry
+	h := newHarness(t, withFakeClock, withLimits(server.Limits{MaxSessions: 2}), withMetrics(&reg))
+	a, _ := h.openSession(t, "", 10*time.Second)
+	h.openSession(t, "", 10*time.Second)
+	c, err := h.sessions.KeepAlive(ctx(t)) // a third stream, silent for now
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for gaugeValue(t, reg, "coordd_session_streams") != 3 { // its handler runs: the instance is over capacity
+		if time.Now().After(deadline) {
+			t.Fatal("the third stream never reached the server")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// a half-closes; its end (io.EOF) comes after the server's handler
+	// returned, so its stream is no longer counted.
+	if err := a.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("a's end = %v, want io.EOF", err)
+	}
+	if err := c.Send(&coordv1.KeepAliveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Recv(); err != nil || r.GetSessionId() == "" {
+		t.Fatalf("the third stream's first heartbeat after a ended = %v, %v; want a new session", r, err)
+	}
 }

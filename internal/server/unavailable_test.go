@@ -42,15 +42,15 @@ func TestStoreUnavailable(t *testing.T) {
 		method string // the store method that fails
 		call   call
 	}{
-		{"Lock", "AcquireLock", func(ctx context.Context, h *harness) error {
+		{"Lock", "AcquireHold", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute)})
 			return err
 		}},
-		{"Lock/wait", "AcquireLock", func(ctx context.Context, h *harness) error {
+		{"Lock/wait", "AcquireHold", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Wait: dur(time.Second)})
 			return err
 		}},
-		{"Renew", "RenewLock", func(ctx context.Context, h *harness) error {
+		{"Renew", "RenewHold", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Renew(ctx, &coordv1.RenewRequest{Name: "a", Token: token.New(), Ttl: dur(time.Minute)})
 			return err
 		}},
@@ -58,11 +58,11 @@ func TestStoreUnavailable(t *testing.T) {
 			_, err := h.locks.Release(ctx, &coordv1.ReleaseRequest{Name: "a", Token: token.New()})
 			return err
 		}},
-		{"GetLock", "GetLock", func(ctx context.Context, h *harness) error {
+		{"GetHolds", "GetHolds", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.GetLock(ctx, &coordv1.GetLockRequest{Name: "a"})
 			return err
 		}},
-		{"Lock/shared", "AcquireLock", func(ctx context.Context, h *harness) error {
+		{"Lock/shared", "AcquireHold", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Shared: true})
 			return err
 		}},
@@ -98,7 +98,7 @@ func TestStoreUnavailable(t *testing.T) {
 			_, err := h.elections.Proclaim(ctx, &coordv1.ProclaimRequest{Name: "e", Token: token.New(), Value: []byte("v")})
 			return err
 		}},
-		{"Resign", "Resign", func(ctx context.Context, h *harness) error {
+		{"Resign", "ReleaseHold", func(ctx context.Context, h *harness) error {
 			_, err := h.elections.Resign(ctx, &coordv1.ResignRequest{Name: "e", Token: token.New()})
 			return err
 		}},
@@ -215,7 +215,7 @@ func TestStoreUnavailable(t *testing.T) {
 func TestLockUncertainGrantIsReleased(t *testing.T) {
 	var f *storetest.Faulty
 	h := newHarness(t, withFaulty(&f))
-	f.FailAfter("AcquireLock")
+	f.FailAfter("AcquireHold")
 	_, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "a", Owner: "me", Ttl: dur(time.Minute)})
 	wantStatus(t, err, codes.Unavailable, "STORE_UNAVAILABLE")
 	f.Clear()

@@ -23,6 +23,8 @@ func TestConfigValidate(t *testing.T) {
 		{"min over default", func(c *session.Config) { c.MinTTL, c.DefaultTTL = time.Minute, 10*time.Second }, "session.min_ttl: (1m0s) must not exceed session.default_ttl (10s)"},
 		{"default over max", func(c *session.Config) { c.DefaultTTL, c.MaxTTL = time.Hour, time.Minute }, "session.default_ttl: (1h0m0s) must not exceed session.max_ttl (1m0s)"},
 		{"negative max_per_namespace", func(c *session.Config) { c.MaxPerNamespace = -1 }, "session.max_per_namespace: must not be negative (0: no limit), got -1"},
+		{"unbounded max_holds", func(c *session.Config) { c.MaxHolds = 0 }, "session.max_holds: must be between 1 and 10000, got 0"},
+		{"max_holds over its limit", func(c *session.Config) { c.MaxHolds = 10001 }, "session.max_holds: must be between 1 and 10000, got 10001"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

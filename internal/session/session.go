@@ -1,13 +1,16 @@
 // Package session implements SessionService's rules on top of
-// store.Sessions: session IDs, TTL defaults and bounds, and names scoped to
-// the caller's namespace. The stream itself (heartbeats, half-close, expiry
-// push) is run by internal/server.
+// store.Sessions: session IDs, TTL defaults and bounds, names scoped to the
+// caller's namespace, and the protocol of a KeepAlive stream (Run:
+// heartbeats, acknowledged loss reports, pushes, expiry, half-close,
+// superseding), which the server's handler only converts to and from the
+// wire.
 package session
 
 import (
 	"context"
 	"time"
 
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/token"
 	"github.com/coordd/coordd/internal/validate"
@@ -20,11 +23,17 @@ type Config struct {
 	MaxTTL     time.Duration `mapstructure:"max_ttl"`
 	// MaxPerNamespace caps the live sessions of one namespace; 0: no cap.
 	MaxPerNamespace int `mapstructure:"max_per_namespace"`
+	// MaxHolds caps the holds of every kind (locks, permits, leaderships)
+	// one session has at once, its unacknowledged loss reports included;
+	// 1 to hold.MaxSessionHoldsLimit, so that every session script does
+	// bounded work.
+	MaxHolds int `mapstructure:"max_holds"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{DefaultTTL: 10 * time.Second, MinTTL: time.Second, MaxTTL: 5 * time.Minute, MaxPerNamespace: 10000}
+	return Config{DefaultTTL: 10 * time.Second, MinTTL: time.Second, MaxTTL: 5 * time.Minute, MaxPerNamespace: 10000,
+		MaxHolds: hold.DefaultLease().MaxSessionHolds}
 }
 
 // Service manages sessions.

@@ -26,11 +26,11 @@ import (
 // Errors returned by stores. State conflicts are sentinel errors; callers
 // test them with errors.Is.
 var (
-	// ErrLockNotHeld: the token does not hold the lock (expired, released, or
-	// never held it).
-	ErrLockNotHeld = errors.New("lock not held")
-	// ErrLockSessionBound: the lock is bound to a session and is renewed by it.
-	ErrLockSessionBound = errors.New("lock is bound to a session")
+	// ErrNotHeld: the token holds no live hold of the name (expired,
+	// released, or never held).
+	ErrNotHeld = errors.New("not held")
+	// ErrSessionBound: the hold is bound to a session and is renewed by it.
+	ErrSessionBound = errors.New("the hold is bound to a session")
 	// ErrSessionNotFound: no live session has the ID.
 	ErrSessionNotFound = errors.New("session not found")
 	// ErrFingerprintMismatch: the idempotency key is in use with another
@@ -42,24 +42,32 @@ var (
 	ErrReceiptExpired = errors.New("receipt expired")
 	// ErrTooManySessions: the namespace has as many live sessions as it may.
 	ErrTooManySessions = errors.New("too many sessions in the namespace")
-	// ErrTooManyLocks: the session has as many holds as it may, of every
+	// ErrTooManyHolds: the session has as many holds as it may, of every
 	// kind (unacknowledged loss reports count too).
-	ErrTooManyLocks = errors.New("too many locks in the session")
+	ErrTooManyHolds = errors.New("too many holds in the session")
 	// ErrSuperseded: a newer stream resumed the session; the caller's stream
 	// no longer speaks for it.
 	ErrSuperseded = errors.New("the session was resumed by another stream")
+	// ErrQueueFull: the queue holds as many messages as it may
+	// (NewMessage.MaxMessages); nothing was enqueued.
+	ErrQueueFull = errors.New("queue full")
+	// ErrMemoryHigh: the store's memory is past its high-water mark, so a
+	// write that only adds data (a new message, a new idempotency key, a
+	// new session) is refused, and nothing was written; writes that end or
+	// renew what exists go on.
+	ErrMemoryHigh = errors.New("store memory high")
 	// ErrUnavailable wraps every failure to reach the store or to get its
 	// answer. The outcome of the operation is unknown: it may have happened.
 	ErrUnavailable = errors.New("store unavailable")
 )
 
 // IsState reports whether err is one of the stores' answers about state
-// (ErrLockNotHeld and the like): an answer, not a failure of the store.
+// (ErrNotHeld and the like): an answer, not a failure of the store.
 func IsState(err error) bool {
-	for _, e := range []error{ErrLockNotHeld, ErrLockSessionBound, ErrSessionNotFound,
+	for _, e := range []error{ErrNotHeld, ErrSessionBound, ErrSessionNotFound,
 		ErrFingerprintMismatch, ErrNotOwner, ErrReceiptExpired,
-		ErrTooManySessions, ErrTooManyLocks, ErrSuperseded,
-		ErrLimitMismatch, ErrTooManyWaiters, ErrNotLeader} {
+		ErrTooManySessions, ErrTooManyHolds, ErrSuperseded,
+		ErrLimitMismatch, ErrTooManyWaiters, ErrNotLeader, ErrQueueFull, ErrMemoryHigh} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -82,7 +90,6 @@ func Namespace(scoped string) string {
 
 // Store is every kind of state together; a backend implements all of it.
 type Store interface {
-	Locks
 	Holds
 	Elections
 	Sessions
@@ -94,20 +101,18 @@ type Store interface {
 	Close() error
 }
 
-// Subscriber delivers wake-ups for waiters: a lock's release, an
-// idempotency key's finish, a queue's new or returned message. Wake-ups are
-// hints, not guarantees: a waiter re-checks state after each one, and also at
-// the deadline the store told it (a holder's expiry, a message's due time), so
-// a lost wake-up only delays it.
+// Subscriber delivers wake-ups for waiters: a waiting ticket that may be
+// granted, an idempotency key's finish, a queue's new or returned message.
+// Wake-ups are hints, not guarantees: a waiter re-checks state after each
+// one, and at the deadline the store told it (a holder's expiry, a
+// message's due time), so a lost wake-up only delays it.
 type Subscriber interface {
-	// Subscribe starts delivering wake-ups for topic (LockTopic, IdemTopic,
-	// QueueTopic, SessionTopic) to the returned subscription. Events that happen after
-	// Subscribe returns are not missed. The caller must Close it.
+	// Subscribe starts delivering wake-ups for topic (WaitTopic,
+	// ElectionTopic, IdemTopic, QueueTopic, SessionTopic) to the returned
+	// subscription. Events after Subscribe returns are not missed. The
+	// caller must Close it.
 	Subscribe(ctx context.Context, topic string) (*Subscription, error)
 }
-
-// LockTopic is the wake-up topic of lock name: released or expired.
-func LockTopic(name string) string { return "lock:" + name }
 
 // IdemTopic is the wake-up topic of idempotency key: finished.
 func IdemTopic(key string) string { return "idem:" + key }
@@ -115,143 +120,13 @@ func IdemTopic(key string) string { return "idem:" + key }
 // QueueTopic is the wake-up topic of queue: a message became ready or due.
 func QueueTopic(queue string) string { return "queue:" + queue }
 
-// SessionTopic is the wake-up topic of session id: a hold (a lock) was bound
-// to it, or a stream resumed it (the stream that drove it is superseded).
+// SessionTopic is the wake-up topic of session id: a hold was bound to it,
+// or a stream resumed it (the stream that drove it is superseded).
 func SessionTopic(id string) string { return "session:" + id }
 
-// Locks is lease storage with fencing: the holds of kind HoldLock (see
-// Holds for shared holders, waiting order and lock-delay). Each method is
-// its Holds counterpart with kind HoldLock.
-//
-// A lock is live while now < its deadline. Fences come from a counter that
-// never expires, raised to a time floor (the store's time in Unix
-// microseconds) so that they stay monotonic even if the counter is lost:
-// fence = max(counter + 1, floor), and the counter becomes the fence. The
-// Redis store keeps one counter per name, in the name's hash slot; the memory
-// store one for all names, which only makes fences larger. Either way a fence
-// is greater than every fence issued for its name before.
-type Locks interface {
-	// AcquireLock grants the lock if it is not live. The caller supplies a
-	// fresh token. The lease is TTL from now, or, with SessionID, the session's
-	// remaining lease (the lock joins the session's holds, kind HoldLock; an
-	// unknown or expired session is ErrSessionNotFound; a session that
-	// already has MaxSessionLocks holds is ErrTooManyLocks, and nothing is
-	// granted; a
-	// live lock that the session itself holds is answered at once with its
-	// existing grant, AlreadyHeld, its token included: the session ID is the
-	// capability to every lock of the session). A
-	// MaxHold > 0 caps the lease at grant time + MaxHold, now and on every
-	// renewal. A session-bound grant wakes SessionTopic(SessionID).
-	//
-	// Not acquired is not an error: the grant has Acquired false and describes
-	// the live holder.
-	AcquireLock(ctx context.Context, req AcquireLock) (LockGrant, error)
-	// RenewLock sets the deadline of a live lock held by token to now + ttl,
-	// capped by its MaxHold. ErrLockNotHeld if token does not hold a live lock;
-	// ErrLockSessionBound if the lock belongs to a session.
-	RenewLock(ctx context.Context, name, token string, ttl time.Duration) (Lease, error)
-	// ReleaseLock deletes the lock if token holds it live (and removes it from
-	// its session's set) and wakes LockTopic(name). It reports whether it did,
-	// and if so for how long the lock had been held.
-	ReleaseLock(ctx context.Context, name, token string) (released bool, held time.Duration, err error)
-	// AbandonLock ends a grant whose caller was told its outcome is
-	// uncertain: it deletes the lock if token holds it live (waking
-	// LockTopic(name)), and if the lock is bound to a session, its binding
-	// becomes a loss report (LostGone) and SessionTopic is woken, so that a
-	// stream that adopted the grant (AlreadyHeld) learns that it is gone.
-	// Not held is not an error. ticket is the wait ticket of the request
-	// that token was sent with ("": it never queued): it leaves the queue
-	// first, so that no release or give-up can hand the lock to token
-	// afterwards (a ticket left queued could be handed the lock until its
-	// lease ends, and nobody would end that grant before its TTL).
-	AbandonLock(ctx context.Context, name, token, ticket string) error
-	// GetLock describes the live holder of name; Held is false if none.
-	GetLock(ctx context.Context, name string) (LockInfo, error)
-}
-
-// AcquireLock is a request to grant a lock.
-type AcquireLock struct {
-	Name      string
-	Token     string        // fresh, random; proves ownership later
-	Owner     string        // a label shown to others
-	TTL       time.Duration // the lease; ignored with SessionID
-	MaxHold   time.Duration // 0: no cap
-	SessionID string        // "": a plain lease
-	// MaxSessionLocks caps the holds a session has at once, of every kind
-	// (locks, and later other HoldKinds), counting its unacknowledged loss
-	// reports; 0: no cap (tests only: lock.Config requires one).
-	MaxSessionLocks int
-
-	// Kind is the hold's kind for Holds.AcquireHold: HoldLock (also the
-	// zero value) or HoldSemaphore. AcquireLock ignores it.
-	Kind HoldKind
-	// Shared asks for a shared hold (HoldLock only).
-	Shared bool
-	// MaxHolders caps a lock's shared holders at once; 0: no cap (tests
-	// only: lock.Config requires one).
-	MaxHolders int
-	// Limit is a semaphore's number of permits (HoldSemaphore: >= 1).
-	Limit int
-	// Wait, if not nil, queues the request when it is not granted at once.
-	Wait *WaitTicket
-}
-
-// LockGrant is the outcome of AcquireLock.
-type LockGrant struct {
-	Acquired bool
-	// AlreadyHeld: the asking session held the lock already; the grant is
-	// that one, and Token is its token.
-	AlreadyHeld bool
-	Token       string
-	// Fence of the new grant; 0 when not acquired.
-	Fence uint64
-	// The caller's lease when acquired; otherwise the live holder's remaining
-	// lease.
-	TTL        time.Duration
-	ExpireTime time.Time
-	// Holder is the live holder's Owner label when not acquired (of the
-	// blocking holder whose lease ends first, with several).
-	Holder string
-	// Queued: not acquired, and the request's ticket waits in the queue.
-	Queued bool
-	// RetryAt, when not acquired and not zero, is when the state may change
-	// by itself (a blocking holder's deadline, the end of a lock-delay);
-	// otherwise only a wake-up can let the request in.
-	RetryAt time.Time
-	// Holders counts the live holders after the call; Limit is a
-	// semaphore's limit.
-	Holders, Limit int
-}
-
-// Lease is a renewed lock lease.
-type Lease struct {
-	TTL        time.Duration
-	ExpireTime time.Time
-	Fence      uint64
-}
-
-// LockInfo describes a lock's live holder. It never carries the holder's
-// token nor its session's ID: both are secrets of the holder.
-//
-// The single-holder fields describe the holder with the lowest fence;
-// Holders lists every live holder, by fence.
-type LockInfo struct {
-	Holders      []HolderInfo
-	Waiters      int // live tickets in the queue
-	Limit        int // a semaphore's limit (0 without holders or waiters)
-	Held         bool
-	Owner        string
-	Fence        uint64
-	SessionBound bool
-	TTL          time.Duration
-	ExpireTime   time.Time
-	AcquireTime  time.Time
-}
-
-// Sessions is session storage. A session is a lease with a set of holds
-// bound to it: the locks (and, later, other kinds: HoldKind) it holds,
-// each by its kind and name. The holds' deadlines follow the session's,
-// capped by their MaxHold.
+// Sessions is session storage. A session is a lease with a set of holds of
+// every kind bound to it, each by its kind and name. The holds' deadlines
+// follow the session's, capped by their MaxHold.
 //
 // A session ID is a bearer capability (whoever has it can renew, resume or
 // end the session), so it never leaves the stream that owns it. A session
@@ -267,15 +142,14 @@ type LockInfo struct {
 // session is remembered, reported Expired with its unacknowledged reports,
 // until SessionGrace after its deadline; after that it is unknown.
 //
-// The cap on a session's holds (AcquireLock.MaxSessionLocks, config
-// lock.max_locks_per_session) counts its holds of every kind, and its
+// The cap on a session's holds (HoldRequest.MaxSessionHolds, config
+// session.max_holds) counts its holds of every kind, and its
 // unacknowledged loss reports.
 type Sessions interface {
 	// CreateSession starts session id with a lease of ttl, on stream epoch
 	// 1. id is scoped to a namespace (Scope); if the namespace already has
 	// max live sessions (max > 0), it is ErrTooManySessions and nothing is
-	// created.
-	// lockDelay (0: none) is the session's lock-delay (see Holds).
+	// created. lockDelay (0: none) is the session's lock-delay (see Holds).
 	CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (SessionState, error)
 	// ResumeSession hands a session to a new stream: its epoch goes up by
 	// one (so the old stream's calls are ErrSuperseded from now on), and it
@@ -291,8 +165,8 @@ type Sessions interface {
 	// Holds of the session that are no longer held by it (max hold reached,
 	// or gone) leave its set and become loss reports. Lost lists every
 	// unacknowledged report. A binding whose outcome was never confirmed
-	// (see AcquireLock in store/redis) is checked but never renewed.
-	// An expired session is not renewed: the state has Expired true and Lost
+	// (store/redis: a pending binding) is checked but never renewed. An
+	// expired session is not renewed: the state has Expired true and Lost
 	// lists its reports. An unknown session is ErrSessionNotFound; a stale
 	// ref.Stream is ErrSuperseded.
 	KeepAliveSession(ctx context.Context, ref SessionRef, ttl time.Duration) (SessionState, error)
@@ -336,20 +210,6 @@ type SessionState struct {
 	// session then, so that the loss is reported when it happens.
 	NextLoss time.Time
 }
-
-// HoldKind is a kind of hold a session can have. Kinds never contain ':'
-// (the Redis store keys a session's holds by "kind:name").
-type HoldKind string
-
-// Hold kinds.
-const (
-	HoldLock      HoldKind = "lock"      // a lock (Locks)
-	HoldSemaphore HoldKind = "semaphore" // a semaphore's permit (Holds)
-	HoldElection  HoldKind = "election"  // a leadership (Elections)
-)
-
-// MaxLockDelay is the longest session lock-delay.
-const MaxLockDelay = time.Minute
 
 // LostHold is a hold a session had and has no more.
 type LostHold struct {
@@ -670,6 +530,10 @@ type NewMessage struct {
 	// order, one at a time: a message is claimable only once every earlier
 	// message of its group is acked or dead.
 	Group string
+	// MaxMessages, if > 0, caps the messages the queue holds, dead
+	// letters included: a new message beyond it is ErrQueueFull (a
+	// duplicate is still answered).
+	MaxMessages int
 }
 
 // Enqueued is the outcome of Enqueue.

@@ -4,7 +4,7 @@
 //
 // What becomes a span name or attribute is fixed by coordd, never by a
 // client: an RPC's span is named by its method (coord.v1.LockService/Lock)
-// and a store span by the store operation (AcquireLock, Allow…), with the
+// and a store span by the store operation (AcquireHold, Allow…), with the
 // backend as an attribute. Lock names, keys, queue names, tokens, receipts,
 // session IDs and payloads never reach a span, and neither does an error's
 // text: a failed store span says only whether the store was unreachable.
@@ -105,7 +105,7 @@ func (s *Store) End(span trace.Span, failed error) {
 }
 
 // Failure is err if it is a failure of the store, and nil if the store
-// answered (an answer about state such as store.ErrLockNotHeld) or the
+// answered (an answer about state such as store.ErrNotHeld) or the
 // caller gave up (a context error).
 func Failure(err error) error {
 	if err == nil || store.IsState(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

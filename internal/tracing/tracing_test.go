@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestStoreSpanStatus: a store call that fails has an Error span described
-// only by the kind of failure; an answer about state (ErrLockNotHeld) is no
+// only by the kind of failure; an answer about state (ErrNotHeld) is no
 // failure; and no tracer provider means no wrapper at all.
 func TestStoreSpanStatus(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
@@ -30,22 +30,22 @@ func TestStoreSpanStatus(t *testing.T) {
 	st := tracing.WrapStore(faulty, tracing.NewStore(tp, "memory"))
 	ctx := context.Background()
 
-	faulty.Fail("AcquireLock")
-	if _, err := st.AcquireLock(ctx, store.AcquireLock{Name: "default:n", Owner: "o", TTL: time.Minute}); err == nil {
-		t.Fatal("AcquireLock: no error")
+	faulty.Fail("AcquireHold")
+	if _, err := st.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "default:n", Owner: "o", TTL: time.Minute}); err == nil {
+		t.Fatal("AcquireHold: no error")
 	}
-	if _, err := st.RenewLock(ctx, "default:n", "5ec7e75ec7e75ec7e75ec7e75ec7e7ab", time.Minute); err == nil {
-		t.Fatal("RenewLock: no error")
+	if _, err := st.RenewHold(ctx, store.HoldLock, "default:n", "5ec7e75ec7e75ec7e75ec7e75ec7e7ab", time.Minute); err == nil {
+		t.Fatal("RenewHold: no error")
 	}
 	spans := rec.Ended()
 	if len(spans) != 2 {
 		t.Fatalf("%d spans, want 2", len(spans))
 	}
-	if s := spans[0]; s.Name() != "store AcquireLock" || s.Status().Code != codes.Error || s.Status().Description != "store unavailable" {
+	if s := spans[0]; s.Name() != "store AcquireHold" || s.Status().Code != codes.Error || s.Status().Description != "store unavailable" {
 		t.Errorf("failed call: span %q, status %v", s.Name(), s.Status())
 	}
-	if s := spans[1]; s.Name() != "store RenewLock" || s.Status().Code != codes.Unset {
-		t.Errorf("ErrLockNotHeld: span %q, status %v", s.Name(), s.Status())
+	if s := spans[1]; s.Name() != "store RenewHold" || s.Status().Code != codes.Unset {
+		t.Errorf("ErrNotHeld: span %q, status %v", s.Name(), s.Status())
 	}
 	if got := tracing.WrapStore(mem, tracing.NewStore(nil, "memory")); got != store.Store(mem) {
 		t.Errorf("tracing off: WrapStore returned %T, want the store itself", got)

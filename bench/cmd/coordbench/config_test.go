@@ -236,7 +236,7 @@ go_memstats_sys_bytes 3.5e+08
 go_gc_duration_seconds{quantile="0"} 1e-05
 process_resident_memory_bytes 4.4e+08
 coordd_session_streams 10000
-coordd_locks_granted_total 12
+coordd_holds_granted_total{kind="lock",mode="exclusive"} 12
 `
 	g, err := parseRuntime(strings.NewReader(text))
 	if err != nil {

@@ -220,7 +220,7 @@ func (rep *Report) beforeAfter(scenario string) (before, after *Result) {
 	return before, after
 }
 
-// Issue 11's targets for the contention scenarios.
+// The contention targets: waiting without a herd.
 const (
 	goalScripts   = "lock-contention (64 waiters, one name, Redis Cluster): store scripts per grant ≤ 3"
 	goalGrants    = "lock-contention: grants/s ≥ 5× the before binary's (--coordd-bin, same run)"
@@ -228,12 +228,12 @@ const (
 	goalSemaphore = "semaphore-contention (64 callers, one name): reported, no threshold"
 )
 
-// goals11 evaluates issue 11's targets on lock-contention's rows (after:
-// coordd's, or the last --coordd-bin binary's; before: the first binary's)
-// and reports semaphore-contention's.
-func (rep *Report) goals11() {
+// contentionGoals evaluates the contention targets on lock-contention's
+// rows (after: coordd's, or the last --coordd-bin binary's; before: the
+// first binary's) and reports semaphore-contention's.
+func (rep *Report) contentionGoals() {
 	add := func(goal, status, measured string, v float64) {
-		rep.Goals = append(rep.Goals, Goal{Issue: 11, Goal: goal, Status: status, Measured: measured, Value: v})
+		rep.Goals = append(rep.Goals, Goal{Set: setContention, Goal: goal, Status: status, Measured: measured, Value: v})
 	}
 	met := func(ok bool) string {
 		if ok {

@@ -93,7 +93,7 @@ func contentionRow(scenario, target string, grants float64, scripts float64, han
 			HandOff: &Latency{P99: handOffP99}}}
 }
 
-func TestGoals11(t *testing.T) {
+func TestContentionGoals(t *testing.T) {
 	rep := &Report{Config: &config{Store: "redis", RedisMode: "cluster"}, Results: []*Result{
 		contentionRow("lock-contention", "coordd@before", 700, 63.75, 30_000),
 		contentionRow("lock-contention", "coordd@after", 4000, 2.5, 9_000),
@@ -102,7 +102,7 @@ func TestGoals11(t *testing.T) {
 	status := map[string]string{}
 	measured := map[string]string{}
 	for _, g := range rep.Goals {
-		if g.Issue == 11 {
+		if g.Set == setContention {
 			status[g.Goal], measured[g.Goal] = g.Status, g.Measured
 		}
 	}
@@ -134,7 +134,7 @@ func TestGoals11(t *testing.T) {
 	rep.Config.Store, rep.Config.RedisMode = "memory", ""
 	rep.analyze()
 	for _, g := range rep.Goals {
-		if g.Issue == 11 && g.Goal != goalSemaphore && g.Status != "not measured" {
+		if g.Set == setContention && g.Goal != goalSemaphore && g.Status != "not measured" {
 			t.Errorf("memory store: %+v", g)
 		}
 	}
@@ -148,7 +148,7 @@ func TestWriteContention(t *testing.T) {
 	rep.analyze()
 	var out bytes.Buffer
 	rep.writeText(&out)
-	for _, want := range []string{"contention, per grant", "hand-off: each grant is paired", "skipped:\n  semaphore-contention/coordd", "goals (issue 11):"} {
+	for _, want := range []string{"contention, per grant", "hand-off: each grant is paired", "skipped:\n  semaphore-contention/coordd", "goals (contention):"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
@@ -170,7 +170,7 @@ func TestContendedPattern(t *testing.T) {
 	}
 }
 
-// A server without SemaphoreService (a coordd from before issue 11): the
+// A server without SemaphoreService (a coordd without semaphores): the
 // scenario is skipped, said in the report, not measured as errors.
 func TestSemaphoreContentionSkipsUnimplemented(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -11,15 +11,18 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	coordredis "github.com/coordd/coordd/internal/store/redis"
 )
 
 // The "direct" baseline sends coordd's own Lua scripts straight to Redis
 // with go-redis: what an application embedding the same logic as a library
-// would do. The scripts are read at run time from the repository
-// (internal/store/redis/lua, an internal package of the root module that
-// another module cannot import) and composed exactly as
-// internal/store/redis/scripts.go composes them, and the keys follow
-// internal/store/redis/keys.go, under a namespace of their own.
+// would do. Scripts that bind their arguments by name are taken from the
+// store itself (redis.ScriptSource: the source it runs, and its arguments'
+// names); those of an older tree (--lua-dir) are read from its
+// internal/store/redis/lua and composed as that tree's scripts.go did. The
+// keys follow internal/store/redis/keys.go, under a namespace of their
+// own.
 
 const luaSubdir = "internal/store/redis/lua"
 
@@ -30,9 +33,9 @@ const directNS = "coordbench-direct"
 // luaScripts are the scripts the direct baseline runs.
 type luaScripts struct {
 	limit map[string]*redis.Script // by algorithm name
-	// limitOne: limit's scripts are limit_allow.lua (coordd after issue 12:
-	// one script for every algorithm and for several limits), whose
-	// arguments limitArgs builds; else one script per algorithm.
+	// limitOne: limit's scripts are limit_allow.lua (a coordd with one
+	// script for every algorithm and for several limits), whose arguments
+	// limitArgs builds; else one script per algorithm.
 	limitOne     bool
 	lockAcquire  *redis.Script
 	lockRelease  *redis.Script
@@ -42,11 +45,44 @@ type luaScripts struct {
 	queueClaim   *redis.Script
 	queueAck     *redis.Script
 	queueStats   *redis.Script
-	// queueV2: the queue scripts take the wake-up channel as ARGV[4] and a
-	// priority and a group (coordd after issue 12), and claim answers 10
-	// values a message; else the channel is Enqueue's last argument and
-	// claim answers 8.
+	// queueV2: the queue scripts take the wake-up channel as ARGV[4], a
+	// priority and a group (a coordd with priorities and groups), and claim
+	// answers 10 values a message; else the channel is Enqueue's last
+	// argument and claim answers 8.
 	queueV2 bool
+	// named: the scripts' arguments by script, as lua tags
+	// (coordredis.ScriptSource), when they bind them by name; nil for
+	// scripts that read them by position.
+	named map[string][]string
+}
+
+// byName returns script's arguments from vals by their Lua names, after
+// the time arguments; an argument vals lacks is its zero ("", 0, false),
+// a rest argument ([]any) is spread.
+func (s *luaScripts) byName(script string, vals map[string]any) []any {
+	out := append([]any(nil), timeArgs...)
+	for _, tag := range s.named[script] {
+		name, conv, _ := strings.Cut(tag, ",")
+		v, ok := vals[name]
+		switch {
+		case conv == "rest" || conv == "intrest":
+			rest, _ := v.([]any)
+			out = append(out, rest...)
+			continue
+		case ok:
+		case conv == "int":
+			v = 0
+		case conv == "bool":
+			v = "0"
+		default:
+			v = ""
+		}
+		if b, isBool := v.(bool); isBool {
+			v = map[bool]string{true: "1", false: "0"}[b]
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func (s *luaScripts) all() []*redis.Script {
@@ -99,7 +135,26 @@ func loadLua(dir string) (*luaScripts, error) {
 		return string(b), err
 	}
 	var firstErr error
+	prelude, err := read("prelude")
+	if err != nil {
+		return nil, err
+	}
+	// Scripts that bind their arguments by name (a prelude that reads no
+	// ARGV) are taken as the store composes them, header included.
+	var named map[string][]string
+	if !strings.Contains(prelude, "ARGV[") {
+		named = map[string][]string{}
+	}
 	get := func(names ...string) *redis.Script {
+		if named != nil {
+			last := names[len(names)-1]
+			src, args, ok := coordredis.ScriptSource(last)
+			if !ok && firstErr == nil {
+				firstErr = fmt.Errorf("coordd has no script %s", last)
+			}
+			named[last] = args
+			return redis.NewScript(src)
+		}
 		src := ""
 		for _, n := range names {
 			s, err := read(n)
@@ -131,6 +186,7 @@ func loadLua(dir string) (*luaScripts, error) {
 		}
 	}
 	s := &luaScripts{
+		named:        named,
 		limit:        limit,
 		limitOne:     limitOne,
 		lockAcquire:  holdScript("hold_acquire"),
@@ -142,7 +198,7 @@ func loadLua(dir string) (*luaScripts, error) {
 		queueAck:     queueScript("queue_ack"),
 		queueStats:   queueScript("queue_stats"),
 	}
-	if p, err := read("queue_prelude"); err == nil && strings.Contains(p, "gwait") {
+	if p, err := read("queue_prelude"); err == nil && (strings.Contains(p, "gwait") || named != nil) {
 		s.queueV2 = true
 	}
 	return s, firstErr
@@ -197,7 +253,8 @@ func (k keyLayout) idemChannel(key string) string { return k.tag("i", key) + ":e
 
 func (k keyLayout) queue(name string) []string {
 	t := k.tag("q", name)
-	// The three last keys are unused by the queue scripts before issue 12.
+	// The three last keys are unused by queue scripts without priorities
+	// and groups.
 	return []string{t + ":pending", t + ":inflight", t + ":last", t + ":dead", t + ":msg", t + ":meta",
 		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait"}
 }
@@ -215,6 +272,10 @@ func args(a ...any) []any { return append(append(make([]any, 0, 2+len(a)), timeA
 // limitArgs are the arguments of spec's limit script for a call of cost 1,
 // not a peek.
 func (s *luaScripts) limitArgs(spec limitSpec) []any {
+	if s.named != nil {
+		return s.byName("limit_allow", map[string]any{"cost": 1, "n": 1,
+			"params": []any{spec.algorithm, spec.limit, spec.periodMicros, spec.capacity()}})
+	}
 	if s.limitOne {
 		return args(1, "0", 1, spec.algorithm, spec.limit, spec.periodMicros, spec.capacity())
 	}
@@ -228,6 +289,10 @@ const deadLetterTTL = 336 * time.Hour
 // queueArgs are the arguments of a queue script on queue: the time, the
 // dead-letter ttl, the wake-up channel (queueV2), then a.
 func (b *bench) queueArgs(queue string, a ...any) []any {
+	if b.lua.named != nil { // the script's own arguments, in a
+		return append(b.lua.byName("queue_stats", map[string]any{"deadTTL": deadLetterTTL.Microseconds(),
+			"wakeChannel": b.keys.queueChannel(queue)}), a...)
+	}
 	pre := []any{deadLetterTTL.Microseconds()}
 	if b.lua.queueV2 {
 		pre = append(pre, b.keys.queueChannel(queue))

@@ -2,7 +2,8 @@ package main
 
 // The peers: services users would deploy instead of coordd, started by
 // coordbench itself and measured in the same run as coordd, on the same
-// machine, with the same load generator (issue 12):
+// machine, with the same load generator (the services targets,
+// goals_services.go):
 //
 //   - etcd, etcd-fsync (lock-release): an embedded single-node etcd in a
 //     child process, concurrency.Mutex (peer_etcd.go);
@@ -21,7 +22,7 @@ import (
 	"strings"
 )
 
-// tEtcdFsync is etcd with fsync on (tEtcd, goals12.go, has it off).
+// tEtcdFsync is etcd with fsync on (tEtcd, goals_services.go, has it off).
 const tEtcdFsync = "etcd-fsync"
 
 // allPeers are the peers, as --peers names them.

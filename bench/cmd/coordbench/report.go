@@ -157,10 +157,10 @@ type Ratio struct {
 	Note string  `json:"note,omitempty"`
 }
 
-// Goal is one of an issue's targets (issue 6: the speed work; issue 11: the
-// waiting without a herd), and whether this run meets it.
+// Goal is one target of a set (setSpeed, setContention, setServices), and
+// whether this run meets it.
 type Goal struct {
-	Issue    int     `json:"issue"`
+	Set      string  `json:"set"`
 	Goal     string  `json:"goal"`
 	Measured string  `json:"measured"`
 	Value    float64 `json:"value,omitempty"`
@@ -254,9 +254,9 @@ func (rep *Report) analyze() {
 		}
 	}
 	rep.binRatios()
-	rep.goals()
-	rep.goals11()
-	rep.goals12()
+	rep.speedGoals()
+	rep.contentionGoals()
+	rep.serviceGoals()
 }
 
 // binRatios compares, per scenario, each later --coordd-bin binary with the
@@ -295,10 +295,19 @@ func (rep *Report) ratioOf(scenario, vs string) *Ratio {
 	return nil
 }
 
-// addGoal adds an issue's goal: "not measured" with why if why is set,
+// The sets of targets, in the order the report prints them.
+const (
+	setSpeed      = "speed"      // the per-call cost of coordd's calls (speedGoals)
+	setContention = "contention" // waiting without a herd (contentionGoals)
+	setServices   = "services"   // coordd against the services deployed instead (serviceGoals)
+)
+
+var goalSets = []string{setSpeed, setContention, setServices}
+
+// addGoal adds a goal of set: "not measured" with why if why is set,
 // else "met" or "NOT met" by ok, with the value measured.
-func (rep *Report) addGoal(issue int, goal string, v float64, measured string, ok bool, why string) {
-	g := Goal{Issue: issue, Goal: goal, Value: v, Measured: measured, Status: "NOT met"}
+func (rep *Report) addGoal(set, goal string, v float64, measured string, ok bool, why string) {
+	g := Goal{Set: set, Goal: goal, Value: v, Measured: measured, Status: "NOT met"}
 	switch {
 	case why != "":
 		g.Status, g.Measured, g.Value = "not measured", why, 0
@@ -308,15 +317,16 @@ func (rep *Report) addGoal(issue int, goal string, v float64, measured string, o
 	rep.Goals = append(rep.Goals, g)
 }
 
-// goals evaluates issue 6's targets that this run measured.
-func (rep *Report) goals() {
+// speedGoals evaluates the speed targets (the per-call cost of coordd's
+// calls against the floor of a gRPC call) that this run measured.
+func (rep *Report) speedGoals() {
 	rep.Goals = nil
 	store := rep.Config.Store
 	add := func(goal string, v float64, measured string, ok bool, why string) {
-		rep.addGoal(6, goal, v, measured, ok, why)
+		rep.addGoal(setSpeed, goal, v, measured, ok, why)
 	}
 	// The floor of the goals is the bare gRPC server's empty call (gRPC
-	// itself, as issue 6 measured it); the same ratio to coordd's own
+	// itself); the same ratio to coordd's own
 	// Health/Check (gRPC plus coordd's interceptors) is shown beside it.
 	also := func(scenario, vs string, pick func(*Ratio) float64) string {
 		if !strings.HasPrefix(vs, "bare-floor") {
@@ -537,10 +547,10 @@ func (rep *Report) writeText(out io.Writer) {
 		}
 		_ = tw.Flush()
 	}
-	for _, issue := range []int{6, 11, 12} {
+	for _, set := range goalSets {
 		var goals []Goal
 		for _, g := range rep.Goals {
-			if g.Issue == issue {
+			if g.Set == set {
 				goals = append(goals, g)
 			}
 		}
@@ -548,10 +558,10 @@ func (rep *Report) writeText(out io.Writer) {
 			continue
 		}
 		if !slices.ContainsFunc(goals, func(g Goal) bool { return g.Status != "not measured" }) {
-			fmt.Fprintf(out, "\ngoals (issue %d): none measured by this run (its scenarios, store or baselines)\n", issue)
+			fmt.Fprintf(out, "\ngoals (%s): none measured by this run (its scenarios, store or baselines)\n", set)
 			continue
 		}
-		fmt.Fprintf(out, "\ngoals (issue %d):\n", issue)
+		fmt.Fprintf(out, "\ngoals (%s):\n", set)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		for _, g := range goals {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Goal, g.Status, g.Measured)

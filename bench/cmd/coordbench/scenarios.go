@@ -79,6 +79,7 @@ func (l limitSpec) proto() *coordv1.Limit {
 // Fixed parameters of the scenarios, the same for coordd and the baselines.
 const (
 	lockTTL          = time.Minute
+	idleNameTTL      = time.Hour // redis.idle_name_ttl's default
 	contentionTTL    = 10 * time.Second
 	contentionWait   = 10 * time.Second
 	idemProcessTTL   = 30 * time.Second // coordd's idempotency.default_processing_ttl
@@ -291,7 +292,12 @@ func (b *bench) runLockRelease(ctx context.Context) {
 			lk := b.keys.lock(name)
 			// lua/hold_acquire.lua: a plain exclusive lease, no ticket.
 			base := b.keys.lockBase(name)
-			r, err := b.lua.lockAcquire.Run(ctx, b.rdb, lk, args(base, "lock", tok, "", ttl, 0, "", 0, 0, "0", "0", 0, 0, "", "", 0, 0, "")...).Slice()
+			acquire, release := args(base, "lock", tok, "", ttl, 0, "", 0, 0, "0", "0", 0, 0, "", "", 0, 0, ""), args(base, "lock", tok, "0")
+			if b.lua.named != nil {
+				hold := map[string]any{"base": base, "kind": "lock", "idleTTL": idleNameTTL.Microseconds(), "tok": tok, "ttl": ttl}
+				acquire, release = b.lua.byName("hold_acquire", hold), b.lua.byName("hold_release", hold)
+			}
+			r, err := b.lua.lockAcquire.Run(ctx, b.rdb, lk, acquire...).Slice()
 			if err != nil {
 				return err
 			}
@@ -299,7 +305,7 @@ func (b *bench) runLockRelease(ctx context.Context) {
 				w.misses++
 				return nil
 			}
-			r, err = b.lua.lockRelease.Run(ctx, b.rdb, lk, args(base, "lock", tok, "0")...).Slice()
+			r, err = b.lua.lockRelease.Run(ctx, b.rdb, lk, release...).Slice()
 			if err != nil {
 				return err
 			}
@@ -399,6 +405,11 @@ func (b *bench) runIdem(ctx context.Context) {
 // enqueueArgs are queue_enqueue.lua's arguments for a new message, as
 // internal/store/redis/queue.go passes them.
 func (b *bench) enqueueArgs(queue string) []any {
+	if b.lua.named != nil {
+		return b.lua.byName("queue_enqueue", map[string]any{"deadTTL": deadLetterTTL.Microseconds(),
+			"wakeChannel": b.keys.queueChannel(queue), "id": newToken(), "encoded": string(append([]byte{1}, payload...)),
+			"deliverAt": -1, "maxAttempts": queueMaxAttempts, "dedupWindow": queueDedupWindow.Microseconds()})
+	}
 	if b.lua.queueV2 { // priority 0, no group
 		return b.queueArgs(queue, newToken(), string(append([]byte{1}, payload...)), int64(0), int64(-1), queueMaxAttempts, "",
 			queueDedupWindow.Microseconds(), 0, "")

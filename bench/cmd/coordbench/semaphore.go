@@ -18,8 +18,8 @@ var errPermitNotReleased = errors.New("release: the permit just granted was not 
 // runSemaphoreContention is semaphore-contention: every caller takes a
 // permit of one semaphore (limit --semaphore-limit) in turn, Acquire with
 // wait then Release, as lock-contention does with a lock. A coordd without
-// SemaphoreService (before issue 11) answers Unimplemented: the scenario is
-// then skipped, and the report says so.
+// SemaphoreService answers Unimplemented: the scenario is then skipped, and
+// the report says so.
 func (b *bench) runSemaphoreContention(ctx context.Context) {
 	const scenario = "semaphore-contention"
 	name := "cb:sem:" + b.runID + b.nameTag()
@@ -37,7 +37,7 @@ func (b *bench) runSemaphoreContention(ctx context.Context) {
 	cancel()
 	switch {
 	case status.Code(err) == codes.Unimplemented:
-		b.skip(scenario, "the server answers Unimplemented: no SemaphoreService (a coordd from before issue 11): "+status.Convert(err).Message())
+		b.skip(scenario, "the server answers Unimplemented: no SemaphoreService (a coordd without semaphores): "+status.Convert(err).Message())
 		return
 	case err != nil && ctx.Err() == nil:
 		// Not skipped: measured, so that the errors show in the row.

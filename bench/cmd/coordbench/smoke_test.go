@@ -226,7 +226,7 @@ func checkResults(t *testing.T, rep *Report, table string, want map[string][]str
 			}
 		}
 	}
-	if !strings.Contains(table, "ratios") || !strings.Contains(table, "goals (issue 6)") {
+	if !strings.Contains(table, "ratios") || !strings.Contains(table, "goals (speed)") {
 		t.Errorf("the table lacks ratios or goals:\n%s", table)
 	}
 }

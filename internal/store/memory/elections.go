@@ -57,8 +57,8 @@ func (s *Store) Campaign(_ context.Context, req store.Campaign) (store.Campaigne
 	defer o.end()
 	h := o.set(store.HoldElection, req.Name, true)
 	g, err := o.acquire(h, grantReq{
-		AcquireLock: store.AcquireLock{Name: req.Name, Token: req.Token, SessionID: req.SessionID,
-			MaxSessionLocks: req.MaxSessionLocks, Wait: req.Wait},
+		HoldRequest: store.HoldRequest{Name: req.Name, Token: req.Token, SessionID: req.SessionID,
+			MaxSessionHolds: req.MaxSessionHolds, Wait: req.Wait},
 		kind: store.HoldElection, value: req.Value,
 	})
 	switch {
@@ -86,22 +86,6 @@ func (s *Store) Proclaim(_ context.Context, name, token string, value []byte) er
 	x.value = slices.Clone(value)
 	o.change(h, h.leaderInfo(x))
 	return nil
-}
-
-// Resign implements store.Elections.
-func (s *Store) Resign(_ context.Context, name, token string) (bool, error) {
-	o := s.begin()
-	defer o.end()
-	h := o.set(store.HoldElection, name, false)
-	x := h.liveHolder(token, o.now)
-	if x == nil || h.leader != token {
-		return false, nil
-	}
-	o.removeHolder(h, x)
-	if sess := s.sessions[x.session]; sess != nil {
-		sess.unbind(store.HoldElection, name, token)
-	}
-	return true, nil
 }
 
 // Leader implements store.Elections.

@@ -23,7 +23,7 @@ func TestExpiredSessionKeepsOnlyItsReports(t *testing.T) {
 	}
 	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}
 	for _, name := range names {
-		g, err := s.AcquireLock(ctx, store.AcquireLock{Name: name, Token: "t-" + name, Owner: "o", TTL: time.Second, SessionID: id})
+		g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: "t-" + name, Owner: "o", TTL: time.Second, SessionID: id})
 		if err != nil || !g.Acquired {
 			t.Fatalf("AcquireLock(%s) = %+v, %v", name, g, err)
 		}

@@ -41,10 +41,6 @@ const (
 	maxWake = 64
 	// maxRefresh bounds the tickets of one RefreshTickets call.
 	maxRefresh = 1000
-	// electionRetention is how long an election without leader or
-	// waiters keeps its revision and log; after that it is forgotten and
-	// its revisions start again from 1.
-	electionRetention = time.Hour
 )
 
 // holder is one grant of a set.
@@ -115,12 +111,33 @@ func newHoldSet(k holdKey) *holdSet {
 
 func (h *holdSet) kind() store.HoldKind { return h.key.kind }
 
-// empty reports whether the set holds nothing worth keeping.
-func (h *holdSet) empty(now time.Time) bool {
+// empty reports whether the set holds nothing worth keeping. An election
+// without leader or waiters keeps its revision and log for retention
+// after its last change (Options.IdleNameTTL), so that observers behind
+// it see the changes they missed; after that it is forgotten and its
+// revisions start again from 1.
+func (h *holdSet) empty(now time.Time, retention time.Duration) bool {
 	if len(h.holders) > 0 || len(h.tickets) > 0 || now.Before(h.delayUntil) {
 		return false
 	}
-	return h.rev == 0 || !now.Before(h.changedAt.Add(electionRetention))
+	return h.rev == 0 || !now.Before(h.changedAt.Add(retention))
+}
+
+// keepsAt reports whether the set would still hold something at t with
+// nobody touching it: a holder until its deadline and lock-delay, a
+// ticket until its lease, a lock-delay, an election's retention.
+func (h *holdSet) keepsAt(t time.Time, retention time.Duration) bool {
+	for _, x := range h.byDeadline {
+		if x.deadline.Add(x.delay).After(t) {
+			return true
+		}
+	}
+	for _, tk := range h.byLease {
+		if tk.lease.After(t) {
+			return true
+		}
+	}
+	return h.delayUntil.After(t) || (h.rev != 0 && h.changedAt.Add(retention).After(t))
 }
 
 // firstLive returns the live holder whose deadline comes first, nil if none.
@@ -199,7 +216,7 @@ func (o *op) end() []store.Handoff {
 			o.wake(h)
 		}
 		h.dirty, h.touched = false, false
-		if h.empty(o.now) && o.s.holds[h.key] == h {
+		if h.empty(o.now, o.s.idleTTL) && o.s.holds[h.key] == h {
 			delete(o.s.holds, h.key)
 		}
 	}
@@ -277,19 +294,14 @@ func (o *op) clean(h *holdSet) int {
 
 // removeHolder deletes a holder. One that ended by itself (expired) while
 // bound to a session with a lock-delay, and not by its max hold, delays
-// the name. It may let tickets in; a lock's removal also wakes
-// store.LockTopic (the lock package's waiters still listen there); a
-// leader's is logged as "no leader".
+// the name. It may let tickets in; a leader's is logged as "no leader".
 func (o *op) removeHolder(h *holdSet, x *holder) {
 	delete(h.holders, x.token)
 	delete(h.byFence, x.fence)
 	heap.Remove(&h.byDeadline, x.idx)
 	h.delayFrom(x, o.now)
 	h.dirty = true
-	switch h.kind() {
-	case store.HoldLock:
-		o.notify(store.LockTopic(h.key.name))
-	case store.HoldElection:
+	if h.kind() == store.HoldElection {
 		if h.leader == x.token {
 			h.leader = ""
 			o.change(h, store.LeaderInfo{})
@@ -477,8 +489,8 @@ func (o *op) handOff(h *holdSet, t *ticket) {
 }
 
 // grantOf is holder x's grant as AcquireHold answers it, now.
-func (h *holdSet) grantOf(x *holder, now time.Time) store.LockGrant {
-	return store.LockGrant{
+func (h *holdSet) grantOf(x *holder, now time.Time) store.Grant {
+	return store.Grant{
 		Acquired: true, Fence: x.fence, TTL: x.deadline.Sub(now), ExpireTime: x.deadline,
 		Holders: h.liveHolders(now), Limit: h.semLimit(now),
 	}
@@ -502,7 +514,7 @@ func (o *op) grant(h *holdSet, tk *ticket, x *holder) {
 
 // grantReq is a request for a hold of any kind.
 type grantReq struct {
-	store.AcquireLock
+	store.HoldRequest
 	kind  store.HoldKind
 	value []byte // a campaign's
 }
@@ -615,8 +627,8 @@ func (o *op) acquire(h *holdSet, req grantReq) (granted, error) {
 		if sess == nil || !sess.live(now) {
 			return granted{}, store.ErrSessionNotFound
 		}
-		if req.MaxSessionLocks > 0 && len(sess.holds)+len(sess.lost) >= req.MaxSessionLocks {
-			return granted{}, store.ErrTooManyLocks
+		if req.MaxSessionHolds > 0 && len(sess.holds)+len(sess.lost) >= req.MaxSessionHolds {
+			return granted{}, store.ErrTooManyHolds
 		}
 		deadline = sess.deadline
 	}
@@ -678,24 +690,24 @@ func checkKind(kind store.HoldKind) error {
 }
 
 // AcquireHold implements store.Holds.
-func (s *Store) AcquireHold(_ context.Context, req store.AcquireLock) (store.LockGrant, error) {
+func (s *Store) AcquireHold(_ context.Context, req store.HoldRequest) (store.Grant, error) {
 	kind := req.Kind
 	if kind == "" {
 		kind = store.HoldLock
 	}
 	switch {
 	case kind != store.HoldLock && kind != store.HoldSemaphore:
-		return store.LockGrant{}, fmt.Errorf("AcquireHold of kind %q", kind)
+		return store.Grant{}, fmt.Errorf("AcquireHold of kind %q", kind)
 	case kind == store.HoldSemaphore && req.Limit < 1:
-		return store.LockGrant{}, fmt.Errorf("semaphore limit %d, want >= 1", req.Limit)
+		return store.Grant{}, fmt.Errorf("semaphore limit %d, want >= 1", req.Limit)
 	}
 	o := s.begin()
 	defer o.end()
-	g, err := o.acquire(o.set(kind, req.Name, true), grantReq{AcquireLock: req, kind: kind})
+	g, err := o.acquire(o.set(kind, req.Name, true), grantReq{HoldRequest: req, kind: kind})
 	if err != nil {
-		return store.LockGrant{}, err
+		return store.Grant{}, err
 	}
-	out := store.LockGrant{Acquired: g.ok, AlreadyHeld: g.already, Queued: g.queued, RetryAt: g.retryAt, Holders: g.holders, Limit: g.limit}
+	out := store.Grant{Acquired: g.ok, AlreadyHeld: g.already, Queued: g.queued, RetryAt: g.retryAt, Holders: g.holders, Limit: g.limit}
 	if g.x != nil {
 		out.TTL, out.ExpireTime = g.x.deadline.Sub(o.now), g.x.deadline
 		if g.ok {
@@ -721,9 +733,9 @@ func (s *Store) RenewHold(_ context.Context, kind store.HoldKind, name, token st
 	x := h.liveHolder(token, o.now)
 	switch {
 	case x == nil:
-		return store.Lease{}, store.ErrLockNotHeld
+		return store.Lease{}, store.ErrNotHeld
 	case x.session != "":
-		return store.Lease{}, store.ErrLockSessionBound
+		return store.Lease{}, store.ErrSessionBound
 	}
 	x.deadline = capHold(o.now.Add(us(ttl)), x.holdUntil)
 	heap.Fix(&h.byDeadline, x.idx)
@@ -777,17 +789,17 @@ func (s *Store) AbandonHold(_ context.Context, kind store.HoldKind, name, token,
 }
 
 // GetHolds implements store.Holds.
-func (s *Store) GetHolds(_ context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
+func (s *Store) GetHolds(_ context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
 	if err := checkKind(kind); err != nil {
-		return store.LockInfo{}, err
+		return store.HoldInfo{}, err
 	}
 	o := s.begin()
 	defer o.end()
 	h := o.set(kind, name, false)
 	if h == nil {
-		return store.LockInfo{}, nil
+		return store.HoldInfo{}, nil
 	}
-	info := store.LockInfo{Waiters: h.liveTickets(o.now), Limit: h.semLimit(o.now)}
+	info := store.HoldInfo{Waiters: h.liveTickets(o.now), Limit: h.semLimit(o.now)}
 	for _, x := range h.byDeadline {
 		if x.live(o.now) {
 			info.Holders = append(info.Holders, store.HolderInfo{
@@ -871,21 +883,9 @@ func (s *Store) CheckFence(_ context.Context, kind store.HoldKind, name string, 
 	return x != nil && x.live(o.now), nil
 }
 
-// The session hold kinds: a session's hold of any kind is renewed to the
-// session's deadline, capped by its max hold, and dropped by its token
-// (an election's drop is a resignation).
-func init() {
-	for _, k := range []store.HoldKind{store.HoldLock, store.HoldSemaphore, store.HoldElection} {
-		holdKinds[k] = holdKind{
-			refresh: func(o *op, name, token string, deadline time.Time, renew bool) bool {
-				return o.refreshHold(k, name, token, deadline, renew)
-			},
-			drop: func(o *op, name, token string) (bool, time.Duration) { return o.dropHold(k, name, token) },
-		}
-	}
-}
-
-// refreshHold is holdKind.refresh.
+// refreshHold reports whether token still holds (kind, name) live and, if
+// renew, extends it to deadline (capped by its max hold; never shortened):
+// a session's keepalive or check of its holds. Within an op (s.lk held).
 func (o *op) refreshHold(kind store.HoldKind, name, token string, deadline time.Time, renew bool) bool {
 	h := o.set(kind, name, false)
 	x := h.liveHolder(token, o.now)
@@ -899,7 +899,10 @@ func (o *op) refreshHold(kind store.HoldKind, name, token string, deadline time.
 	return true
 }
 
-// dropHold is holdKind.drop.
+// dropHold deletes (kind, name) if token holds it, live or not, and
+// reports whether it was live and for how long it had been held then (an
+// election's drop is a resignation). Within an op, which wakes the waiters
+// that it lets in when it ends.
 func (o *op) dropHold(kind store.HoldKind, name, token string) (bool, time.Duration) {
 	h := o.set(kind, name, false)
 	if h == nil {

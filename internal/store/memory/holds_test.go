@@ -28,7 +28,7 @@ func newHoldsEnv(t *testing.T) *holdsEnv {
 	return &holdsEnv{T: t, s: s, c: c, ctx: context.Background()}
 }
 
-func (e *holdsEnv) acquire(req store.AcquireLock) store.LockGrant {
+func (e *holdsEnv) acquire(req store.HoldRequest) store.Grant {
 	e.Helper()
 	if req.Token == "" {
 		req.Token = token.New()
@@ -43,11 +43,11 @@ func (e *holdsEnv) acquire(req store.AcquireLock) store.LockGrant {
 // waiter is a request with its ticket on its own instance, subscribed to
 // its wake-ups.
 type waiter struct {
-	req store.AcquireLock
+	req store.HoldRequest
 	sub *store.Subscription
 }
 
-func (e *holdsEnv) waiter(req store.AcquireLock) *waiter {
+func (e *holdsEnv) waiter(req store.HoldRequest) *waiter {
 	e.Helper()
 	req.Token = token.New()
 	req.Wait = &store.WaitTicket{Ticket: token.New(), Instance: token.New()[:16], Lease: time.Minute}
@@ -97,8 +97,8 @@ func (e *holdsEnv) release(kind store.HoldKind, name, tok string) {
 func TestTicketOrderSharedExclusive(t *testing.T) {
 	e := newHoldsEnv(t)
 	const n = "ns:rw"
-	lock := func(shared bool) store.AcquireLock {
-		return store.AcquireLock{Kind: store.HoldLock, Name: n, Owner: "o", TTL: time.Hour, Shared: shared, MaxHolders: 10}
+	lock := func(shared bool) store.HoldRequest {
+		return store.HoldRequest{Kind: store.HoldLock, Name: n, Owner: "o", TTL: time.Hour, Shared: shared, MaxHolders: 10}
 	}
 	x := lock(false)
 	x.Token = token.New()
@@ -155,8 +155,8 @@ func TestTicketOrderSharedExclusive(t *testing.T) {
 func TestTargetedWakeSemaphore(t *testing.T) {
 	e := newHoldsEnv(t)
 	const n = "ns:sem"
-	permit := func() store.AcquireLock {
-		return store.AcquireLock{Kind: store.HoldSemaphore, Name: n, Owner: "o", TTL: time.Hour, Limit: 2}
+	permit := func() store.HoldRequest {
+		return store.HoldRequest{Kind: store.HoldSemaphore, Name: n, Owner: "o", TTL: time.Hour, Limit: 2}
 	}
 	h1, h2 := permit(), permit()
 	h1.Token, h2.Token = token.New(), token.New()
@@ -212,10 +212,10 @@ func TestLockDelayBoundaries(t *testing.T) {
 	}
 	for _, kind := range []store.HoldKind{store.HoldLock, store.HoldSemaphore} {
 		n := "ns:" + string(kind)
-		req := func(id string, maxHold time.Duration) store.AcquireLock {
-			return store.AcquireLock{Kind: kind, Name: n, Token: token.New(), Owner: "o", TTL: time.Second, SessionID: id, Limit: 1, MaxHold: maxHold}
+		req := func(id string, maxHold time.Duration) store.HoldRequest {
+			return store.HoldRequest{Kind: kind, Name: n, Token: token.New(), Owner: "o", TTL: time.Second, SessionID: id, Limit: 1, MaxHold: maxHold}
 		}
-		grant := func(what string, r store.AcquireLock) {
+		grant := func(what string, r store.HoldRequest) {
 			t.Helper()
 			if g := e.acquire(r); !g.Acquired {
 				t.Fatalf("%s %s = %+v; want granted", kind, what, g)
@@ -266,8 +266,8 @@ func TestMoreExpiredThanOneCleanUp(t *testing.T) {
 	e := newHoldsEnv(t)
 	const n = "ns:big"
 	const limit = 3 * cleanBatch
-	permit := func(id string) store.AcquireLock {
-		return store.AcquireLock{Kind: store.HoldSemaphore, Name: n, Owner: "o", TTL: time.Second, SessionID: id, Limit: limit}
+	permit := func(id string) store.HoldRequest {
+		return store.HoldRequest{Kind: store.HoldSemaphore, Name: n, Owner: "o", TTL: time.Second, SessionID: id, Limit: limit}
 	}
 	for i := range limit - 1 {
 		id := fmt.Sprint("ns/s", i)                               // a session holds one permit of a name
@@ -315,7 +315,7 @@ func TestMoreExpiredThanOneCleanUp(t *testing.T) {
 func TestSweepFreesHolds(t *testing.T) {
 	e := newHoldsEnv(t)
 	const n = "ns:l"
-	h := store.AcquireLock{Kind: store.HoldLock, Name: n, Token: token.New(), Owner: "o", TTL: time.Hour}
+	h := store.HoldRequest{Kind: store.HoldLock, Name: n, Token: token.New(), Owner: "o", TTL: time.Hour}
 	e.acquire(h)
 	w1, w2 := e.waiter(h), e.waiter(h)
 	w1.req.Wait.Lease = time.Second
@@ -335,7 +335,7 @@ func TestSweepFreesHolds(t *testing.T) {
 }
 
 // TestElectionKeptWhileRecent: an election without leader or waiters keeps
-// its revision and log for electionRetention after its last change (so
+// its revision and log for the idle name ttl after its last change (so
 // that observers behind it see the changes they missed), and is forgotten
 // by the sweep after that.
 func TestElectionKeptWhileRecent(t *testing.T) {
@@ -352,7 +352,7 @@ func TestElectionKeptWhileRecent(t *testing.T) {
 	if _, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id}); err != nil {
 		t.Fatal(err)
 	}
-	e.c.Advance(electionRetention - time.Microsecond)
+	e.c.Advance(DefaultIdleNameTTL - time.Microsecond)
 	e.s.sweep()
 	if l, err := e.s.ElectionChanges(e.ctx, n, 0); err != nil || len(l.Changes) != 2 || l.Current.Rev != 2 || l.Current.HasLeader {
 		t.Fatalf("ElectionChanges before the retention's end = %+v, %v; want 2 changes, no leader at rev 2", l, err)

@@ -18,9 +18,10 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		c := clock.NewFake(time.Unix(1_800_000_000, 0))
-		s := memory.New(memory.Options{Clock: c})
+		s := memory.New(memory.Options{Clock: c, IdleNameTTL: 10 * time.Minute})
 		t.Cleanup(func() { _ = s.Close() })
-		return storetest.Harness{Store: s, Clock: c}
+		return storetest.Harness{Store: s, Clock: c, IdleNameTTL: 10 * time.Minute,
+			Residue: func(horizon time.Duration, names ...string) ([]string, error) { return s.Keeps(horizon, names...), nil }}
 	})
 }
 

@@ -60,6 +60,9 @@ type queueRec struct {
 	dedup  map[string]dedupRec
 	groups map[string][]*message // head first
 	wait   int                   // messages in stWaiting
+	// gone: the sweep dropped the record (it was empty); a call that
+	// locked it before seeing that looks it up again (writeQueue).
+	gone bool
 }
 
 func (q *queueRec) heap(st msgState) *msgHeap { return &q.heaps[st] }
@@ -123,13 +126,41 @@ func (q *queueRec) advance(head *message, now time.Time) bool {
 	return next.state == stReady
 }
 
-func (s *Store) queue(name string) *queueRec {
+// writeQueue returns queue name's record, locked, made if it has none.
+// A record the sweep dropped (gone) is never returned: the sweep drops a
+// record between finding it and locking it only if it is empty, and marks
+// it, so a write never lands where nobody will look again.
+func (s *Store) writeQueue(name string) *queueRec {
+	for {
+		s.qm.Lock()
+		q := s.queues[name]
+		if q == nil {
+			q = &queueRec{msgs: make(map[string]*message), dedup: make(map[string]dedupRec), groups: make(map[string][]*message)}
+			s.queues[name] = q
+		}
+		s.qm.Unlock()
+		q.mu.Lock()
+		if !q.gone {
+			return q
+		}
+		q.mu.Unlock()
+	}
+}
+
+// readQueue returns queue name's record, locked, or nil if it has none:
+// a call that finds no queue creates none, so that asking about names
+// costs no memory. A dropped record held nothing, and is answered as none.
+func (s *Store) readQueue(name string) *queueRec {
 	s.qm.Lock()
-	defer s.qm.Unlock()
 	q := s.queues[name]
+	s.qm.Unlock()
 	if q == nil {
-		q = &queueRec{msgs: make(map[string]*message), dedup: make(map[string]dedupRec), groups: make(map[string][]*message)}
-		s.queues[name] = q
+		return nil
+	}
+	q.mu.Lock()
+	if q.gone {
+		q.mu.Unlock()
+		return nil
 	}
 	return q
 }
@@ -151,6 +182,7 @@ func (s *Store) dropEmptyQueues() {
 	for name, q := range s.queues {
 		q.mu.Lock()
 		if len(q.msgs) == 0 && len(q.dedup) == 0 {
+			q.gone = true
 			delete(s.queues, name)
 		}
 		q.mu.Unlock()
@@ -233,13 +265,16 @@ func (q *queueRec) nextDue(now time.Time) time.Duration {
 // Enqueue implements store.Queues.
 func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (store.Enqueued, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.writeQueue(queue)
 	if nm.DedupID != "" {
 		if d, ok := q.dedup[nm.DedupID]; ok && now.Before(d.expire) {
 			q.mu.Unlock()
 			return store.Enqueued{ID: d.id, DeliverTime: d.deliver, Duplicate: true}, nil
 		}
+	}
+	if nm.MaxMessages > 0 && len(q.msgs) >= nm.MaxMessages {
+		q.mu.Unlock()
+		return store.Enqueued{}, store.ErrQueueFull
 	}
 	deliver := now.Add(us(nm.Delay))
 	if !nm.DeliverTime.IsZero() {
@@ -266,8 +301,10 @@ func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (s
 // Claim implements store.Queues.
 func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.Claimed, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return store.Claimed{}, nil
+	}
 	_, woke := q.upkeep(now, s.deadTTL)
 	var out store.Claimed
 	deadline := now.Add(us(req.Visibility))
@@ -313,8 +350,10 @@ func (q *queueRec) claimed(receipt string, now time.Time) *message {
 // Ack implements store.Queues.
 func (s *Store) Ack(_ context.Context, queue string, receipts []string) ([]bool, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return make([]bool, len(receipts)), nil
+	}
 	acked := make([]bool, len(receipts))
 	woke := false
 	for i, r := range receipts {
@@ -337,8 +376,10 @@ func (s *Store) Ack(_ context.Context, queue string, receipts []string) ([]bool,
 // Nack implements store.Queues.
 func (s *Store) Nack(_ context.Context, queue, receipt string, delay time.Duration) (store.Nacked, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return store.Nacked{}, store.ErrReceiptExpired
+	}
 	m := q.claimed(receipt, now)
 	if m == nil {
 		q.mu.Unlock()
@@ -365,8 +406,10 @@ func (s *Store) Nack(_ context.Context, queue, receipt string, delay time.Durati
 // ExtendClaim implements store.Queues.
 func (s *Store) ExtendClaim(_ context.Context, queue, receipt string, visibility time.Duration) (time.Time, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return time.Time{}, store.ErrReceiptExpired
+	}
 	defer q.mu.Unlock()
 	m := q.claimed(receipt, now)
 	if m == nil {
@@ -382,8 +425,10 @@ func (s *Store) ExtendClaim(_ context.Context, queue, receipt string, visibility
 // due in a heap visits only those entries.
 func (s *Store) Stats(_ context.Context, queue string) (store.QueueStats, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return store.QueueStats{}, nil
+	}
 	defer q.mu.Unlock()
 	forgotten := now.Add(-s.deadTTL)
 	delayed, inFlight, last, dead := q.heap(stDelayed), q.heap(stInFlight), q.heap(stLast), q.heap(stDead)
@@ -420,8 +465,10 @@ func (q *queueRec) oldestDead(now, forgotten time.Time) *message {
 // Redrive implements store.Queues.
 func (s *Store) Redrive(_ context.Context, queue string, max int) (int, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return 0, nil
+	}
 	q.upkeep(now, s.deadTTL)
 	forgotten := now.Add(-s.deadTTL)
 	n := 0
@@ -470,8 +517,10 @@ func (q *queueRec) isDead(m *message, now time.Time, ttl time.Duration) bool {
 // RedriveIDs implements store.Queues.
 func (s *Store) RedriveIDs(_ context.Context, queue string, ids []string) (int, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return 0, nil
+	}
 	_, woke := q.upkeep(now, s.deadTTL)
 	n := 0
 	for _, id := range ids {
@@ -503,8 +552,10 @@ func deadAfter(m *message, pos store.DeadPos) bool {
 // costs in the dead letters before it and the page, not in the rest.
 func (s *Store) ListDead(_ context.Context, queue string, after store.DeadPos, max, preview int) ([]store.DeadLetter, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return nil, nil
+	}
 	defer q.mu.Unlock()
 	forgotten := now.Add(-s.deadTTL)
 	var front frontier
@@ -558,8 +609,10 @@ func (f *frontier) Pop() any {
 // PurgeDead implements store.Queues.
 func (s *Store) PurgeDead(_ context.Context, queue string, max int) (int64, int64, error) {
 	now := s.now()
-	q := s.queue(queue)
-	q.mu.Lock()
+	q := s.readQueue(queue)
+	if q == nil {
+		return 0, 0, nil
+	}
 	_, woke := q.upkeep(now, s.deadTTL)
 	forgotten := now.Add(-s.deadTTL)
 	n := 0

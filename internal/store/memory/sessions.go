@@ -11,9 +11,8 @@ import (
 
 // A session holds holds: each by its kind and name, with what the session
 // remembers of it (enough to tell whether it still holds it and why not).
-// What a session does with a hold of one kind (renew or check it to the
-// session's deadline, drop it) is that kind's holdKind; this file knows
-// no kind.
+// What a session does with a hold (renew or check it to the session's
+// deadline, drop it) is the same for every kind: refreshHold, dropHold.
 
 type sessionRec struct {
 	ttl      time.Duration
@@ -37,21 +36,6 @@ type sessionHold struct {
 	fence     uint64
 	holdUntil time.Time // zero: no max hold
 }
-
-// holdKind is the work a session does on the holds of one kind. Its
-// functions run within an op (s.lk held), which wakes the waiters that a
-// drop lets in when it ends.
-type holdKind struct {
-	// refresh reports whether token still holds name live and, if renew,
-	// extends it to deadline (capped by its max hold; never shortened).
-	refresh func(o *op, name, token string, deadline time.Time, renew bool) bool
-	// drop deletes name if token holds it, live or not, and reports whether
-	// it was live and for how long it had been held then.
-	drop func(o *op, name, token string) (live bool, held time.Duration)
-}
-
-// holdKinds is the table of kinds; each kind's file registers its own.
-var holdKinds = map[store.HoldKind]holdKind{}
 
 func (r *sessionRec) live(now time.Time) bool { return now.Before(r.deadline) }
 
@@ -204,7 +188,7 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 				reason = store.LostMaxHold
 			}
 			r.report(store.LostHold{Kind: k.kind, Name: k.name, Fence: h.fence, Reason: reason})
-			holdKinds[k.kind].drop(o, k.name, h.token)
+			o.dropHold(k.kind, k.name, h.token)
 			delete(r.holds, k)
 		}
 		// An expired session binds no more holds: only its reports are kept
@@ -226,10 +210,9 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 	st := store.SessionState{ID: id, Stream: r.stream, TTL: r.deadline.Sub(now), ExpireTime: r.deadline}
 	for _, k := range sortedHolds(r.holds) {
 		h := r.holds[k]
-		hk := holdKinds[k.kind]
 		reason := store.LostGone
 		switch {
-		case hk.refresh(o, k.name, h.token, r.deadline, mode != modeCheck):
+		case o.refreshHold(k.kind, k.name, h.token, r.deadline, mode != modeCheck):
 			if u := h.holdUntil; !u.IsZero() && u.Before(r.deadline) && (st.NextLoss.IsZero() || u.Before(st.NextLoss)) {
 				st.NextLoss = u
 			}
@@ -239,7 +222,7 @@ func (s *Store) refreshSession(ref store.SessionRef, ttl time.Duration, mode ref
 		}
 		r.report(store.LostHold{Kind: k.kind, Name: k.name, Fence: h.fence, Reason: reason})
 		delete(r.holds, k)
-		hk.drop(o, k.name, h.token)
+		o.dropHold(k.kind, k.name, h.token)
 	}
 	st.Lost = lostCopy(r.lost)
 	return st, nil
@@ -275,7 +258,7 @@ func (s *Store) CloseSession(_ context.Context, ref store.SessionRef) ([]store.R
 	}
 	var released []store.ReleasedHold
 	for k, h := range r.holds {
-		if live, held := holdKinds[k.kind].drop(o, k.name, h.token); live {
+		if live, held := o.dropHold(k.kind, k.name, h.token); live {
 			released = append(released, store.ReleasedHold{Kind: k.kind, Name: k.name, Held: held})
 		}
 	}
@@ -295,7 +278,7 @@ func (s *Store) sweepSessions(o *op) int {
 		}
 		if !now.Before(r.deadline.Add(store.SessionGrace)) {
 			for k, h := range r.holds {
-				holdKinds[k.kind].drop(o, k.name, h.token)
+				o.dropHold(k.kind, k.name, h.token)
 			}
 			s.dropSession(id)
 			n++

@@ -41,13 +41,22 @@ type Options struct {
 	// DeadLetterTTL is how long a dead letter is kept after it died; 0
 	// means store.DefaultDeadLetterTTL.
 	DeadLetterTTL time.Duration
+	// IdleNameTTL is how long an election without leader or waiters keeps
+	// its revision and log; 0 means DefaultIdleNameTTL. (Fences need no
+	// record per name here: one counter serves every name.)
+	IdleNameTTL time.Duration
 }
+
+// DefaultIdleNameTTL is Options.IdleNameTTL's default, as the Redis
+// store's.
+const DefaultIdleNameTTL = time.Hour
 
 // Store is the embedded store. Its zero value is not usable; call New.
 type Store struct {
 	clock   clock.Clock
 	hub     store.Hub
 	deadTTL time.Duration
+	idleTTL time.Duration
 
 	lk        sync.Mutex
 	holds     map[holdKey]*holdSet
@@ -81,9 +90,13 @@ func New(opts Options) *Store {
 	if opts.DeadLetterTTL <= 0 {
 		opts.DeadLetterTTL = store.DefaultDeadLetterTTL
 	}
+	if opts.IdleNameTTL <= 0 {
+		opts.IdleNameTTL = DefaultIdleNameTTL
+	}
 	s := &Store{
 		clock:    opts.Clock,
 		deadTTL:  us(opts.DeadLetterTTL),
+		idleTTL:  opts.IdleNameTTL,
 		holds:    make(map[holdKey]*holdSet),
 		sessions: make(map[string]*sessionRec),
 		byNS:     make(map[string]map[string]struct{}),
@@ -148,6 +161,48 @@ func (s *Store) Len() int {
 		q.mu.Unlock()
 	}
 	return n
+}
+
+// Keeps returns those of names (scoped hold and queue names) that the
+// store would still keep a record of after horizon with nobody touching
+// them: a live holder, ticket or lock-delay, an election's retention, a
+// message or a dedup entry; with horizon 0, every record it has now, an
+// empty one (which the sweep would drop) included. Tests use it to check
+// that what ended leaves nothing behind, and that reads create nothing.
+func (s *Store) Keeps(horizon time.Duration, names ...string) []string {
+	t := s.now().Add(horizon)
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []string
+	s.lk.Lock()
+	for k, h := range s.holds {
+		if want[k.name] && (horizon == 0 || h.keepsAt(t, s.idleTTL)) {
+			out = append(out, string(k.kind)+":"+k.name)
+		}
+	}
+	s.lk.Unlock()
+	s.qm.Lock()
+	queues := make(map[string]*queueRec)
+	for n, q := range s.queues {
+		if want[n] {
+			queues[n] = q
+		}
+	}
+	s.qm.Unlock()
+	for n, q := range queues {
+		q.mu.Lock()
+		keeps := horizon == 0 || len(q.msgs) > 0
+		for _, d := range q.dedup {
+			keeps = keeps || d.expire.After(t)
+		}
+		q.mu.Unlock()
+		if keeps {
+			out = append(out, "queue:"+n)
+		}
+	}
+	return out
 }
 
 // now is the store's time at microsecond resolution, as on Redis.

@@ -80,8 +80,9 @@ func benchRedis(b *testing.B, addrs []string) {
 	lim := store.Limit{Algorithm: store.TokenBucket, Limit: 1_000_000, Period: time.Second}
 	b.Run("allow/direct", func(b *testing.B) {
 		run(b, true, func() error {
-			return st.eval(ctx, limitAllow, st.keys.limit(store.Scope("default", key()), lim),
-				1, "0", 1, int(lim.Algorithm), lim.Limit, lim.Period.Microseconds(), lim.Capacity()).Err()
+			return st.eval(ctx, limitAllow, st.keys.limit(store.Scope("default", key()), lim), limitAllowArgs{
+				Cost: 1, N: 1, Params: []int64{int64(lim.Algorithm), lim.Limit, lim.Period.Microseconds(), lim.Capacity()},
+			}).Err()
 		})
 	})
 	b.Run("allow/coordd", func(b *testing.B) {
@@ -97,11 +98,12 @@ func benchRedis(b *testing.B, addrs []string) {
 		run(b, true, func() error {
 			name := store.Scope("default", "l"+strconv.FormatInt(seq.Add(1), 10))
 			tok := token.New()
-			if err := st.evalHold(ctx, holdAcquire, store.HoldLock, name, tok, "", int64(60e6), 0, "", 0, st.timeSeen.Load(), boolArg(false),
-				boolArg(false), 0, 0, "", "", 0, 0, "").Err(); err != nil {
+			if err := st.evalHold(ctx, holdAcquire, store.HoldLock, name, holdAcquireArgs{
+				holdArgs: st.holdArgs(store.HoldLock, name), Token: tok, TTL: int64(60e6), TimeSeen: st.timeSeen.Load(),
+			}).Err(); err != nil {
 				return err
 			}
-			return st.evalHold(ctx, holdRelease, store.HoldLock, name, tok, "0").Err()
+			return st.evalHold(ctx, holdRelease, store.HoldLock, name, holdReleaseArgs{holdArgs: st.holdArgs(store.HoldLock, name), Token: tok}).Err()
 		})
 	})
 	b.Run("lock_release/coordd", func(b *testing.B) {

@@ -18,7 +18,6 @@ func TestChannelOfEveryTopicKind(t *testing.T) {
 	k := keys{prefix: "p"}
 	const name = "ns:a{b}:c"
 	for topic, tag := range map[string]string{
-		store.LockTopic(name):     k.holdBase(store.HoldLock, name),
 		store.ElectionTopic(name): k.holdBase(store.HoldElection, name),
 		store.IdemTopic(name):     k.idem(name),
 		store.QueueTopic(name):    k.tag("q", name),
@@ -38,10 +37,10 @@ func TestChannelOfEveryTopicKind(t *testing.T) {
 			t.Errorf("topicChannel(WaitTopic(%s)) = %q, %v, want %q", kind, ch, err, want)
 		}
 	}
-	if len(topicTags) != 6 {
-		t.Errorf("topicTags has %d kinds, want the 6 of store's topic functions", len(topicTags))
+	if len(topicTags) != 5 {
+		t.Errorf("topicTags has %d kinds, want the 5 of store's topic functions", len(topicTags))
 	}
-	for _, topic := range []string{"", "secret", "bogus:secret", "Lock:secret", "q:secret", "l:secret", ":secret", " lock:secret"} {
+	for _, topic := range []string{"", "secret", "bogus:secret", "lock:secret", "Lock:secret", "q:secret", "l:secret", ":secret", " lock:secret"} {
 		ch, err := k.topicChannel(topic)
 		if !errors.Is(err, errUnknownTopic) || ch != "" {
 			t.Errorf("topicChannel(%q) = %q, %v, want errUnknownTopic", topic, ch, err)
@@ -71,7 +70,7 @@ func TestSubscribeUnknownTopic(t *testing.T) {
 	if n := s.subs.hub.Topics(); n != 0 {
 		t.Errorf("%d topics subscribed after the failure, want 0", n)
 	}
-	sub, err = s.Subscribe(t.Context(), store.LockTopic("ns:l"))
+	sub, err = s.Subscribe(t.Context(), store.ElectionTopic("ns:l"))
 	if err != nil {
 		t.Fatalf("Subscribe(a lock topic) after it: %v", err)
 	}

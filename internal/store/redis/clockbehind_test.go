@@ -29,9 +29,9 @@ func TestFenceFloorWhenClockIsBehind(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	ctx := context.Background()
-	lock := func(name string) store.LockGrant {
+	lock := func(name string) store.Grant {
 		t.Helper()
-		g, err := st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: token.New(), Owner: "o", TTL: time.Second})
+		g, err := st.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: token.New(), Owner: "o", TTL: time.Second})
 		if err != nil || !g.Acquired {
 			t.Fatalf("AcquireLock %s: %+v, %v", name, g, err)
 		}

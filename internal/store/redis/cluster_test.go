@@ -358,9 +358,6 @@ func (x *noCrossSlot) slots(t *testing.T) {
 	st, lockNames, limitKeys, idemKeys, queueNames, sessions, bare := x.st, x.lockNames, x.limitKeys, x.idemKeys, x.queueNames, x.sessions, x.bare
 	var f failures
 	for _, n := range lockNames {
-		sameSlot(&f, "lock", n, append(st.keys.lock(n), st.keys.channel(store.LockTopic(n)))...)
-	}
-	for _, n := range lockNames {
 		for _, kind := range []store.HoldKind{store.HoldLock, store.HoldSemaphore, store.HoldElection} {
 			sameSlot(&f, string(kind), n, append(st.keys.hold(kind, n), st.keys.channel(store.WaitTopic(kind, n, "0123456789abcdef")))...)
 		}
@@ -400,52 +397,64 @@ func (x *noCrossSlot) lockJob(i int) {
 	if i%2 == 0 {
 		maxHold = time.Hour
 	}
-	g, err := st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: owner, TTL: 30 * time.Second, MaxHold: maxHold})
+	g, err := st.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, Owner: owner, TTL: 30 * time.Second, MaxHold: maxHold})
 	if !f.err("AcquireLock", name, err) {
 		return
 	}
 	f.want(g.Acquired && g.Fence > 0, "AcquireLock", name, "grant %+v, want acquired", g)
-	info, err := st.GetLock(ctx, name)
+	info, err := st.GetHolds(ctx, store.HoldLock, name)
 	if f.err("GetLock", name, err) {
 		f.want(info.Held && info.Fence == g.Fence && info.Owner == owner, "GetLock", name, "%+v, want held with fence %d", info, g.Fence)
 	}
-	l, err := st.RenewLock(ctx, name, tok, 40*time.Second)
+	l, err := st.RenewHold(ctx, store.HoldLock, name, tok, 40*time.Second)
 	if f.err("RenewLock", name, err) {
 		f.want(l.Fence == g.Fence, "RenewLock", name, "fence %d, want %d", l.Fence, g.Fence)
 	}
+	// Every fifth lock has a waiter, of another instance, whose wake-up
+	// (its channel, in the lock's slot) the release must send.
 	var sub *store.Subscription
+	var w store.HoldRequest
+	const instance = "0123456789abcdef"
 	if i%5 == 0 {
-		sub, err = st.Subscribe(ctx, store.LockTopic(name))
-		if f.err("Subscribe", store.LockTopic(name), err) {
+		w = store.HoldRequest{Kind: store.HoldLock, Name: name, Token: token.New(), Owner: "w", TTL: time.Minute,
+			Wait: &store.WaitTicket{Ticket: token.New(), Instance: instance, Lease: time.Minute}}
+		topic := store.WaitTopic(store.HoldLock, name, instance)
+		sub, err = st.Subscribe(ctx, topic)
+		if f.err("Subscribe", topic, err) {
 			subs[0].Add(1)
 		}
+		if gw, err := st.AcquireHold(ctx, w); f.err("AcquireHold(waiter)", name, err) {
+			f.want(gw.Queued, "AcquireHold(waiter)", name, "%+v, want queued", gw)
+		}
 	}
-	ok, _, err := st.ReleaseLock(ctx, name, tok)
-	if f.err("ReleaseLock", name, err) {
-		f.want(ok, "ReleaseLock", name, "not released")
+	ok, _, err := storetest.ReleaseLock(ctx, st, name, tok)
+	if f.err("ReleaseHold", name, err) {
+		f.want(ok, "ReleaseHold", name, "not released")
 	}
 	if sub != nil {
-		f.wake(sub, store.LockTopic(name))
+		f.wake(sub, store.WaitTopic(store.HoldLock, name, instance))
 		sub.Close()
+		_, err := st.LeaveQueue(ctx, store.HoldLock, name, w.Wait.Ticket, "", "")
+		f.err("LeaveQueue", name, err)
 	}
 
 	// The same name again, bound to a session.
 	tok2 := token.New()
-	g2, err := st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok2, Owner: owner, SessionID: s.id, MaxHold: maxHold})
+	g2, err := st.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok2, Owner: owner, SessionID: s.id, MaxHold: maxHold})
 	if !f.err("AcquireLock(session)", name, err) {
 		return
 	}
 	f.want(g2.Acquired && g2.Fence > g.Fence, "AcquireLock(session)", name, "grant %+v, want acquired with a fence > %d", g2, g.Fence)
-	_, err = st.RenewLock(ctx, name, tok2, time.Minute)
-	if !errors.Is(err, store.ErrLockSessionBound) {
+	_, err = st.RenewHold(ctx, store.HoldLock, name, tok2, time.Minute)
+	if !errors.Is(err, store.ErrSessionBound) {
 		f.err("RenewLock(session)", name, fmt.Errorf("want ErrLockSessionBound, got %w", err))
 	}
-	info, err = st.GetLock(ctx, name)
+	info, err = st.GetHolds(ctx, store.HoldLock, name)
 	if f.err("GetLock", name, err) {
 		f.want(info.Held && info.SessionBound && info.Fence == g2.Fence, "GetLock(session)", name, "%+v, want held by session %q", info, s.id)
 	}
 	if i%2 == 1 {
-		ok, _, err := st.ReleaseLock(ctx, name, tok2)
+		ok, _, err := storetest.ReleaseLock(ctx, st, name, tok2)
 		if f.err("ReleaseLock(session)", name, err) {
 			f.want(ok, "ReleaseLock(session)", name, "not released")
 		}
@@ -470,7 +479,7 @@ func (x *noCrossSlot) holdJob(i int) {
 	}
 	defer func() { _, _ = st.CloseSession(ctx, store.SessionRef{ID: s.id}) }()
 	const instance = "0123456789abcdef"
-	p1 := store.AcquireLock{Kind: store.HoldSemaphore, Name: name, Token: token.New(), Owner: "p1", TTL: time.Minute, Limit: 1}
+	p1 := store.HoldRequest{Kind: store.HoldSemaphore, Name: name, Token: token.New(), Owner: "p1", TTL: time.Minute, Limit: 1}
 	g1, err := st.AcquireHold(ctx, p1)
 	if !f.err("AcquireHold(semaphore)", name, err) {
 		return
@@ -488,7 +497,7 @@ func (x *noCrossSlot) holdJob(i int) {
 		}
 	}
 	ticket := token.New()
-	p2 := store.AcquireLock{Kind: store.HoldSemaphore, Name: name, Token: token.New(), Owner: "p2", SessionID: s.id, Limit: 1,
+	p2 := store.HoldRequest{Kind: store.HoldSemaphore, Name: name, Token: token.New(), Owner: "p2", SessionID: s.id, Limit: 1,
 		Wait: &store.WaitTicket{Ticket: ticket, Instance: instance, Lease: time.Minute}}
 	g2, err := st.AcquireHold(ctx, p2)
 	if f.err("AcquireHold(semaphore, waiting)", name, err) {
@@ -517,7 +526,7 @@ func (x *noCrossSlot) holdJob(i int) {
 	_, err = st.LeaveQueue(ctx, store.HoldSemaphore, name, ticket, "", "")
 	f.err("LeaveQueue", name, err)
 	_, err = st.RenewHold(ctx, store.HoldSemaphore, name, p2.Token, time.Minute)
-	if !errors.Is(err, store.ErrLockSessionBound) {
+	if !errors.Is(err, store.ErrSessionBound) {
 		f.err("RenewHold(session)", name, fmt.Errorf("want ErrLockSessionBound, got %w", err))
 	}
 	f.err("AbandonHold", name, st.AbandonHold(ctx, store.HoldSemaphore, name, p2.Token, ""))
@@ -546,9 +555,9 @@ func (x *noCrossSlot) holdJob(i int) {
 	if f.err("ElectionChanges", name, err) {
 		f.want(len(log.Changes) == 2 && log.Current.Rev == 2, "ElectionChanges", name, "%+v", log)
 	}
-	ok, err = st.Resign(ctx, name, c.Token)
-	if f.err("Resign", name, err) {
-		f.want(ok, "Resign", name, "not resigned")
+	resigned, err := st.ReleaseHold(ctx, store.HoldElection, name, c.Token, "")
+	if f.err("ReleaseHold", name, err) {
+		f.want(resigned.Released, "ReleaseHold", name, "not resigned")
 	}
 	if sub != nil {
 		f.wake(sub, "election")
@@ -821,7 +830,7 @@ func (x *noCrossSlot) sessionPipelines(t *testing.T) {
 			f.want(slices.Equal(released, kept), "CloseSession", s.id, "released %d locks, want the %d it kept", len(released), len(kept))
 		}
 		for _, name := range s.kept {
-			info, err := st.GetLock(ctx, name)
+			info, err := st.GetHolds(ctx, store.HoldLock, name)
 			if f.err("GetLock(after close)", name, err) {
 				f.want(!info.Held, "GetLock(after close)", name, "still held: %+v", info)
 			}
@@ -872,7 +881,7 @@ func (x *noCrossSlot) coverage(t *testing.T) {
 		}
 		return out
 	}
-	count("locks", keysOf(lockNames, func(n string) string { return st.keys.lock(n)[0] }))
+	count("locks", keysOf(lockNames, func(n string) string { return st.keys.hold(store.HoldLock, n)[0] }))
 	count("semaphores", keysOf(lockNames, func(n string) string { return st.keys.hold(store.HoldSemaphore, n)[0] }))
 	count("elections", keysOf(lockNames, func(n string) string { return st.keys.hold(store.HoldElection, n)[0] }))
 	count("limits", keysOf(limitKeys, func(n string) string { return st.keys.limit(n, crossSlotLimits[0])[0] }))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 )
 
@@ -104,15 +105,15 @@ func TestHoldCommandBudget(t *testing.T) {
 	s, raw := privateStore(t, "budget")
 	ctx := context.Background()
 	const n = 50
-	lock := func(name, tok string, w *store.WaitTicket) store.LockGrant {
-		g, err := s.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, TTL: time.Minute, Owner: "o", Wait: w})
+	lock := func(name, tok string, w *store.WaitTicket) store.Grant {
+		g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Minute, Owner: "o", Wait: w})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return g
 	}
 	release := func(name, tok string) {
-		if ok, _, err := s.ReleaseLock(ctx, name, tok); err != nil || !ok {
+		if ok, _, err := storetest.ReleaseLock(ctx, s, name, tok); err != nil || !ok {
 			t.Fatalf("ReleaseLock = %v, %v", ok, err)
 		}
 	}
@@ -176,8 +177,8 @@ func TestHoldCommandBudget(t *testing.T) {
 	}
 	t.Logf("contended: queue %.1f (%s), release+wake %.1f (%s), woken grant %.1f (%s)",
 		queue/n, queueWhat, wake/n, wakeWhat, grant/n, grantWhat)
-	// The budgets: 16 is the uncontended path of the first milestone's
-	// lock (11) with the hold layout's two more keys to expire and meta
+	// The budgets: 16 is the uncontended path of the plain lock the
+	// hold layout replaced (11) with the hold layout's two more keys to expire and meta
 	// to read; the woken cycle was 90 before the hold scripts expired only
 	// what they wrote, 46 before a waiting request's try checked its token
 	// (a hand-off it was not told of: one command on each of two tries); a

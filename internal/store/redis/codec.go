@@ -33,7 +33,7 @@ func splitHoldField(field string) (store.HoldKind, string, error) {
 // sessionEntry is what a session's holds keep for one hold: the token it
 // is held with, its fence, when its max hold ends (µs; 0 for none), and
 // whether the binding is still pending (granted, but not yet confirmed to
-// its caller: see AcquireLock). Encoded as "token fence holdUntil", with
+// its caller: see acquire in holds.go). Encoded as "token fence holdUntil", with
 // " p" after it while pending. Scripts read the token as the entry's first
 // word, and the fence and holdUntil as the next two.
 type sessionEntry struct {

@@ -23,8 +23,8 @@ var _ store.Elections = (*Store)(nil)
 func (s *Store) Campaign(ctx context.Context, req store.Campaign) (store.Campaigned, error) {
 	var c store.Campaigned
 	err := s.do(ctx, "Campaign", s.keys.hold(store.HoldElection, req.Name)[0], func(ctx context.Context) error {
-		g, a, err := s.acquireOnce(ctx, store.AcquireLock{Kind: store.HoldElection, Name: req.Name, Token: req.Token,
-			SessionID: req.SessionID, MaxSessionLocks: req.MaxSessionLocks, Wait: req.Wait}, req.Value)
+		g, a, err := s.acquireOnce(ctx, store.HoldRequest{Kind: store.HoldElection, Name: req.Name, Token: req.Token,
+			SessionID: req.SessionID, MaxSessionHolds: req.MaxSessionHolds, Wait: req.Wait}, req.Value)
 		if err != nil {
 			return err
 		}
@@ -44,10 +44,25 @@ func (s *Store) Campaign(ctx context.Context, req store.Campaign) (store.Campaig
 	return c, nil
 }
 
+// electionProclaimArgs are lua/election_proclaim.lua's: the leader's
+// token and the value.
+type electionProclaimArgs struct {
+	holdArgs
+	Token string `lua:"tok"`
+	Value string `lua:"value"`
+}
+
+// electionGetArgs are lua/election_get.lua's: the revision after which to
+// list changes (-1: none).
+type electionGetArgs struct {
+	holdArgs
+	After int64 `lua:"after,int"`
+}
+
 // Proclaim implements store.Elections.
 func (s *Store) Proclaim(ctx context.Context, name, token string, value []byte) error {
 	return s.do(ctx, "Proclaim", s.keys.hold(store.HoldElection, name)[0], func(ctx context.Context) error {
-		return decodeProclaim(s.evalHold(ctx, electionProclaim, store.HoldElection, name, token, string(value)))
+		return decodeProclaim(s.evalHold(ctx, electionProclaim, store.HoldElection, name, electionProclaimArgs{s.holdArgs(store.HoldElection, name), token, string(value)}))
 	})
 }
 
@@ -69,16 +84,11 @@ func decodeProclaim(cmd *redis.Cmd) error {
 // Resign implements store.Elections: the leadership is released as any
 // hold is (a session-bound one leaves its session's set first); the
 // release logs it and wakes the observers and waiters.
-func (s *Store) Resign(ctx context.Context, name, token string) (bool, error) {
-	rel, err := s.releaseHold(ctx, "Resign", store.HoldElection, name, token, "")
-	return rel.Released, err
-}
-
 // Leader implements store.Elections.
 func (s *Store) Leader(ctx context.Context, name string) (store.LeaderInfo, error) {
 	var l store.LeaderInfo
 	err := s.do(ctx, "Leader", s.keys.hold(store.HoldElection, name)[0], func(ctx context.Context) error {
-		log, err := decodeElection(s.evalHold(ctx, electionGet, store.HoldElection, name, -1), 0)
+		log, err := decodeElection(s.evalHold(ctx, electionGet, store.HoldElection, name, electionGetArgs{s.holdArgs(store.HoldElection, name), -1}), 0)
 		l = log.Current
 		return err
 	})
@@ -89,7 +99,7 @@ func (s *Store) Leader(ctx context.Context, name string) (store.LeaderInfo, erro
 func (s *Store) ElectionChanges(ctx context.Context, name string, after uint64) (store.ElectionLog, error) {
 	var log store.ElectionLog
 	err := s.do(ctx, "ElectionChanges", s.keys.hold(store.HoldElection, name)[0], func(ctx context.Context) (err error) {
-		log, err = decodeElection(s.evalHold(ctx, electionGet, store.HoldElection, name, after), after)
+		log, err = decodeElection(s.evalHold(ctx, electionGet, store.HoldElection, name, electionGetArgs{s.holdArgs(store.HoldElection, name), int64(after)}), after)
 		return err
 	})
 	return log, err

@@ -8,6 +8,12 @@ package redis
 // been read (INFO memory: CONFIG GET is often disabled on hosted Redis) and
 // found to be noeviction, unless EvictionOptions.Allow says otherwise.
 //
+// The same read gives the node's used_memory and maxmemory: a node past
+// EvictionOptions.HighWater of its maxmemory is "high" (Store.memoryHigh),
+// and the store refuses the writes that only add data to it (store.
+// ErrMemoryHigh), so that renewals, releases and acks, which Redis still
+// serves up to maxmemory itself, keep working until it is really full.
+//
 // When a node's policy is read: before the first command sent to it (so a
 // replica promoted by a failover, or a node added to the Cluster, is read
 // before it serves); again before the next command after any failure to
@@ -29,6 +35,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,8 +55,12 @@ type EvictionOptions struct {
 	// (redis.allow_eviction); GUARANTEES.md says what then breaks. The
 	// policies are still read, for EvictingNodes and OnPolicy.
 	Allow bool
-	// Recheck is how often a node's policy is read again; default 10s.
+	// Recheck is how often a node's policy and memory are read again;
+	// default 1s.
 	Recheck time.Duration
+	// HighWater (0 < HighWater <= 1; 0: off) is the share of a node's
+	// maxmemory past which it is high; a node without maxmemory never is.
+	HighWater float64
 	// OnPolicy, if set, is told of each policy read that differs from the
 	// one read before on that node (the first read included), e.g. to log
 	// it. It runs on the path of a command: it must not block.
@@ -91,6 +102,7 @@ type nodePolicy struct {
 	mu      sync.Mutex
 	addr    string        // the node's address, as last dialed
 	policy  string        // as last read; "" before the first read
+	mem     memory        // as last read
 	checked time.Time     // when it was read
 	stale   bool          // a failure or a new address since: read it before the next command
 	reading chan struct{} // closed when the read in progress ends; nil if none
@@ -101,7 +113,7 @@ type nodePolicy struct {
 // Redis. Install it once per client, before its first command.
 func newEvictionGuard(client redis.UniversalClient, opts EvictionOptions) *evictionGuard {
 	if opts.Recheck <= 0 {
-		opts.Recheck = 10 * time.Second
+		opts.Recheck = time.Second
 	}
 	g := &evictionGuard{opts: opts, nodes: make(map[string]*nodePolicy)}
 	switch c := client.(type) {
@@ -263,6 +275,7 @@ func (n *nodePolicy) admit(ctx context.Context, read func(redis.Cmder) error) er
 		err = info.Err()
 	}
 	policy, err := parsePolicy(info.Val(), err)
+	mem := parseMemory(info.Val())
 
 	n.mu.Lock()
 	n.reading = nil
@@ -272,7 +285,7 @@ func (n *nodePolicy) admit(ctx context.Context, read func(redis.Cmder) error) er
 		return err // a failure to reach the node: the next command reads again
 	}
 	prev := n.policy
-	n.policy, n.checked, n.stale = policy, time.Now(), false
+	n.policy, n.mem, n.checked, n.stale = policy, mem, time.Now(), false
 	addr := n.addr
 	n.mu.Unlock()
 	if policy != prev && n.g.opts.OnPolicy != nil {
@@ -311,6 +324,72 @@ func parsePolicy(info string, err error) (string, error) {
 	return "unknown (INFO memory has no maxmemory_policy)", nil
 }
 
+// memory is a node's used_memory and maxmemory (bytes; 0: none), as
+// INFO memory last gave them.
+type memory struct{ used, max int64 }
+
+// high reports whether used is past share of max.
+func (m memory) high(share float64) bool {
+	return share > 0 && m.max > 0 && float64(m.used) >= share*float64(m.max)
+}
+
+// parseMemory reads used_memory and maxmemory from the reply to INFO
+// memory; a field it lacks reads as 0 (never high).
+func parseMemory(info string) memory {
+	var m memory
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "used_memory":
+			m.used = n
+		case "maxmemory":
+			m.max = n
+		}
+	}
+	return m
+}
+
+// memoryHigh reports whether the master that serves key was last read
+// past the high-water mark. A node not read yet is not high: the guard
+// reads it before the first command reaches it, and the next call knows.
+func (s *Store) memoryHigh(ctx context.Context, key string) bool {
+	share := s.eviction.opts.HighWater
+	if share <= 0 {
+		return false
+	}
+	var n *nodePolicy
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		node, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			return false // the command's own path reports the failure
+		}
+		n = s.eviction.find(node.Options().Addr)
+	default:
+		n = s.eviction.find("")
+	}
+	if n == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mem.high(share)
+}
+
+// find returns the state of node key, nil if the guard has none.
+func (g *evictionGuard) find(key string) *nodePolicy {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.nodes[key]
+}
+
 // CheckEviction reads the maxmemory-policy of every master now (the
 // Redis of a standalone or Sentinel client), records it for the guard, and
 // returns it, sorted by node. An error means some master could not be
@@ -327,7 +406,7 @@ func (s *Store) CheckEviction(ctx context.Context) ([]NodePolicy, error) {
 		n := s.eviction.node(key, c.Options().Addr)
 		n.mu.Lock()
 		prev, addr := n.policy, n.addr
-		n.policy, n.checked, n.stale = policy, time.Now(), false
+		n.policy, n.mem, n.checked, n.stale = policy, parseMemory(raw), time.Now(), false
 		n.mu.Unlock()
 		if policy != prev && s.eviction.opts.OnPolicy != nil {
 			s.eviction.opts.OnPolicy(addr, policy)

@@ -56,8 +56,8 @@ func (p *policies) list() []redis.NodePolicy {
 	return append([]redis.NodePolicy(nil), p.seen...)
 }
 
-func acquire(ctx context.Context, s *redis.Store, name string) (store.LockGrant, error) {
-	return s.AcquireLock(ctx, store.AcquireLock{Name: store.Scope("t", name), Token: token.New(), TTL: time.Minute, Owner: "o"})
+func acquire(ctx context.Context, s *redis.Store, name string) (store.Grant, error) {
+	return s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: store.Scope("t", name), Token: token.New(), TTL: time.Minute, Owner: "o"})
 }
 
 // wantEvictionError checks that err is store.ErrUnavailable and an
@@ -105,7 +105,7 @@ func TestEvictionPolicyRefused(t *testing.T) {
 	}
 	_, err = acquire(ctx, s, "x")
 	wantEvictionError(t, err, srv.Addr(), "volatile-lru")
-	_, err = s.GetLock(ctx, store.Scope("t", "x"))
+	_, err = s.GetHolds(ctx, store.HoldLock, store.Scope("t", "x"))
 	wantEvictionError(t, err, srv.Addr(), "volatile-lru")
 	raw := goredis.NewClient(redistest.Options(srv.Addr()))
 	defer raw.Close()
@@ -127,13 +127,13 @@ func TestEvictionPolicyRefused(t *testing.T) {
 
 	setPolicy(t, srv.Addr(), "allkeys-lru", 0)
 	eventually(t, 5*time.Second, func() error {
-		_, err := s.GetLock(ctx, store.Scope("t", "x"))
+		_, err := s.GetHolds(ctx, store.HoldLock, store.Scope("t", "x"))
 		if err == nil {
 			return errors.New("still served")
 		}
 		return nil
 	})
-	_, err = s.GetLock(ctx, store.Scope("t", "x"))
+	_, err = s.GetHolds(ctx, store.HoldLock, store.Scope("t", "x"))
 	wantEvictionError(t, err, srv.Addr(), "allkeys-lru")
 
 	want := []redis.NodePolicy{{srv.Addr(), "volatile-lru"}, {srv.Addr(), "noeviction"}, {srv.Addr(), "allkeys-lru"}}
@@ -284,7 +284,7 @@ func TestEvictionGrantsALiveLockTwice(t *testing.T) {
 	// the lock's keys. Every 50 writes another owner tries the lock (a
 	// refusal writes nothing).
 	value := strings.Repeat("v", 1024)
-	var second store.LockGrant
+	var second store.Grant
 	for i := 0; i < 20000 && !second.Acquired; i++ {
 		if err := raw.Set(ctx, fmt.Sprint("filler:", i), value, time.Hour).Err(); err != nil {
 			t.Fatalf("SET filler: %v", err)

@@ -17,36 +17,124 @@ import (
 // (keys.hold), worked on by the hold scripts (lua/hold_*.lua), which share
 // lua/hold_prelude.lua: clean-up, eligibility, targeted wake-ups, removing
 // a holder, granting. Sessions renew, check and drop holds of every kind
-// with lua/hold_session.lua.
-func init() {
-	for _, kind := range []store.HoldKind{store.HoldLock, store.HoldSemaphore, store.HoldElection} {
-		holdKinds[kind] = holdKind{
-			refresh: func(k keys, name, token string, deadline int64, renew bool) call {
-				mode := "check"
-				if renew {
-					mode = "renew"
-				}
-				return call{holdSession, k.hold(kind, name), holdArgs(k, kind, name, token, deadline, mode)}
-			},
-			// An election's drop is a resignation: logged, waking its
-			// observers and waiters.
-			drop: func(k keys, name, token string) call {
-				return call{holdSession, k.hold(kind, name), holdArgs(k, kind, name, token, 0, "drop")}
-			},
-			decode: decodeHoldSession,
-		}
+// with lua/hold_session.lua (refreshHold, dropHold).
+
+// refreshHold is the call that checks whether token still holds (kind,
+// name) live and, if renew, extends it to deadline (µs, the session's),
+// capped by its max hold and never shortened. decodeHoldSession reads it.
+func (s *Store) refreshHold(kind store.HoldKind, name, token string, deadline int64, renew bool) call {
+	mode := "check"
+	if renew {
+		mode = "renew"
 	}
+	return call{holdSession, s.keys.hold(kind, name), holdSessionArgs{s.holdArgs(kind, name), token, deadline, mode}}
+}
+
+// dropHold is the call that deletes (kind, name) if token holds it, and
+// wakes its waiters if it was live (an election's drop is a resignation:
+// logged, waking its observers). decodeHoldSession reads it.
+func (s *Store) dropHold(kind store.HoldKind, name, token string) call {
+	return call{holdSession, s.keys.hold(kind, name), holdSessionArgs{s.holdArgs(kind, name), token, 0, "drop"}}
 }
 
 // holdArgs are the arguments every hold script starts with (after the
-// time's): the name's tag base (its channels) and the kind.
-func holdArgs(k keys, kind store.HoldKind, name string, args ...any) []any {
-	return append([]any{k.holdBase(kind, name), string(kind)}, args...)
+// time's), as lua/hold_prelude.lua uses them.
+type holdArgs struct {
+	Base    string `lua:"base"`        // the name's tag base: its channels are Base + a suffix
+	Kind    string `lua:"kind"`        // lock, semaphore or election
+	IdleTTL int64  `lua:"idleTTL,int"` // µs the fence counter outlives the last grant
+}
+
+func (s *Store) holdArgs(kind store.HoldKind, name string) holdArgs {
+	return holdArgs{Base: s.keys.holdBase(kind, name), Kind: string(kind), IdleTTL: s.idleTTL.Microseconds()}
+}
+
+// holdAcquireArgs are lua/hold_acquire.lua's.
+type holdAcquireArgs struct {
+	holdArgs
+	Token           string `lua:"tok"`
+	Owner           string `lua:"owner"`
+	TTL             int64  `lua:"ttl,int"`             // µs
+	MaxHold         int64  `lua:"maxHold,int"`         // µs; 0: none
+	Session         string `lua:"ses"`                 // the session's ID; "": a plain lease
+	SessionDeadline int64  `lua:"sessionDeadline,int"` // µs, with a session
+	// TimeSeen is the highest server time µs this coordd has seen from a
+	// grant (0: none): the fence floor when the clock is behind it.
+	TimeSeen int64 `lua:"timeSeen,int"`
+	// Full: the session holds as many holds as it may.
+	Full       bool   `lua:"full,bool"`
+	Shared     bool   `lua:"shared,bool"`    // a shared lock
+	MaxHolders int    `lua:"maxHolders,int"` // a lock's most shared holders (0: no cap)
+	Limit      int    `lua:"limit,int"`      // a semaphore's limit
+	Ticket     string `lua:"ticket"`         // the request's ticket ("": it does not wait)
+	Instance   string `lua:"instance"`       // the ticket's instance
+	Lease      int64  `lua:"lease,int"`      // the ticket's lease µs
+	Delay      int64  `lua:"delay,int"`      // the session's lock-delay µs (copied into the record)
+	Value      string `lua:"value"`          // an election's value
+}
+
+// holdRenewArgs are lua/hold_renew.lua's: the token and the new ttl µs.
+type holdRenewArgs struct {
+	holdArgs
+	Token string `lua:"tok"`
+	TTL   int64  `lua:"ttl,int"`
+}
+
+// holdReleaseArgs are lua/hold_release.lua's.
+type holdReleaseArgs struct {
+	holdArgs
+	Token string `lua:"tok"`
+	// Bound deletes a session-bound hold too (its session's entry is gone
+	// already); otherwise such a hold is left for the caller to take out
+	// of its session first.
+	Bound    bool   `lua:"bound,bool"`
+	Instance string `lua:"me"`           // the releasing instance ("": none, nothing is handed off)
+	TimeSeen int64  `lua:"timeSeen,int"` // as holdAcquireArgs'
+	// Ticket leaves the queue first ("": none): the abandoned request's,
+	// so that no release hands it the hold later.
+	Ticket string `lua:"ticket"`
+}
+
+// holdSessionArgs are lua/hold_session.lua's: the session's token for the
+// hold, the session's deadline µs, and Mode: "renew" (extend the deadline
+// to min(session deadline, max hold); never shorten it, so that renewals
+// applied out of order are harmless), "check", or "drop" (delete it if it
+// is still the session's; an expired one leaves its lock-delay).
+type holdSessionArgs struct {
+	holdArgs
+	Token           string `lua:"tok"`
+	SessionDeadline int64  `lua:"sessionDeadline,int"`
+	Mode            string `lua:"mode"`
+}
+
+// holdLeaveArgs are lua/hold_leave.lua's: the ticket, the waiting
+// request's token ("": none), the instance ("": none, nothing is handed
+// off) and the highest server time it has seen (as holdAcquireArgs').
+type holdLeaveArgs struct {
+	holdArgs
+	Ticket   string `lua:"ticket"`
+	Token    string `lua:"tok"`
+	Instance string `lua:"me"`
+	TimeSeen int64  `lua:"timeSeen,int"`
+}
+
+// holdTicketsArgs are lua/hold_tickets.lua's: the lease µs, and the
+// tickets (at most maxTicketsPerCall).
+type holdTicketsArgs struct {
+	holdArgs
+	Lease   int64    `lua:"lease,int"`
+	Tickets []string `lua:"tickets,rest"`
+}
+
+// holdCheckFenceArgs are lua/hold_check_fence.lua's.
+type holdCheckFenceArgs struct {
+	holdArgs
+	Fence uint64 `lua:"fence,int"`
 }
 
 // evalHold runs a hold script on (kind, name).
-func (s *Store) evalHold(ctx context.Context, sc *script, kind store.HoldKind, name string, args ...any) *redis.Cmd {
-	return s.eval(ctx, sc, s.keys.hold(kind, name), holdArgs(s.keys, kind, name, args...)...)
+func (s *Store) evalHold(ctx context.Context, sc *script, kind store.HoldKind, name string, args scriptArgs) *redis.Cmd {
+	return s.eval(ctx, sc, s.keys.hold(kind, name), args)
 }
 
 // decodeHoldSession reads hold_session.lua's reply to "renew" or "check"
@@ -76,25 +164,25 @@ func decodeHoldSession(cmd *redis.Cmd, drop bool) (live bool, held time.Duration
 var errBadKind = errors.New("redis: a hold kind the method does not take")
 
 // AcquireHold implements store.Holds.
-func (s *Store) AcquireHold(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
+func (s *Store) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
 	if req.Kind == "" {
 		req.Kind = store.HoldLock
 	}
 	if req.Kind != store.HoldLock && req.Kind != store.HoldSemaphore {
-		return store.LockGrant{}, fmt.Errorf("%w: AcquireHold of %q", errBadKind, req.Kind)
+		return store.Grant{}, fmt.Errorf("%w: AcquireHold of %q", errBadKind, req.Kind)
 	}
 	return s.acquire(ctx, "AcquireHold", req)
 }
 
 // acquire is AcquireHold's work for every kind.
-func (s *Store) acquire(ctx context.Context, op string, req store.AcquireLock) (store.LockGrant, error) {
-	var g store.LockGrant
+func (s *Store) acquire(ctx context.Context, op string, req store.HoldRequest) (store.Grant, error) {
+	var g store.Grant
 	err := s.do(ctx, op, s.keys.hold(req.Kind, req.Name)[0], func(ctx context.Context) (err error) {
 		g, _, err = s.acquireOnce(ctx, req, nil)
 		return err
 	})
 	if err != nil {
-		return store.LockGrant{}, err
+		return store.Grant{}, err
 	}
 	return g, nil
 }
@@ -112,15 +200,15 @@ func (s *Store) acquire(ctx context.Context, op string, req store.AcquireLock) (
 // token, and a pending binding is never renewed: the hold ends at the
 // deadline it was granted with (the domain packages also release it by its
 // token), and the session reports it lost then.
-func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []byte) (store.LockGrant, acquired, error) {
+func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []byte) (store.Grant, acquired, error) {
 	var sessDeadline, delay int64
 	full := false // the session is at its cap: only a hold it has is answered
 	if req.SessionID != "" {
 		dl, taken, d, err := s.sessionCap(ctx, req.SessionID)
 		if err != nil {
-			return store.LockGrant{}, acquired{}, err
+			return store.Grant{}, acquired{}, err
 		}
-		full = req.MaxSessionLocks > 0 && taken >= int64(req.MaxSessionLocks)
+		full = req.MaxSessionHolds > 0 && taken >= int64(req.MaxSessionHolds)
 		sessDeadline, delay = dl, d
 	}
 	var ticket, instance string
@@ -128,13 +216,15 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 	if req.Wait != nil {
 		ticket, instance, lease = req.Wait.Ticket, req.Wait.Instance, req.Wait.Lease.Microseconds()
 	}
-	cmd, replicated := s.evalReplicated(ctx, holdAcquire, s.keys.hold(req.Kind, req.Name),
-		holdArgs(s.keys, req.Kind, req.Name, req.Token, req.Owner, req.TTL.Microseconds(), req.MaxHold.Microseconds(),
-			req.SessionID, sessDeadline, s.timeSeen.Load(), boolArg(full), boolArg(req.Shared), req.MaxHolders,
-			req.Limit, ticket, instance, lease, delay, string(value))...)
+	cmd, replicated := s.evalReplicated(ctx, holdAcquire, s.keys.hold(req.Kind, req.Name), holdAcquireArgs{
+		holdArgs: s.holdArgs(req.Kind, req.Name), Token: req.Token, Owner: req.Owner,
+		TTL: req.TTL.Microseconds(), MaxHold: req.MaxHold.Microseconds(), Session: req.SessionID, SessionDeadline: sessDeadline,
+		TimeSeen: s.timeSeen.Load(), Full: full, Shared: req.Shared, MaxHolders: req.MaxHolders, Limit: req.Limit,
+		Ticket: ticket, Instance: instance, Lease: lease, Delay: delay, Value: string(value),
+	})
 	a, err := decodeAcquire(cmd, req.Kind == store.HoldElection)
 	if err != nil {
-		return store.LockGrant{}, a, err
+		return store.Grant{}, a, err
 	}
 	switch a.code {
 	case codeOK, codeNo:
@@ -142,18 +232,18 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 	}
 	switch a.code {
 	case codeSessionGone:
-		return store.LockGrant{}, a, store.ErrSessionNotFound
+		return store.Grant{}, a, store.ErrSessionNotFound
 	case codeAlreadyHeld:
-		return store.LockGrant{Acquired: true, AlreadyHeld: true, Token: a.token, Fence: a.fence,
+		return store.Grant{Acquired: true, AlreadyHeld: true, Token: a.token, Fence: a.fence,
 			TTL: micros(a.deadline - a.now), ExpireTime: unixMicro(a.deadline)}, a, nil
 	case codeFull:
-		return store.LockGrant{}, a, store.ErrTooManyLocks
+		return store.Grant{}, a, store.ErrTooManyHolds
 	case codeLimitMismatch:
-		return store.LockGrant{}, a, store.ErrLimitMismatch
+		return store.Grant{}, a, store.ErrLimitMismatch
 	case codeTooManyWaiters:
-		return store.LockGrant{}, a, store.ErrTooManyWaiters
+		return store.Grant{}, a, store.ErrTooManyWaiters
 	case codeNo:
-		g := store.LockGrant{Holder: a.holder, Queued: a.queued, Holders: a.holders, Limit: a.limit}
+		g := store.Grant{Holder: a.holder, Queued: a.queued, Holders: a.holders, Limit: a.limit}
 		if a.deadline > 0 {
 			g.TTL, g.ExpireTime = micros(a.deadline-a.now), unixMicro(a.deadline)
 		}
@@ -163,10 +253,10 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 		return g, a, nil
 	}
 	if !replicated {
-		return store.LockGrant{}, a, errNotReplicated // the caller releases it by its token
+		return store.Grant{}, a, errNotReplicated // the caller releases it by its token
 	}
 	dl, now := a.deadline, a.now
-	g := store.LockGrant{Acquired: true, Fence: a.fence, TTL: micros(dl - now), ExpireTime: unixMicro(dl),
+	g := store.Grant{Acquired: true, Fence: a.fence, TTL: micros(dl - now), ExpireTime: unixMicro(dl),
 		Holders: a.holders, Limit: a.limit}
 	if req.SessionID == "" {
 		return g, a, nil
@@ -177,47 +267,47 @@ func (s *Store) acquireOnce(ctx context.Context, req store.AcquireLock, value []
 	}
 	h := sessionHold{kind: req.Kind, name: req.Name,
 		sessionEntry: sessionEntry{token: req.Token, fence: a.fence, holdUntil: hold, pending: true}}
-	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionLocks)
-	if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyLocks) {
+	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionHolds)
+	if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyHolds) {
 		// The session ended, or filled up, since it was read: undo the grant.
 		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {
-			return store.LockGrant{}, a, err
+			return store.Grant{}, a, err
 		}
-		return store.LockGrant{}, a, err
+		return store.Grant{}, a, err
 	}
 	if err != nil {
-		return store.LockGrant{}, a, err
+		return store.Grant{}, a, err
 	}
 	if !replicated {
-		return store.LockGrant{}, a, errNotReplicated // a failover could lose the entry, and the hold with it
+		return store.Grant{}, a, errNotReplicated // a failover could lose the entry, and the hold with it
 	}
 	h.pending = false
 	newDeadline, replicated, err := s.confirmHold(ctx, req.SessionID, h)
 	if errors.Is(err, store.ErrSessionNotFound) {
 		// The session ended, or lost the hold, since the add.
 		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {
-			return store.LockGrant{}, a, err
+			return store.Grant{}, a, err
 		}
-		return store.LockGrant{}, a, err
+		return store.Grant{}, a, err
 	}
 	if err != nil {
-		return store.LockGrant{}, a, err
+		return store.Grant{}, a, err
 	}
 	if !replicated {
-		return store.LockGrant{}, a, errNotReplicated
+		return store.Grant{}, a, errNotReplicated
 	}
 	if newDeadline > dl && (hold == 0 || hold > dl) {
 		// A keepalive renewed the session between the read and the add,
 		// without this hold: extend it to the session's deadline (an
 		// extension only, so a later keepalive is never undone).
-		held, _, _, err := decodeHoldSession(s.evalHold(ctx, holdSession, req.Kind, req.Name, req.Token, newDeadline, "renew"), false)
+		held, _, _, err := decodeHoldSession(s.evalHold(ctx, holdSession, req.Kind, req.Name, holdSessionArgs{s.holdArgs(req.Kind, req.Name), req.Token, newDeadline, "renew"}), false)
 		if err != nil {
-			return store.LockGrant{}, a, err
+			return store.Grant{}, a, err
 		}
 		if !held {
 			// Its lease ran out before it could be extended: it is gone.
 			_ = s.unbindHold(ctx, req.SessionID, req.Kind, req.Name, req.Token)
-			return store.LockGrant{}, a, errLostInFlight
+			return store.Grant{}, a, errLostInFlight
 		}
 		dl = newDeadline
 		if hold > 0 && hold < dl {
@@ -310,7 +400,7 @@ func (s *Store) RenewHold(ctx context.Context, kind store.HoldKind, name, token 
 func (s *Store) renewHold(ctx context.Context, op string, kind store.HoldKind, name, token string, ttl time.Duration) (store.Lease, error) {
 	var l store.Lease
 	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
-		l, err = decodeRenew(s.evalHold(ctx, holdRenew, kind, name, token, ttl.Microseconds()))
+		l, err = decodeRenew(s.evalHold(ctx, holdRenew, kind, name, holdRenewArgs{s.holdArgs(kind, name), token, ttl.Microseconds()}))
 		return err
 	})
 	return l, err
@@ -324,9 +414,9 @@ func decodeRenew(cmd *redis.Cmd) (store.Lease, error) {
 	}
 	switch r.code(codeOK, codeNo, codeSessionBound) {
 	case codeNo:
-		return store.Lease{}, store.ErrLockNotHeld
+		return store.Lease{}, store.ErrNotHeld
 	case codeSessionBound:
-		return store.Lease{}, store.ErrLockSessionBound
+		return store.Lease{}, store.ErrSessionBound
 	case codeBad:
 		return store.Lease{}, r.done()
 	}
@@ -393,7 +483,7 @@ func (s *Store) abandonHold(ctx context.Context, op string, kind store.HoldKind,
 // one only if bound (its session's entry is gone), else it is answered
 // codeSessionBound.
 func (s *Store) release(ctx context.Context, kind store.HoldKind, name, token string, bound bool, instance, ticket string) (released, error) {
-	rel, err := decodeRelease(s.evalHold(ctx, holdRelease, kind, name, token, boolArg(bound), instance, s.timeSeen.Load(), ticket))
+	rel, err := decodeRelease(s.evalHold(ctx, holdRelease, kind, name, holdReleaseArgs{s.holdArgs(kind, name), token, bound, instance, s.timeSeen.Load(), ticket}))
 	if err == nil && len(rel.handoffs) > 0 {
 		s.sawTime(rel.now)
 	}
@@ -438,29 +528,22 @@ func decodeHandoffs(r *reply, from int) (now int64, hs []store.Handoff) {
 	}
 	for i := from + 2; i < r.len(); i += 6 {
 		dl := r.int(i + 3)
-		g := store.LockGrant{Acquired: true, Fence: r.uint(i + 2), TTL: micros(dl - now), ExpireTime: unixMicro(dl),
+		g := store.Grant{Acquired: true, Fence: r.uint(i + 2), TTL: micros(dl - now), ExpireTime: unixMicro(dl),
 			Holders: int(r.int(i + 4)), Limit: int(r.int(i + 5))}
 		hs = append(hs, store.Handoff{Ticket: r.str(i), Token: r.str(i + 1), Grant: g})
 	}
 	return now, hs
 }
 
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
 // GetHolds implements store.Holds.
-func (s *Store) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
+func (s *Store) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
 	return s.getHolds(ctx, "GetHolds", kind, name)
 }
 
-func (s *Store) getHolds(ctx context.Context, op string, kind store.HoldKind, name string) (store.LockInfo, error) {
-	var info store.LockInfo
+func (s *Store) getHolds(ctx context.Context, op string, kind store.HoldKind, name string) (store.HoldInfo, error) {
+	var info store.HoldInfo
 	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
-		info, err = decodeGet(s.evalHold(ctx, holdGet, kind, name))
+		info, err = decodeGet(s.evalHold(ctx, holdGet, kind, name, s.holdArgs(kind, name)))
 		return err
 	})
 	return info, err
@@ -468,20 +551,20 @@ func (s *Store) getHolds(ctx context.Context, op string, kind store.HoldKind, na
 
 // decodeGet reads hold_get.lua's reply: the holders by fence, the lowest
 // in the single-holder fields.
-func decodeGet(cmd *redis.Cmd) (store.LockInfo, error) {
+func decodeGet(cmd *redis.Cmd) (store.HoldInfo, error) {
 	r, err := replyOf(holdGet, cmd)
 	if err != nil {
-		return store.LockInfo{}, err
+		return store.HoldInfo{}, err
 	}
 	r.code(codeOK)
 	now, waiters, limit := r.int(1), r.int(2), r.int(3)
 	if err := r.done(); err != nil {
-		return store.LockInfo{}, err
+		return store.HoldInfo{}, err
 	}
 	if (r.len()-4)%6 != 0 {
-		return store.LockInfo{}, fmt.Errorf("%w: %s's reply: %d values for holders of 6", errCorrupt, holdGet.name, r.len()-4)
+		return store.HoldInfo{}, fmt.Errorf("%w: %s's reply: %d values for holders of 6", errCorrupt, holdGet.name, r.len()-4)
 	}
-	info := store.LockInfo{Waiters: int(waiters), Limit: int(limit)}
+	info := store.HoldInfo{Waiters: int(waiters), Limit: int(limit)}
 	for i := 4; i+5 < r.len(); i += 6 {
 		dl := r.int(i + 3)
 		info.Holders = append(info.Holders, store.HolderInfo{
@@ -490,7 +573,7 @@ func decodeGet(cmd *redis.Cmd) (store.LockInfo, error) {
 		})
 	}
 	if err := r.done(); err != nil {
-		return store.LockInfo{}, err
+		return store.HoldInfo{}, err
 	}
 	slices.SortFunc(info.Holders, func(a, b store.HolderInfo) int {
 		switch {
@@ -517,7 +600,7 @@ func (s *Store) LeaveQueue(ctx context.Context, kind store.HoldKind, name, ticke
 	}
 	var hs []store.Handoff
 	err := s.do(ctx, "LeaveQueue", s.keys.hold(kind, name)[0], func(ctx context.Context) error {
-		now, h, err := decodeLeave(s.evalHold(ctx, holdLeave, kind, name, ticket, token, instance, s.timeSeen.Load()))
+		now, h, err := decodeLeave(s.evalHold(ctx, holdLeave, kind, name, holdLeaveArgs{s.holdArgs(kind, name), ticket, token, instance, s.timeSeen.Load()}))
 		if err == nil && len(h) > 0 {
 			s.sawTime(now)
 		}
@@ -555,12 +638,7 @@ func (s *Store) RefreshTickets(ctx context.Context, kind store.HoldKind, name st
 		rest := tickets
 		for first := true; first || len(rest) > 0; first = false {
 			n := min(len(rest), maxTicketsPerCall)
-			args := make([]any, 0, n+1)
-			args = append(args, lease.Microseconds())
-			for _, t := range rest[:n] {
-				args = append(args, t)
-			}
-			g, err := decodeTickets(s.evalHold(ctx, holdTickets, kind, name, args...))
+			g, err := decodeTickets(s.evalHold(ctx, holdTickets, kind, name, holdTicketsArgs{s.holdArgs(kind, name), lease.Microseconds(), rest[:n]}))
 			if err != nil {
 				return err
 			}
@@ -595,7 +673,7 @@ func decodeTickets(cmd *redis.Cmd) ([]string, error) {
 func (s *Store) CheckFence(ctx context.Context, kind store.HoldKind, name string, fence uint64) (bool, error) {
 	var ok bool
 	err := s.do(ctx, "CheckFence", s.keys.hold(kind, name)[0], func(ctx context.Context) error {
-		c, err := codeOf(holdCheckFence, s.evalHold(ctx, holdCheckFence, kind, name, fence), codeOK, codeNo)
+		c, err := codeOf(holdCheckFence, s.evalHold(ctx, holdCheckFence, kind, name, holdCheckFenceArgs{s.holdArgs(kind, name), fence}), codeOK, codeNo)
 		ok = c == codeOK
 		return err
 	})

@@ -36,7 +36,7 @@ func atomicStores(t *testing.T) map[string]*Store {
 // atomicWait tries req until it is granted, keeping its ticket (so that
 // the grants go in ticket order), and returns the grant, its Token set to
 // the granted request's.
-func atomicWait(t *testing.T, st *Store, req store.AcquireLock) store.LockGrant {
+func atomicWait(t *testing.T, st *Store, req store.HoldRequest) store.Grant {
 	ctx := context.Background()
 	req.Wait = &store.WaitTicket{Ticket: token.New(), Instance: token.New()[:16], Lease: time.Minute}
 	for {
@@ -73,7 +73,7 @@ func TestHoldsAtomicSemaphore(t *testing.T) {
 			for w := range atomicWorkers {
 				wg.Go(func() {
 					for range atomicRounds {
-						req := store.AcquireLock{Kind: store.HoldSemaphore, Name: name, Owner: "w", TTL: time.Minute, Limit: limit}
+						req := store.HoldRequest{Kind: store.HoldSemaphore, Name: name, Owner: "w", TTL: time.Minute, Limit: limit}
 						g := atomicWait(t, st, req)
 						if !g.Acquired {
 							return
@@ -122,7 +122,7 @@ func TestHoldsAtomicSharedLock(t *testing.T) {
 				wg.Go(func() {
 					exclusive := w%4 == 0
 					for range atomicRounds {
-						req := store.AcquireLock{Kind: store.HoldLock, Name: name, Owner: "w", TTL: time.Minute,
+						req := store.HoldRequest{Kind: store.HoldLock, Name: name, Owner: "w", TTL: time.Minute,
 							Shared: !exclusive, MaxHolders: maxShared}
 						g := atomicWait(t, st, req)
 						if !g.Acquired {
@@ -189,8 +189,8 @@ func TestHoldsAtomicElection(t *testing.T) {
 						}
 						terms.Add(1)
 						leaders.Add(-1)
-						if ok, err := st.Resign(ctx, name, c.Token); err != nil || !ok {
-							t.Errorf("Resign = %v, %v", ok, err)
+						if rel, err := st.ReleaseHold(ctx, store.HoldElection, name, c.Token, ""); err != nil || !rel.Released {
+							t.Errorf("ReleaseHold (resign) = %+v, %v", rel, err)
 						}
 					}
 				})

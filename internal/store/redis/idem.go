@@ -9,12 +9,50 @@ import (
 	"github.com/coordd/coordd/internal/store"
 )
 
+// An idempotency key is one hash (kKey): st "p" processing, "c"
+// completed, "f" failed; fp, the fingerprint; own, the owner's token; dl,
+// the processing deadline µs; ex, when it is forgotten µs; out, the
+// stored outcome.
+
+// idemBeginArgs are lua/idem_begin.lua's: the fingerprint, the owner
+// token, the processing ttl µs, the retention µs of an abandoned key, and
+// RefuseNew (the node is past its memory high-water mark): a key without
+// a record is refused, one with a record still answered, and taken over.
+type idemBeginArgs struct {
+	Fingerprint string `lua:"fingerprint"`
+	Owner       string `lua:"owner"`
+	TTL         int64  `lua:"ttl,int"`
+	Retention   int64  `lua:"retention,int"`
+	RefuseNew   bool   `lua:"refuseNew,bool"`
+}
+
+// idemFinishArgs are lua/idem_finish.lua's: the owner token, State "c"
+// result, "f" terminal failure or "x" retryable failure (the key is
+// deleted), the encoded outcome, the result ttl µs and the key's wake-up
+// channel.
+type idemFinishArgs struct {
+	Owner   string `lua:"owner"`
+	State   string `lua:"state"`
+	Outcome string `lua:"outcome"`
+	TTL     int64  `lua:"ttl,int"`
+	Channel string `lua:"channel"`
+}
+
+// idemExtendArgs are lua/idem_extend.lua's: the owner token and the
+// processing ttl µs.
+type idemExtendArgs struct {
+	Owner string `lua:"owner"`
+	TTL   int64  `lua:"ttl,int"`
+}
+
 // BeginIdempotent implements store.Idempotency.
 func (s *Store) BeginIdempotent(ctx context.Context, req store.BeginIdempotent) (store.IdemState, error) {
 	var st store.IdemState
 	err := s.do(ctx, "BeginIdempotent", s.keys.idem(req.Key), func(ctx context.Context) error {
-		cmd, replicated := s.evalReplicated(ctx, idemBegin, []string{s.keys.idem(req.Key)}, req.Fingerprint, req.OwnerToken,
-			req.ProcessingTTL.Microseconds(), req.Retention.Microseconds())
+		cmd, replicated := s.evalReplicated(ctx, idemBegin, []string{s.keys.idem(req.Key)}, idemBeginArgs{
+			Fingerprint: req.Fingerprint, Owner: req.OwnerToken, TTL: req.ProcessingTTL.Microseconds(),
+			Retention: req.Retention.Microseconds(), RefuseNew: s.memoryHigh(ctx, s.keys.idem(req.Key)),
+		})
 		got, err := decodeBegin(cmd)
 		if err != nil {
 			return err
@@ -42,9 +80,12 @@ func decodeBegin(cmd *redis.Cmd) (store.IdemState, error) {
 	if err != nil {
 		return store.IdemState{}, err
 	}
-	if r.code(codeOK, codeMismatch) != codeOK {
+	if c := r.code(codeOK, codeMismatch, codeMemoryHigh); c != codeOK {
 		if err := r.done(); err != nil {
 			return store.IdemState{}, err
+		}
+		if c == codeMemoryHigh {
+			return store.IdemState{}, store.ErrMemoryHigh
 		}
 		return store.IdemState{}, store.ErrFingerprintMismatch
 	}
@@ -73,8 +114,10 @@ func (s *Store) FinishIdempotent(ctx context.Context, req store.FinishIdempotent
 				kind = "x"
 			}
 		}
-		cmd, replicated := s.evalReplicated(ctx, idemFinish, []string{s.keys.idem(req.Key)}, req.OwnerToken, kind, out,
-			req.ResultTTL.Microseconds(), s.keys.channel(store.IdemTopic(req.Key)))
+		cmd, replicated := s.evalReplicated(ctx, idemFinish, []string{s.keys.idem(req.Key)}, idemFinishArgs{
+			Owner: req.OwnerToken, State: kind, Outcome: out, TTL: req.ResultTTL.Microseconds(),
+			Channel: s.keys.channel(store.IdemTopic(req.Key)),
+		})
 		if err := decodeFinish(cmd); err != nil {
 			return err
 		}
@@ -98,7 +141,7 @@ func decodeFinish(cmd *redis.Cmd) error {
 func (s *Store) ExtendIdempotent(ctx context.Context, key, owner string, ttl time.Duration) (time.Time, error) {
 	var t time.Time
 	err := s.do(ctx, "ExtendIdempotent", s.keys.idem(key), func(ctx context.Context) (err error) {
-		t, err = decodeIdemExtend(s.eval(ctx, idemExtend, []string{s.keys.idem(key)}, owner, ttl.Microseconds()))
+		t, err = decodeIdemExtend(s.eval(ctx, idemExtend, []string{s.keys.idem(key)}, idemExtendArgs{owner, ttl.Microseconds()}))
 		return err
 	})
 	return t, err

@@ -43,24 +43,51 @@ func (k keys) holdBase(kind store.HoldKind, name string) string {
 	return k.tag(tag, name)
 }
 
-// hold returns the keys of (kind, name) in the order lua/hold_prelude.lua
-// documents: holders, fence counter, holders by deadline, holders by
-// session, tickets by arrival, tickets by lease, ticket info, exclusive
-// tickets, meta, election log.
+// keyPart is one key of an object's key set: the Lua local a script binds
+// it to (scripts.go), and its suffix after the object's tag.
+type keyPart struct{ lua, suffix string }
+
+// names lists the Lua names of parts, for newScript.
+func names(parts []keyPart) []string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = p.lua
+	}
+	return out
+}
+
+// build returns the keys of parts under tag t.
+func build(t string, parts []keyPart) []string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = t + p.suffix
+	}
+	return out
+}
+
+// holdKeyParts are the keys of one (kind, name), as lua/hold_prelude.lua
+// documents them.
+var holdKeyParts = []keyPart{
+	{"kHolders", ":h"}, {"kFence", ":fence"}, {"kByDeadline", ":dl"}, {"kBySession", ":hs"},
+	{"kTickets", ":q"}, {"kTicketLeases", ":ql"}, {"kTicketInfo", ":qi"}, {"kExclusive", ":qx"},
+	{"kMeta", ":m"}, {"kLog", ":log"},
+}
+
+var holdKeyNames = names(holdKeyParts)
+
+// hold returns the keys of (kind, name), in holdKeyParts' order.
 func (k keys) hold(kind store.HoldKind, name string) []string {
-	t := k.holdBase(kind, name)
-	return []string{t + ":h", t + ":fence", t + ":dl", t + ":hs", t + ":q", t + ":ql", t + ":qi", t + ":qx", t + ":m", t + ":log"}
+	return build(k.holdBase(kind, name), holdKeyParts)
 }
 
-// lock returns a lock's holders and fence counter (hold's first two).
-func (k keys) lock(name string) []string { return k.hold(store.HoldLock, name)[:2] }
+// sessionKeyParts are a session's hash, its holds (of every kind) and its
+// loss reports.
+var sessionKeyParts = []keyPart{{"kSession", ""}, {"kHolds", ":holds"}, {"kLost", ":lost"}}
 
-// session returns a session's hash, its holds (of every kind) and its loss
-// reports.
-func (k keys) session(id string) []string {
-	t := k.tag("s", id)
-	return []string{t, t + ":holds", t + ":lost"}
-}
+var sessionKeyNames = names(sessionKeyParts)
+
+// session returns a session's keys, in sessionKeyParts' order.
+func (k keys) session(id string) []string { return build(k.tag("s", id), sessionKeyParts) }
 
 // sessionIndex returns a namespace's index of live sessions.
 func (k keys) sessionIndex(ns string) string { return k.tag("sn", ns) }
@@ -78,23 +105,30 @@ func (k keys) limit(key string, l store.Limit) []string {
 
 func (k keys) idem(key string) string { return k.tag("i", key) }
 
-// queue returns a queue's keys in the order queue_prelude.lua documents.
-func (k keys) queue(name string) []string {
-	t := k.tag("q", name)
-	return []string{t + ":pending", t + ":inflight", t + ":last", t + ":dead", t + ":msg", t + ":meta",
-		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait"}
+// queueKeyParts are a queue's keys, as lua/queue_prelude.lua documents
+// them.
+var queueKeyParts = []keyPart{
+	{"kPending", ":pending"}, {"kInflight", ":inflight"}, {"kLast", ":last"}, {"kDead", ":dead"},
+	{"kMsg", ":msg"}, {"kMeta", ":meta"}, {"kDeadMsg", ":deadmsg"}, {"kDedup", ":dedup"},
+	{"kDedupExp", ":dedupexp"}, {"kSeq", ":seq"}, {"kReady", ":ready"}, {"kGroupHeads", ":gheads"},
+	{"kGroupWait", ":gwait"},
 }
+
+var queueKeyNames = names(queueKeyParts)
+
+// queue returns a queue's keys, in queueKeyParts' order.
+func (k keys) queue(name string) []string { return build(k.tag("q", name), queueKeyParts) }
 
 // queueParts returns the set of a queue's partition counts
 // (queue_partitionings.lua), in the queue's own slot.
 func (k keys) queueParts(name string) string { return k.tag("q", name) + ":parts" }
 
-// topicTags maps the kind of a store topic (the prefix store.LockTopic,
+// topicTags maps the kind of a store topic (the prefix store.ElectionTopic,
 // IdemTopic, QueueTopic and SessionTopic give it) to the tag kind of its
 // object's keys, whose slot its channel shares.
 // A wait topic (store.WaitTopic: "wait:kind:instance:name") has its own
 // channel per instance in the name's slot.
-var topicTags = map[string]string{"lock": "l", "elect": "e", "idem": "i", "queue": "q", "session": "s", "wait": ""}
+var topicTags = map[string]string{"elect": "e", "idem": "i", "queue": "q", "session": "s", "wait": ""}
 
 // errUnknownTopic: a topic none of store's topic functions made.
 var errUnknownTopic = errors.New("redis: unknown topic kind")
@@ -124,7 +158,7 @@ func (k keys) topicChannel(topic string) (string, error) {
 }
 
 // channel is topicChannel for the store's own calls, which build their
-// topics with store.LockTopic and the like: an unknown kind there is a
+// topics with store.ElectionTopic and the like: an unknown kind there is a
 // programming bug, never a client's input (Subscribe, which takes its
 // topic from outside, checks it with topicChannel).
 func (k keys) channel(topic string) string {

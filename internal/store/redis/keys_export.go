@@ -10,7 +10,7 @@ import "github.com/coordd/coordd/internal/store"
 // counter under prefix. name is
 // the store's name of the lock: "namespace:name" for the server's locks.
 func LockKeys(prefix, name string) (hash, fence string) {
-	k := keys{prefix: prefix}.lock(name)
+	k := keys{prefix: prefix}.hold(store.HoldLock, name)
 	return k[0], k[1]
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 )
 
@@ -191,21 +192,22 @@ func TestKeyLifetimes(t *testing.T) {
 }
 
 // TestHoldKeyLifetimes: a lock's keys end with what they hold. Released
-// with nobody waiting, a lock leaves its fence counter only; while it is
-// held and a waiter queues, every other key has a TTL: the holder's keys
-// its deadline plus the longest lock-delay rounded up to prelude.lua's
-// expiryStep, the queue's (and meta, which
-// keeps the arrival counter) the ticket's lease; the woken grant empties
-// the queue and leaves the holder's keys.
+// with nobody waiting, a lock leaves its fence counter only, which ends
+// the idle name ttl after the last grant; while it is held and a waiter
+// queues, every other key has a TTL: the holder's keys its deadline plus
+// its lock-delay (none for a plain lock) rounded up to prelude.lua's
+// expiryStep, the queue's (and meta, which keeps the arrival counter) the
+// ticket's lease; the woken grant empties the queue and leaves the
+// holder's keys.
 func TestHoldKeyLifetimes(t *testing.T) {
 	s, c := privateStore(t, "lt")
 	ctx := context.Background()
 	k := s.keys.hold(store.HoldLock, "n")
 	h, fence, dl, q, ql, qi, qx, meta := k[0], k[1], k[2], k[4], k[5], k[6], k[7], k[8]
 	pattern := s.keys.prefix + ":{l:*"
-	lock := func(tok string, w *store.WaitTicket) store.LockGrant {
+	lock := func(tok string, w *store.WaitTicket) store.Grant {
 		t.Helper()
-		g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "n", Token: tok, TTL: time.Minute, Owner: "o", Wait: w})
+		g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "n", Token: tok, TTL: time.Minute, Owner: "o", Wait: w})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,14 +215,14 @@ func TestHoldKeyLifetimes(t *testing.T) {
 	}
 	release := func(tok string) {
 		t.Helper()
-		if ok, _, err := s.ReleaseLock(ctx, "n", tok); err != nil || !ok {
+		if ok, _, err := storetest.ReleaseLock(ctx, s, "n", tok); err != nil || !ok {
 			t.Fatalf("ReleaseLock = %v, %v", ok, err)
 		}
 	}
-	// held is the TTL the holder's keys must have: until its deadline plus
-	// the longest lock-delay, rounded up to a whole step.
-	held := func(g store.LockGrant) time.Duration {
-		need := g.ExpireTime.Add(store.MaxLockDelay).UnixMicro()
+	// held is the TTL the holder's keys must have: until its deadline (a
+	// plain lock has no lock-delay), rounded up to a whole step.
+	held := func(g store.Grant) time.Duration {
+		need := g.ExpireTime.UnixMicro()
 		step := ltExpiryStep.Microseconds()
 		// From the grant's time (its deadline less its TTL), a millisecond
 		// more, rounded up (prelude.lua).
@@ -230,9 +232,9 @@ func TestHoldKeyLifetimes(t *testing.T) {
 
 	a := token.New()
 	g := lock(a, nil)
-	ltWant(t, "held", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: -1})
+	ltWant(t, "held", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: DefaultIdleNameTTL})
 	release(a)
-	ltWant(t, "released", ltKeys(t, c, pattern), map[string]time.Duration{fence: -1})
+	ltWant(t, "released", ltKeys(t, c, pattern), map[string]time.Duration{fence: DefaultIdleNameTTL})
 
 	a, b := token.New(), token.New()
 	w := &store.WaitTicket{Ticket: token.New(), Instance: "i", Lease: store.WaitLease}
@@ -241,13 +243,13 @@ func TestHoldKeyLifetimes(t *testing.T) {
 		t.Fatalf("second lock = %+v, want queued", g)
 	}
 	lease := store.WaitLease + time.Millisecond
-	ltWant(t, "held, one waiting", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: -1,
+	ltWant(t, "held, one waiting", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: DefaultIdleNameTTL,
 		q: lease, ql: lease, qi: lease, qx: lease, meta: lease})
 	release(a)
 	if g = lock(b, w); !g.Acquired {
 		t.Fatalf("woken lock = %+v, want acquired", g)
 	}
-	ltWant(t, "the waiter holds it", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: -1})
+	ltWant(t, "the waiter holds it", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: DefaultIdleNameTTL})
 	release(b)
-	ltWant(t, "all released", ltKeys(t, c, pattern), map[string]time.Duration{fence: -1})
+	ltWant(t, "all released", ltKeys(t, c, pattern), map[string]time.Duration{fence: DefaultIdleNameTTL})
 }

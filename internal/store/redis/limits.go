@@ -21,18 +21,29 @@ func (s *Store) AllowAll(ctx context.Context, key string, limits []store.Limit, 
 		return store.Decision{}, err
 	}
 	keys := make([]string, 0, len(limits)+1)
-	args := make([]any, 0, 3+4*len(limits))
-	args = append(args, cost, boolArg(peek), len(limits))
+	args := limitAllowArgs{Cost: cost, Peek: peek, N: len(limits), Params: make([]int64, 0, 4*len(limits))}
 	for _, l := range limits {
 		keys = append(keys, s.keys.limit(key, l)...)
-		args = append(args, int(l.Algorithm), l.Limit, l.Period.Microseconds(), l.Capacity())
+		args.Params = append(args.Params, int64(l.Algorithm), l.Limit, l.Period.Microseconds(), l.Capacity())
 	}
 	var d store.Decision
 	err := s.do(ctx, "Allow", keys[0], func(ctx context.Context) (err error) {
-		d, err = decodeDecision(s.eval(ctx, limitAllow, keys, args...), len(limits))
+		d, err = decodeDecision(s.eval(ctx, limitAllow, keys, args), len(limits))
 		return err
 	})
 	return d, err
+}
+
+// limitAllowArgs are lua/limit_allow.lua's, on limiterKeys, each limit's
+// limiter keys in order (limit_prelude.lua: two for a sliding log, else
+// one): the cost, Peek (decide, take nothing), the number of limits N, and
+// per limit four Params: its algorithm (store.Algorithm), limit, period µs
+// and capacity.
+type limitAllowArgs struct {
+	Cost   int64   `lua:"cost,int"`
+	Peek   bool    `lua:"peek,bool"`
+	N      int     `lua:"n,int"`
+	Params []int64 `lua:"params,intrest"`
 }
 
 // decodeDecision reads limit_allow.lua's reply to a call of n limits.

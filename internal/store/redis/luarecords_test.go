@@ -88,11 +88,11 @@ func (r *luaRun) handoffTickets(t *testing.T) {
 	const inst = "0123456789abcdef"
 	for i := 0; i < 30; i++ {
 		name := "ns:" + lrString(rng, 40)
-		h := store.AcquireLock{Kind: store.HoldLock, Name: name, Token: token.New(), TTL: time.Hour}
+		h := store.HoldRequest{Kind: store.HoldLock, Name: name, Token: token.New(), TTL: time.Hour}
 		if g, err := r.s.AcquireHold(r.ctx, h); err != nil || !g.Acquired {
 			t.Fatalf("case %d: AcquireHold: %+v, %v", i, g, err)
 		}
-		w := store.AcquireLock{Kind: store.HoldLock, Name: name, Token: lrString(rng, 40), Owner: lrString(rng, 60),
+		w := store.HoldRequest{Kind: store.HoldLock, Name: name, Token: lrString(rng, 40), Owner: lrString(rng, 60),
 			TTL:  time.Duration(1+rng.IntN(1000)) * time.Second,
 			Wait: &store.WaitTicket{Ticket: token.New(), Instance: inst, Lease: time.Hour}}
 		if g, err := r.s.AcquireHold(r.ctx, w); err != nil || !g.Queued {
@@ -376,7 +376,7 @@ func (r *luaRun) acquireLocks(t *testing.T, i int, sid string) []lrHeld {
 		if rng.IntN(2) == 0 {
 			hold = time.Duration(1+rng.IntN(3)) * time.Second
 		}
-		g, err := r.s.AcquireLock(r.ctx, store.AcquireLock{Name: name, Token: token.New(), Owner: lrString(rng, 20),
+		g, err := r.s.AcquireHold(r.ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: token.New(), Owner: lrString(rng, 20),
 			MaxHold: hold, SessionID: sid})
 		if err != nil || !g.Acquired {
 			t.Fatalf("case %d: AcquireLock(%q): %+v, %v", i, name, g, err)

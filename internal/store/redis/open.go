@@ -50,6 +50,11 @@ type Config struct {
 	BreakerFailures int
 	BreakerCooldown time.Duration
 	MaxBatch        int
+	// IdleNameTTL is Options.IdleNameTTL (redis.idle_name_ttl).
+	IdleNameTTL time.Duration
+	// MemoryHighWater is EvictionOptions.HighWater
+	// (redis.memory_high_water; 0: off).
+	MemoryHighWater float64
 	// AllowEviction lets the store serve from masters whose
 	// maxmemory-policy may evict keys (EvictionOptions.Allow).
 	AllowEviction bool
@@ -84,6 +89,8 @@ func DefaultConfig() Config {
 		BreakerFailures: 5,
 		BreakerCooldown: time.Second,
 		MaxBatch:        64,
+		IdleNameTTL:     DefaultIdleNameTTL,
+		MemoryHighWater: 0.9,
 	}
 }
 
@@ -221,7 +228,8 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 		Client: client, Prefix: c.Prefix, Timeout: c.Timeout, Breakers: breakers,
 		WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout, Clock: c.Clock,
 		Observe: c.Observe, Trace: c.Trace, MaxBatch: c.MaxBatch, DeadLetterTTL: c.DeadLetterTTL,
-		Eviction: EvictionOptions{Allow: c.AllowEviction, OnPolicy: func(node, policy string) {
+		IdleNameTTL: c.IdleNameTTL,
+		Eviction: EvictionOptions{Allow: c.AllowEviction, HighWater: c.MemoryHighWater, OnPolicy: func(node, policy string) {
 			switch {
 			case policy == NoEviction:
 				log.Info("redis node has maxmemory-policy noeviction", "node", node)

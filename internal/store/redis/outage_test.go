@@ -23,6 +23,7 @@ import (
 	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/redis"
+	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 )
 
@@ -400,7 +401,7 @@ func (fx *fenceFixture) exists(t *testing.T, name string) int64 {
 func (fx *fenceFixture) use(t *testing.T, phase, name string, n int) {
 	t.Helper()
 	for range n {
-		var g store.LockGrant
+		var g store.Grant
 		tok := token.New()
 		var attempts int
 		err := poll(20*time.Second, func() error {
@@ -408,14 +409,14 @@ func (fx *fenceFixture) use(t *testing.T, phase, name string, n int) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			var err error
-			g, err = fx.st.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: "fence-test", TTL: 2 * time.Second})
+			g, err = fx.st.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, Owner: "fence-test", TTL: 2 * time.Second})
 			if err != nil {
 				return err
 			}
 			if !g.Acquired {
 				// An uncertain earlier attempt of this token may hold
 				// it: release by token and try again.
-				_, _, _ = fx.st.ReleaseLock(ctx, name, tok)
+				_, _, _ = storetest.ReleaseLock(ctx, fx.st, name, tok)
 				return fmt.Errorf("not acquired (holder %q)", g.Holder)
 			}
 			return nil
@@ -432,7 +433,7 @@ func (fx *fenceFixture) use(t *testing.T, phase, name string, n int) {
 			t.Logf("%s: %s: acquired after %d attempts", phase, name, attempts)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		ok, _, err := fx.st.ReleaseLock(ctx, name, tok)
+		ok, _, err := storetest.ReleaseLock(ctx, fx.st, name, tok)
 		cancel()
 		if err != nil || !ok {
 			t.Fatalf("%s: ReleaseLock %s = %v, %v; want released", phase, name, ok, err)
@@ -544,7 +545,7 @@ func (fx *fenceFixture) reachPromoted(t *testing.T, dead, promoted *redistest.Se
 		return poll(timeout, func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, err := fx.st.GetLock(ctx, main)
+			_, err := fx.st.GetHolds(ctx, store.HoldLock, main)
 			return err
 		})
 	}
@@ -558,7 +559,7 @@ func (fx *fenceFixture) reachPromoted(t *testing.T, dead, promoted *redistest.Se
 		var sample error
 		for i := range 40 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, err := fx.st.GetLock(ctx, fx.names[1+i%(len(fx.names)-1)])
+			_, err := fx.st.GetHolds(ctx, store.HoldLock, fx.names[1+i%(len(fx.names)-1)])
 			cancel()
 			if err != nil {
 				failed++

@@ -100,7 +100,7 @@ func onePerNode(t *testing.T, name string, nodes []string, masters int) {
 	topics := make([]string, n)
 	subs := make([]*store.Subscription, n)
 	for i := range topics {
-		topics[i] = store.LockTopic("ns:L" + strconv.Itoa(i))
+		topics[i] = store.ElectionTopic("ns:L" + strconv.Itoa(i))
 		if subs[i], err = s.Subscribe(ctx, topics[i]); err != nil {
 			t.Fatalf("Subscribe %d: %v", i, err)
 		}
@@ -242,7 +242,7 @@ func noDialWhileOpen(t *testing.T, addrs []string, masterFor func(string) string
 	target := masterFor(s.keys.limit("ns:k", lim)[0])
 	var topic string
 	for i := 0; topic == ""; i++ {
-		if tp := store.LockTopic("ns:L" + strconv.Itoa(i)); masterFor(s.keys.channel(tp)) == target {
+		if tp := store.ElectionTopic("ns:L" + strconv.Itoa(i)); masterFor(s.keys.channel(tp)) == target {
 			topic = tp
 		}
 	}
@@ -296,10 +296,10 @@ func wakesAfterReconnect(t *testing.T, addrs []string, masterFor func(string) *r
 	s := openStore(t, coorddConfig(addrs, time.Second))
 	c := s.Client()
 	// Three topics of one node.
-	node := masterFor(s.keys.channel(store.LockTopic("ns:L0")))
+	node := masterFor(s.keys.channel(store.ElectionTopic("ns:L0")))
 	var topics []string
 	for i := 0; len(topics) < 3; i++ {
-		if tp := store.LockTopic("ns:L" + strconv.Itoa(i)); masterFor(s.keys.channel(tp)) == node {
+		if tp := store.ElectionTopic("ns:L" + strconv.Itoa(i)); masterFor(s.keys.channel(tp)) == node {
 			topics = append(topics, tp)
 		}
 	}
@@ -349,7 +349,7 @@ func TestPubSubFrozenNodeRecovers(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, coorddConfig([]string{srv.Addr()}, 300*time.Millisecond))
 	c := s.Client()
-	topic := store.LockTopic("ns:L")
+	topic := store.ElectionTopic("ns:L")
 	sub, err := s.Subscribe(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +395,7 @@ func churn(t *testing.T, addrs []string) {
 	c := s.Client()
 	topics := make([]string, 6)
 	for i := range topics {
-		topics[i] = store.LockTopic("ns:C" + strconv.Itoa(i))
+		topics[i] = store.ElectionTopic("ns:C" + strconv.Itoa(i))
 	}
 	var wg sync.WaitGroup
 	for g := range 16 {

@@ -18,27 +18,119 @@ import (
 // Claim and Redrive first do the queue's upkeep, and scripts that change
 // the queue last give its keys their lifetimes (lua/queue_prelude.lua).
 
-// queueArgs are a queue script's arguments: the dead-letter ttl (ARGV[3])
-// and the queue's wake-up channel (ARGV[4]) before args.
-func (s *Store) queueArgs(queue string, args ...any) []any {
-	return append([]any{s.deadTTL.Microseconds(), s.keys.channel(store.QueueTopic(queue))}, args...)
+// queueArgs are the arguments every queue script starts with (after the
+// time's), as lua/queue_prelude.lua uses them.
+type queueArgs struct {
+	DeadTTL int64  `lua:"deadTTL,int"` // µs a dead letter is kept
+	Channel string `lua:"wakeChannel"` // the queue's wake-up channel
 }
 
-// queueEval runs a queue script with queueArgs.
-func (s *Store) queueEval(ctx context.Context, sc *script, queue string, args ...any) *redis.Cmd {
-	return s.eval(ctx, sc, s.keys.queue(queue), s.queueArgs(queue, args...)...)
+func (s *Store) queueArgs(queue string) queueArgs {
+	return queueArgs{DeadTTL: s.deadTTL.Microseconds(), Channel: s.keys.channel(store.QueueTopic(queue))}
+}
+
+// queueEval runs a queue script on queue.
+func (s *Store) queueEval(ctx context.Context, sc *script, queue string, args scriptArgs) *redis.Cmd {
+	return s.eval(ctx, sc, s.keys.queue(queue), args)
+}
+
+// queueEnqueueArgs are lua/queue_enqueue.lua's.
+type queueEnqueueArgs struct {
+	queueArgs
+	ID          string `lua:"id"`
+	Encoded     string `lua:"encoded"`         // the encoded message (codec.go)
+	Delay       int64  `lua:"delay,int"`       // µs
+	DeliverAt   int64  `lua:"deliverAt,int"`   // µs; -1: use the delay
+	MaxAttempts int    `lua:"maxAttempts,int"` //
+	DedupID     string `lua:"dedup"`           // "": none
+	DedupWindow int64  `lua:"dedupWindow,int"` // µs
+	Priority    int    `lua:"prio,int"`        // 0 to 9
+	Group       string `lua:"group"`           // "": none
+	Cap         int    `lua:"cap,int"`         // the most messages the queue may hold, dead letters included (0: no cap)
+}
+
+// queueClaimArgs are lua/queue_claim.lua's: the visibility timeout µs and
+// one claim token per message wanted (at most queue.max_claim_messages:
+// bounded work).
+type queueClaimArgs struct {
+	queueArgs
+	Visibility int64    `lua:"visibility,int"`
+	Tokens     []string `lua:"tokens,rest"`
+}
+
+// queueAckArgs are lua/queue_ack.lua's: the receipts (at most
+// queue.max_claim_messages: bounded work).
+type queueAckArgs struct {
+	queueArgs
+	Receipts []string `lua:"receipts,rest"`
+}
+
+// queueNackArgs are lua/queue_nack.lua's: the receipt and the delay µs.
+type queueNackArgs struct {
+	queueArgs
+	Receipt string `lua:"receipt"`
+	Delay   int64  `lua:"delay,int"`
+}
+
+// queueExtendArgs are lua/queue_extend.lua's: the receipt and the
+// visibility µs.
+type queueExtendArgs struct {
+	queueArgs
+	Receipt    string `lua:"receipt"`
+	Visibility int64  `lua:"visibility,int"`
+}
+
+// queueRedriveArgs are lua/queue_redrive.lua's and
+// lua/queue_purge_dead.lua's: at most this many (bounded work).
+type queueRedriveArgs struct {
+	queueArgs
+	Max int `lua:"max,int"`
+}
+
+// queueRedriveIDsArgs are lua/queue_redrive_ids.lua's: message IDs (at
+// most 10 × queue.max_claim_messages: bounded work).
+type queueRedriveIDsArgs struct {
+	queueArgs
+	IDs []string `lua:"ids,rest"`
+}
+
+// queueListDeadArgs are lua/queue_list_dead.lua's: the position (its
+// death µs, -1: from the start, and its ref: sequence number and ID), at
+// most Max dead letters (store.MaxListDead) and Preview bytes of each
+// payload (store.MaxDeadPreview).
+type queueListDeadArgs struct {
+	queueArgs
+	At      int64  `lua:"at,int"`
+	AtRef   string `lua:"atRef"`
+	Max     int    `lua:"max,int"`
+	Preview int    `lua:"preview,int"`
+}
+
+// queuePartitioningsArgs are lua/queue_partitionings.lua's: the queue's
+// partition count k, added to its set of counts (kParts: in the queue's
+// own slot, with no expiry: a count never leaves it, so that every
+// partition that may hold a message is visited; one small set per queue
+// configured with partitions).
+type queuePartitioningsArgs struct {
+	Partitions int `lua:"partitions"`
 }
 
 // Enqueue implements store.Queues.
 func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (store.Enqueued, error) {
 	var e store.Enqueued
 	err := s.do(ctx, "Enqueue", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		if s.memoryHigh(ctx, s.keys.queue(queue)[0]) {
+			return store.ErrMemoryHigh
+		}
 		deliver := int64(-1)
 		if !m.DeliverTime.IsZero() {
 			deliver = m.DeliverTime.Truncate(time.Microsecond).UnixMicro()
 		}
-		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), s.queueArgs(queue, m.ID, encodeMessage(m.Payload),
-			m.Delay.Microseconds(), deliver, m.MaxAttempts, m.DedupID, m.DedupWindow.Microseconds(), m.Priority, m.Group)...)
+		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), queueEnqueueArgs{
+			queueArgs: s.queueArgs(queue), ID: m.ID, Encoded: encodeMessage(m.Payload), Delay: m.Delay.Microseconds(),
+			DeliverAt: deliver, MaxAttempts: m.MaxAttempts, DedupID: m.DedupID, DedupWindow: m.DedupWindow.Microseconds(),
+			Priority: m.Priority, Group: m.Group, Cap: m.MaxMessages,
+		})
 		if e, err = decodeEnqueue(cmd); err != nil {
 			return err
 		}
@@ -59,7 +151,14 @@ func decodeEnqueue(cmd *redis.Cmd) (store.Enqueued, error) {
 	if err != nil {
 		return store.Enqueued{}, err
 	}
-	dup := r.code(codeOK, codeDuplicate) == codeDuplicate
+	c := r.code(codeOK, codeDuplicate, codeQueueFull)
+	if c == codeQueueFull {
+		if err := r.done(); err != nil {
+			return store.Enqueued{}, err
+		}
+		return store.Enqueued{}, store.ErrQueueFull
+	}
+	dup := c == codeDuplicate
 	id, deliver := r.str(1), r.int(2)
 	if err := r.done(); err != nil {
 		return store.Enqueued{}, err
@@ -71,12 +170,7 @@ func decodeEnqueue(cmd *redis.Cmd) (store.Enqueued, error) {
 func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store.Claimed, error) {
 	var c store.Claimed
 	err := s.do(ctx, "Claim", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		args := make([]any, 0, 1+len(req.Tokens))
-		args = append(args, req.Visibility.Microseconds())
-		for _, t := range req.Tokens {
-			args = append(args, t)
-		}
-		c, err = decodeClaim(s.queueEval(ctx, queueClaim, queue, args...))
+		c, err = decodeClaim(s.queueEval(ctx, queueClaim, queue, queueClaimArgs{s.queueArgs(queue), req.Visibility.Microseconds(), req.Tokens}))
 		return err
 	})
 	return c, err
@@ -122,11 +216,7 @@ func decodeClaim(cmd *redis.Cmd) (store.Claimed, error) {
 func (s *Store) Ack(ctx context.Context, queue string, receipts []string) ([]bool, error) {
 	var acked []bool
 	err := s.do(ctx, "Ack", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		args := make([]any, 0, len(receipts))
-		for _, r := range receipts {
-			args = append(args, r)
-		}
-		acked, err = decodeAck(s.queueEval(ctx, queueAck, queue, args...), len(receipts))
+		acked, err = decodeAck(s.queueEval(ctx, queueAck, queue, queueAckArgs{s.queueArgs(queue), receipts}), len(receipts))
 		return err
 	})
 	if err != nil {
@@ -158,7 +248,7 @@ func decodeAck(cmd *redis.Cmd, n int) ([]bool, error) {
 func (s *Store) Nack(ctx context.Context, queue, receipt string, delay time.Duration) (store.Nacked, error) {
 	var n store.Nacked
 	err := s.do(ctx, "Nack", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		n, err = decodeNack(s.queueEval(ctx, queueNack, queue, receipt, delay.Microseconds()))
+		n, err = decodeNack(s.queueEval(ctx, queueNack, queue, queueNackArgs{s.queueArgs(queue), receipt, delay.Microseconds()}))
 		return err
 	})
 	return n, err
@@ -191,7 +281,7 @@ func decodeNack(cmd *redis.Cmd) (store.Nacked, error) {
 func (s *Store) ExtendClaim(ctx context.Context, queue, receipt string, visibility time.Duration) (time.Time, error) {
 	var t time.Time
 	err := s.do(ctx, "ExtendClaim", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		t, err = decodeQueueExtend(s.queueEval(ctx, queueExtend, queue, receipt, visibility.Microseconds()))
+		t, err = decodeQueueExtend(s.queueEval(ctx, queueExtend, queue, queueExtendArgs{s.queueArgs(queue), receipt, visibility.Microseconds()}))
 		return err
 	})
 	return t, err
@@ -220,7 +310,7 @@ func decodeQueueExtend(cmd *redis.Cmd) (time.Time, error) {
 func (s *Store) Stats(ctx context.Context, queue string) (store.QueueStats, error) {
 	var st store.QueueStats
 	err := s.do(ctx, "Stats", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		st, err = decodeStats(s.queueEval(ctx, queueStats, queue))
+		st, err = decodeStats(s.queueEval(ctx, queueStats, queue, s.queueArgs(queue)))
 		return err
 	})
 	return st, err
@@ -243,7 +333,7 @@ func decodeStats(cmd *redis.Cmd) (store.QueueStats, error) {
 func (s *Store) Redrive(ctx context.Context, queue string, max int) (int, error) {
 	var n int
 	err := s.do(ctx, "Redrive", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		n, err = decodeRedrive(s.queueEval(ctx, queueRedrive, queue, max))
+		n, err = decodeRedrive(s.queueEval(ctx, queueRedrive, queue, queueRedriveArgs{s.queueArgs(queue), max}))
 		return err
 	})
 	return n, err
@@ -262,11 +352,7 @@ func decodeRedrive(cmd *redis.Cmd) (int, error) {
 func (s *Store) RedriveIDs(ctx context.Context, queue string, ids []string) (int, error) {
 	var n int
 	err := s.do(ctx, "RedriveIDs", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		args := make([]any, len(ids))
-		for i, id := range ids {
-			args[i] = id
-		}
-		n, err = decodeRedriveIDs(s.queueEval(ctx, queueRedriveIDs, queue, args...), len(ids))
+		n, err = decodeRedriveIDs(s.queueEval(ctx, queueRedriveIDs, queue, queueRedriveIDsArgs{s.queueArgs(queue), ids}), len(ids))
 		return err
 	})
 	return n, err
@@ -290,7 +376,7 @@ func (s *Store) ListDead(ctx context.Context, queue string, after store.DeadPos,
 		at, ref = after.DeadTime.UnixMicro(), fmt.Sprintf("%016x", after.Seq)+after.ID
 	}
 	err := s.do(ctx, "ListDead", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		out, err = decodeListDead(s.queueEval(ctx, queueListDead, queue, at, ref, max, preview), max, preview)
+		out, err = decodeListDead(s.queueEval(ctx, queueListDead, queue, queueListDeadArgs{s.queueArgs(queue), at, ref, max, preview}), max, preview)
 		return err
 	})
 	return out, err
@@ -338,7 +424,7 @@ func decodeListDead(cmd *redis.Cmd, max, preview int) ([]store.DeadLetter, error
 // PurgeDead implements store.Queues.
 func (s *Store) PurgeDead(ctx context.Context, queue string, max int) (purged, remaining int64, err error) {
 	err = s.do(ctx, "PurgeDead", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		purged, remaining, err = decodePurgeDead(s.queueEval(ctx, queuePurgeDead, queue, max), max)
+		purged, remaining, err = decodePurgeDead(s.queueEval(ctx, queuePurgeDead, queue, queueRedriveArgs{s.queueArgs(queue), max}), max)
 		return err
 	})
 	return purged, remaining, err
@@ -394,7 +480,7 @@ func (s *Store) Partitionings(ctx context.Context, queue string, k int) ([]int, 
 	var ks []int
 	key := s.keys.queueParts(queue)
 	err := s.do(ctx, "Partitionings", key, func(ctx context.Context) (err error) {
-		cmd, replicated := s.evalReplicated(ctx, queuePartitionings, []string{key}, k)
+		cmd, replicated := s.evalReplicated(ctx, queuePartitionings, []string{key}, queuePartitioningsArgs{k})
 		if ks, err = decodePartitionings(cmd); err != nil {
 			return err
 		}

@@ -179,7 +179,7 @@ func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 	ctx := context.Background()
 	sid := rgSession(t, s, 10*time.Second, 0)
 
-	var gB store.LockGrant
+	var gB store.Grant
 	var errB error
 	rgSet(h, h.after, sessionDeadline, func() {
 		clk.Advance(9 * time.Second)
@@ -189,10 +189,10 @@ func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 	})
 	rgSet(h, h.before, sessionAddHold, func() {
 		clk.Advance(2 * time.Second)
-		gB, errB = s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: token.New(), Owner: "B", TTL: 30 * time.Second})
+		gB, errB = s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L", Token: token.New(), Owner: "B", TTL: 30 * time.Second})
 	})
 	tokA := token.New()
-	gA, errA := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: tokA, Owner: "A", SessionID: sid})
+	gA, errA := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L", Token: tokA, Owner: "A", SessionID: sid})
 	if errB != nil || !gB.Acquired {
 		t.Fatalf("B's AcquireLock of the expired lock = %+v, %v; want acquired (the interleaving was not forced)", gB, errB)
 	}
@@ -202,7 +202,7 @@ func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 	if !errors.Is(errA, store.ErrUnavailable) || !strings.Contains(fmt.Sprint(errA), errLostInFlight.Error()) {
 		t.Errorf("A's AcquireLock error = %v; want errLostInFlight (store.ErrUnavailable)", errA)
 	}
-	info, err := s.GetLock(ctx, "ns:L")
+	info, err := s.GetHolds(ctx, store.HoldLock, "ns:L")
 	if err != nil || !info.Held || info.Owner != "B" || info.Fence != gB.Fence {
 		t.Errorf("GetLock = %+v, %v; want held by B with fence %d", info, err, gB.Fence)
 	}
@@ -211,7 +211,7 @@ func TestRegressionLostInFlightIsNotAGrant(t *testing.T) {
 	if err != nil || st.Expired || len(st.Lost) != 0 {
 		t.Errorf("CheckSession after the lost acquire = %+v, %v; want live, nothing lost", st, err)
 	}
-	if ok, _, err := s.ReleaseLock(ctx, "ns:L", tokA); err != nil || ok {
+	if ok, _, err := storetest.ReleaseLock(ctx, s, "ns:L", tokA); err != nil || ok {
 		t.Errorf("ReleaseLock with A's token = %v, %v; want not released (B holds it)", ok, err)
 	}
 }
@@ -250,7 +250,7 @@ func TestRegressionAcquireNeverShortensLease(t *testing.T) {
 		clk.Advance(4 * time.Second)
 		k2, k2err = s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 0)
 	})
-	g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: token.New(), Owner: "A", SessionID: sid})
+	g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L", Token: token.New(), Owner: "A", SessionID: sid})
 	if err != nil || !g.Acquired {
 		t.Fatalf("AcquireLock = %+v, %v; want acquired", g, err)
 	}
@@ -261,7 +261,7 @@ func TestRegressionAcquireNeverShortensLease(t *testing.T) {
 		t.Fatalf("K2 = %+v, %v; want the session until %v, nothing lost", k2, k2err, want)
 	}
 	clk.Advance(7 * time.Second) // T0+12
-	info, err := s.GetLock(ctx, "ns:L")
+	info, err := s.GetHolds(ctx, store.HoldLock, "ns:L")
 	if want := rgT0.Add(15 * time.Second); err != nil || !info.Held || !info.ExpireTime.Equal(want) {
 		t.Errorf("GetLock at T0+12 = %+v, %v; want held until %v (K2's renewal), not cut back to T0+11", info, err, want)
 	}
@@ -292,7 +292,7 @@ func TestRegressionSessionDeadlineNeverShortens(t *testing.T) {
 	rgSet(h, h.after, sessionDeadline, func() {
 		shrunk, shrunkErr = s.KeepAliveSession(ctx, store.SessionRef{ID: sid}, 5*time.Second)
 	})
-	g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: token.New(), Owner: "A", SessionID: sid})
+	g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L", Token: token.New(), Owner: "A", SessionID: sid})
 	if err != nil || !g.Acquired {
 		t.Fatalf("AcquireLock = %+v, %v; want acquired", g, err)
 	}
@@ -301,7 +301,7 @@ func TestRegressionSessionDeadlineNeverShortens(t *testing.T) {
 	}
 	clk.Advance(6 * time.Second)
 	st, stErr := s.CheckSession(ctx, store.SessionRef{ID: sid})
-	info, err := s.GetLock(ctx, "ns:L")
+	info, err := s.GetHolds(ctx, store.HoldLock, "ns:L")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,19 +333,19 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 			ctx := context.Background()
 			sid := rgSession(t, s, 10*time.Second, 0)
 			t1 := token.New()
-			if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: t1, Owner: "A", SessionID: sid}); err != nil || !g.Acquired {
+			if g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L", Token: t1, Owner: "A", SessionID: sid}); err != nil || !g.Acquired {
 				t.Fatalf("AcquireLock = %+v, %v", g, err)
 			}
-			var g2 store.LockGrant
+			var g2 store.Grant
 			forced := false
 			rgSet(h, h.pipeline, holdSession, func() {
 				forced = true
-				if ok, _, err := s.ReleaseLock(ctx, "ns:L", t1); err != nil || !ok {
+				if ok, _, err := storetest.ReleaseLock(ctx, s, "ns:L", t1); err != nil || !ok {
 					t.Errorf("ReleaseLock = %v, %v", ok, err)
 				}
 				if relock {
 					var err error
-					if g2, err = s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L", Token: token.New(), Owner: "A", SessionID: sid}); err != nil || !g2.Acquired {
+					if g2, err = s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L", Token: token.New(), Owner: "A", SessionID: sid}); err != nil || !g2.Acquired {
 						t.Errorf("AcquireLock again = %+v, %v", g2, err)
 					}
 				}
@@ -357,7 +357,7 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 			if err != nil || len(st.Lost) != 0 {
 				t.Fatalf("KeepAliveSession = %+v, %v; want nothing lost (ns:L was released by its token)", st, err)
 			}
-			info, err := s.GetLock(ctx, "ns:L")
+			info, err := s.GetHolds(ctx, store.HoldLock, "ns:L")
 			if err != nil || info.Held != relock || (relock && info.Fence != g2.Fence) {
 				t.Errorf("GetLock = %+v, %v; want held=%v (fence %d)", info, err, relock, g2.Fence)
 			}
@@ -373,11 +373,11 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 // keeps waking its waiters after its slot's master fails over.
 //
 // Forced input: a private Cluster of 3 masters with a replica each; a waiter
-// on lock L; CLUSTER FAILOVER on the replica of L's master. Redis then ends
+// on queue L; CLUSTER FAILOVER on the replica of L's master. Redis then ends
 // the old master's shard subscriptions with a pushed "sunsubscribe", which
 // go-redis does not act on. The old code woke the waiters once for that
 // message and then listened to nothing: no node had a subscriber, and
-// releases of L woke no one. Now the store subscribes again on the slot's
+// enqueues into L woke no one. Now the store subscribes again on the slot's
 // new owner.
 func TestRegressionPubSubSurvivesFailover(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
@@ -385,35 +385,27 @@ func TestRegressionPubSubSurvivesFailover(t *testing.T) {
 	s := openStore(t, Config{Addrs: c.Addrs(), Timeout: 2 * time.Second})
 	ctx := context.Background()
 	name := "ns:L"
-	key, channel := s.keys.lock(name)[0], s.keys.channel(store.LockTopic(name))
-	sub, err := s.Subscribe(ctx, store.LockTopic(name))
+	key, channel := s.keys.queue(name)[0], s.keys.channel(store.QueueTopic(name))
+	sub, err := s.Subscribe(ctx, store.QueueTopic(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
 
-	// releaseWakes acquires and releases L and reports whether sub woke.
-	releaseWakes := func() bool {
+	// enqueueWakes enqueues into L (whose wake-up a waiting Claim listens
+	// for) and reports whether sub woke.
+	enqueueWakes := func() bool {
 		t.Helper()
 		rgDrain(sub)
-		tok := token.New()
-		var g store.LockGrant
 		var err error
-		uncertain := false // an attempt failed: it may have acquired L for tok
-		for range 20 {     // the cluster may still be settling after the failover
-			if g, err = s.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: "a", TTL: time.Minute}); err == nil {
+		for range 20 { // the cluster may still be settling after the failover
+			if _, err = s.Enqueue(ctx, name, store.NewMessage{ID: token.New(), Payload: []byte("p"), MaxAttempts: 1}); err == nil {
 				break
 			}
-			uncertain = true
 			time.Sleep(250 * time.Millisecond)
 		}
-		// Held by "a" after a failed attempt: that attempt acquired it (only
-		// this test locks L); the release below checks it is tok's.
-		if err != nil || !g.Acquired && !(uncertain && g.Holder == "a") {
-			t.Fatalf("AcquireLock = %+v, %v", g, err)
-		}
-		if ok, _, err := s.ReleaseLock(ctx, name, tok); err != nil || !ok {
-			t.Fatalf("ReleaseLock = %v, %v", ok, err)
+		if err != nil {
+			t.Fatalf("Enqueue: %v", err)
 		}
 		select {
 		case <-sub.C():
@@ -422,8 +414,8 @@ func TestRegressionPubSubSurvivesFailover(t *testing.T) {
 			return false
 		}
 	}
-	if !releaseWakes() {
-		t.Fatal("a release did not wake the waiter before any failover")
+	if !enqueueWakes() {
+		t.Fatal("an enqueue did not wake the waiter before any failover")
 	}
 
 	old := c.MasterFor(key)
@@ -452,7 +444,7 @@ func TestRegressionPubSubSurvivesFailover(t *testing.T) {
 
 	// Some node of the shard must have a subscriber to L's channel again.
 	// (Waiting for it first keeps the wake-up that follows a resubscription
-	// from passing for the release's.)
+	// from passing for the enqueue's.)
 	deadline = time.Now().Add(10 * time.Second)
 	for n := 0; n == 0; {
 		for _, a := range []string{old.Addr(), replica.Addr()} {
@@ -467,8 +459,8 @@ func TestRegressionPubSubSurvivesFailover(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for i := range 2 {
-		if !releaseWakes() {
-			t.Fatalf("release %d after the failover did not wake the waiter", i+1)
+		if !enqueueWakes() {
+			t.Fatalf("enqueue %d after the failover did not wake the waiter", i+1)
 		}
 	}
 }
@@ -538,23 +530,23 @@ func TestRegressionReplicaShortfallIsNotAnOutage(t *testing.T) {
 	// The holder, through a store that does not wait for replicas.
 	plain, _, _ := rgStandalone(t, addr, nil, Config{Prefix: prefix})
 	ctx := context.Background()
-	if g, err := plain.AcquireLock(ctx, store.AcquireLock{Name: "ns:held", Token: token.New(), Owner: "holder", TTL: time.Minute}); err != nil || !g.Acquired {
+	if g, err := plain.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:held", Token: token.New(), Owner: "holder", TTL: time.Minute}); err != nil || !g.Acquired {
 		t.Fatalf("holder's AcquireLock = %+v, %v", g, err)
 	}
 
 	for i := range 3 {
-		g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:held", Token: token.New(), Owner: "me", TTL: time.Minute})
+		g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:held", Token: token.New(), Owner: "me", TTL: time.Minute})
 		if err != nil || g.Acquired || g.Holder != "holder" {
 			t.Fatalf("contended AcquireLock %d = %+v, %v; want not acquired, held by holder, no error", i, g, err)
 		}
 	}
 	for i := range 3 {
 		name, tok := fmt.Sprintf("ns:free%d", i), token.New()
-		_, err := s.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: "me", TTL: time.Minute})
+		_, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, Owner: "me", TTL: time.Minute})
 		if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(fmt.Sprint(err), errNotReplicated.Error()) {
 			t.Fatalf("unreplicated grant %d = %v; want errNotReplicated (store.ErrUnavailable)", i, err)
 		}
-		if ok, _, err := s.ReleaseLock(ctx, name, tok); err != nil || !ok {
+		if ok, _, err := storetest.ReleaseLock(ctx, s, name, tok); err != nil || !ok {
 			t.Fatalf("ReleaseLock of the uncertain grant %d = %v, %v; want released", i, ok, err)
 		}
 	}
@@ -588,18 +580,18 @@ func TestRegressionBreakerChargesTheFailingNode(t *testing.T) {
 	var lockName, limitKey string
 	for i := 0; lockName == "" || limitKey == ""; i++ {
 		n := "ns:" + strconv.Itoa(i)
-		if lockName == "" && c.MasterFor(s.keys.lock(n)[0]).Addr() != a {
+		if lockName == "" && c.MasterFor(s.keys.hold(store.HoldLock, n)[0]).Addr() != a {
 			lockName = n
 		}
 		if limitKey == "" && c.MasterFor(s.keys.limit(n, lim)[0]).Addr() == a {
 			limitKey = n
 		}
 	}
-	b := c.MasterFor(s.keys.lock(lockName)[0]).Addr()
+	b := c.MasterFor(s.keys.hold(store.HoldLock, lockName)[0]).Addr()
 	if _, err := s.CreateSession(ctx, sid, time.Minute, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: lockName, Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
+	if g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: lockName, Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
 		t.Fatalf("AcquireLock = %+v, %v", g, err)
 	}
 
@@ -637,7 +629,7 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 	sid := rgSession(t, s, time.Minute, 0)
 	names := []string{"ns:L1", "ns:L2"}
 	for _, n := range names {
-		if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: n, Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
+		if g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: n, Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
 			t.Fatalf("AcquireLock(%s) = %+v, %v", n, g, err)
 		}
 	}
@@ -647,11 +639,11 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 	}
 	// Half closed: the locks are still held, the session takes nothing new.
 	for _, n := range names {
-		if info, err := s.GetLock(ctx, n); err != nil || !info.Held {
+		if info, err := s.GetHolds(ctx, store.HoldLock, n); err != nil || !info.Held {
 			t.Fatalf("GetLock(%s) after the failed close = %+v, %v; want held (the release never ran)", n, info, err)
 		}
 	}
-	if _, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L3", Token: token.New(), Owner: "a", SessionID: sid}); !errors.Is(err, store.ErrSessionNotFound) {
+	if _, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L3", Token: token.New(), Owner: "a", SessionID: sid}); !errors.Is(err, store.ErrSessionNotFound) {
 		t.Errorf("AcquireLock for a closing session = %v; want store.ErrSessionNotFound", err)
 	}
 
@@ -661,7 +653,7 @@ func TestRegressionCloseSessionCanBeFinished(t *testing.T) {
 		t.Fatalf("CloseSession retried = %v, %v; want %v released", released, err, names)
 	}
 	for _, n := range names {
-		if info, err := s.GetLock(ctx, n); err != nil || info.Held {
+		if info, err := s.GetHolds(ctx, store.HoldLock, n); err != nil || info.Held {
 			t.Errorf("GetLock(%s) after the retried close = %+v, %v; want not held", n, info, err)
 		}
 	}
@@ -685,7 +677,7 @@ func TestRegressionHalfClosedSessionIsFinished(t *testing.T) {
 			s, _, h := rgStandalone(t, redistest.Standalone(t), clk, Config{})
 			ctx := context.Background()
 			sid := rgSession(t, s, time.Minute, 0)
-			if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L1", Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
+			if g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L1", Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
 				t.Fatalf("AcquireLock = %+v, %v", g, err)
 			}
 			rgSet(h, h.failPipe, holdSession, error(errors.New("injected: connection reset by peer")))
@@ -701,7 +693,7 @@ func TestRegressionHalfClosedSessionIsFinished(t *testing.T) {
 			if !errors.Is(err, store.ErrSessionNotFound) {
 				t.Fatalf("%s of a half-closed session = %v; want store.ErrSessionNotFound", op, err)
 			}
-			if info, err := s.GetLock(ctx, "ns:L1"); err != nil || info.Held {
+			if info, err := s.GetHolds(ctx, store.HoldLock, "ns:L1"); err != nil || info.Held {
 				t.Errorf("GetLock after %s = %+v, %v; want not held (the close finished)", op, info, err)
 			}
 			if _, err := s.CloseSession(ctx, store.SessionRef{ID: sid}); !errors.Is(err, store.ErrSessionNotFound) {
@@ -735,7 +727,7 @@ func TestRegressionKeepAliveIgnoresIndexFailure(t *testing.T) {
 	if _, err := s.CreateSession(ctx, sid, time.Minute, 5, 0); err != nil {
 		t.Fatal(err)
 	}
-	if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: ns + ":L", Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
+	if g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: ns + ":L", Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
 		t.Fatalf("AcquireLock = %+v, %v", g, err)
 	}
 	if err := c.Set(ctx, s.keys.sessionIndex(ns), "not a sorted set", time.Minute).Err(); err != nil {
@@ -783,15 +775,15 @@ func TestRegressionPipelineRerunsOnlyNoscript(t *testing.T) {
 	var names []string
 	for i := range 12 {
 		n := fmt.Sprintf("ns:l%d", i)
-		if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: n, Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
+		if g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: n, Token: token.New(), Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
 			t.Fatalf("AcquireLock(%s) = %+v, %v", n, g, err)
 		}
 		names = append(names, n)
 	}
-	victim := c.MasterFor(s.keys.lock(names[0])[0]).Addr()
+	victim := c.MasterFor(s.keys.hold(store.HoldLock, names[0])[0]).Addr()
 	others := 0
 	for _, n := range names {
-		if c.MasterFor(s.keys.lock(n)[0]).Addr() != victim {
+		if c.MasterFor(s.keys.hold(store.HoldLock, n)[0]).Addr() != victim {
 			others++
 		}
 	}
@@ -808,7 +800,7 @@ func TestRegressionPipelineRerunsOnlyNoscript(t *testing.T) {
 		t.Errorf("CloseSession with %s's scripts flushed = %v, %v; want all %d released", victim, released, err, len(names))
 	}
 	for _, n := range names {
-		if info, err := s.GetLock(ctx, n); err != nil || info.Held {
+		if info, err := s.GetHolds(ctx, store.HoldLock, n); err != nil || info.Held {
 			t.Errorf("GetLock(%s) after CloseSession = %+v, %v; want not held", n, info, err)
 		}
 	}
@@ -908,10 +900,10 @@ func TestRegressionSessionEntryIsReplicated(t *testing.T) {
 
 	// With the replica attached, a session-bound acquire is certain.
 	tok := token.New()
-	if g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "ns:L0", Token: tok, Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
+	if g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:L0", Token: tok, Owner: "a", SessionID: sid}); err != nil || !g.Acquired {
 		t.Fatalf("AcquireLock with the replica attached = %+v, %v; want acquired", g, err)
 	}
-	if ok, _, err := s.ReleaseLock(ctx, "ns:L0", tok); err != nil || !ok {
+	if ok, _, err := storetest.ReleaseLock(ctx, s, "ns:L0", tok); err != nil || !ok {
 		t.Fatalf("ReleaseLock = %v, %v", ok, err)
 	}
 
@@ -926,7 +918,7 @@ func TestRegressionSessionEntryIsReplicated(t *testing.T) {
 	rgSet(h, h.before, sessionAddHold, detachReplica)
 	for i, name := range []string{"ns:L1", "ns:L2"} { // L1: replica lost at step 3; L2: no replica at all
 		tok := token.New()
-		g, err := s.AcquireLock(ctx, store.AcquireLock{Name: name, Token: tok, Owner: "a", SessionID: sid})
+		g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, Owner: "a", SessionID: sid})
 		if i == 0 && !detached {
 			t.Fatal("the replica was not detached before step 3")
 		}
@@ -934,10 +926,10 @@ func TestRegressionSessionEntryIsReplicated(t *testing.T) {
 			t.Fatalf("AcquireLock(%s) unacknowledged by replicas = %+v, %v; want errNotReplicated (store.ErrUnavailable)", name, g, err)
 		}
 		// The caller releases what the uncertain call may have granted.
-		if ok, _, err := s.ReleaseLock(ctx, name, tok); err != nil || !ok {
+		if ok, _, err := storetest.ReleaseLock(ctx, s, name, tok); err != nil || !ok {
 			t.Errorf("ReleaseLock(%s) by the uncertain call's token = %v, %v; want released", name, ok, err)
 		}
-		if info, err := s.GetLock(ctx, name); err != nil || info.Held {
+		if info, err := s.GetHolds(ctx, store.HoldLock, name); err != nil || info.Held {
 			t.Errorf("GetLock(%s) after the release = %+v, %v; want not held", name, info, err)
 		}
 		if n := locks(); n != 0 {
@@ -958,7 +950,7 @@ func TestRegressionSessionEntryIsReplicated(t *testing.T) {
 func TestRegressionSubscribeAfterClose(t *testing.T) {
 	s, _, _ := rgStandalone(t, redistest.Standalone(t), nil, Config{})
 	ctx := context.Background()
-	early, err := s.Subscribe(ctx, store.LockTopic("ns:early"))
+	early, err := s.Subscribe(ctx, store.ElectionTopic("ns:early"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -974,7 +966,7 @@ func TestRegressionSubscribeAfterClose(t *testing.T) {
 				t.Fatalf("Subscribe after Close panicked: %v", p)
 			}
 		}()
-		sub, err = s.Subscribe(ctx, store.LockTopic("ns:L"))
+		sub, err = s.Subscribe(ctx, store.ElectionTopic("ns:L"))
 	}()
 	if !errors.Is(err, store.ErrUnavailable) || sub != nil {
 		if sub != nil {
@@ -985,7 +977,7 @@ func TestRegressionSubscribeAfterClose(t *testing.T) {
 
 	tries := 0
 	start := time.Now()
-	err = waiter.Wait(ctx, s, store.LockTopic("ns:L"), 10*time.Second, nil, func(context.Context) (bool, time.Duration, error) {
+	err = waiter.Wait(ctx, s, store.ElectionTopic("ns:L"), 10*time.Second, nil, func(context.Context) (bool, time.Duration, error) {
 		tries++
 		return tries == 2, 0, nil
 	})
@@ -1058,7 +1050,7 @@ func TestSessionIndexTouchedRarely(t *testing.T) {
 
 // TestHeartbeatsRarelyMoveTTLs: a session's keys and its lock's keep a TTL
 // past what they need (the session's deadline plus its grace; the hold's
-// deadline plus the longest lock-delay) after every heartbeat, while most
+// deadline plus its lock-delay, none here) after every heartbeat, while most
 // heartbeats set no TTL at all (their needs, rounded up to prelude.lua's
 // expiryStep, stay within a step). Each key's absolute expiry
 // (PEXPIRETIME) is turned back into the simulated clock's time through the
@@ -1073,7 +1065,7 @@ func TestHeartbeatsRarelyMoveTTLs(t *testing.T) {
 	if _, err := s.CreateSession(ctx, sid, ttl, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.AcquireLock(ctx, store.AcquireLock{Name: "n", Token: token.New(), Owner: "o", SessionID: sid})
+	g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "n", Token: token.New(), Owner: "o", SessionID: sid})
 	if err != nil || !g.Acquired {
 		t.Fatalf("AcquireLock = %+v, %v", g, err)
 	}
@@ -1097,7 +1089,7 @@ func TestHeartbeatsRarelyMoveTTLs(t *testing.T) {
 			until := time.UnixMilli(expiry[k] - slack).Add(setAt[k])
 			need := dl.Add(store.SessionGrace)
 			if slices.Contains(holdKeys, k) {
-				need = dl.Add(store.MaxLockDelay)
+				need = dl
 			}
 			if until.Before(need.Add(-time.Second)) { // a second for the offsets' own error
 				t.Fatalf("beat %d: %s lasts until %v, %v short of what it needs", beat, k, until, need.Sub(until))

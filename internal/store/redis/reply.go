@@ -33,6 +33,8 @@ const (
 	codeLimitMismatch  = -9  // a semaphore's limit is another
 	codeTooManyWaiters = -10 // a name's queue is full
 	codeNotLeader      = -11 // the token does not lead the election
+	codeQueueFull      = -12 // the queue holds as many messages as it may
+	codeMemoryHigh     = -13 // the node is past its memory high-water mark
 )
 
 // replyCodes names the codes as the prelude does.
@@ -42,6 +44,7 @@ var replyCodes = map[string]int64{
 	"SUPERSEDED": codeSuperseded, "EXPIRED": codeExpired,
 	"MISMATCH": codeMismatch, "DUPLICATE": codeDuplicate, "DEAD": codeDead,
 	"LIMIT_MISMATCH": codeLimitMismatch, "TOO_MANY_WAITERS": codeTooManyWaiters, "NOT_LEADER": codeNotLeader,
+	"QUEUE_FULL": codeQueueFull, "MEMORY_HIGH": codeMemoryHigh,
 }
 
 // reply reads one array reply field by field. The first field that is

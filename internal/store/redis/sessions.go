@@ -13,33 +13,96 @@ import (
 	"github.com/coordd/coordd/internal/store"
 )
 
-// A session holds holds of several kinds (store.HoldKind), in one hash
-// keyed by "kind:name" (codec.go), and knows none of them: the session
-// scripts only keep entries and reports, and what a session does to a hold
-// of one kind (renew or check it to the session's deadline, drop it at
-// close) is that kind's holdKind, registered by the kind's own file.
-// Binding, unbinding and marking a hold gone are kind-neutral steps
-// (bindHold, confirmHold, unbindHold, holdGone) that the kind's operations
-// call.
+// A session holds holds of every kind (store.HoldKind), in one hash keyed
+// by "kind:name" (codec.go): the session scripts only keep entries and
+// reports, and what a session does to a hold (renew or check it to the
+// session's deadline, drop it at close) is one script of every kind
+// (refreshHold, dropHold in holds.go). Binding, unbinding and marking a
+// hold gone are steps of their own (bindHold, confirmHold, unbindHold,
+// holdGone).
 
-// holdKind is the work a session does on its holds of one kind. Each call
-// built touches only the hold's slot, and is pipelined with the others.
-type holdKind struct {
-	// refresh is the call that checks whether token still holds name live
-	// and, if renew, extends it to deadline (µs, the session's), capped by
-	// its max hold and never shortened.
-	refresh func(k keys, name, token string, deadline int64, renew bool) call
-	// drop is the call that deletes name if token holds it, and wakes its
-	// waiters if it was live.
-	drop func(k keys, name, token string) call
-	// decode reads a refresh's reply (drop false) or a drop's: whether
-	// token held name live; for a drop, for how long it had been held; for
-	// a refresh that found it not live, when (µs, the hold's node's time).
-	decode func(cmd *redis.Cmd, drop bool) (live bool, held time.Duration, at int64, err error)
+// sessionCreateArgs are lua/session_create.lua's: the ttl and the grace
+// µs (how long an expired session is remembered), Indexed "1" if the
+// session is in its namespace's index (session_index.lua), and the
+// session's lock-delay µs (0: none).
+type sessionCreateArgs struct {
+	TTL     int64  `lua:"ttl,int"`
+	Grace   int64  `lua:"grace,int"`
+	Indexed string `lua:"indexed"`
+	Delay   int64  `lua:"delay,int"`
 }
 
-// holdKinds is the table of kinds, filled by each kind's init.
-var holdKinds = map[store.HoldKind]holdKind{}
+// sessionRefreshArgs are lua/session_refresh.lua's: Mode "renew", "check"
+// or "resume" (renew on a new stream: the stream epoch goes up by one);
+// the new ttl µs (0: keep the current one); the grace µs; the caller's
+// stream epoch (0: none); Ack, the highest report seq acknowledged (the
+// reports up to it are forgotten); the session's wake-up channel (a resume
+// wakes the old stream).
+type sessionRefreshArgs struct {
+	Mode    string `lua:"mode"`
+	TTL     int64  `lua:"ttl,int"`
+	Grace   int64  `lua:"grace,int"`
+	Stream  uint64 `lua:"stream,int"`
+	Ack     uint64 `lua:"ack,int"`
+	Channel string `lua:"channel"`
+}
+
+// sessionAddHoldArgs are lua/session_add_hold.lua's: the hold's field
+// ("kind:name"), its pending entry, the grace µs, and the most holds the
+// session may have, of every kind, unacknowledged reports included (0: no
+// cap).
+type sessionAddHoldArgs struct {
+	Field string `lua:"field"`
+	Entry string `lua:"entry"`
+	Grace int64  `lua:"grace,int"`
+	Max   int    `lua:"max,int"`
+}
+
+// sessionConfirmHoldArgs are lua/session_confirm_hold.lua's: the hold's
+// field, the binding's token, the confirmed entry and the session's
+// wake-up channel (its stream learns of the hold).
+type sessionConfirmHoldArgs struct {
+	Field   string `lua:"field"`
+	Token   string `lua:"tok"`
+	Entry   string `lua:"entry"`
+	Channel string `lua:"channel"`
+}
+
+// sessionRemoveHoldsArgs are lua/session_remove_holds.lua's: pairs of
+// field ("kind:name") and token.
+type sessionRemoveHoldsArgs struct {
+	FieldTokens []string `lua:"fieldTokens,rest"`
+}
+
+// sessionMarkLostArgs are lua/session_mark_lost.lua's: the session's
+// wake-up channel, published to if a report was made ("": none; the
+// session's own stream is the caller), and triples of field ("kind:name"),
+// token and reason (store.LostMaxHold or store.LostGone).
+type sessionMarkLostArgs struct {
+	Channel string   `lua:"channel"`
+	Triples []string `lua:"triples,rest"`
+}
+
+// sessionCloseArgs are lua/session_close.lua's: Mode "begin" or "finish",
+// the grace µs and the caller's stream epoch (0: none).
+type sessionCloseArgs struct {
+	Mode   string `lua:"mode"`
+	Grace  int64  `lua:"grace,int"`
+	Stream uint64 `lua:"stream,int"`
+}
+
+// sessionIndexArgs are lua/session_index.lua's, on kIndex, a namespace's
+// index of live sessions (sorted set: score = a time µs the session is
+// live no later than: its deadline when admitted, then, as refreshes touch
+// it, up to 3 ttl past its deadline: session_refresh.lua). Mode "admit"
+// (IDs[0] with Score, its ttl µs, if fewer than Cap are live; Cap 0: no
+// cap), "touch" (IDs[0] gets Score) or "remove" (IDs leave).
+type sessionIndexArgs struct {
+	Mode  string   `lua:"mode"`
+	Score int64    `lua:"score,int"`
+	Cap   int      `lua:"max,int"`
+	IDs   []string `lua:"ids,rest"`
+}
 
 // sessionHold is one of a session's holds, as its set keeps it.
 type sessionHold struct {
@@ -57,6 +120,9 @@ func (h sessionHold) field() string { return holdField(h.kind, h.name) }
 func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {
 	var st store.SessionState
 	err := s.do(ctx, "CreateSession", s.keys.session(id)[0], func(ctx context.Context) error {
+		if s.memoryHigh(ctx, s.keys.session(id)[0]) {
+			return store.ErrMemoryHigh
+		}
 		indexed := ""
 		if max > 0 {
 			if err := s.admitSession(ctx, id, ttl, max); err != nil {
@@ -64,8 +130,9 @@ func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration,
 			}
 			indexed = "1"
 		}
-		dl, now, err := decodeCreate(s.eval(ctx, sessionCreate, s.keys.session(id), ttl.Microseconds(), store.SessionGrace.Microseconds(), indexed,
-			lockDelay.Microseconds()))
+		dl, now, err := decodeCreate(s.eval(ctx, sessionCreate, s.keys.session(id), sessionCreateArgs{
+			TTL: ttl.Microseconds(), Grace: store.SessionGrace.Microseconds(), Indexed: indexed, Delay: lockDelay.Microseconds(),
+		}))
 		if err != nil {
 			return err
 		}
@@ -83,7 +150,7 @@ func (s *Store) CreateSession(ctx context.Context, id string, ttl time.Duration,
 func (s *Store) admitSession(ctx context.Context, id string, ttl time.Duration, max int) error {
 	idx := []string{s.keys.sessionIndex(store.Namespace(id))}
 	admit := func() ([]string, error) {
-		return decodeIndex(s.eval(ctx, sessionIndex, idx, "admit", id, ttl.Microseconds(), max))
+		return decodeIndex(s.eval(ctx, sessionIndex, idx, sessionIndexArgs{"admit", ttl.Microseconds(), max, []string{id}}))
 	}
 	full, err := admit()
 	if err != nil || full == nil {
@@ -91,9 +158,9 @@ func (s *Store) admitSession(ctx context.Context, id string, ttl time.Duration, 
 	}
 	calls := make([]call, len(full))
 	for i, other := range full {
-		calls[i] = call{sessionDeadline, s.keys.session(other), nil}
+		calls[i] = call{sessionDeadline, s.keys.session(other), noArgs{}}
 	}
-	ended := []any{"remove"}
+	var ended []string
 	for i, cmd := range s.evalPipelined(ctx, calls) {
 		r, err := replyOf(sessionDeadline, cmd)
 		if err != nil {
@@ -106,10 +173,10 @@ func (s *Store) admitSession(ctx context.Context, id string, ttl time.Duration, 
 			return err
 		}
 	}
-	if len(ended) == 1 {
+	if len(ended) == 0 {
 		return store.ErrTooManySessions
 	}
-	if _, err := decodeIndex(s.eval(ctx, sessionIndex, idx, ended...)); err != nil {
+	if _, err := decodeIndex(s.eval(ctx, sessionIndex, idx, sessionIndexArgs{Mode: "remove", IDs: ended})); err != nil {
 		return err
 	}
 	if full, err = admit(); err != nil || full == nil {
@@ -232,8 +299,10 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 	id := ref.ID
 	err := s.do(ctx, op, s.keys.session(id)[0], func(ctx context.Context) error {
 		sk := s.keys.session(id)
-		rs, err := decodeRefresh(s.eval(ctx, sessionRefresh, sk, mode, ttl.Microseconds(), store.SessionGrace.Microseconds(), ref.Stream, ref.Ack,
-			s.keys.channel(store.SessionTopic(id))))
+		rs, err := decodeRefresh(s.eval(ctx, sessionRefresh, sk, sessionRefreshArgs{
+			Mode: mode, TTL: ttl.Microseconds(), Grace: store.SessionGrace.Microseconds(), Stream: ref.Stream, Ack: ref.Ack,
+			Channel: s.keys.channel(store.SessionTopic(id)),
+		}))
 		if err != nil {
 			return err
 		}
@@ -260,7 +329,7 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 			// would do the same.
 			calls := make([]call, len(rs.holds))
 			for i, h := range rs.holds {
-				calls[i] = holdKinds[h.kind].drop(s.keys, h.name, h.token)
+				calls[i] = s.dropHold(h.kind, h.name, h.token)
 			}
 			if len(calls) > 0 {
 				s.evalPipelined(ctx, calls)
@@ -271,19 +340,19 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 		calls := make([]call, len(rs.holds), len(rs.holds)+1)
 		for i, h := range rs.holds {
 			// A binding not yet confirmed is checked, never renewed.
-			calls[i] = holdKinds[h.kind].refresh(s.keys, h.name, h.token, dl, mode != "check" && !h.pending)
+			calls[i] = s.refreshHold(h.kind, h.name, h.token, dl, mode != "check" && !h.pending)
 		}
 		if rs.touch > 0 {
-			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"touch", id, rs.touch}})
+			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, sessionIndexArgs{"touch", rs.touch, 0, []string{id}}})
 		}
 		// The index is bookkeeping for a cap: its failure must not fail the
 		// keepalive; the holds' must (their outcome is unknown).
 		cmds := s.evalPipelined(ctx, calls)[:len(rs.holds)]
-		var mark []any
+		var mark []string
 		var lost []store.LostHold
 		for i, c := range cmds {
 			h := rs.holds[i]
-			live, _, at, err := holdKinds[h.kind].decode(c, false)
+			live, _, at, err := decodeHoldSession(c, false)
 			if err != nil {
 				return err
 			}
@@ -309,14 +378,14 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 				reason = store.LostSessionExpired
 			}
 			lost = append(lost, store.LostHold{Kind: h.kind, Name: h.name, Fence: h.fence, Reason: reason})
-			mark = append(mark, h.field(), h.token, int(reason))
+			mark = append(mark, h.field(), h.token, strconv.Itoa(int(reason)))
 		}
 		if len(mark) == 0 {
 			return nil
 		}
 		// Only what this call took out of the set is lost: a hold released
 		// by its token meanwhile left the set itself.
-		seqs, err := decodeMarked(s.eval(ctx, sessionMarkLost, sk, append([]any{""}, mark...)...), len(lost))
+		seqs, err := decodeMarked(s.eval(ctx, sessionMarkLost, sk, sessionMarkLostArgs{Triples: mark}), len(lost))
 		if err != nil {
 			return err
 		}
@@ -368,21 +437,21 @@ func (s *Store) CloseSession(ctx context.Context, ref store.SessionRef) ([]store
 func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store.ReleasedHold, error) {
 	id := ref.ID
 	sk := s.keys.session(id)
-	c, err := decodeClose(s.eval(ctx, sessionClose, sk, "begin", store.SessionGrace.Microseconds(), ref.Stream), true)
+	c, err := decodeClose(s.eval(ctx, sessionClose, sk, sessionCloseArgs{"begin", store.SessionGrace.Microseconds(), ref.Stream}), true)
 	if err != nil || !c.closing {
 		return nil, err // unknown, superseded, or expired: nothing to release
 	}
 	calls := make([]call, len(c.holds), len(c.holds)+1)
 	for i, h := range c.holds {
-		calls[i] = holdKinds[h.kind].drop(s.keys, h.name, h.token)
+		calls[i] = s.dropHold(h.kind, h.name, h.token)
 	}
 	if c.indexed {
-		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, []any{"remove", id}})
+		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, sessionIndexArgs{Mode: "remove", IDs: []string{id}}})
 	}
 	var released []store.ReleasedHold
 	for i, cmd := range s.evalPipelined(ctx, calls)[:len(c.holds)] {
 		h := c.holds[i]
-		live, held, _, err := holdKinds[h.kind].decode(cmd, true)
+		live, held, _, err := decodeHoldSession(cmd, true)
 		if err != nil {
 			return nil, err // the session stays closing; a retry finishes it
 		}
@@ -390,7 +459,7 @@ func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store
 			released = append(released, store.ReleasedHold{Kind: h.kind, Name: h.name, Held: held})
 		}
 	}
-	_, err = decodeClose(s.eval(ctx, sessionClose, sk, "finish", 0, 0), false)
+	_, err = decodeClose(s.eval(ctx, sessionClose, sk, sessionCloseArgs{Mode: "finish"}), false)
 	return released, err // released even if the finish failed: they are gone
 }
 
@@ -448,7 +517,7 @@ func decodeHolds(r *reply, from int) ([]sessionHold, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, ok := holdKinds[kind]; !ok {
+		if _, ok := holdTags[kind]; !ok {
 			return nil, fmt.Errorf("%w: a session holds a hold of unknown kind %q", errCorrupt, kind)
 		}
 		e, err := decodeEntry(rec)
@@ -464,7 +533,7 @@ func decodeHolds(r *reply, from int) ([]sessionHold, error) {
 // cap are taken and its lock-delay (µs); store.ErrSessionNotFound if it is
 // not live.
 func (s *Store) sessionCap(ctx context.Context, id string) (deadline, taken, lockDelay int64, err error) {
-	r, err := replyOf(sessionDeadline, s.eval(ctx, sessionDeadline, s.keys.session(id)))
+	r, err := replyOf(sessionDeadline, s.eval(ctx, sessionDeadline, s.keys.session(id), noArgs{}))
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -480,11 +549,12 @@ func (s *Store) sessionCap(ctx context.Context, id string) (deadline, taken, loc
 
 // bindHold adds h to session id's holds as a pending binding, unless the
 // session already has max holds (0: no cap), and returns the session's
-// deadline. store.ErrSessionNotFound: it is not live; store.ErrTooManyLocks:
+// deadline. store.ErrSessionNotFound: it is not live; store.ErrTooManyHolds:
 // it is full. replicated is evalReplicated's.
 func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int) (deadline int64, replicated bool, err error) {
-	cmd, replicated := s.evalReplicated(ctx, sessionAddHold, s.keys.session(id), h.field(), encodeEntry(h.sessionEntry),
-		store.SessionGrace.Microseconds(), max)
+	cmd, replicated := s.evalReplicated(ctx, sessionAddHold, s.keys.session(id), sessionAddHoldArgs{
+		Field: h.field(), Entry: encodeEntry(h.sessionEntry), Grace: store.SessionGrace.Microseconds(), Max: max,
+	})
 	r, err := replyOf(sessionAddHold, cmd)
 	if err != nil {
 		return 0, replicated, err
@@ -493,7 +563,7 @@ func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int)
 	case codeSessionGone:
 		return 0, replicated, store.ErrSessionNotFound
 	case codeFull:
-		return 0, replicated, store.ErrTooManyLocks
+		return 0, replicated, store.ErrTooManyHolds
 	}
 	deadline = r.int(1)
 	return deadline, replicated, r.done()
@@ -504,8 +574,9 @@ func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int)
 // deadline. store.ErrSessionNotFound: the session is not live, or the
 // entry is no longer the binding's.
 func (s *Store) confirmHold(ctx context.Context, id string, h sessionHold) (deadline int64, replicated bool, err error) {
-	cmd, replicated := s.evalReplicated(ctx, sessionConfirmHold, s.keys.session(id)[:2], h.field(), h.token, encodeEntry(h.sessionEntry),
-		s.keys.channel(store.SessionTopic(id)))
+	cmd, replicated := s.evalReplicated(ctx, sessionConfirmHold, s.keys.session(id)[:2], sessionConfirmHoldArgs{
+		Field: h.field(), Token: h.token, Entry: encodeEntry(h.sessionEntry), Channel: s.keys.channel(store.SessionTopic(id)),
+	})
 	r, err := replyOf(sessionConfirmHold, cmd)
 	if err != nil {
 		return 0, replicated, err
@@ -521,7 +592,7 @@ func (s *Store) confirmHold(ctx context.Context, id string, h sessionHold) (dead
 // unbindHold takes a hold out of session id's set if token still has it
 // (a hold being released, or lost on its way in).
 func (s *Store) unbindHold(ctx context.Context, id string, kind store.HoldKind, name, token string) error {
-	r, err := replyOf(sessionRemoveHolds, s.eval(ctx, sessionRemoveHolds, s.keys.session(id)[1:2], holdField(kind, name), token))
+	r, err := replyOf(sessionRemoveHolds, s.eval(ctx, sessionRemoveHolds, s.keys.session(id)[1:2], sessionRemoveHoldsArgs{[]string{holdField(kind, name), token}}))
 	if err != nil {
 		return err
 	}
@@ -535,7 +606,8 @@ func (s *Store) unbindHold(ctx context.Context, id string, kind store.HoldKind, 
 // report (LostGone), if the session still lists it, and wakes the
 // session's stream.
 func (s *Store) holdGone(ctx context.Context, id string, kind store.HoldKind, name, token string) error {
-	_, err := decodeMarked(s.eval(ctx, sessionMarkLost, s.keys.session(id), s.keys.channel(store.SessionTopic(id)),
-		holdField(kind, name), token, int(store.LostGone)), 1)
+	_, err := decodeMarked(s.eval(ctx, sessionMarkLost, s.keys.session(id), sessionMarkLostArgs{
+		Channel: s.keys.channel(store.SessionTopic(id)), Triples: []string{holdField(kind, name), token, strconv.Itoa(int(store.LostGone))},
+	}), 1)
 	return err
 }

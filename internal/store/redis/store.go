@@ -71,7 +71,7 @@ type Options struct {
 	DeadLetterTTL time.Duration
 	// Observe, if set, is told of every operation: its name, how long it
 	// took and, if it failed, its error (wrapping ErrUnavailable if Redis
-	// could not be reached; answers about state, such as ErrLockNotHeld, are
+	// could not be reached; answers about state, such as ErrNotHeld, are
 	// not failures).
 	Observe func(op string, d time.Duration, err error)
 	// Trace, if set, gives every operation a span (tracing.Store), a child
@@ -79,9 +79,20 @@ type Options struct {
 	// when Observe is told of a failure. nil: no spans.
 	Trace *tracing.Store
 	// Eviction configures the eviction guard (eviction.go): by default no
-	// command reaches a node whose maxmemory-policy is not noeviction.
+	// command reaches a node whose maxmemory-policy is not noeviction; with
+	// a HighWater, writes that only add data to a node past it are
+	// store.ErrMemoryHigh.
 	Eviction EvictionOptions
+	// IdleNameTTL is how long a hold name's fence counter outlives its
+	// last grant, and an election's revision and log its last leader or
+	// waiter; 0 means DefaultIdleNameTTL. With nobody holding, waiting or
+	// keeping a lock-delay, a name has no keys left after it.
+	IdleNameTTL time.Duration
 }
+
+// DefaultIdleNameTTL is Options.IdleNameTTL's default (config
+// redis.idle_name_ttl).
+const DefaultIdleNameTTL = time.Hour
 
 // Store is the Redis store.
 type Store struct {
@@ -96,6 +107,7 @@ type Store struct {
 	subs    subscriptions
 	batch   *batcher // nil: no batching
 	deadTTL time.Duration
+	idleTTL time.Duration
 	// timeSeen is the highest server time (unix µs) a lock grant has
 	// returned: the fence floor when the clock is behind it (locks.go).
 	timeSeen atomic.Int64
@@ -129,6 +141,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.DeadLetterTTL <= 0 {
 		opts.DeadLetterTTL = store.DefaultDeadLetterTTL
 	}
+	if opts.IdleNameTTL <= 0 {
+		opts.IdleNameTTL = DefaultIdleNameTTL
+	}
 	if opts.WaitReplicas > 0 && opts.WaitTimeout <= 0 {
 		opts.WaitTimeout = 100 * time.Millisecond
 	}
@@ -144,6 +159,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		trace:    opts.Trace,
 		eviction: newEvictionGuard(opts.Client, opts.Eviction),
 		deadTTL:  opts.DeadLetterTTL.Truncate(time.Microsecond),
+		idleTTL:  opts.IdleNameTTL.Truncate(time.Microsecond),
 	}
 	if opts.MaxBatch > 0 {
 		s.batch = newBatcher(opts.Client, opts.MaxBatch, opts.Timeout)
@@ -258,19 +274,24 @@ func isBug(err error) bool {
 	return false
 }
 
+// clockSlack is how much longer than its logical lifetime every key lives
+// with a simulated clock (Options.Clock), since Redis expires keys by its
+// own.
+const clockSlack = time.Hour
+
 // timeArgs are ARGV[1] and ARGV[2] of every script: the clock, and the slack
 // on physical expiries (lua/prelude.lua).
 func (s *Store) timeArgs() []any {
 	if s.clock == nil {
 		return []any{-1, 0}
 	}
-	return []any{s.clock.Now().Truncate(time.Microsecond).UnixMicro(), int64(time.Hour / time.Millisecond)}
+	return []any{s.clock.Now().Truncate(time.Microsecond).UnixMicro(), int64(clockSlack / time.Millisecond)}
 }
 
 // eval runs a script with the time arguments first: EVALSHA, and EVAL if
 // Redis does not have the script (after a restart).
-func (s *Store) eval(ctx context.Context, sc *script, keys []string, args ...any) *redis.Cmd {
-	all := append(s.timeArgs(), args...)
+func (s *Store) eval(ctx context.Context, sc *script, keys []string, args scriptArgs) *redis.Cmd {
+	all := sc.argv(s.timeArgs(), args)
 	cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, all)
 	if s.batch != nil {
 		if err := s.batch.run(ctx, keys[0], cmd); err != nil {
@@ -313,11 +334,11 @@ func (noRetry) NoRetry() bool { return true }
 // replicas than asked acknowledged it in time; the caller decides what that
 // means (only a write that happened is at risk). A shortfall is not a
 // failure to reach the master, which answered.
-func (s *Store) evalReplicated(ctx context.Context, sc *script, keys []string, args ...any) (cmd *redis.Cmd, replicated bool) {
+func (s *Store) evalReplicated(ctx context.Context, sc *script, keys []string, args scriptArgs) (cmd *redis.Cmd, replicated bool) {
 	if s.wait <= 0 {
-		return s.eval(ctx, sc, keys, args...), true
+		return s.eval(ctx, sc, keys, args), true
 	}
-	all := append(s.timeArgs(), args...)
+	all := sc.argv(s.timeArgs(), args)
 	for attempt := 0; ; attempt++ {
 		var pipe redis.Pipeliner
 		if cc, ok := s.client.(*redis.ClusterClient); ok {
@@ -347,7 +368,7 @@ func (s *Store) evalReplicated(ctx context.Context, sc *script, keys []string, a
 			if cc, ok := s.client.(*redis.ClusterClient); ok {
 				cc.ReloadState(ctx)
 			}
-			return s.eval(ctx, sc, keys, args...), false
+			return s.eval(ctx, sc, keys, args), false
 		}
 		n, err := wait.Int()
 		return c.Cmd, err == nil && n >= s.wait
@@ -369,7 +390,7 @@ func (s *Store) evalPipelined(ctx context.Context, calls []call) []*redis.Cmd {
 		pipe := s.client.Pipeline()
 		for _, i := range idx {
 			c := calls[i]
-			cmd := evalCmd(ctx, "evalsha", c.script.Hash(), c.keys, append(s.timeArgs(), c.args...))
+			cmd := evalCmd(ctx, "evalsha", c.script.Hash(), c.keys, c.script.argv(s.timeArgs(), c.args))
 			_ = pipe.Process(ctx, cmd)
 			cmds[i] = cmd.Cmd
 		}
@@ -396,7 +417,7 @@ func (s *Store) evalPipelined(ctx context.Context, calls []call) []*redis.Cmd {
 type call struct {
 	script *script
 	keys   []string
-	args   []any
+	args   scriptArgs
 }
 
 // Scripts tell times in Unix microseconds and durations in microseconds.

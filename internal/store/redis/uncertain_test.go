@@ -16,6 +16,7 @@ import (
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/redis"
+	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
 )
 
@@ -112,12 +113,12 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 
 	// A first command through the proxy, so that the store has read the
 	// node's maxmemory-policy (eviction.go) before the cut.
-	if _, err := s.GetLock(ctx, "ns:l"); err != nil {
+	if _, err := s.GetHolds(ctx, store.HoldLock, "ns:l"); err != nil {
 		t.Fatal(err)
 	}
 	tok := token.New()
 	proxy.armed.Store(true)
-	_, err = s.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: tok, Owner: "me", TTL: time.Minute})
+	_, err = s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:l", Token: tok, Owner: "me", TTL: time.Minute})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("AcquireLock with its answer lost = %v, want store.ErrUnavailable", err)
 	}
@@ -125,7 +126,7 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 	if held, err := direct.HExists(ctx, lockHolders(prefix, "ns:l"), tok).Result(); err != nil || !held {
 		t.Fatalf("lock holder %s in Redis = %v, %v; want held (the script ran)", "of the call's token", held, err)
 	}
-	if ok, _, err := s.ReleaseLock(ctx, "ns:l", tok); err != nil || !ok {
+	if ok, _, err := storetest.ReleaseLock(ctx, s, "ns:l", tok); err != nil || !ok {
 		t.Fatalf("ReleaseLock by the uncertain call's token = %v, %v; want released", ok, err)
 	}
 
@@ -182,14 +183,14 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cut.GetLock(ctx, "ns:l"); err != nil { // the node's policy is read (eviction.go)
+	if _, err := cut.GetHolds(ctx, store.HoldLock, "ns:l"); err != nil { // the node's policy is read (eviction.go)
 		t.Fatal(err)
 	}
 	// The session's deadline, the grant, then the binding's answer is lost.
 	proxy.pass.Store(2)
 	proxy.armed.Store(true)
 	tok := token.New()
-	_, err = cut.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: tok, Owner: "me", SessionID: sid})
+	_, err = cut.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:l", Token: tok, Owner: "me", SessionID: sid})
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("AcquireLock with the binding's answer lost = %v, want store.ErrUnavailable", err)
 	}
@@ -206,7 +207,7 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 		}
 		lost = append(lost, st.Lost...)
 	}
-	info, err := other.GetLock(ctx, "ns:l")
+	info, err := other.GetHolds(ctx, store.HoldLock, "ns:l")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cut.GetLock(ctx, "ns:l"); err != nil { // the node's policy is read (eviction.go)
+	if _, err := cut.GetHolds(ctx, store.HoldLock, "ns:l"); err != nil { // the node's policy is read (eviction.go)
 		t.Fatal(err)
 	}
 	// The session's deadline, the grant, the pending binding; then the
@@ -240,7 +241,7 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	proxy.pass.Store(3)
 	proxy.armed.Store(true)
 	tok := token.New()
-	if _, err := cut.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: tok, Owner: "me", SessionID: sid}); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := cut.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:l", Token: tok, Owner: "me", SessionID: sid}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("AcquireLock with the confirmation's answer lost = %v, want store.ErrUnavailable", err)
 	}
 	// The failure is the one named: every step ran, the binding is confirmed.
@@ -248,11 +249,11 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	if err != nil || !strings.HasPrefix(entry, tok+" ") || strings.HasSuffix(entry, " p") {
 		t.Fatalf("the session's entry for ns:l = %q, %v; want a confirmed binding of the uncertain grant", entry, err)
 	}
-	g, err := other.AcquireLock(ctx, store.AcquireLock{Name: "ns:l", Token: token.New(), Owner: "me", SessionID: sid})
+	g, err := other.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "ns:l", Token: token.New(), Owner: "me", SessionID: sid})
 	if err != nil || !g.Acquired || !g.AlreadyHeld || g.Token != tok {
 		t.Fatalf("the session asking again = %+v, %v; want its grant, token %s", g, err, tok)
 	}
-	if err := other.AbandonLock(ctx, "ns:l", tok, ""); err != nil {
+	if err := other.AbandonHold(ctx, store.HoldLock, "ns:l", tok, ""); err != nil {
 		t.Fatal(err)
 	}
 	ks, err := other.KeepAliveSession(ctx, store.SessionRef{ID: sid, Stream: st.Stream}, 0)
@@ -262,7 +263,7 @@ func TestUncertainConfirmedBindingIsFound(t *testing.T) {
 	if len(ks.Lost) != 1 || ks.Lost[0].Name != "ns:l" || ks.Lost[0].Fence != g.Fence || ks.Lost[0].Reason != store.LostGone {
 		t.Fatalf("reports after AbandonLock = %+v, want ns:l lost (GONE)", ks.Lost)
 	}
-	if info, err := other.GetLock(ctx, "ns:l"); err != nil || info.Held {
+	if info, err := other.GetHolds(ctx, store.HoldLock, "ns:l"); err != nil || info.Held {
 		t.Fatalf("GetLock after AbandonLock = %+v, %v; want free", info, err)
 	}
 }

@@ -84,9 +84,9 @@ func (e *env) changes(name string, after uint64) store.ElectionLog {
 
 func (e *env) resign(name, tok string) bool {
 	e.Helper()
-	ok, err := e.s.Resign(e.ctx, name, tok)
-	noErr(e, "Resign", err)
-	return ok
+	rel, err := e.s.ReleaseHold(e.ctx, store.HoldElection, name, tok, "")
+	noErr(e, "ReleaseHold", err)
+	return rel.Released
 }
 
 // leads is the LeaderInfo of a term c began at elected, at revision rev.
@@ -205,7 +205,7 @@ func electAlreadyLeader(e *env) {
 	c := e.elect(first)
 	e.advance(time.Second)
 	again := campaignReq(n, id, "other")
-	again.MaxSessionLocks = 1
+	again.MaxSessionHolds = 1
 	got := e.campaign(again)
 	if !got.Elected || !got.AlreadyLeader || got.Token != first.Token || got.Fence != c.Fence || !got.ExpireTime.Equal(c.ExpireTime) {
 		e.Errorf("Campaign again = %+v; want the term (fence %d, its token), already leader", got, c.Fence)

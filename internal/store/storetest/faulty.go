@@ -51,7 +51,7 @@ type Fault struct {
 }
 
 // Faulty wraps a store.Store and injects the faults a test sets per method.
-// Methods are named as in store.Store ("AcquireLock", "Allow", "Subscribe",
+// Methods are named as in store.Store ("AcquireHold", "Allow", "Subscribe",
 // ...). Close reaches the inner store's Close (subject to its fault, with a
 // background context), so a test that hands a Faulty to code that closes its
 // store closes the inner one too.
@@ -235,40 +235,6 @@ func delay(ctx context.Context, d time.Duration) error {
 func do0(ctx context.Context, f *Faulty, method string, call func() error) error {
 	_, err := do(ctx, f, method, func() (struct{}, error) { return struct{}{}, call() }, nil)
 	return err
-}
-
-// AcquireLock implements store.Locks.
-func (f *Faulty) AcquireLock(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
-	return do(ctx, f, "AcquireLock", func() (store.LockGrant, error) { return f.inner.AcquireLock(ctx, req) }, nil)
-}
-
-// RenewLock implements store.Locks.
-func (f *Faulty) RenewLock(ctx context.Context, name, token string, ttl time.Duration) (store.Lease, error) {
-	return do(ctx, f, "RenewLock", func() (store.Lease, error) { return f.inner.RenewLock(ctx, name, token, ttl) }, nil)
-}
-
-// ReleaseLock implements store.Locks.
-func (f *Faulty) ReleaseLock(ctx context.Context, name, token string) (bool, time.Duration, error) {
-	type released struct {
-		ok   bool
-		held time.Duration
-	}
-	r, err := do(ctx, f, "ReleaseLock", func() (released, error) {
-		ok, held, err := f.inner.ReleaseLock(ctx, name, token)
-		return released{ok, held}, err
-	}, nil)
-	return r.ok, r.held, err
-}
-
-// AbandonLock implements store.Locks.
-func (f *Faulty) AbandonLock(ctx context.Context, name, token, ticket string) error {
-	_, err := do(ctx, f, "AbandonLock", func() (struct{}, error) { return struct{}{}, f.inner.AbandonLock(ctx, name, token, ticket) }, nil)
-	return err
-}
-
-// GetLock implements store.Locks.
-func (f *Faulty) GetLock(ctx context.Context, name string) (store.LockInfo, error) {
-	return do(ctx, f, "GetLock", func() (store.LockInfo, error) { return f.inner.GetLock(ctx, name) }, nil)
 }
 
 // CreateSession implements store.Sessions.

@@ -8,8 +8,8 @@ import (
 )
 
 // AcquireHold implements store.Holds.
-func (f *Faulty) AcquireHold(ctx context.Context, req store.AcquireLock) (store.LockGrant, error) {
-	return do(ctx, f, "AcquireHold", func() (store.LockGrant, error) { return f.inner.AcquireHold(ctx, req) }, nil)
+func (f *Faulty) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
+	return do(ctx, f, "AcquireHold", func() (store.Grant, error) { return f.inner.AcquireHold(ctx, req) }, nil)
 }
 
 // RenewHold implements store.Holds.
@@ -28,8 +28,8 @@ func (f *Faulty) AbandonHold(ctx context.Context, kind store.HoldKind, name, tok
 }
 
 // GetHolds implements store.Holds.
-func (f *Faulty) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.LockInfo, error) {
-	return do(ctx, f, "GetHolds", func() (store.LockInfo, error) { return f.inner.GetHolds(ctx, kind, name) }, nil)
+func (f *Faulty) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
+	return do(ctx, f, "GetHolds", func() (store.HoldInfo, error) { return f.inner.GetHolds(ctx, kind, name) }, nil)
 }
 
 // LeaveQueue implements store.Holds.
@@ -57,11 +57,6 @@ func (f *Faulty) Campaign(ctx context.Context, req store.Campaign) (store.Campai
 // Proclaim implements store.Elections.
 func (f *Faulty) Proclaim(ctx context.Context, name, token string, value []byte) error {
 	return do0(ctx, f, "Proclaim", func() error { return f.inner.Proclaim(ctx, name, token, value) })
-}
-
-// Resign implements store.Elections.
-func (f *Faulty) Resign(ctx context.Context, name, token string) (bool, error) {
-	return do(ctx, f, "Resign", func() (bool, error) { return f.inner.Resign(ctx, name, token) }, nil)
 }
 
 // Leader implements store.Elections.

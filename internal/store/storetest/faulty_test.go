@@ -3,6 +3,7 @@ package storetest_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -21,9 +22,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestFaultyConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		c := clock.NewFake(time.Unix(1_800_000_000, 0))
-		f := storetest.NewFaulty(memory.New(memory.Options{Clock: c}))
+		m := memory.New(memory.Options{Clock: c})
+		f := storetest.NewFaulty(m)
 		t.Cleanup(func() { _ = f.Close() })
-		return storetest.Harness{Store: f, Clock: c}
+		return storetest.Harness{Store: f, Clock: c,
+			Residue: func(horizon time.Duration, names ...string) ([]string, error) { return m.Keeps(horizon, names...), nil }}
 	})
 }
 
@@ -35,13 +38,13 @@ func newFaulty(t *testing.T) (*storetest.Faulty, *memory.Store) {
 	return f, mem
 }
 
-func acquire(ctx context.Context, f *storetest.Faulty, name string) (store.LockGrant, error) {
-	return f.AcquireLock(ctx, store.AcquireLock{Name: name, Token: token.New(), TTL: time.Minute})
+func acquire(ctx context.Context, f *storetest.Faulty, name string) (store.Grant, error) {
+	return f.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: token.New(), TTL: time.Minute})
 }
 
 func held(t *testing.T, mem *memory.Store, name string) bool {
 	t.Helper()
-	info, err := mem.GetLock(t.Context(), name)
+	info, err := mem.GetHolds(t.Context(), store.HoldLock, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func TestFaultyModes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, mem := newFaulty(t)
-			f.Set("AcquireLock", tc.fault)
+			f.Set("AcquireHold", tc.fault)
 			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancel()
 			start := time.Now()
@@ -80,20 +83,20 @@ func TestFaultyModes(t *testing.T) {
 			}
 			if tc.wantErr == nil {
 				if err != nil || !g.Acquired {
-					t.Fatalf("AcquireLock = %+v, %v; want acquired", g, err)
+					t.Fatalf("AcquireHold = %+v, %v; want acquired", g, err)
 				}
 			} else {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
 				}
-				if g != (store.LockGrant{}) {
+				if g != (store.Grant{}) {
 					t.Errorf("a failed call returned %+v, want the zero value", g)
 				}
 			}
 			if got := held(t, mem, "a"); got != tc.applied {
 				t.Errorf("applied = %v, want %v", got, tc.applied)
 			}
-			if n := f.Calls("AcquireLock"); n != 1 {
+			if n := f.Calls("AcquireHold"); n != 1 {
 				t.Errorf("Calls = %d, want 1", n)
 			}
 		})
@@ -105,23 +108,23 @@ func TestFaultyErrInjected(t *testing.T) {
 		t.Fatal("ErrInjected does not wrap store.ErrUnavailable")
 	}
 	f, _ := newFaulty(t)
-	f.Fail("GetLock")
-	if _, err := f.GetLock(t.Context(), "a"); err != storetest.ErrInjected {
+	f.Fail("GetHolds")
+	if _, err := f.GetHolds(t.Context(), store.HoldLock, "a"); err != storetest.ErrInjected {
 		t.Fatalf("err = %v, want ErrInjected", err)
 	}
 }
 
 func TestFaultyOnlyTheChosenMethod(t *testing.T) {
 	f, _ := newFaulty(t)
-	f.Fail("AcquireLock", "Enqueue")
+	f.Fail("AcquireHold", "Enqueue")
 	if _, err := acquire(t.Context(), f, "a"); !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("AcquireLock: %v, want ErrUnavailable", err)
+		t.Fatalf("AcquireHold: %v, want ErrUnavailable", err)
 	}
-	if _, err := f.GetLock(t.Context(), "a"); err != nil {
+	if _, err := f.GetHolds(t.Context(), store.HoldLock, "a"); err != nil {
 		t.Fatalf("GetLock: %v", err)
 	}
-	if _, _, err := f.ReleaseLock(t.Context(), "a", token.New()); err != nil {
-		t.Fatalf("ReleaseLock: %v", err)
+	if _, _, err := storetest.ReleaseLock(t.Context(), f, "a", token.New()); err != nil {
+		t.Fatalf("ReleaseHold: %v", err)
 	}
 	if _, err := f.Enqueue(t.Context(), "q", store.NewMessage{ID: token.New(), MaxAttempts: 1}); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Enqueue: %v, want ErrUnavailable", err)
@@ -133,16 +136,16 @@ func TestFaultyOnlyTheChosenMethod(t *testing.T) {
 
 func TestFaultyTimesAndClear(t *testing.T) {
 	f, _ := newFaulty(t)
-	f.Set("GetLock", storetest.Fault{Fail: true, Times: 2})
+	f.Set("GetHolds", storetest.Fault{Fail: true, Times: 2})
 	for i, wantErr := range []bool{true, true, false, false} {
-		_, err := f.GetLock(t.Context(), "a")
+		_, err := f.GetHolds(t.Context(), store.HoldLock, "a")
 		if (err != nil) != wantErr {
 			t.Fatalf("call %d: err = %v, want error %v", i+1, err, wantErr)
 		}
 	}
-	f.Fail("GetLock", "Stats")
-	f.Clear("GetLock")
-	if _, err := f.GetLock(t.Context(), "a"); err != nil {
+	f.Fail("GetHolds", "Stats")
+	f.Clear("GetHolds")
+	if _, err := f.GetHolds(t.Context(), store.HoldLock, "a"); err != nil {
 		t.Fatalf("GetLock after Clear(GetLock): %v", err)
 	}
 	if _, err := f.Stats(t.Context(), "q"); err == nil {
@@ -152,7 +155,7 @@ func TestFaultyTimesAndClear(t *testing.T) {
 	if _, err := f.Stats(t.Context(), "q"); err != nil {
 		t.Fatalf("Stats after Clear(): %v", err)
 	}
-	if n := f.Calls("GetLock"); n != 5 {
+	if n := f.Calls("GetHolds"); n != 5 {
 		t.Errorf("Calls(GetLock) = %d, want 5", n)
 	}
 }
@@ -219,13 +222,25 @@ func TestFaultyConcurrent(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := 0; i < 200; i++ {
-			f.Set("GetLock", storetest.Fault{Fail: i%2 == 0, Times: 3})
-			f.Clear("GetLock")
+			f.Set("GetHolds", storetest.Fault{Fail: i%2 == 0, Times: 3})
+			f.Clear("GetHolds")
 		}
 	}()
 	for i := 0; i < 200; i++ {
-		_, _ = f.GetLock(t.Context(), "a")
-		_ = f.Calls("GetLock")
+		_, _ = f.GetHolds(t.Context(), store.HoldLock, "a")
+		_ = f.Calls("GetHolds")
 	}
 	<-done
+}
+
+// TestFaultyEmbedsNoStore: Faulty writes out every method of store.Store,
+// so that each can be given a fault and a new method of the interface
+// fails to compile until it can.
+func TestFaultyEmbedsNoStore(t *testing.T) {
+	rt := reflect.TypeOf(storetest.Faulty{})
+	for i := 0; i < rt.NumField(); i++ {
+		if rt.Field(i).Anonymous {
+			t.Errorf("Faulty embeds %s: its methods could not be faulted", rt.Field(i).Type)
+		}
+	}
 }

@@ -29,13 +29,13 @@ func handoffTests() []test {
 
 // queued gives r a fresh ticket of instance with a lease longer than any
 // case here lasts (a case about lapse uses waitingFor).
-func queued(r store.AcquireLock, instance string) store.AcquireLock {
+func queued(r store.HoldRequest, instance string) store.HoldRequest {
 	return waitingFor(r, instance, time.Hour)
 }
 
 // releaseBy releases r's grant, which must be live, as instance, and
 // returns the hand-offs.
-func (e *env) releaseBy(r store.AcquireLock, instance string) []store.Handoff {
+func (e *env) releaseBy(r store.HoldRequest, instance string) []store.Handoff {
 	e.Helper()
 	rel, err := e.s.ReleaseHold(e.ctx, r.Kind, r.Name, r.Token, instance)
 	noErr(e, "ReleaseHold", err)
@@ -47,7 +47,7 @@ func (e *env) releaseBy(r store.AcquireLock, instance string) []store.Handoff {
 
 // leaveBy takes r's ticket out of the queue as instance, with r's token,
 // and returns the hand-offs.
-func (e *env) leaveBy(r store.AcquireLock, instance string) []store.Handoff {
+func (e *env) leaveBy(r store.HoldRequest, instance string) []store.Handoff {
 	e.Helper()
 	hs, err := e.s.LeaveQueue(e.ctx, r.Kind, r.Name, r.Wait.Ticket, r.Token, instance)
 	noErr(e, "LeaveQueue", err)
@@ -57,7 +57,7 @@ func (e *env) leaveBy(r store.AcquireLock, instance string) []store.Handoff {
 // handedOff is what a hand-off of r must grant: its holders after it, and
 // the semaphore's limit (0 for a lock).
 type handedOff struct {
-	r       store.AcquireLock
+	r       store.HoldRequest
 	holders int
 	limit   int
 }
@@ -65,12 +65,12 @@ type handedOff struct {
 // wantHandoffs checks that hs grant exactly want, in order, each as
 // AcquireHold would have granted it now (its TTL, capped by its max hold),
 // with fences above above and rising; it returns the grants.
-func (e *env) wantHandoffs(what string, hs []store.Handoff, above uint64, want ...handedOff) []store.LockGrant {
+func (e *env) wantHandoffs(what string, hs []store.Handoff, above uint64, want ...handedOff) []store.Grant {
 	e.Helper()
 	if len(hs) != len(want) {
 		e.Fatalf("%s: %d hand-offs %+v, want %d", what, len(hs), hs, len(want))
 	}
-	var out []store.LockGrant
+	var out []store.Grant
 	for i, h := range hs {
 		w := want[i]
 		ttl := w.r.TTL
@@ -102,7 +102,7 @@ func handoffOnRelease(e *env) {
 	w1 := queued(exclusiveReq(n, "w1", time.Minute), a)
 	w2 := queued(exclusiveReq(n, "w2", 2*time.Minute), a)
 	w3 := queued(exclusiveReq(n, "w3", time.Minute), b)
-	for _, w := range []store.AcquireLock{w1, w2, w3} {
+	for _, w := range []store.HoldRequest{w1, w2, w3} {
 		e.try(w)
 	}
 	drain(subA)
@@ -180,7 +180,7 @@ func handoffSharedRun(e *env) {
 	s2 := queued(sharedReq(n, "s2", time.Minute), a)
 	x3 := queued(exclusiveReq(n, "x3", time.Minute), a)
 	s4 := queued(sharedReq(n, "s4", time.Minute), a)
-	for _, r := range []store.AcquireLock{s0, s1, s2, x3, s4} {
+	for _, r := range []store.HoldRequest{s0, s1, s2, x3, s4} {
 		e.try(r)
 	}
 	drain(subA)
@@ -201,7 +201,7 @@ func handoffSharedRunCapped(e *env) {
 	n := e.name("rw")
 	a, b := newInstance(), newInstance()
 	subA, subB := e.waitSub(store.HoldLock, n, a), e.waitSub(store.HoldLock, n, b)
-	capped := func(owner string) store.AcquireLock {
+	capped := func(owner string) store.HoldRequest {
 		r := sharedReq(n, owner, time.Minute)
 		r.MaxHolders = 3
 		return r
@@ -210,7 +210,7 @@ func handoffSharedRunCapped(e *env) {
 	h.MaxHolders = 3
 	gh := e.grant(h)
 	s0, s1, s2, s3 := queued(capped("s0"), a), queued(capped("s1"), b), queued(capped("s2"), a), queued(capped("s3"), a)
-	for _, r := range []store.AcquireLock{s0, s1, s2, s3} {
+	for _, r := range []store.HoldRequest{s0, s1, s2, s3} {
 		e.try(r)
 	}
 	drain(subA)
@@ -316,7 +316,7 @@ func handoffComingBack(e *env) {
 	e.advance(time.Second)
 	// With its old ticket (gone), and with a new one (its ticket was found
 	// gone, and it queues again).
-	for _, r := range []store.AcquireLock{w, queued(w, a)} {
+	for _, r := range []store.HoldRequest{w, queued(w, a)} {
 		again := e.try(r)
 		if !again.Acquired || again.AlreadyHeld || again.Fence != g.Fence || !again.ExpireTime.Equal(g.ExpireTime) || again.Queued {
 			e.Errorf("the handed-off request coming back = %+v; want its grant (fence %d, expires %v)", again, g.Fence, g.ExpireTime)
@@ -337,7 +337,7 @@ func handoffOnLeaveQueue(e *env) {
 	w0 := queued(permitReq(n, "w0", 2, time.Minute), b)
 	w1 := queued(permitReq(n, "w1", 2, time.Minute), a)
 	w2 := queued(permitReq(n, "w2", 2, time.Minute), a)
-	for _, w := range []store.AcquireLock{w0, w1, w2} {
+	for _, w := range []store.HoldRequest{w0, w1, w2} {
 		e.try(w)
 	}
 	e.free(h1) // no instance: wakes w0's

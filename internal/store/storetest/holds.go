@@ -16,7 +16,7 @@ import (
 // The cases of store.Holds: shared locks, semaphore permits, the queue of
 // tickets (FIFO, writer preference, lapse), targeted wake-ups, lock-delay,
 // CheckFence and GetHolds. A request "comes back" by calling AcquireHold
-// again with the same store.AcquireLock (its token and ticket), as a waiter
+// again with the same store.HoldRequest (its token and ticket), as a waiter
 // does after a wake-up or at RetryAt.
 func holdTests() []test {
 	return append([]test{
@@ -67,36 +67,36 @@ func holdTests() []test {
 // newInstance returns a fresh coordd instance ID (16 hex digits, no ':').
 func newInstance() string { return token.New()[:16] }
 
-func exclusiveReq(name, owner string, ttl time.Duration) store.AcquireLock {
-	return store.AcquireLock{Kind: store.HoldLock, Name: name, Token: token.New(), Owner: owner, TTL: ttl}
+func exclusiveReq(name, owner string, ttl time.Duration) store.HoldRequest {
+	return store.HoldRequest{Kind: store.HoldLock, Name: name, Token: token.New(), Owner: owner, TTL: ttl}
 }
 
-func sharedReq(name, owner string, ttl time.Duration) store.AcquireLock {
+func sharedReq(name, owner string, ttl time.Duration) store.HoldRequest {
 	r := exclusiveReq(name, owner, ttl)
 	r.Shared = true
 	return r
 }
 
-func permitReq(name, owner string, limit int, ttl time.Duration) store.AcquireLock {
-	return store.AcquireLock{Kind: store.HoldSemaphore, Name: name, Token: token.New(), Owner: owner, TTL: ttl, Limit: limit}
+func permitReq(name, owner string, limit int, ttl time.Duration) store.HoldRequest {
+	return store.HoldRequest{Kind: store.HoldSemaphore, Name: name, Token: token.New(), Owner: owner, TTL: ttl, Limit: limit}
 }
 
 // waiting gives r a fresh ticket of instance with the lease coordd uses.
-func waiting(r store.AcquireLock, instance string) store.AcquireLock {
+func waiting(r store.HoldRequest, instance string) store.HoldRequest {
 	return waitingFor(r, instance, store.WaitLease)
 }
 
-func waitingFor(r store.AcquireLock, instance string, lease time.Duration) store.AcquireLock {
+func waitingFor(r store.HoldRequest, instance string, lease time.Duration) store.HoldRequest {
 	r.Wait = &store.WaitTicket{Ticket: token.New(), Instance: instance, Lease: lease}
 	return r
 }
 
-func inSession(r store.AcquireLock, id string) store.AcquireLock {
+func inSession(r store.HoldRequest, id string) store.HoldRequest {
 	r.SessionID = id
 	return r
 }
 
-func (e *env) try(r store.AcquireLock) store.LockGrant {
+func (e *env) try(r store.HoldRequest) store.Grant {
 	e.Helper()
 	g, err := e.s.AcquireHold(e.ctx, r)
 	noErr(e, fmt.Sprintf("AcquireHold %s by %s", r.Kind, r.Owner), err)
@@ -104,7 +104,7 @@ func (e *env) try(r store.AcquireLock) store.LockGrant {
 }
 
 // grant makes r, which must be granted.
-func (e *env) grant(r store.AcquireLock) store.LockGrant {
+func (e *env) grant(r store.HoldRequest) store.Grant {
 	e.Helper()
 	g := e.try(r)
 	if !g.Acquired || g.AlreadyHeld || g.Fence == 0 || g.Queued || !g.RetryAt.IsZero() {
@@ -123,7 +123,7 @@ type refusal struct {
 }
 
 // refused makes r, which must not be granted, and checks the answer.
-func (e *env) refused(what string, r store.AcquireLock, want refusal) store.LockGrant {
+func (e *env) refused(what string, r store.HoldRequest, want refusal) store.Grant {
 	e.Helper()
 	g := e.try(r)
 	var ttl time.Duration
@@ -152,14 +152,14 @@ func (e *env) releaseHold(kind store.HoldKind, name, tok string) bool {
 }
 
 // free releases r's grant, which must be live.
-func (e *env) free(r store.AcquireLock) {
+func (e *env) free(r store.HoldRequest) {
 	e.Helper()
 	if !e.releaseHold(r.Kind, r.Name, r.Token) {
 		e.Fatalf("ReleaseHold %s by %s: false, want true", r.Kind, r.Owner)
 	}
 }
 
-func (e *env) holds(kind store.HoldKind, name string) store.LockInfo {
+func (e *env) holds(kind store.HoldKind, name string) store.HoldInfo {
 	e.Helper()
 	info, err := e.s.GetHolds(e.ctx, kind, name)
 	noErr(e, "GetHolds", err)
@@ -168,7 +168,7 @@ func (e *env) holds(kind store.HoldKind, name string) store.LockInfo {
 
 // holder is the HolderInfo of a grant, for wantHolds (its TTL is computed
 // there from the clock).
-func holder(owner string, g store.LockGrant, shared, bound bool, acquired time.Time) store.HolderInfo {
+func holder(owner string, g store.Grant, shared, bound bool, acquired time.Time) store.HolderInfo {
 	return store.HolderInfo{Owner: owner, Fence: g.Fence, Shared: shared, SessionBound: bound, ExpireTime: g.ExpireTime, AcquireTime: acquired}
 }
 
@@ -178,7 +178,7 @@ func holder(owner string, g store.LockGrant, shared, bound bool, acquired time.T
 func (e *env) wantHolds(what string, kind store.HoldKind, name string, waiters, limit int, holders ...store.HolderInfo) {
 	e.Helper()
 	got := e.holds(kind, name)
-	want := store.LockInfo{Waiters: waiters, Limit: limit}
+	want := store.HoldInfo{Waiters: waiters, Limit: limit}
 	for _, h := range holders {
 		h.TTL = h.ExpireTime.Sub(e.now())
 		want.Holders = append(want.Holders, h)
@@ -213,7 +213,7 @@ func (e *env) refresh(kind store.HoldKind, name string, lease time.Duration, tic
 	return gone
 }
 
-func (e *env) leave(r store.AcquireLock) {
+func (e *env) leave(r store.HoldRequest) {
 	e.Helper()
 	hs, err := e.s.LeaveQueue(e.ctx, r.Kind, r.Name, r.Wait.Ticket, "", "")
 	noErr(e, "LeaveQueue", err)
@@ -270,8 +270,8 @@ func holdsSharedCoexist(e *env) {
 	e.free(r1)
 	gx := e.grant(x)
 	eq(e, "exclusive grant's Holders", gx.Holders, 1)
-	info, err := e.s.GetLock(e.ctx, n)
-	noErr(e, "GetLock", err)
+	info, err := e.s.GetHolds(e.ctx, store.HoldLock, n)
+	noErr(e, "GetHolds", err)
 	if len(info.Holders) != 1 || info.Holders[0].Shared || info.Owner != "x" || info.Fence != gx.Fence {
 		e.Errorf("GetLock of the exclusive holder = %+v; want x alone, not shared", info)
 	}
@@ -281,7 +281,7 @@ func holdsSharedCoexist(e *env) {
 func holdsSharedMaxHolders(e *env) {
 	n := e.name("rw")
 	t0 := e.now()
-	capped := func(owner string, ttl time.Duration) store.AcquireLock {
+	capped := func(owner string, ttl time.Duration) store.HoldRequest {
 		r := sharedReq(n, owner, ttl)
 		r.MaxHolders = 2
 		return r
@@ -356,7 +356,7 @@ func holdsSharedTicketsDoNotBlockShared(e *env) {
 	s2 := waiting(sharedReq(n, "s2", time.Minute), a)
 	x := waiting(exclusiveReq(n, "x", time.Minute), a)
 	s3 := waiting(sharedReq(n, "s3", time.Minute), a)
-	for _, r := range []store.AcquireLock{s1, s2, x, s3} {
+	for _, r := range []store.HoldRequest{s1, s2, x, s3} {
 		e.try(r)
 	}
 	eq(e, "Waiters", e.waiters(store.HoldLock, n), 4)
@@ -385,10 +385,10 @@ func holdsExclusiveWaitsForTicketsAhead(e *env) {
 	e.try(w)
 	e.free(h)
 	e.refused("no ticket, a ticket ahead", exclusiveReq(n, "jumper", time.Minute), refusal{})
-	g, err := e.s.AcquireLock(e.ctx, exclusiveReq(n, "jumper", time.Minute))
-	noErr(e, "AcquireLock", err)
+	g, err := e.s.AcquireHold(e.ctx, exclusiveReq(n, "jumper", time.Minute))
+	noErr(e, "AcquireHold", err)
 	if g.Acquired {
-		e.Errorf("AcquireLock without a ticket jumped the queue: %+v", g)
+		e.Errorf("AcquireHold without a ticket jumped the queue: %+v", g)
 	}
 	e.wantHolds("the free lock with a ticket", store.HoldLock, n, 1, 0)
 	gw := e.grant(w)
@@ -397,10 +397,10 @@ func holdsExclusiveWaitsForTicketsAhead(e *env) {
 
 // fifoWaiters queues n requests, one at a time (each queued before the next
 // arrives), alternating between two instances.
-func (e *env) fifoWaiters(count int, mk func(i int) store.AcquireLock) []store.AcquireLock {
+func (e *env) fifoWaiters(count int, mk func(i int) store.HoldRequest) []store.HoldRequest {
 	e.Helper()
 	insts := []string{newInstance(), newInstance()}
-	ws := make([]store.AcquireLock, count)
+	ws := make([]store.HoldRequest, count)
 	for i := range ws {
 		ws[i] = waiting(mk(i), insts[i%2])
 		if g := e.try(ws[i]); g.Acquired || !g.Queued {
@@ -412,7 +412,7 @@ func (e *env) fifoWaiters(count int, mk func(i int) store.AcquireLock) []store.A
 
 // comeBack makes every waiter from i on come back, the last first, and
 // checks that exactly waiter i is granted.
-func (e *env) comeBack(ws []store.AcquireLock, i int) {
+func (e *env) comeBack(ws []store.HoldRequest, i int) {
 	e.Helper()
 	for j := len(ws) - 1; j >= i; j-- {
 		g := e.try(ws[j])
@@ -433,7 +433,7 @@ func holdsFIFO(e *env) {
 	n := e.name("fifo")
 	h := exclusiveReq(n, "h", time.Minute)
 	e.grant(h)
-	ws := e.fifoWaiters(100, func(i int) store.AcquireLock { return exclusiveReq(n, fmt.Sprint("w", i), time.Minute) })
+	ws := e.fifoWaiters(100, func(i int) store.HoldRequest { return exclusiveReq(n, fmt.Sprint("w", i), time.Minute) })
 	eq(e, "Waiters", e.waiters(store.HoldLock, n), 100)
 	cur := h
 	for i := range ws {
@@ -449,13 +449,13 @@ func holdsFIFO(e *env) {
 // holdsFIFOSemaphore: the same with a semaphore of 3 permits.
 func holdsFIFOSemaphore(e *env) {
 	n := e.name("sem")
-	var held []store.AcquireLock
+	var held []store.HoldRequest
 	for i := range 3 {
 		r := permitReq(n, fmt.Sprint("h", i), 3, time.Minute)
 		e.grant(r)
 		held = append(held, r)
 	}
-	ws := e.fifoWaiters(40, func(i int) store.AcquireLock { return permitReq(n, fmt.Sprint("w", i), 3, time.Minute) })
+	ws := e.fifoWaiters(40, func(i int) store.HoldRequest { return permitReq(n, fmt.Sprint("w", i), 3, time.Minute) })
 	for i := range ws {
 		e.free(held[0])
 		held = append(held[1:], ws[i])
@@ -550,7 +550,7 @@ func holdsRefreshTickets(e *env) {
 	w1 := waitingFor(exclusiveReq(n, "w1", time.Minute), a, time.Second)
 	w2 := waitingFor(exclusiveReq(n, "w2", time.Minute), a, time.Second)
 	w3 := waitingFor(exclusiveReq(n, "w3", time.Minute), a, time.Second)
-	for _, r := range []store.AcquireLock{w1, w2, w3} {
+	for _, r := range []store.HoldRequest{w1, w2, w3} {
 		e.try(r)
 	}
 	gone := e.refresh(store.HoldLock, n, time.Second)
@@ -581,7 +581,7 @@ func holdsRefreshTickets(e *env) {
 
 // heldWithTwoWaiters makes a lock n held by h, with w1 then w2 queued
 // behind it, waiting on instance a.
-func (e *env) heldWithTwoWaiters() (n, a string, h, w1, w2 store.AcquireLock) {
+func (e *env) heldWithTwoWaiters() (n, a string, h, w1, w2 store.HoldRequest) {
 	e.Helper()
 	n, a = e.name("lock"), newInstance()
 	h = exclusiveReq(n, "h", time.Minute)
@@ -694,8 +694,8 @@ func holdsSemaphore(e *env) {
 	n := e.name("sem")
 	t0 := e.now()
 	p1, p2, p3 := permitReq(n, "p1", 3, 30*time.Second), permitReq(n, "p2", 3, 10*time.Second), permitReq(n, "p3", 3, 20*time.Second)
-	var gs []store.LockGrant
-	for i, r := range []store.AcquireLock{p1, p2, p3} {
+	var gs []store.Grant
+	for i, r := range []store.HoldRequest{p1, p2, p3} {
 		g := e.grant(r)
 		eq(e, fmt.Sprint("permit ", i+1, "'s Holders"), g.Holders, i+1)
 		eq(e, fmt.Sprint("permit ", i+1, "'s Limit"), g.Limit, 3)
@@ -763,7 +763,7 @@ func holdsSemaphoreLimitMismatch(e *env) {
 func holdsSemaphoreFences(e *env) {
 	n := e.name("sem")
 	var last uint64
-	var held []store.AcquireLock
+	var held []store.HoldRequest
 	for i := range 50 {
 		r := permitReq(n, "p", 4, time.Minute)
 		g := e.grant(r)
@@ -799,12 +799,12 @@ func holdsKindsApart(e *env) {
 		e.Error("CheckFence of the semaphore with the lock's fence: true")
 	}
 	_, err := e.s.RenewHold(e.ctx, store.HoldLock, n, p.Token, time.Minute)
-	isErr(e, "RenewHold of the lock with the permit's token", err, store.ErrLockNotHeld)
+	isErr(e, "RenewHold of the lock with the permit's token", err, store.ErrNotHeld)
 	e.free(l)
 	e.wantHolds("the semaphore after the lock's release", store.HoldSemaphore, n, 0, 1, holder("p", gp, false, false, t1))
 }
 
-// holdsRenewHold: RenewHold of a permit or a shared holder, as RenewLock.
+// holdsRenewHold: RenewHold of a permit or a shared holder, as a lock's.
 func holdsRenewHold(e *env) {
 	t0 := e.now()
 	n := e.name("sem")
@@ -823,9 +823,9 @@ func holdsRenewHold(e *env) {
 	e.wantHolds("after renewals", store.HoldSemaphore, n, 0, 2, holder("p", g, false, false, t0))
 	e.advance(9 * time.Second)
 	_, err = e.s.RenewHold(e.ctx, store.HoldSemaphore, n, p.Token, 10*time.Second)
-	isErr(e, "RenewHold at the max hold", err, store.ErrLockNotHeld)
+	isErr(e, "RenewHold at the max hold", err, store.ErrNotHeld)
 	_, err = e.s.RenewHold(e.ctx, store.HoldSemaphore, n, token.New(), 10*time.Second)
-	isErr(e, "RenewHold with another token", err, store.ErrLockNotHeld)
+	isErr(e, "RenewHold with another token", err, store.ErrNotHeld)
 
 	m := e.name("rw")
 	t1 := e.now()
@@ -836,7 +836,7 @@ func holdsRenewHold(e *env) {
 	noErr(e, "RenewHold of a shared holder", err)
 	e.wantLease("renew of a shared holder", l, store.Lease{TTL: time.Minute, ExpireTime: t1.Add(65 * time.Second), Fence: g2.Fence})
 	l, err = e.s.RenewHold(e.ctx, store.HoldLock, m, s1.Token, time.Second)
-	noErr(e, "RenewLock of a shared holder", err)
+	noErr(e, "RenewHold of a shared holder", err)
 	e.wantLease("a shortening renewal of a shared holder", l, store.Lease{TTL: time.Second, ExpireTime: t1.Add(6 * time.Second), Fence: g1.Fence})
 	g1.ExpireTime, g2.ExpireTime = t1.Add(6*time.Second), t1.Add(65*time.Second)
 	e.wantHolds("shared holders after renewals", store.HoldLock, m, 0, 0, holder("s1", g1, true, false, t1), holder("s2", g2, true, false, t1))
@@ -845,7 +845,7 @@ func holdsRenewHold(e *env) {
 	q := inSession(permitReq(e.name("bound"), "q", 1, 0), id)
 	e.grant(q)
 	_, err = e.s.RenewHold(e.ctx, store.HoldSemaphore, q.Name, q.Token, time.Minute)
-	isErr(e, "RenewHold of a session-bound permit", err, store.ErrLockSessionBound)
+	isErr(e, "RenewHold of a session-bound permit", err, store.ErrSessionBound)
 }
 
 // holdsReleaseHold: ReleaseHold and AbandonHold of one holder leave the
@@ -886,10 +886,10 @@ func holdsReleaseHold(e *env) {
 	e.free(s1)
 	e.wantHolds("the other shared holder stays", store.HoldLock, m, 0, 0, holder("s2", gs2, true, false, e.now()))
 	e.refused("exclusive beside the remaining shared holder", exclusiveReq(m, "x", time.Minute), refusal{holder: "s2", expire: gs2.ExpireTime, retryAt: gs2.ExpireTime})
-	ok, _, err := e.s.ReleaseLock(e.ctx, m, s2.Token)
-	noErr(e, "ReleaseLock of a shared holder", err)
+	ok, _, err := ReleaseLock(e.ctx, e.s, m, s2.Token)
+	noErr(e, "ReleaseHold of a shared holder", err)
 	if !ok {
-		e.Error("ReleaseLock of a shared holder: false")
+		e.Error("ReleaseHold of a shared holder: false")
 	}
 	e.grant(exclusiveReq(m, "x", time.Minute))
 }
@@ -913,8 +913,8 @@ func holdsGetHolds(e *env) {
 	e.try(s3)
 	e.wantHolds("two shared holders and two tickets", store.HoldLock, n, 2, 0,
 		holder("s1", g1, true, true, t0), holder("s2", g2, true, false, t0.Add(time.Second)))
-	info, err := e.s.GetLock(e.ctx, n)
-	noErr(e, "GetLock", err)
+	info, err := e.s.GetHolds(e.ctx, store.HoldLock, n)
+	noErr(e, "GetHolds", err)
 	if len(info.Holders) != 2 || info.Waiters != 2 || info.Owner != "s1" || !info.SessionBound {
 		e.Errorf("GetLock = %+v; want GetHolds' answer", info)
 	}
@@ -979,7 +979,7 @@ func holdsWakeSharedRun(e *env) {
 	s1 := waiting(sharedReq(n, "s1", time.Minute), insts[1])
 	x2 := waiting(exclusiveReq(n, "x2", time.Minute), insts[2])
 	s3 := waiting(sharedReq(n, "s3", time.Minute), insts[3])
-	for _, r := range []store.AcquireLock{s0, s1, x2, s3} {
+	for _, r := range []store.HoldRequest{s0, s1, x2, s3} {
 		e.try(r)
 	}
 	for _, s := range subs {
@@ -1008,7 +1008,7 @@ func holdsWakeSharedRunCapped(e *env) {
 	n := e.name("rw")
 	a, b := newInstance(), newInstance()
 	subA, subB := e.waitSub(store.HoldLock, n, a), e.waitSub(store.HoldLock, n, b)
-	capped := func(owner string, ttl time.Duration) store.AcquireLock {
+	capped := func(owner string, ttl time.Duration) store.HoldRequest {
 		r := sharedReq(n, owner, ttl)
 		r.MaxHolders = 2
 		return r
@@ -1043,7 +1043,7 @@ func holdsWakeSemaphore(e *env) {
 	h1, h2 := permitReq(n, "h1", 2, time.Minute), permitReq(n, "h2", 2, time.Minute)
 	e.grant(h1)
 	e.grant(h2)
-	ws := make([]store.AcquireLock, len(insts))
+	ws := make([]store.HoldRequest, len(insts))
 	for i, in := range insts {
 		ws[i] = waiting(permitReq(n, fmt.Sprint("w", i), 2, time.Minute), in)
 		e.try(ws[i])
@@ -1083,12 +1083,12 @@ func holdsWakeOnEnd(e *env) {
 			queue()
 			noErr(e, "AbandonHold", e.s.AbandonHold(e.ctx, store.HoldLock, n, r.Token, ""))
 		}},
-		{"ReleaseLock", func(e *env, n string, queue func()) {
+		{"ReleaseHold", func(e *env, n string, queue func()) {
 			r := exclusiveReq(n, "h", time.Minute)
 			e.grant(r)
 			queue()
 			if !e.release(n, r.Token) {
-				e.Fatal("ReleaseLock: false")
+				e.Fatal("ReleaseHold: false")
 			}
 		}},
 		{"CloseSession", func(e *env, n string, queue func()) {
@@ -1153,7 +1153,7 @@ func holdsWakeOnLeaveQueue(e *env) {
 	h := exclusiveReq(n, "h", time.Minute)
 	e.grant(h)
 	wa, wb, wc := waiting(exclusiveReq(n, "a", time.Minute), a), waiting(exclusiveReq(n, "b", time.Minute), b), waiting(exclusiveReq(n, "c", time.Minute), c)
-	for _, r := range []store.AcquireLock{wa, wb, wc} {
+	for _, r := range []store.HoldRequest{wa, wb, wc} {
 		e.try(r)
 	}
 	drain(subA)
@@ -1175,17 +1175,17 @@ func holdsWakeOnLeaveQueue(e *env) {
 var lockDelayCases = []struct {
 	name        string
 	blocks      bool // the held one keeps the asked one out while live
-	held, asked func(n string) store.AcquireLock
+	held, asked func(n string) store.HoldRequest
 }{
-	{"Exclusive", true, func(n string) store.AcquireLock { return exclusiveReq(n, "bound", 0) },
-		func(n string) store.AcquireLock { return exclusiveReq(n, "next", time.Minute) }},
-	{"SharedThenShared", false, func(n string) store.AcquireLock { return sharedReq(n, "bound", 0) },
-		func(n string) store.AcquireLock { return sharedReq(n, "next", time.Minute) }},
-	{"SharedThenExclusive", true, func(n string) store.AcquireLock { return sharedReq(n, "bound", 0) },
-		func(n string) store.AcquireLock { return exclusiveReq(n, "next", time.Minute) }},
+	{"Exclusive", true, func(n string) store.HoldRequest { return exclusiveReq(n, "bound", 0) },
+		func(n string) store.HoldRequest { return exclusiveReq(n, "next", time.Minute) }},
+	{"SharedThenShared", false, func(n string) store.HoldRequest { return sharedReq(n, "bound", 0) },
+		func(n string) store.HoldRequest { return sharedReq(n, "next", time.Minute) }},
+	{"SharedThenExclusive", true, func(n string) store.HoldRequest { return sharedReq(n, "bound", 0) },
+		func(n string) store.HoldRequest { return exclusiveReq(n, "next", time.Minute) }},
 	// Nothing is granted during the delay, free permits or not.
-	{"Semaphore", false, func(n string) store.AcquireLock { return permitReq(n, "bound", 3, 0) },
-		func(n string) store.AcquireLock { return permitReq(n, "next", 3, time.Minute) }},
+	{"Semaphore", false, func(n string) store.HoldRequest { return permitReq(n, "bound", 3, 0) },
+		func(n string) store.HoldRequest { return permitReq(n, "next", 3, time.Minute) }},
 }
 
 // holdsLockDelay: a hold whose session expired keeps its name from anyone
@@ -1463,7 +1463,7 @@ func holdsSessionPermits(e *env) {
 	gl := e.grant(inSession(exclusiveReq(l, "alice", 0), id))
 	gs := e.grant(inSession(sharedReq(s, "alice", 0), id))
 	gp := e.grant(inSession(permitReq(p, "alice", 2, 0), id))
-	for _, g := range []store.LockGrant{gl, gs, gp} {
+	for _, g := range []store.Grant{gl, gs, gp} {
 		if g.TTL != 10*time.Second || !g.ExpireTime.Equal(t0.Add(10*time.Second)) {
 			e.Errorf("session-bound grant = %+v; want the session's lease", g)
 		}
@@ -1507,8 +1507,8 @@ func holdsSessionAlreadyHolds(e *env) {
 	first := inSession(sharedReq(n, "alice", 0), id)
 	g := e.grant(first)
 	e.grant(sharedReq(n, "bob", time.Minute))
-	for _, again := range []store.AcquireLock{inSession(sharedReq(n, "alice", 0), id), inSession(exclusiveReq(n, "alice", 0), id)} {
-		again.MaxSessionLocks = 1
+	for _, again := range []store.HoldRequest{inSession(sharedReq(n, "alice", 0), id), inSession(exclusiveReq(n, "alice", 0), id)} {
+		again.MaxSessionHolds = 1
 		a := e.try(again)
 		if !a.Acquired || !a.AlreadyHeld || a.Token != first.Token || a.Fence != g.Fence || !a.ExpireTime.Equal(g.ExpireTime) {
 			e.Errorf("asking again (shared %v) = %+v; want the existing grant (fence %d), already held", again.Shared, a, g.Fence)
@@ -1541,7 +1541,7 @@ func holdsAlreadyHeldLeavesTheQueue(e *env) {
 	t1 := waiting(inSession(exclusiveReq(n, "s", 0), id), a)
 	t2 := waiting(inSession(exclusiveReq(n, "s", 0), id), a)
 	x := waiting(exclusiveReq(n, "x", time.Minute), a)
-	for _, r := range []store.AcquireLock{t1, t2, x} {
+	for _, r := range []store.HoldRequest{t1, t2, x} {
 		if g := e.try(r); g.Acquired || !g.Queued {
 			e.Fatalf("%s: %+v; want queued", r.Owner, g)
 		}
@@ -1556,27 +1556,27 @@ func holdsAlreadyHeldLeavesTheQueue(e *env) {
 	e.grant(x)
 }
 
-// holdsSessionCapCountsEveryKind: MaxSessionLocks counts locks, shared
+// holdsSessionCapCountsEveryKind: MaxSessionHolds counts locks, shared
 // locks, permits and leaderships together.
 func holdsSessionCapCountsEveryKind(e *env) {
 	id := e.session(time.Minute)
-	capped := func(r store.AcquireLock) store.AcquireLock {
+	capped := func(r store.HoldRequest) store.HoldRequest {
 		r = inSession(r, id)
-		r.MaxSessionLocks = 4
+		r.MaxSessionHolds = 4
 		return r
 	}
 	e.grant(capped(exclusiveReq(e.name("l"), "a", 0)))
 	e.grant(capped(sharedReq(e.name("s"), "a", 0)))
 	p := capped(permitReq(e.name("p"), "a", 2, 0))
 	e.grant(p)
-	_, err := e.s.Campaign(e.ctx, store.Campaign{Name: e.name("e"), Token: token.New(), SessionID: id, Value: []byte("v"), MaxSessionLocks: 4})
+	_, err := e.s.Campaign(e.ctx, store.Campaign{Name: e.name("e"), Token: token.New(), SessionID: id, Value: []byte("v"), MaxSessionHolds: 4})
 	noErr(e, "Campaign under the cap", err)
 	_, err = e.s.AcquireHold(e.ctx, capped(permitReq(e.name("p2"), "a", 2, 0)))
-	isErr(e, "a permit over the cap", err, store.ErrTooManyLocks)
+	isErr(e, "a permit over the cap", err, store.ErrTooManyHolds)
 	_, err = e.s.AcquireHold(e.ctx, capped(sharedReq(e.name("s2"), "a", 0)))
-	isErr(e, "a shared lock over the cap", err, store.ErrTooManyLocks)
-	_, err = e.s.Campaign(e.ctx, store.Campaign{Name: e.name("e2"), Token: token.New(), SessionID: id, Value: []byte("v"), MaxSessionLocks: 4})
-	isErr(e, "a campaign over the cap", err, store.ErrTooManyLocks)
+	isErr(e, "a shared lock over the cap", err, store.ErrTooManyHolds)
+	_, err = e.s.Campaign(e.ctx, store.Campaign{Name: e.name("e2"), Token: token.New(), SessionID: id, Value: []byte("v"), MaxSessionHolds: 4})
+	isErr(e, "a campaign over the cap", err, store.ErrTooManyHolds)
 	e.wantHolds("the refused permit's semaphore", store.HoldSemaphore, e.name("p2"), 0, 0)
 	e.free(p)
 	e.grant(capped(permitReq(e.name("p2"), "a", 2, 0)))
@@ -1638,9 +1638,9 @@ func holdsConcurrentSemaphore(e *env) {
 		live   = map[uint64]bool{}
 		fences = map[uint64]bool{}
 	)
-	e.concurrently(workers, rounds, func(w, round int) (store.AcquireLock, func(g store.LockGrant) error) {
+	e.concurrently(workers, rounds, func(w, round int) (store.HoldRequest, func(g store.Grant) error) {
 		r := waiting(permitReq(n, fmt.Sprint("w", w), limit, time.Hour), insts[w%2])
-		return r, func(g store.LockGrant) error {
+		return r, func(g store.Grant) error {
 			mu.Lock()
 			if fences[g.Fence] {
 				mu.Unlock()
@@ -1685,12 +1685,12 @@ func holdsConcurrentSharedExclusive(e *env) {
 		mu                sync.Mutex
 		exclusive, shared int
 	)
-	e.concurrently(workers, rounds, func(w, round int) (store.AcquireLock, func(g store.LockGrant) error) {
+	e.concurrently(workers, rounds, func(w, round int) (store.HoldRequest, func(g store.Grant) error) {
 		excl := w%16 == 0
 		r := sharedReq(n, fmt.Sprint("w", w), time.Hour)
 		r.Shared, r.MaxHolders = !excl, maxShared
 		r = waiting(r, insts[w%2])
-		return r, func(g store.LockGrant) error {
+		return r, func(g store.Grant) error {
 			mu.Lock()
 			if excl {
 				exclusive++
@@ -1736,7 +1736,7 @@ func linger() {
 // a request until it is granted (coming back with its ticket), runs the
 // round's check while holding, then releases. The first error fails the
 // test.
-func (e *env) concurrently(workers, rounds int, round func(w, round int) (store.AcquireLock, func(store.LockGrant) error)) {
+func (e *env) concurrently(workers, rounds int, round func(w, round int) (store.HoldRequest, func(store.Grant) error)) {
 	e.Helper()
 	stop := time.Now().Add(concurrentDeadline)
 	errs := make([]error, workers)

@@ -138,7 +138,7 @@ func sessKeepAliveRenews(e *env) {
 	_, g1 := e.sessionLock(n1, "alice", id, 0)
 	e.advance(time.Second)
 	_, g2 := e.sessionLock(n2, "alice", id, 0)
-	lockAt := func(n string, g store.LockGrant, acquired time.Time, ttl time.Duration, expire time.Time) {
+	lockAt := func(n string, g store.Grant, acquired time.Time, ttl time.Duration, expire time.Time) {
 		e.Helper()
 		info := held("alice", g.Fence, ttl, expire, acquired)
 		info.SessionBound = true
@@ -178,7 +178,7 @@ func sessCheckDoesNotRenew(e *env) {
 	st := e.check(id)
 	e.wantSession("check at expiry", st, store.SessionState{ID: id, Expired: true,
 		Lost: []store.LostHold{{Kind: store.HoldLock, Name: n, Fence: g.Fence, Reason: store.LostSessionExpired}}})
-	e.wantLock(n, store.LockInfo{})
+	e.wantLock(n, store.HoldInfo{})
 	acked, err := e.ackAll(id, st)
 	noErr(e, "a check that acknowledges the expiry's reports", err)
 	e.wantSession("a check that acknowledges the expiry's reports", acked, store.SessionState{ID: id, Expired: true})
@@ -218,10 +218,10 @@ func sessExpiredReportedUntilAcked(e *env) {
 		e.Errorf("reports changed: %+v, then %+v", first.Lost, again.Lost)
 	}
 	e.wantSession("check after an unacknowledged report", e.check(id), want)
-	e.wantLock(n1, store.LockInfo{})
-	e.wantLock(n2, store.LockInfo{})
-	_, err := e.s.AcquireLock(e.ctx, store.AcquireLock{Name: n1, Token: token.New(), Owner: "alice", SessionID: id})
-	isErr(e, "AcquireLock in the expired session", err, store.ErrSessionNotFound)
+	e.wantLock(n1, store.HoldInfo{})
+	e.wantLock(n2, store.HoldInfo{})
+	_, err := e.s.AcquireHold(e.ctx, store.HoldRequest{Kind: store.HoldLock, Name: n1, Token: token.New(), Owner: "alice", SessionID: id})
+	isErr(e, "AcquireHold in the expired session", err, store.ErrSessionNotFound)
 	// Acknowledged reports go; the expiry itself is reported until the
 	// grace ends, so that a late heartbeat still learns it.
 	acked, err := e.ackAll(id, first)
@@ -276,7 +276,7 @@ func sessLostMaxHoldReportedUntilAcked(e *env) {
 	lostA := []store.LostHold{{Kind: store.HoldLock, Name: a, Fence: ga.Fence, Reason: store.LostMaxHold}}
 	st := e.check(id)
 	wantLost(e, "check at a's max hold", st.Lost, lostA)
-	e.wantLock(a, store.LockInfo{})
+	e.wantLock(a, store.HoldInfo{})
 	wantLost(e, "keepalive that acknowledges nothing", e.keepAlive(id, 0).Lost, lostA)
 	acked, err := e.s.KeepAliveSession(e.ctx, store.SessionRef{ID: id, Ack: st.Lost[0].Seq}, 0)
 	noErr(e, "keepalive that acknowledges a", err)
@@ -389,7 +389,7 @@ func sessReleasedNotLost(e *env) {
 	toka, _ := e.sessionLock(a, "alice", id, 0)
 	_, gb := e.sessionLock(b, "alice", id, 0)
 	if !e.release(a, toka) {
-		e.Fatal("ReleaseLock by its token: false")
+		e.Fatal("ReleaseHold by its token: false")
 	}
 	wantLost(e, "keepalive after release", e.keepAlive(id, 0).Lost, nil)
 	wantLost(e, "check after release", e.check(id).Lost, nil)
@@ -405,16 +405,19 @@ func sessCloseReleases(e *env) {
 	e.sessionLock(b, "alice", id, 0)
 	t0 := e.now()
 	_, gc := e.lock(c, "carol", time.Minute)
-	sub := e.subscribe(store.LockTopic(a))
-	drain(sub)
+	inst := newInstance()
+	w := waiting(exclusiveReq(a, "bob", time.Second), inst)
+	if g := e.try(w); g.Acquired || !g.Queued {
+		e.Fatalf("bob's wait for a = %+v, want queued", g)
+	}
+	sub := e.waitSub(store.HoldLock, a, inst)
 	names, err := e.s.CloseSession(e.ctx, store.SessionRef{ID: id})
 	noErr(e, "CloseSession", err)
 	eqStrings(e, "CloseSession names", releasedNames(names), []string{a, b})
-	e.wantWake(sub, "LockTopic after CloseSession")
-	e.wantLock(a, store.LockInfo{})
-	e.wantLock(b, store.LockInfo{})
+	e.wantWake(sub, "the waiter's WaitTopic after CloseSession")
+	e.wantLock(b, store.HoldInfo{})
 	e.wantLock(c, held("carol", gc.Fence, time.Minute, t0.Add(time.Minute), t0))
-	e.lock(a, "bob", time.Second)
+	e.grant(w)
 	e.wantGone("after CloseSession", id)
 }
 
@@ -425,7 +428,7 @@ func sessCloseSkipsLostLocks(e *env) {
 	tokb, _ := e.sessionLock(b, "alice", id, 0)
 	e.sessionLock(c, "alice", id, 0)
 	if !e.release(b, tokb) {
-		e.Fatal("ReleaseLock by its token: false")
+		e.Fatal("ReleaseHold by its token: false")
 	}
 	e.advance(3 * time.Second)
 	t1 := e.now()
@@ -434,7 +437,7 @@ func sessCloseSkipsLostLocks(e *env) {
 	noErr(e, "CloseSession", err)
 	eqStrings(e, "CloseSession names", releasedNames(names), []string{c})
 	e.wantLock(a, held("bob", ga.Fence, time.Minute, t1.Add(time.Minute), t1))
-	e.wantLock(c, store.LockInfo{})
+	e.wantLock(c, store.HoldInfo{})
 }
 
 func sessCloseExpired(e *env) {

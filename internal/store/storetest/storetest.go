@@ -39,6 +39,18 @@ import (
 type Harness struct {
 	Store store.Store
 	Clock *clock.Fake // drives the store's time; advance it instead of sleeping
+	// IdleNameTTL is the store's idle name ttl (how long a name's fence
+	// counter outlives its last grant); 0: an hour, the default.
+	IdleNameTTL time.Duration
+	// Residue returns those of names (scoped hold and queue names) of
+	// which the store would still keep something (a record, a key) after
+	// horizon if nobody touched them; with horizon 0, what it has now.
+	Residue func(horizon time.Duration, names ...string) ([]string, error)
+	// Forget, if set, removes every record of names as the store does by
+	// itself in real time once they have been idle past IdleNameTTL (the
+	// Redis store's keys expire by Redis's own clock, which a simulated
+	// clock does not move). nil: the store needs nothing of the kind.
+	Forget func(names ...string) error
 }
 
 // Run runs the whole conformance suite against the backend newHarness builds.
@@ -55,6 +67,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Subscribe", subscribeTests()},
 		{"Holds", holdTests()},
 		{"Elections", electionTests()},
+		{"Residue", residueTests()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -83,6 +96,7 @@ const us = time.Microsecond
 // env is one subtest with its harness and its own namespace.
 type env struct {
 	*testing.T
+	h          Harness
 	s          store.Store
 	clk        *clock.Fake
 	ctx        context.Context
@@ -97,7 +111,7 @@ func newEnv(t *testing.T, newHarness func(t *testing.T) Harness) *env {
 		t.Fatal("newHarness returned a Harness without a Store or a Clock")
 	}
 	h.Clock.Set(base)
-	return &env{T: t, s: h.Store, clk: h.Clock, ctx: t.Context(), ns: "t" + token.New()[:12], newHarness: newHarness}
+	return &env{T: t, h: h, s: h.Store, clk: h.Clock, ctx: t.Context(), ns: "t" + token.New()[:12], newHarness: newHarness}
 }
 
 // sub runs f as a parallel subtest with a fresh harness.

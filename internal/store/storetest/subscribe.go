@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/token"
 )
 
 // wakeTimeout bounds the real time the suite waits for a wake-up.
@@ -15,7 +16,7 @@ const quietPeriod = 200 * time.Millisecond
 
 func subscribeTests() []test {
 	return []test{
-		{"ReleaseWakes", subReleaseWakes},
+		{"EnqueueWakes", subEnqueueWakes},
 		{"NotMissedAfterSubscribe", subNotMissed},
 		{"EverySubscriberWoken", subEverySubscriber},
 		{"CloseStopsDelivery", subCloseStops},
@@ -68,61 +69,50 @@ func (e *env) wantNoWake(sub *store.Subscription, what string) {
 	}
 }
 
-func subReleaseWakes(e *env) {
-	n := e.name("lock")
-	sub := e.subscribe(store.LockTopic(n))
-	tok, _ := e.lock(n, "alice", time.Minute)
-	drain(sub)
-	if !e.release(n, tok) {
-		e.Fatal("release: false")
-	}
-	e.wantWake(sub, "LockTopic after ReleaseLock")
+// wake makes the store wake QueueTopic(q): an enqueue, the wake-up a
+// waiting Claim listens for.
+func (e *env) wake(q string) {
+	e.Helper()
+	e.enqueue(q, store.NewMessage{ID: token.New(), Payload: []byte("p"), MaxAttempts: 1})
 }
 
-// subNotMissed releases right after Subscribe returns, many times over, on
-// a new topic each time (the first subscription of a topic is the one a
+func subEnqueueWakes(e *env) {
+	q := e.name("q")
+	sub := e.subscribe(store.QueueTopic(q))
+	e.wake(q)
+	e.wantWake(sub, "QueueTopic after Enqueue")
+}
+
+// subNotMissed wakes right after Subscribe returns, many times over, on a
+// new topic each time (the first subscription of a topic is the one a
 // backend may have to set up).
 func subNotMissed(e *env) {
 	for i := range 20 {
-		n := e.name(fmt.Sprint("lock", i))
-		tok, _ := e.lock(n, "alice", time.Minute)
-		sub, err := e.s.Subscribe(e.ctx, store.LockTopic(n))
+		q := e.name(fmt.Sprint("q", i))
+		sub, err := e.s.Subscribe(e.ctx, store.QueueTopic(q))
 		noErr(e, "Subscribe", err)
-		if !e.release(n, tok) {
-			e.Fatal("release: false")
-		}
-		e.wantWake(sub, fmt.Sprint("release ", i, " right after Subscribe"))
+		e.wake(q)
+		e.wantWake(sub, fmt.Sprint("enqueue ", i, " right after Subscribe"))
 		sub.Close()
 	}
 }
 
 func subEverySubscriber(e *env) {
-	n := e.name("lock")
-	subs := []*store.Subscription{e.subscribe(store.LockTopic(n)), e.subscribe(store.LockTopic(n)), e.subscribe(store.LockTopic(n))}
-	tok, _ := e.lock(n, "alice", time.Minute)
-	for _, s := range subs {
-		drain(s)
-	}
-	if !e.release(n, tok) {
-		e.Fatal("release: false")
-	}
+	q := e.name("q")
+	subs := []*store.Subscription{e.subscribe(store.QueueTopic(q)), e.subscribe(store.QueueTopic(q)), e.subscribe(store.QueueTopic(q))}
+	e.wake(q)
 	for i, s := range subs {
 		e.wantWake(s, fmt.Sprint("subscriber ", i))
 	}
 }
 
 func subCloseStops(e *env) {
-	n := e.name("lock")
-	sub := e.subscribe(store.LockTopic(n))
-	other := e.subscribe(store.LockTopic(n)) // keeps the topic alive
-	tok, _ := e.lock(n, "alice", time.Minute)
+	q := e.name("q")
+	sub := e.subscribe(store.QueueTopic(q))
+	other := e.subscribe(store.QueueTopic(q)) // keeps the topic alive
 	sub.Close()
 	sub.Close() // safe twice
-	drain(sub)  // a wake-up buffered before Close
-	drain(other)
-	if !e.release(n, tok) {
-		e.Fatal("release: false")
-	}
+	e.wake(q)
 	e.wantWake(other, "open subscription")
 	e.wantNoWake(sub, "closed subscription")
 }

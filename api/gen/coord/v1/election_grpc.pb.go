@@ -68,7 +68,7 @@ type ElectionServiceClient interface {
 	// session. A session that already leads name gets its term back at once
 	// (already_leader, its token and fence); its value is not changed (use
 	// Proclaim). RESOURCE_EXHAUSTED reason TOO_MANY_LOCKS: the session holds
-	// lock.max_locks_per_session holds. RESOURCE_EXHAUSTED reason
+	// session.max_holds holds. RESOURCE_EXHAUSTED reason
 	// TOO_MANY_WAITERS: name already has 10000 candidates waiting.
 	//
 	// Retry: safe with the same session: a retry after a lost answer gets the
@@ -220,7 +220,7 @@ type ElectionServiceServer interface {
 	// session. A session that already leads name gets its term back at once
 	// (already_leader, its token and fence); its value is not changed (use
 	// Proclaim). RESOURCE_EXHAUSTED reason TOO_MANY_LOCKS: the session holds
-	// lock.max_locks_per_session holds. RESOURCE_EXHAUSTED reason
+	// session.max_holds holds. RESOURCE_EXHAUSTED reason
 	// TOO_MANY_WAITERS: name already has 10000 candidates waiting.
 	//
 	// Retry: safe with the same session: a retry after a lost answer gets the

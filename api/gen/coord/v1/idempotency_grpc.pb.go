@@ -55,6 +55,9 @@ type IdempotencyServiceClient interface {
 	// failure.
 	// FAILED_PRECONDITION reason FINGERPRINT_MISMATCH: the key is in use with a
 	// different fingerprint; nothing is returned from it.
+	// RESOURCE_EXHAUSTED reason STORE_MEMORY_HIGH: a key the store has no
+	// record of is not claimed while the store's memory is past
+	// redis.memory_high_water (a key it has is still answered); retry later.
 	// Uncertain outcome: after UNAVAILABLE the key may have been claimed for
 	// this caller; the server has tried to clear that claim (its token is known
 	// only to the server), and if that failed too, a retry answers IN_PROGRESS
@@ -141,6 +144,9 @@ type IdempotencyServiceServer interface {
 	// failure.
 	// FAILED_PRECONDITION reason FINGERPRINT_MISMATCH: the key is in use with a
 	// different fingerprint; nothing is returned from it.
+	// RESOURCE_EXHAUSTED reason STORE_MEMORY_HIGH: a key the store has no
+	// record of is not claimed while the store's memory is past
+	// redis.memory_high_water (a key it has is still answered); retry later.
 	// Uncertain outcome: after UNAVAILABLE the key may have been claimed for
 	// this caller; the server has tried to clear that claim (its token is known
 	// only to the server), and if that failed too, a retry answers IN_PROGRESS

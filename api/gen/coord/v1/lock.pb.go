@@ -161,7 +161,11 @@ type LockResponse struct {
 	Token string `protobuf:"bytes,2,opt,name=token" json:"token,omitempty"`
 	// The fencing token: strictly greater than every fence ever issued for
 	// this name. Pass it to the resource the lock protects. 0 when not
-	// acquired.
+	// acquired. On Redis, a name nobody has held, waited for or kept a
+	// lock-delay on for redis.idle_name_ttl (1h) has no keys left, its fence
+	// counter included: its next fence is then at least the store's time in
+	// microseconds, still greater as long as Redis's clock has not stepped
+	// back by more than that ttl.
 	Fence uint64 `protobuf:"varint,3,opt,name=fence" json:"fence,omitempty"`
 	// Acquired: the lease granted. Not acquired: how long the current holder's
 	// lease has left.

@@ -65,6 +65,11 @@ type QueueServiceClient interface {
 	// Enqueue adds a message. With dedup_id, a repeat within config
 	// queue.dedup_window (5m) returns the first message's ID with
 	// duplicate=true and adds nothing.
+	// RESOURCE_EXHAUSTED reason QUEUE_FULL: the queue holds
+	// queue.max_messages (1,000,000) messages, dead letters included; reason
+	// STORE_MEMORY_HIGH: the store's memory is past redis.memory_high_water.
+	// Nothing was added either way (a duplicate is still answered when the
+	// queue is full); retry later.
 	// Uncertain outcome: after UNAVAILABLE the message may have been added;
 	// retry with the same dedup_id to add it at most once.
 	Enqueue(ctx context.Context, in *EnqueueRequest, opts ...grpc.CallOption) (*EnqueueResponse, error)
@@ -263,6 +268,11 @@ type QueueServiceServer interface {
 	// Enqueue adds a message. With dedup_id, a repeat within config
 	// queue.dedup_window (5m) returns the first message's ID with
 	// duplicate=true and adds nothing.
+	// RESOURCE_EXHAUSTED reason QUEUE_FULL: the queue holds
+	// queue.max_messages (1,000,000) messages, dead letters included; reason
+	// STORE_MEMORY_HIGH: the store's memory is past redis.memory_high_water.
+	// Nothing was added either way (a duplicate is still answered when the
+	// queue is full); retry later.
 	// Uncertain outcome: after UNAVAILABLE the message may have been added;
 	// retry with the same dedup_id to add it at most once.
 	Enqueue(context.Context, *EnqueueRequest) (*EnqueueResponse, error)

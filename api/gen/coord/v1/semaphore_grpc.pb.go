@@ -70,7 +70,7 @@ type SemaphoreServiceClient interface {
 	// session. A session that already holds a permit of name gets it back at
 	// once (already_held): a session holds at most one permit of a name.
 	// RESOURCE_EXHAUSTED reason TOO_MANY_LOCKS: the session holds
-	// lock.max_locks_per_session holds (locks, permits and leaderships
+	// session.max_holds holds (locks, permits and leaderships
 	// together). RESOURCE_EXHAUSTED reason TOO_MANY_WAITERS: name already has
 	// 10000 waiters.
 	//
@@ -188,7 +188,7 @@ type SemaphoreServiceServer interface {
 	// session. A session that already holds a permit of name gets it back at
 	// once (already_held): a session holds at most one permit of a name.
 	// RESOURCE_EXHAUSTED reason TOO_MANY_LOCKS: the session holds
-	// lock.max_locks_per_session holds (locks, permits and leaderships
+	// session.max_holds holds (locks, permits and leaderships
 	// together). RESOURCE_EXHAUSTED reason TOO_MANY_WAITERS: name already has
 	// 10000 waiters.
 	//

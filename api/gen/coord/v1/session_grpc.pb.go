@@ -76,7 +76,9 @@ type SessionServiceClient interface {
 	// its max_hold is reported when it does, without waiting for a heartbeat.
 	//
 	// Resuming an unknown or expired session is FAILED_PRECONDITION reason
-	// SESSION_NOT_FOUND. UNAVAILABLE (store unreachable, or the instance is
+	// SESSION_NOT_FOUND. Creating one is RESOURCE_EXHAUSTED reason
+	// STORE_MEMORY_HIGH while the store's memory is past
+	// redis.memory_high_water (heartbeats of open sessions go on). UNAVAILABLE (store unreachable, or the instance is
 	// shutting down) leaves the session as it was: resume it, on another
 	// instance if need be, before its expire_time.
 	KeepAlive(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[KeepAliveRequest, KeepAliveResponse], error)
@@ -152,7 +154,9 @@ type SessionServiceServer interface {
 	// its max_hold is reported when it does, without waiting for a heartbeat.
 	//
 	// Resuming an unknown or expired session is FAILED_PRECONDITION reason
-	// SESSION_NOT_FOUND. UNAVAILABLE (store unreachable, or the instance is
+	// SESSION_NOT_FOUND. Creating one is RESOURCE_EXHAUSTED reason
+	// STORE_MEMORY_HIGH while the store's memory is past
+	// redis.memory_high_water (heartbeats of open sessions go on). UNAVAILABLE (store unreachable, or the instance is
 	// shutting down) leaves the session as it was: resume it, on another
 	// instance if need be, before its expire_time.
 	KeepAlive(grpc.BidiStreamingServer[KeepAliveRequest, KeepAliveResponse]) error

@@ -1,15 +1,13 @@
 -- Syncs an election (a leader whose term ended is logged as gone) and
 -- describes it: its leader, and the changes after a revision.
--- KEYS: hold_prelude.lua's (kind 'election')
--- ARGV[5]: the revision after which to list changes (-1: none)
+-- Arguments: electionGetArgs (holds.go).
 -- Returns {has leader (0/1), value, fence, elected µs, deadline µs, rev,
 -- first revision the log keeps (0: empty), change, ...} (changes as
 -- change() in hold_prelude.lua writes them, oldest first).
 if clean() then wake() end
 keep()
 local out = leaderInfo()
-local after = tonumber(ARGV[5])
-local log = redis.call('LRANGE', KEYS[10], 0, -1)
+local log = redis.call('LRANGE', kLog, 0, -1)
 local first = 0
 if log[1] then first = tonumber(string.match(log[1], '^(%d+)')) end
 out[#out + 1] = first

@@ -1,21 +1,10 @@
--- Grants a hold of ARGV[4]'s kind (a lock, exclusive or shared; a
--- semaphore's permit; a leadership), or queues the request's ticket.
--- KEYS: hold_prelude.lua's
--- ARGV[5]: token  ARGV[6]: owner  ARGV[7]: ttl µs  ARGV[8]: max hold µs (0: none)
--- ARGV[9]: session ID ("" for a plain lease)
--- ARGV[10]: the session's deadline µs (with a session)
--- ARGV[11]: the highest server time µs this coordd has seen from this script
---           (0: none). A clock behind it (a failover promoted a node whose
---           clock is behind the old master's) floors fences at it + 1, so
---           that they stay above those the old master issued and lost.
--- ARGV[12]: "1" if the session holds as many holds as it may (a hold it has
---           is still answered as its own, and one it may not get as NO)
--- ARGV[13]: "1" shared (a lock)  ARGV[14]: most shared holders (0: no cap)
--- ARGV[15]: a semaphore's limit
--- ARGV[16]: the request's ticket ("": it does not wait)
--- ARGV[17]: the ticket's instance  ARGV[18]: the ticket's lease µs
--- ARGV[19]: the session's lock-delay µs (copied into the record)
--- ARGV[20]: an election's value
+-- Grants a hold of its kind (a lock, exclusive or shared; a semaphore's
+-- permit; a leadership), or queues the request's ticket. Arguments:
+-- holdAcquireArgs (holds.go). A clock behind timeSeen (a failover promoted
+-- a node whose clock is behind the old master's) floors fences at it + 1,
+-- so that they stay above those the old master issued and lost. full: the
+-- session holds as many holds as it may (a hold it has is still answered
+-- as its own, and one it may not get as NO).
 -- Returns {OK, fence, deadline, now, holders, limit} granted (also when a
 -- plain request with a ticket comes back with a token that holds already:
 -- granted by a hand-off; its ticket, if queued, leaves the queue);
@@ -26,9 +15,7 @@
 -- {SESSION_GONE} the session's deadline has passed; {FULL} the session is
 -- full; {LIMIT_MISMATCH, limit} another limit is the semaphore's;
 -- {TOO_MANY_WAITERS} the queue is full.
-local tok, owner, ses, ticket = ARGV[5], ARGV[6], ARGV[9], ARGV[16]
-local shared = kind == 'lock' and ARGV[13] == '1'
-local maxHolders, limit = tonumber(ARGV[14]), tonumber(ARGV[15])
+shared = kind == 'lock' and shared
 local cleaned = clean()
 local function leave(reply)
   if cleaned then wake() end
@@ -38,7 +25,7 @@ end
 if ses == '' and ticket ~= '' then
   local r = holder(tok)
   if r and r.dl > now then
-    if ticket ~= '' and mayQueue() and redis.call('ZSCORE', KEYS[5], ticket) then
+    if ticket ~= '' and mayQueue() and redis.call('ZSCORE', kTickets, ticket) then
       dropTicket(ticket)
       cleaned = true
     end
@@ -47,11 +34,11 @@ if ses == '' and ticket ~= '' then
     return leave({OK, r.fence, r.dl, now, liveCount(), lim})
   end
 elseif ses ~= '' then
-  local t = redis.call('HGET', KEYS[4], ses)
+  local t = redis.call('HGET', kBySession, ses)
   local r = t and holder(t)
   if r and r.dl > now then
     -- Answered: a ticket this request queued leaves (it would block others).
-    if ticket ~= '' and mayQueue() and redis.call('ZSCORE', KEYS[5], ticket) then
+    if ticket ~= '' and mayQueue() and redis.call('ZSCORE', kTickets, ticket) then
       dropTicket(ticket)
       cleaned = true
     end
@@ -60,31 +47,31 @@ elseif ses ~= '' then
 end
 if kind == 'semaphore' then
   local lim = meta('lim')
-  local inUse = liveCount() > 0 or (mayQueue() and redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') > 0)
+  local inUse = liveCount() > 0 or (mayQueue() and redis.call('ZCOUNT', kTicketLeases, '(' .. s(now), '+inf') > 0)
   if lim and inUse and tonumber(lim) ~= limit then return leave({LIMIT_MISMATCH, tonumber(lim)}) end
   if lim ~= s(limit) then
-    redis.call('HSET', KEYS[9], 'lim', s(limit))
+    redis.call('HSET', kMeta, 'lim', s(limit))
     setMeta('lim', s(limit))
     -- Only a holder or a ticket keeps the limit (their needs below); the
     -- key itself must end in any case.
-    need(9, now)
+    need(kMeta, now)
   end
 else
   limit = 0
 end
 local seq = ticketSeq(ticket)
 if eligible(shared, maxHolders, limit, seq) then
-  if ARGV[12] == '1' then return leave({FULL}) end
+  if full then return leave({FULL}) end
   local hold = 0
-  if tonumber(ARGV[8]) > 0 then hold = now + tonumber(ARGV[8]) end
-  local deadline = now + tonumber(ARGV[7])
+  if maxHold > 0 then hold = now + maxHold end
+  local deadline = now + ttl
   if ses ~= '' then
-    deadline = tonumber(ARGV[10])
+    deadline = sessionDeadline
     if deadline <= now then return leave({SESSION_GONE}) end
   end
   if hold > 0 and hold < deadline then deadline = hold end
-  local r = grant(tok, owner, ses, deadline, hold, shared, tonumber(ARGV[19]), fenceFloor(tonumber(ARGV[11])), ticket)
-  if kind == 'election' then change(tok, r, ARGV[20]) end
+  local r = grant(tok, owner, ses, deadline, hold, shared, delay, fenceFloor(timeSeen), ticket)
+  if kind == 'election' then change(tok, r, value) end
   -- A shared grant or a permit may let the next tickets in too.
   if cleaned or shared or kind == 'semaphore' then wake() end
   keep()
@@ -92,27 +79,27 @@ if eligible(shared, maxHolders, limit, seq) then
 end
 local queued = 0
 if ticket ~= '' then
-  local lease = now + tonumber(ARGV[18])
+  local leaseEnd = now + lease
   if seq then
-    redis.call('ZADD', KEYS[6], s(lease), ticket)
+    redis.call('ZADD', kTicketLeases, s(leaseEnd), ticket)
   else
     if mayQueue() then
-      if redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf') >= maxWaiters then return leave({TOO_MANY_WAITERS}) end
+      if redis.call('ZCOUNT', kTicketLeases, '(' .. s(now), '+inf') >= maxWaiters then return leave({TOO_MANY_WAITERS}) end
       -- Lapsed but not yet cleaned up: back of the queue.
-      if redis.call('ZSCORE', KEYS[5], ticket) then dropTicket(ticket) end
+      if redis.call('ZSCORE', kTickets, ticket) then dropTicket(ticket) end
     end
-    local n = redis.call('HINCRBY', KEYS[9], 'seq', 1)
+    local n = redis.call('HINCRBY', kMeta, 'seq', 1)
     setMeta('seq', s(n))
-    redis.call('ZADD', KEYS[5], n, ticket)
-    redis.call('ZADD', KEYS[6], s(lease), ticket)
+    redis.call('ZADD', kTickets, n, ticket)
+    redis.call('ZADD', kTicketLeases, s(leaseEnd), ticket)
     local plain
     if ses == '' and kind ~= 'election' then
-      plain = {ttl = tonumber(ARGV[7]), hold = tonumber(ARGV[8]), tok = tok, own = owner}
+      plain = {ttl = ttl, hold = maxHold, tok = tok, own = owner}
     end
-    redis.call('HSET', KEYS[7], ticket, ticketRecord(not shared, maxHolders, ARGV[17], plain))
-    if not shared then redis.call('ZADD', KEYS[8], n, ticket) end
+    redis.call('HSET', kTicketInfo, ticket, ticketRecord(not shared, maxHolders, instance, plain))
+    if not shared then redis.call('ZADD', kExclusive, n, ticket) end
   end
-  ticketNeed(lease, not shared)
+  ticketNeed(leaseEnd, not shared)
   queued = 1
 end
 local hown, hdl, retry = '', 0, 0

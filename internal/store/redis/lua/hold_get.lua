@@ -1,13 +1,13 @@
 -- Describes a name's live holders and queue; changes nothing.
--- KEYS: hold_prelude.lua's
+-- Arguments: holdArgs (holds.go).
 -- Returns {OK, now, waiters, limit, then per live holder: fence, shared
 -- (0/1), session-bound (0/1), deadline, acquired, owner}; limit is a
 -- semaphore's while it has holders or waiters, else 0. Holders are at most
 -- the kind's bound (MaxHolders, Limit) plus those expired and not yet
 -- cleaned up.
-local waiters = redis.call('ZCOUNT', KEYS[6], '(' .. s(now), '+inf')
+local waiters = redis.call('ZCOUNT', kTicketLeases, '(' .. s(now), '+inf')
 local out = {OK, now, waiters, 0}
-local recs = redis.call('HVALS', KEYS[1])
+local recs = redis.call('HVALS', kHolders)
 for i = 1, #recs do
   local r = dec(recs[i])
   if r.dl > now then

@@ -4,15 +4,11 @@
 -- a plain hold, a hand-off granted it before its request gave up: that
 -- grant is answered among the hand-offs, with the ticket, and nothing
 -- changes.
--- KEYS: hold_prelude.lua's
--- ARGV[5]: the ticket  ARGV[6]: the waiting request's token ("": none)
--- ARGV[7]: the instance ("": none, nothing is handed off)
--- ARGV[8]: the highest server time µs the instance has seen (fenceFloor)
+-- Arguments: holdLeaveArgs (holds.go).
 -- Returns {OK, hand-offs...} (also for an unknown ticket); hand-offs...:
 -- withHandoffs' values.
-local ticket, tok, me, timeSeen = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 local changed = clean()
-if mayQueue() and redis.call('ZSCORE', KEYS[5], ticket) then
+if mayQueue() and redis.call('ZSCORE', kTickets, ticket) then
   dropTicket(ticket)
   changed = true
 elseif tok ~= '' then

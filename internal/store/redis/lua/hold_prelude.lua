@@ -1,34 +1,30 @@
 -- The prelude of every hold script (hold_*.lua, election_*.lua): the state
 -- of one (kind, name) — its live holders, fence counter, queue of waiting
 -- tickets and meta — and the steps every kind shares: clean-up, eligibility,
--- wake-ups, removing a holder, granting. All keys share the name's hash tag.
--- KEYS[1]: holders (hash: token -> record, see enc)
--- KEYS[2]: fence counter (string; never expires)
--- KEYS[3]: holders by deadline (zset: token, score deadline µs)
--- KEYS[4]: holders by session (hash: session ID -> token)
--- KEYS[5]: tickets by arrival (zset: ticket, score arrival seq)
--- KEYS[6]: tickets by lease end (zset: ticket, score µs)
--- KEYS[7]: ticket info (hash: ticket -> "x|s maxHolders instance")
--- KEYS[8]: exclusive tickets (zset: ticket, score arrival seq)
--- KEYS[9]: meta (hash: seq (arrival counter; present while tickets may be
---          queued, deleted when the queue empties), lim (a semaphore's
---          limit), du (lock-delay end µs), lead (the leader the election's
---          log names), val (its value), rev (the election's last revision))
--- KEYS[10]: the election's log (list of changes, oldest first, at most
---           logSize; see change)
--- ARGV[3]: the name's tag base: wake-up channels are ARGV[3] .. ':w:' ..
---          instance (store.WaitTopic) and ARGV[3] .. ':ev' (store.LockTopic,
---          store.ElectionTopic), in the name's slot
--- ARGV[4]: kind: 'lock', 'semaphore' or 'election'
-local kind, base = ARGV[4], ARGV[3]
--- Bounds of one call's work (design-11: clean-up batches, wake targets).
+-- wake-ups, removing a holder, granting. All keys share the name's hash tag
+-- (keys.go, holdKeyParts):
+-- kHolders: holders (hash: token -> record, see enc)
+-- kFence: fence counter (string; expires idleTTL after the last grant)
+-- kByDeadline: holders by deadline (zset: token, score deadline µs)
+-- kBySession: holders by session (hash: session ID -> token)
+-- kTickets: tickets by arrival (zset: ticket, score arrival seq)
+-- kTicketLeases: tickets by lease end (zset: ticket, score µs)
+-- kTicketInfo: ticket info (hash: ticket -> "x|s maxHolders instance")
+-- kExclusive: exclusive tickets (zset: ticket, score arrival seq)
+-- kMeta: meta (hash: seq (arrival counter; present while tickets may be
+--        queued, deleted when the queue empties), lim (a semaphore's
+--        limit), du (lock-delay end µs), lead (the leader the election's
+--        log names), val (its value), rev (the election's last revision))
+-- kLog: the election's log (list of changes, oldest first, at most
+--       logSize; see change)
+-- The arguments every hold script starts with (holdArgs in holds.go):
+-- base, the name's tag base: its wake-up channels are base .. ':w:' ..
+-- instance (store.WaitTopic) and base .. ':ev' (store.ElectionTopic), in
+-- the name's slot; kind: 'lock', 'semaphore' or 'election'; idleTTL µs
+-- (redis.idle_name_ttl): how long the fence counter outlives the name's
+-- last grant, and an election's revision and log its last leader or ticket.
+-- Bounds of one call's work: clean-up batches, wake targets, log size, queue.
 local cleanBatch, wakeMax, logSize, maxWaiters = 100, 64, 64, 10000
--- store.MaxLockDelay µs: records outlive their deadline by it, so that a
--- lock-delay is never forgotten because a key expired.
-local maxDelay = 60000000
--- How long an election's meta and log outlive its last holder or ticket, so
--- that its revisions do not start over for observers that come back.
-local electionKeep = 86400000000
 
 -- The keys the script found with content (so with a TTL), for keep().
 local seen = {}
@@ -49,9 +45,9 @@ local function dec(rec)
     shared = sh == '1', delay = tonumber(delay), ses = string.sub(rest, 1, n), own = string.sub(rest, n + 1)}
 end
 local function holder(tok)
-  local rec = redis.call('HGET', KEYS[1], tok)
+  local rec = redis.call('HGET', kHolders, tok)
   if not rec then return nil end
-  seen[1] = true
+  seen[kHolders] = true
   return dec(rec)
 end
 -- Meta's small fields, read once (one HMGET) and kept in step with the
@@ -59,13 +55,13 @@ end
 local metaFields = {'seq', 'lim', 'du', 'lead', 'rev'}
 local M
 local function meta(f)
-  if f == 'val' then return redis.call('HGET', KEYS[9], f) end
+  if f == 'val' then return redis.call('HGET', kMeta, f) end
   if not M then
     M = {}
-    local v = redis.call('HMGET', KEYS[9], unpack(metaFields))
+    local v = redis.call('HMGET', kMeta, unpack(metaFields))
     for i, k in ipairs(metaFields) do
       M[k] = v[i] or nil
-      if v[i] then seen[9] = true end
+      if v[i] then seen[kMeta] = true end
     end
   end
   return M[f]
@@ -80,15 +76,17 @@ local function delayUntil() return tonumber(meta('du') or '0') end
 -- ticket's arrival until a script finds the queue empty.
 local function mayQueue()
   if meta('seq') == nil then return false end
-  seen[5], seen[6], seen[7] = true, true, true -- written together with seq
+  seen[kTickets], seen[kTicketLeases], seen[kTicketInfo] = true, true, true -- written together with seq
   return true
 end
 
 -- Physical expiry: a script notes (need) how long what it wrote must last,
 -- per key, and keep() applies it on its way out, only ever lengthening a
--- key's TTL (PEXPIRE NX for a key it created, else GT). Every key but the
--- fence counter gets a TTL in the script that creates it, so a key ends
--- when the last content that needs it does. Removing content needs nothing.
+-- key's TTL (PEXPIRE NX for a key it created, else GT). Every key gets a
+-- TTL in the script that creates it, so a key ends when the last content
+-- that needs it does. Removing content needs nothing. So a name nobody
+-- holds, waits for or keeps a lock-delay on has no keys left once its
+-- fence counter ends, idleTTL after its last grant (grant sets it).
 -- seen notes the keys the script found with content (so with a TTL): for
 -- them keep() tries GT first, for the others NX (one command either way in
 -- the usual case; the other is tried when the first changes nothing).
@@ -96,42 +94,67 @@ local want = {}
 local function need(i, deadline)
   if not want[i] or deadline > want[i] then want[i] = deadline end
 end
+-- removed: the script removed a holder or a ticket, so the name may have
+-- become idle (settleIdle).
+local removed = false
+-- settleIdle: a name left with no holder records, no tickets and no
+-- lock-delay is idle. A semaphore forgets its limit (it binds only holders
+-- and tickets); an election's meta and log end idleTTL from now, however
+-- long its last holder's needed them. (A lock's holder keys are empty,
+-- so gone, already.)
+local function settleIdle()
+  if kind == 'lock' or not removed or mayQueue() or delayUntil() > now or redis.call('EXISTS', kByDeadline) == 1 then
+    return
+  end
+  if kind == 'semaphore' then
+    if meta('lim') then
+      redis.call('HDEL', kMeta, 'lim')
+      setMeta('lim', nil)
+    end
+    return
+  end
+  local ms = s(math.ceil(idleTTL / 1000) + 1 + slack)
+  redis.call('PEXPIRE', kMeta, ms)
+  redis.call('PEXPIRE', kLog, ms)
+end
 local function keep()
-  for i, deadline in pairs(want) do
+  for key, deadline in pairs(want) do
     local ms = math.ceil((deadline - now) / 1000) + 1 + slack
     if ms < 1 then ms = 1 end
     local first, second = 'NX', 'GT'
-    if seen[i] then first, second = 'GT', 'NX' end
-    if redis.call('PEXPIRE', KEYS[i], s(ms), first) == 0 then redis.call('PEXPIRE', KEYS[i], s(ms), second) end
+    if seen[key] then first, second = 'GT', 'NX' end
+    if redis.call('PEXPIRE', key, s(ms), first) == 0 then redis.call('PEXPIRE', key, s(ms), second) end
   end
   want = {}
+  settleIdle()
 end
--- A holder's keys must outlive its deadline by maxDelay (its lock-delay is
--- applied when it is removed); a semaphore's meta (its limit) as long, an
--- election's meta and log electionKeep longer.
+-- A holder's keys must outlive its deadline by its lock-delay (applied
+-- when it is removed); a semaphore's meta (its limit) as long, an
+-- election's meta and log idleTTL longer, so that its revisions do not
+-- start over for observers that come back within that.
 -- Rounded up a step (stepUp), so that a renewal that stays within the
 -- step needs no new TTL (hold_session.lua): every holder's keys last at
--- least until holderUntil(its deadline) while it is a holder, as keep()
--- only lengthens a TTL and no script empties a key that holds it.
-local function holderUntil(dl) return stepUp(dl + maxDelay) end
-local function holderNeed(dl, bound)
-  local t = holderUntil(dl)
-  need(1, t)
-  need(3, t)
-  if bound then need(4, t) end
-  if kind == 'semaphore' then need(9, t) end
+-- least until holderUntil(its deadline, its delay) while it is a holder, as
+-- keep() only lengthens a TTL and no script empties a key that holds it.
+local function holderUntil(dl, delay) return stepUp(dl + delay) end
+local function holderNeed(dl, bound, delay)
+  local t = holderUntil(dl, delay)
+  need(kHolders, t)
+  need(kByDeadline, t)
+  if bound then need(kBySession, t) end
+  if kind == 'semaphore' then need(kMeta, t) end
   if kind == 'election' then
-    need(9, t + electionKeep)
-    need(10, t + electionKeep)
+    need(kMeta, t + idleTTL)
+    need(kLog, t + idleTTL)
   end
 end
 -- A ticket's keys (and meta's seq) must last until its lease ends.
 local function ticketNeed(lease, exclusive)
-  for _, i in ipairs({5, 6, 7, 9}) do need(i, lease) end
-  if exclusive then need(8, lease) end
+  for _, k in ipairs({kTickets, kTicketLeases, kTicketInfo, kMeta}) do need(k, lease) end
+  if exclusive then need(kExclusive, lease) end
   if kind == 'election' then
-    need(9, lease + electionKeep)
-    need(10, lease + electionKeep)
+    need(kMeta, lease + idleTTL)
+    need(kLog, lease + idleTTL)
   end
 end
 
@@ -140,13 +163,13 @@ end
 -- none; nil: not known). Scripts that change holders keep them in step.
 local liveN, firstTok
 local function liveCount()
-  if not liveN then liveN = redis.call('ZCOUNT', KEYS[3], '(' .. s(now), '+inf') end
+  if not liveN then liveN = redis.call('ZCOUNT', kByDeadline, '(' .. s(now), '+inf') end
   return liveN
 end
 -- The live holder whose deadline comes first (token, record), or nil.
 local function firstLive()
   if firstTok == nil then
-    local t = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. s(now), '+inf', 'LIMIT', 0, 1)
+    local t = redis.call('ZRANGEBYSCORE', kByDeadline, '(' .. s(now), '+inf', 'LIMIT', 0, 1)
     firstTok = t[1] or false
   end
   if not firstTok then return nil end
@@ -164,23 +187,23 @@ end
 -- beyond logSize), waking the observers. lead nil: no leader. An entry is
 -- "rev has fence elected expires value".
 local function change(lead, r, value)
-  local rev = redis.call('HINCRBY', KEYS[9], 'rev', 1)
+  local rev = redis.call('HINCRBY', kMeta, 'rev', 1)
   setMeta('rev', s(rev))
   local e
   if lead then
-    redis.call('HSET', KEYS[9], 'lead', lead, 'val', value)
+    redis.call('HSET', kMeta, 'lead', lead, 'val', value)
     setMeta('lead', lead)
     e = s(rev) .. ' 1 ' .. s(r.fence) .. ' ' .. s(r.acq) .. ' ' .. s(r.dl) .. ' ' .. value
   else
-    redis.call('HDEL', KEYS[9], 'lead', 'val')
+    redis.call('HDEL', kMeta, 'lead', 'val')
     setMeta('lead', nil)
     e = s(rev) .. ' 0 0 0 0 '
   end
-  redis.call('RPUSH', KEYS[10], e)
-  redis.call('LTRIM', KEYS[10], -logSize, -1)
+  redis.call('RPUSH', kLog, e)
+  redis.call('LTRIM', kLog, -logSize, -1)
   redis.call('SPUBLISH', base .. ':ev', '')
-  need(9, now + electionKeep)
-  need(10, now + electionKeep)
+  need(kMeta, now + idleTTL)
+  need(kLog, now + idleTTL)
   return rev
 end
 
@@ -189,18 +212,19 @@ end
 -- keeps the name from everyone until its deadline + the delay. A leader's
 -- removal is logged (no leader).
 local function removeHolder(tok, r)
-  redis.call('HDEL', KEYS[1], tok)
-  redis.call('ZREM', KEYS[3], tok)
+  removed = true
+  redis.call('HDEL', kHolders, tok)
+  redis.call('ZREM', kByDeadline, tok)
   if r.dl > now then
     if liveN then liveN = liveN - 1 end
     firstTok = nil
   end
-  if r.ses ~= '' and redis.call('HGET', KEYS[4], r.ses) == tok then redis.call('HDEL', KEYS[4], r.ses) end
+  if r.ses ~= '' and redis.call('HGET', kBySession, r.ses) == tok then redis.call('HDEL', kBySession, r.ses) end
   if r.dl <= now and r.ses ~= '' and r.delay > 0 and (r.hold == 0 or r.dl < r.hold) then
     if r.dl + r.delay > delayUntil() then
-      redis.call('HSET', KEYS[9], 'du', s(r.dl + r.delay))
+      redis.call('HSET', kMeta, 'du', s(r.dl + r.delay))
       setMeta('du', s(r.dl + r.delay))
-      need(9, r.dl + r.delay)
+      need(kMeta, r.dl + r.delay)
     end
   end
   if kind == 'election' and meta('lead') == tok then change(nil) end
@@ -210,12 +234,13 @@ end
 -- empty, meta's seq goes too (see mayQueue); the arrival order starts over
 -- with the next ticket.
 local function dropTicket(t)
-  local was = redis.call('ZREM', KEYS[5], t)
-  redis.call('ZREM', KEYS[6], t)
-  redis.call('ZREM', KEYS[8], t)
-  redis.call('HDEL', KEYS[7], t)
-  if was == 1 and redis.call('ZCARD', KEYS[5]) == 0 then
-    redis.call('HDEL', KEYS[9], 'seq')
+  removed = true
+  local was = redis.call('ZREM', kTickets, t)
+  redis.call('ZREM', kTicketLeases, t)
+  redis.call('ZREM', kExclusive, t)
+  redis.call('HDEL', kTicketInfo, t)
+  if was == 1 and redis.call('ZCARD', kTickets) == 0 then
+    redis.call('HDEL', kMeta, 'seq')
     setMeta('seq', nil)
   end
 end
@@ -228,9 +253,9 @@ end
 local headN = 4
 local function clean()
   local any = false
-  local z = redis.call('ZRANGE', KEYS[3], 0, headN - 1, 'WITHSCORES')
+  local z = redis.call('ZRANGE', kByDeadline, 0, headN - 1, 'WITHSCORES')
   local n, gone = #z / 2, {}
-  if n > 0 then seen[3] = true end
+  if n > 0 then seen[kByDeadline] = true end
   for i = 1, n do
     if tonumber(z[2 * i]) > now then
       if firstTok == nil then firstTok = z[2 * i - 1] end
@@ -242,15 +267,15 @@ local function clean()
     liveN = n - #gone
     if firstTok == nil then firstTok = false end
   elseif #gone == headN then
-    gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', s(now), 'LIMIT', 0, cleanBatch)
+    gone = redis.call('ZRANGEBYSCORE', kByDeadline, '-inf', s(now), 'LIMIT', 0, cleanBatch)
   end
   for i = 1, #gone do
     local r = holder(gone[i])
-    if r then removeHolder(gone[i], r) else redis.call('ZREM', KEYS[3], gone[i]) end
+    if r then removeHolder(gone[i], r) else redis.call('ZREM', kByDeadline, gone[i]) end
     any = true
   end
   if mayQueue() then
-    local lapsed = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', s(now), 'LIMIT', 0, cleanBatch)
+    local lapsed = redis.call('ZRANGEBYSCORE', kTicketLeases, '-inf', s(now), 'LIMIT', 0, cleanBatch)
     for i = 1, #lapsed do
       dropTicket(lapsed[i])
       any = true
@@ -258,7 +283,7 @@ local function clean()
   end
   if kind == 'election' then
     local lead = meta('lead')
-    if lead and not redis.call('HEXISTS', KEYS[1], lead) then change(nil) any = true end
+    if lead and not redis.call('HEXISTS', kHolders, lead) then change(nil) any = true end
   end
   return any
 end
@@ -278,7 +303,7 @@ end
 -- Returns exclusive (bool), maxHolders, instance, and the plain request
 -- ({ttl, hold, tok, own}) or nil; nil for an unknown ticket.
 local function ticketInfo(t)
-  local info = redis.call('HGET', KEYS[7], t)
+  local info = redis.call('HGET', kTicketInfo, t)
   if not info then return nil end
   local x, max, inst, rest = string.match(info, '^([xs]) (%d+) (%S+)(.*)$')
   if not x then corrupt('ticket info') end
@@ -294,9 +319,9 @@ end
 -- A live ticket's arrival seq, or nil (not queued, or lapsed).
 local function ticketSeq(t)
   if t == '' or not mayQueue() then return nil end
-  local lease = redis.call('ZSCORE', KEYS[6], t)
+  local lease = redis.call('ZSCORE', kTicketLeases, t)
   if not lease or tonumber(lease) <= now then return nil end
-  return tonumber(redis.call('ZSCORE', KEYS[5], t))
+  return tonumber(redis.call('ZSCORE', kTickets, t))
 end
 -- Tickets ahead of seq (nil: behind the whole queue) in zset key.
 local function ahead(key, seq)
@@ -316,31 +341,35 @@ end
 local function eligible(shared, maxHolders, limit, seq)
   if now < delayUntil() then return false end
   if not fits(shared, maxHolders, limit) then return false end
-  if kind == 'semaphore' then return liveCount() + ahead(KEYS[5], seq) < limit end
-  if shared then return ahead(KEYS[8], seq) == 0 end
-  return ahead(KEYS[5], seq) == 0
+  if kind == 'semaphore' then return liveCount() + ahead(kTickets, seq) < limit end
+  if shared then return ahead(kExclusive, seq) == 0 end
+  return ahead(kTickets, seq) == 0
 end
 
 -- grant makes tok a holder until deadline (the fence rule: max(counter + 1,
 -- floor)); its ticket, if queued, leaves the queue. Returns the record.
+-- The counter lasts idleTTL from here: a later grant finds it, or, once it
+-- has ended, a floor above every fence it held as long as the clock has
+-- not stepped back by more than idleTTL (a fence is at most the time it was
+-- issued at, but for the few a script hands off in one microsecond).
 local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, ticket)
   -- Usually the floor is above the counter: one SET, which answers the
   -- old value; a second SET when the counter was at or above it.
-  local fence = floor
-  local old = tonumber(redis.call('SET', KEYS[2], s(floor), 'GET') or '0')
+  local fence, px = floor, s(math.ceil(idleTTL / 1000) + slack)
+  local old = tonumber(redis.call('SET', kFence, s(floor), 'PX', px, 'GET') or '0')
   if old + 1 > fence then
     fence = old + 1
-    redis.call('SET', KEYS[2], s(fence))
+    redis.call('SET', kFence, s(fence), 'PX', px)
   end
   local r = {fence = fence, dl = deadline, hold = hold, acq = now, shared = shared, delay = delay, ses = ses, own = owner}
   local live = liveCount()
   -- Without a live holder the holders' keys may have gone with the last
   -- one: keep() tries NX first.
-  if live == 0 then seen[1], seen[3] = nil, nil end
-  redis.call('HSET', KEYS[1], tok, enc(r))
-  redis.call('ZADD', KEYS[3], s(deadline), tok)
-  if ses ~= '' then redis.call('HSET', KEYS[4], ses, tok) end
-  holderNeed(deadline, ses ~= '')
+  if live == 0 then seen[kHolders], seen[kByDeadline] = nil, nil end
+  redis.call('HSET', kHolders, tok, enc(r))
+  redis.call('ZADD', kByDeadline, s(deadline), tok)
+  if ses ~= '' then redis.call('HSET', kBySession, ses, tok) end
+  holderNeed(deadline, ses ~= '', delay)
   liveN, firstTok = live + 1, nil
   if ticket ~= '' and mayQueue() then dropTicket(ticket) end
   return r
@@ -349,9 +378,9 @@ end
 -- setDeadline moves holder tok (record r) to deadline.
 local function setDeadline(tok, r, deadline)
   r.dl = deadline
-  redis.call('HSET', KEYS[1], tok, enc(r))
-  redis.call('ZADD', KEYS[3], s(deadline), tok)
-  holderNeed(deadline, r.ses ~= '')
+  redis.call('HSET', kHolders, tok, enc(r))
+  redis.call('ZADD', kByDeadline, s(deadline), tok)
+  holderNeed(deadline, r.ses ~= '', r.delay)
   firstTok = nil
 end
 
@@ -382,7 +411,7 @@ local function wake(me, timeSeen)
   if kind == 'semaphore' then lim = tonumber(meta('lim') or '0') end
   local ahead, woke, after, n = 0, {}, '-inf', 0
   while n < wakeMax do
-    local page = redis.call('ZRANGEBYSCORE', KEYS[5], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 8)
+    local page = redis.call('ZRANGEBYSCORE', kTickets, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 8)
     if #page == 0 then return end
     for i = 1, #page, 2 do
       local t = page[i]
@@ -399,7 +428,7 @@ local function wake(me, timeSeen)
         fits = not liveExclusive() and (max <= 0 or live + ahead < max)
       end
       if not fits then return end
-      local lease = plain and inst == me and tonumber(redis.call('ZSCORE', KEYS[6], t) or '0')
+      local lease = plain and inst == me and tonumber(redis.call('ZSCORE', kTicketLeases, t) or '0')
       if lease and lease > now then
         local hold = 0
         if plain.hold > 0 then hold = now + plain.hold end

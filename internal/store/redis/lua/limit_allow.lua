@@ -2,22 +2,18 @@
 -- (store/ratelimit.go, "Several limits"): allowed iff each limit allows it,
 -- and only then written to every one (unless a peek); a denial writes
 -- nothing. Every limiter of a key shares the key's hash tag.
--- KEYS: each limit's limiter keys in order (limit_prelude.lua: two for a
---       sliding log, else one)
--- ARGV[3]: cost  ARGV[4]: "1" to peek  ARGV[5]: the number of limits n
--- ARGV[6..]: per limit, algorithm (store.Algorithm), limit, period µs,
---            capacity
+-- Arguments: limitAllowArgs (limits.go).
 -- Returns {OK allowed or NO denied, remaining, retry after µs, reset after
 -- µs, the deciding limit's index from 0}.
-local c, peek, n = tonumber(ARGV[3]), ARGV[4] == '1', tonumber(ARGV[5])
+local c = cost
 local allowed, remaining, retry, reset, decided = true, 0, 0, 0, 0
 local commits, k = {}, 1
 for i = 1, n do
-  local a = 5 + 4 * (i - 1)
-  local alg = tonumber(ARGV[a + 1])
+  local a = 4 * (i - 1)
+  local alg = params[a + 1]
   local f = algorithms[alg]
   if not f then corrupt('limit algorithm') end
-  local ok, rem, ret, res, commit = f(KEYS[k], KEYS[k + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), c, tonumber(ARGV[a + 4]))
+  local ok, rem, ret, res, commit = f(limiterKeys[k], limiterKeys[k + 1], params[a + 2], params[a + 3], c, params[a + 4])
   k = k + keysOf[alg]
   if i == 1 then
     remaining, reset = rem, res

@@ -1,19 +1,18 @@
--- The prelude of every script.
--- ARGV[1]: the time to use, in Unix microseconds, or -1 for the Redis
---          server's TIME (production). Tests with a simulated clock pass it.
--- ARGV[2]: milliseconds added to every physical expiry: 0 in production;
---          with a simulated clock, keys must outlive their logical lifetime,
---          since Redis expires keys by its own clock.
+-- The prelude of every script, after its header (scripts.go), which binds
+-- the time arguments every script gets (timeArgs in store.go): now, the
+-- time to use in Unix microseconds, or -1 for the Redis server's TIME
+-- (production; tests with a simulated clock pass their time), and slack,
+-- milliseconds added to every physical expiry: 0 in production; with a
+-- simulated clock, keys must outlive their logical lifetime, since Redis
+-- expires keys by its own clock.
 -- Scripts decide expiry by the deadlines they store, never by a key's
 -- existence alone, and set PEXPIRE so that Redis frees what is dead.
 -- Numbers pass to redis.call through s(), since Lua's own conversion keeps
 -- only 14 digits.
-local now = tonumber(ARGV[1])
 if now < 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local slack = tonumber(ARGV[2])
 local function s(n) return string.format('%d', n) end
 local function expireAt(key, deadline)
   if deadline <= now and slack == 0 then
@@ -41,6 +40,7 @@ local NO, OK, SESSION_GONE, ALREADY_HELD, FULL = 0, 1, -1, -2, -3
 local SESSION_BOUND, CLOSING, SUPERSEDED, EXPIRED = -4, -5, -6, -7
 local MISMATCH, DUPLICATE, DEAD = -8, 3, 4
 local LIMIT_MISMATCH, TOO_MANY_WAITERS, NOT_LEADER = -9, -10, -11
+local QUEUE_FULL, MEMORY_HIGH = -12, -13
 -- Loss reasons, as store.LossReason.
 local lostMaxHold, lostExpired, lostGone = 1, 2, 3
 -- A session's loss report of the hold whose field ("kind:name") is given

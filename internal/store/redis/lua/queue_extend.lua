@@ -1,11 +1,11 @@
 -- Moves a live claim's deadline to now + visibility.
--- KEYS: see queue_prelude.lua  ARGV[5]: receipt  ARGV[6]: visibility µs
+-- Arguments: queueExtendArgs (queue.go).
 -- Returns {OK, the new deadline}; {NO} the claim is not live.
-local id, _, ref, set = claimed(ARGV[5])
+local id, _, ref, set = claimed(receipt)
 if not id then
   return {NO}
 end
-local deadline = now + tonumber(ARGV[6])
+local deadline = now + visibility
 redis.call('ZADD', set, s(deadline), ref)
-if set == KEYS[3] then expireLast() end
+if set == kLast then expireLast() end
 return {OK, deadline}

@@ -1,16 +1,11 @@
 -- Lists a page of dead letters (dead, or claims that ended on their last
 -- attempt and that upkeep left; not the forgotten), oldest death first,
 -- then by enqueue order, starting after a position. Changes nothing.
--- KEYS: see queue_prelude.lua
--- ARGV[5]: the position's death µs (-1: from the start); ARGV[6]: its ref
--- (sequence number and ID); ARGV[7]: at most this many (bounded work: at
--- most store.MaxListDead); ARGV[8]: bytes of each payload to return (at
--- most store.MaxDeadPreview).
+-- Arguments: queueListDeadArgs (queue.go).
 -- Returns, per dead letter: its ID, the start of its encoded message (the
--- version byte and up to ARGV[8] bytes of payload), its payload's size, its
+-- version byte and up to preview bytes of payload), its payload's size, its
 -- attempts, its enqueue µs, its death µs, its priority, its group, its
 -- sequence number (16 hex digits).
-local at, atRef, max, preview = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local forgotten = now - deadTTL
 -- page returns up to max refs of key (and their scores), between the
 -- position (or the forgotten ones) and hi, in order. Refs that died at the
@@ -34,7 +29,7 @@ local function page(key, hi)
   end
   return redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', skip, max)
 end
-local dead, last = page(KEYS[4], '+inf'), page(KEYS[3], s(now))
+local dead, last = page(kDead, '+inf'), page(kLast, s(now))
 local out = {}
 local i, j = 1, 1
 while #out < 9 * max do

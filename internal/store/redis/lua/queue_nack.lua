@@ -1,10 +1,9 @@
 -- Ends a live claim: the message is delayed for another attempt (still its
 -- group's head), or dead if it has had its max attempts; wakes the queue.
--- KEYS: see queue_prelude.lua
--- ARGV[5]: receipt  ARGV[6]: delay µs
+-- Arguments: queueNackArgs (queue.go).
 -- Returns {NO} the claim is not live; {OK, deliver} delayed or ready;
 -- {DEAD} dead.
-local id, m, ref, set = claimed(ARGV[5])
+local id, m, ref, set = claimed(receipt)
 if not id then
   return {NO}
 end
@@ -16,7 +15,7 @@ if m.attempt >= m.max then
   return {DEAD}
 end
 redis.call('ZREM', set, ref)
-m.deliver = now + tonumber(ARGV[6])
+m.deliver = now + delay
 setMeta(id, m)
 place(ref, m, now)
 redis.call('SPUBLISH', wakeChannel, '')

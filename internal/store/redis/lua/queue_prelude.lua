@@ -1,30 +1,31 @@
 -- The prelude of every queue script, after the common one. A queue's keys,
--- all under the queue's hash tag:
--- KEYS[1]  pending   sorted set of refs by due time µs: delayed messages,
---                    made ready (moved to ready) once due
--- KEYS[2]  inflight  sorted set of refs by claim deadline µs, for claims
---                    with attempts left: ready again from the deadline on
--- KEYS[3]  last      sorted set of refs by claim deadline µs, for claims on
---                    the message's last attempt: dead from the deadline on
--- KEYS[4]  dead      sorted set of the dead letters' refs by when each died
---                    µs; forgotten dead-letter ttl after that
--- KEYS[5]  msg       hash: message ID -> the encoded message (codec.go), of
---                    the messages in pending, ready, inflight, last and
---                    gwait
--- KEYS[6]  meta      hash: message ID -> its meta record (metaString)
--- KEYS[7]  deadmsg   hash: a dead letter's ID -> its meta, "\n", the
---                    encoded message
--- KEYS[8]  dedup     hash: dedup ID -> "message ID|deliver µs"
--- KEYS[9]  dedupexp  sorted set of dedup IDs by expiry µs
--- KEYS[10] seq       the enqueue counter
--- KEYS[11] ready     sorted set of the ready messages: by priority, highest
---                    first, then by the time they became due (makeReady)
--- KEYS[12] gheads    hash: group -> the ref of its message that is in
---                    pending, ready or a claim (its head: one at a time)
--- KEYS[13] gwait     sorted set (by member, scores 0) of "group\0ref": each
---                    group's messages behind its head, in enqueue order
--- ARGV[3]: the dead-letter ttl µs. ARGV[4]: the queue's wake-up channel.
--- A script's own arguments start at ARGV[5].
+-- all under the queue's hash tag (keys.go, queueKeyParts):
+-- kPending    sorted set of refs by due time µs: delayed messages,
+--             made ready (moved to ready) once due
+-- kInflight   sorted set of refs by claim deadline µs, for claims
+--             with attempts left: ready again from the deadline on
+-- kLast       sorted set of refs by claim deadline µs, for claims on
+--             the message's last attempt: dead from the deadline on
+-- kDead       sorted set of the dead letters' refs by when each died
+--             µs; forgotten dead-letter ttl after that
+-- kMsg        hash: message ID -> the encoded message (codec.go), of
+--             the messages in pending, ready, inflight, last and
+--             gwait
+-- kMeta       hash: message ID -> its meta record (metaString)
+-- kDeadMsg    hash: a dead letter's ID -> its meta, "\n", the
+--             encoded message
+-- kDedup      hash: dedup ID -> "message ID|deliver µs"
+-- kDedupExp   sorted set of dedup IDs by expiry µs
+-- kSeq        the enqueue counter
+-- kReady      sorted set of the ready messages: by priority, highest
+--             first, then by the time they became due (makeReady)
+-- kGroupHeads hash: group -> the ref of its message that is in
+--             pending, ready or a claim (its head: one at a time)
+-- kGroupWait  sorted set (by member, scores 0) of "group\0ref": each
+--             group's messages behind its head, in enqueue order
+-- The arguments every queue script starts with (queueArgs in queue.go):
+-- deadTTL, the dead-letter ttl µs, and wakeChannel, the queue's wake-up
+-- channel.
 --
 -- A ref is the message's sequence number (16 hex digits) followed by its
 -- ID, so that messages due at the same instant keep their enqueue order.
@@ -50,7 +51,6 @@
 -- themselves; upkeep deletes the ended ones of a queue in use, in bounded
 -- batches.
 local BATCH = 1000
-local deadTTL, wakeChannel = tonumber(ARGV[3]), ARGV[4]
 
 -- A meta record starts with its version, so that a record of another
 -- version (or none: the unversioned records before it) is never misread:
@@ -82,7 +82,7 @@ end
 
 -- getMeta returns the meta of message id, or nil if there is none.
 local function getMeta(id)
-  local m = redis.call('HGET', KEYS[6], id)
+  local m = redis.call('HGET', kMeta, id)
   if not m then return nil end
   return parseMeta(m)
 end
@@ -90,17 +90,17 @@ end
 -- body returns the encoded message of a message in pending, inflight or
 -- last, which has one.
 local function body(id)
-  local b = redis.call('HGET', KEYS[5], id)
+  local b = redis.call('HGET', kMsg, id)
   if not b then corrupt('queue message record missing') end
   return b
 end
 
 local function setMeta(id, m)
-  redis.call('HSET', KEYS[6], id, metaString(m))
+  redis.call('HSET', kMeta, id, metaString(m))
 end
 
 local function nextSeq()
-  return string.format('%016x', redis.call('INCR', KEYS[10]))
+  return string.format('%016x', redis.call('INCR', kSeq))
 end
 
 -- makeReady puts ref (message meta m), due at due µs, in ready: by its
@@ -111,7 +111,7 @@ end
 -- so that equal scores sort by them, then by ref (readyRef).
 local function makeReady(ref, m, due)
   local ms = math.floor(due / 1000)
-  redis.call('ZADD', KEYS[11], s((9 - m.prio) * 4398046511104 + ms), string.format('%03d', due - ms * 1000) .. ref)
+  redis.call('ZADD', kReady, s((9 - m.prio) * 4398046511104 + ms), string.format('%03d', due - ms * 1000) .. ref)
 end
 
 -- readyRef is the ref of a ready member.
@@ -123,7 +123,7 @@ local function place(ref, m, ready)
   if m.deliver <= now then
     makeReady(ref, m, ready)
   else
-    redis.call('ZADD', KEYS[1], s(m.deliver), ref)
+    redis.call('ZADD', kPending, s(m.deliver), ref)
   end
 end
 
@@ -131,26 +131,26 @@ end
 -- if any, becomes its head and is placed (the caller wakes the queue if
 -- it says so: true when a message became ready).
 local function advance(group)
-  local nx = redis.call('ZRANGEBYLEX', KEYS[13], '[' .. group .. '\0', '(' .. group .. '\1', 'LIMIT', 0, 1)
+  local nx = redis.call('ZRANGEBYLEX', kGroupWait, '[' .. group .. '\0', '(' .. group .. '\1', 'LIMIT', 0, 1)
   if #nx == 0 then
-    redis.call('HDEL', KEYS[12], group)
+    redis.call('HDEL', kGroupHeads, group)
     return false
   end
-  redis.call('ZREM', KEYS[13], nx[1])
+  redis.call('ZREM', kGroupWait, nx[1])
   local ref = string.sub(nx[1], #group + 2)
   local id = string.sub(ref, 17)
-  local m = redis.call('HGET', KEYS[6], id)
+  local m = redis.call('HGET', kMeta, id)
   if not m then corrupt('queue meta record missing') end
   m = parseMeta(m)
-  redis.call('HSET', KEYS[12], group, ref)
+  redis.call('HSET', kGroupHeads, group, ref)
   place(ref, m, now) -- its turn came now
   return m.deliver <= now
 end
 
 -- claimSet is the set that holds a claim of m: last on its last attempt.
 local function claimSet(m)
-  if m.attempt >= m.max then return KEYS[3] end
-  return KEYS[2]
+  if m.attempt >= m.max then return kLast end
+  return kInflight
 end
 
 -- latest is the highest score in key, or nil if it is empty.
@@ -165,17 +165,17 @@ end
 -- from the set's latest score (a removal can only leave it longer than
 -- needed, until Redis deletes the emptied set and hash by itself).
 local function expireLast()
-  expireAt(KEYS[3], latest(KEYS[3]) + deadTTL)
+  expireAt(kLast, latest(kLast) + deadTTL)
 end
 local function expireDead()
-  local at = latest(KEYS[4]) + deadTTL
-  expireAt(KEYS[4], at)
-  expireAt(KEYS[7], at)
+  local at = latest(kDead) + deadTTL
+  expireAt(kDead, at)
+  expireAt(kDeadMsg, at)
 end
 local function expireDedup()
-  local at = latest(KEYS[9])
-  expireAt(KEYS[8], at)
-  expireAt(KEYS[9], at)
+  local at = latest(kDedupExp)
+  expireAt(kDedup, at)
+  expireAt(kDedupExp, at)
 end
 
 -- bury makes the message of a claim that ended (already removed from last,
@@ -185,18 +185,18 @@ end
 -- Returns whether a message became ready (advance).
 local function bury(id, m, ref, at)
   if at + deadTTL <= now then
-    redis.call('HDEL', KEYS[5], id)
-    redis.call('HDEL', KEYS[6], id)
+    redis.call('HDEL', kMsg, id)
+    redis.call('HDEL', kMeta, id)
     if m and m.group ~= '' then return advance(m.group) end
     return false
   end
   if not m then corrupt('queue meta record missing') end
   local b = body(id)
-  redis.call('HDEL', KEYS[5], id)
-  redis.call('HDEL', KEYS[6], id)
+  redis.call('HDEL', kMsg, id)
+  redis.call('HDEL', kMeta, id)
   m.receipt = ''
-  redis.call('HSET', KEYS[7], id, metaString(m) .. '\n' .. b)
-  redis.call('ZADD', KEYS[4], s(at), ref)
+  redis.call('HSET', kDeadMsg, id, metaString(m) .. '\n' .. b)
+  redis.call('ZADD', kDead, s(at), ref)
   expireDead()
   if m.group ~= '' then return advance(m.group) end
   return false
@@ -209,19 +209,19 @@ end
 local function revive(id, m, b)
   m.attempt, m.receipt, m.seq, m.enqueued = 0, '', nextSeq(), now
   setMeta(id, m)
-  redis.call('HSET', KEYS[5], id, b)
+  redis.call('HSET', kMsg, id, b)
   local ref = m.seq .. id
-  if m.group == '' or redis.call('HSETNX', KEYS[12], m.group, ref) == 1 then
+  if m.group == '' or redis.call('HSETNX', kGroupHeads, m.group, ref) == 1 then
     makeReady(ref, m, now)
   else
-    redis.call('ZADD', KEYS[13], 0, m.group .. '\0' .. ref)
+    redis.call('ZADD', kGroupWait, 0, m.group .. '\0' .. ref)
   end
 end
 
 -- deadRecord reads dead letter id's record (deadmsg): its meta and its
 -- encoded message; nil if it has none.
 local function deadRecord(id)
-  local rec = redis.call('HGET', KEYS[7], id)
+  local rec = redis.call('HGET', kDeadMsg, id)
   if not rec then return nil end
   local nl = string.find(rec, '\n', 1, true)
   if not nl then corrupt('queue dead letter record') end
@@ -232,8 +232,8 @@ end
 -- out of last; if it was its group's head, the group moves on. Returns
 -- true when that made a message ready (the caller wakes the queue).
 local function endLast(ref, m)
-  redis.call('ZREM', KEYS[3], ref)
-  if m.group ~= '' and redis.call('HGET', KEYS[12], m.group) == ref then
+  redis.call('ZREM', kLast, ref)
+  if m.group ~= '' and redis.call('HGET', kGroupHeads, m.group) == ref then
     return advance(m.group)
   end
   return false
@@ -257,7 +257,7 @@ end
 -- are forgotten. Reads do not depend on it: they go by scores. It wakes
 -- the queue if a group's next message became ready.
 local function upkeep()
-  for _, key in ipairs({KEYS[1], KEYS[2]}) do
+  for _, key in ipairs({kPending, kInflight}) do
     local due = redis.call('ZRANGEBYSCORE', key, '-inf', s(now), 'WITHSCORES', 'LIMIT', 0, BATCH)
     for k = 1, #due, 2 do
       local ref = due[k]
@@ -268,22 +268,22 @@ local function upkeep()
     end
   end
   local woke = false
-  local ended = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', s(now), 'WITHSCORES', 'LIMIT', 0, BATCH)
+  local ended = redis.call('ZRANGEBYSCORE', kLast, '-inf', s(now), 'WITHSCORES', 'LIMIT', 0, BATCH)
   for k = 1, #ended, 2 do
     local ref = ended[k]
     local id = string.sub(ref, 17)
-    redis.call('ZREM', KEYS[3], ref)
+    redis.call('ZREM', kLast, ref)
     woke = bury(id, getMeta(id), ref, tonumber(ended[k + 1])) or woke
   end
-  local old = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', s(now - deadTTL), 'LIMIT', 0, BATCH)
+  local old = redis.call('ZRANGEBYSCORE', kDead, '-inf', s(now - deadTTL), 'LIMIT', 0, BATCH)
   for k = 1, #old do
-    redis.call('ZREM', KEYS[4], old[k])
-    redis.call('HDEL', KEYS[7], string.sub(old[k], 17))
+    redis.call('ZREM', kDead, old[k])
+    redis.call('HDEL', kDeadMsg, string.sub(old[k], 17))
   end
-  old = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', s(now), 'LIMIT', 0, BATCH)
+  old = redis.call('ZRANGEBYSCORE', kDedupExp, '-inf', s(now), 'LIMIT', 0, BATCH)
   for k = 1, #old do
-    redis.call('HDEL', KEYS[8], old[k])
-    redis.call('ZREM', KEYS[9], old[k])
+    redis.call('HDEL', kDedup, old[k])
+    redis.call('ZREM', kDedupExp, old[k])
   end
   if woke then redis.call('SPUBLISH', wakeChannel, '') end
 end
@@ -313,7 +313,7 @@ end
 -- left expires (what can make a message ready); 0: none.
 local function nextDue()
   local due = 0
-  for _, k in ipairs({KEYS[1], KEYS[2]}) do
+  for _, k in ipairs({kPending, kInflight}) do
     local _, d = firstIn(k, '(' .. s(now), '+inf')
     if d and (due == 0 or d < due) then due = d end
   end
@@ -327,21 +327,21 @@ end
 -- have no expiry. They get and lose an expiry together; seq (INCR keeps a
 -- TTL) tells whether they have one: one command when they have none.
 local function persist()
-  if redis.call('PERSIST', KEYS[10]) == 1 then
-    redis.call('PERSIST', KEYS[5])
-    redis.call('PERSIST', KEYS[6])
-    redis.call('PERSIST', KEYS[12])
+  if redis.call('PERSIST', kSeq) == 1 then
+    redis.call('PERSIST', kMsg)
+    redis.call('PERSIST', kMeta)
+    redis.call('PERSIST', kGroupHeads)
   end
 end
 local function settle()
-  if redis.call('EXISTS', KEYS[1], KEYS[2], KEYS[11], KEYS[13]) > 0 then
+  if redis.call('EXISTS', kPending, kInflight, kReady, kGroupWait) > 0 then
     persist()
     return
   end
-  local last = latest(KEYS[3])
+  local last = latest(kLast)
   if last then
-    for _, k in ipairs({KEYS[5], KEYS[6], KEYS[10], KEYS[12]}) do expireAt(k, last + deadTTL) end
+    for _, k in ipairs({kMsg, kMeta, kSeq, kGroupHeads}) do expireAt(k, last + deadTTL) end
   else
-    redis.call('DEL', KEYS[5], KEYS[6], KEYS[10], KEYS[12])
+    redis.call('DEL', kMsg, kMeta, kSeq, kGroupHeads)
   end
 end

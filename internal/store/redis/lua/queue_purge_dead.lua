@@ -1,26 +1,24 @@
 -- Deletes dead letters (dead, or claims that ended on their last attempt
 -- and that upkeep left), oldest death first, for good; a group whose head
 -- was one moves on (waking the queue if its next message is ready).
--- KEYS: see queue_prelude.lua  ARGV[5]: at most this many (bounded work:
--- at most store.MaxPurgeDead)
+-- Arguments: queueRedriveArgs (queue.go).
 -- Returns {how many it deleted, how many dead letters remain}.
 upkeep()
-local max = tonumber(ARGV[5])
 local t, kept = s(now), '(' .. s(now - deadTTL)
 local n, woke = 0, false
 while n < max do
-  local d, dd = firstIn(KEYS[4], kept, '+inf')
-  local l, ld = firstIn(KEYS[3], kept, t)
+  local d, dd = firstIn(kDead, kept, '+inf')
+  local l, ld = firstIn(kLast, kept, t)
   if l and (not d or before(l, ld, d, dd)) then
     local id = string.sub(l, 17)
     local m = getMeta(id)
     if not m then corrupt('queue meta record missing') end
     woke = endLast(l, m) or woke
-    redis.call('HDEL', KEYS[5], id)
-    redis.call('HDEL', KEYS[6], id)
+    redis.call('HDEL', kMsg, id)
+    redis.call('HDEL', kMeta, id)
   elseif d then
-    redis.call('ZREM', KEYS[4], d)
-    redis.call('HDEL', KEYS[7], string.sub(d, 17))
+    redis.call('ZREM', kDead, d)
+    redis.call('HDEL', kDeadMsg, string.sub(d, 17))
   else
     break
   end
@@ -28,4 +26,4 @@ while n < max do
 end
 if woke then redis.call('SPUBLISH', wakeChannel, '') end
 settle()
-return {n, redis.call('ZCOUNT', KEYS[4], kept, '+inf') + redis.call('ZCOUNT', KEYS[3], kept, t)}
+return {n, redis.call('ZCOUNT', kDead, kept, '+inf') + redis.call('ZCOUNT', kLast, kept, t)}

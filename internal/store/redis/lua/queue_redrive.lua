@@ -2,18 +2,16 @@
 -- (and a new place in the enqueue order: a message of a group goes behind
 -- the group's messages, or is its head if it has none); wakes the queue if
 -- it moved any.
--- KEYS: see queue_prelude.lua  ARGV[5]: at most this many (bounded work:
--- at most 10 × queue.max_claim_messages)
+-- Arguments: queueRedriveArgs (queue.go).
 -- Returns how many it moved.
 upkeep()
-local max = tonumber(ARGV[5])
 local kept = '(' .. s(now - deadTTL)
 local n = 0
 while n < max do
   -- The oldest dead letter, or a claim that ended on its last attempt and
   -- that upkeep left (more than a batch ended), whichever died first.
-  local d, dd = firstIn(KEYS[4], kept, '+inf')
-  local l, ld = firstIn(KEYS[3], kept, s(now))
+  local d, dd = firstIn(kDead, kept, '+inf')
+  local l, ld = firstIn(kLast, kept, s(now))
   -- Each one's records are read before anything changes (see corrupt).
   if l and (not d or before(l, ld, d, dd)) then
     local id = string.sub(l, 17)
@@ -27,8 +25,8 @@ while n < max do
     local id = string.sub(d, 17)
     local m, b = deadRecord(id)
     if not m then corrupt('queue dead letter record') end
-    redis.call('ZREM', KEYS[4], d)
-    redis.call('HDEL', KEYS[7], id)
+    redis.call('ZREM', kDead, d)
+    redis.call('HDEL', kDeadMsg, id)
     revive(id, m, b)
     n = n + 1
   else

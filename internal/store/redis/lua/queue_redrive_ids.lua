@@ -3,21 +3,19 @@
 -- ready, as queue_redrive.lua moves each; skips the others (unknown,
 -- forgotten, live, or already moved by this call); wakes the queue if it
 -- moved any.
--- KEYS: see queue_prelude.lua  ARGV[5..]: message IDs (bounded work: at
--- most 10 × queue.max_claim_messages of them)
+-- Arguments: queueRedriveIDsArgs (queue.go).
 -- Returns how many it moved.
 upkeep()
 local n = 0
 local forgotten = now - deadTTL
-for i = 5, #ARGV do
-  local id = ARGV[i]
+for _, id in ipairs(ids) do
   local dm, db = deadRecord(id)
   if dm then
     local ref = dm.seq .. id
-    local died = redis.call('ZSCORE', KEYS[4], ref)
+    local died = redis.call('ZSCORE', kDead, ref)
     if died and tonumber(died) > forgotten then
-      redis.call('ZREM', KEYS[4], ref)
-      redis.call('HDEL', KEYS[7], id)
+      redis.call('ZREM', kDead, ref)
+      redis.call('HDEL', kDeadMsg, id)
       revive(id, dm, db)
       n = n + 1
     end
@@ -25,7 +23,7 @@ for i = 5, #ARGV do
     local m = getMeta(id)
     if m then
       local ref = m.seq .. id
-      local ended = redis.call('ZSCORE', KEYS[3], ref)
+      local ended = redis.call('ZSCORE', kLast, ref)
       if ended and tonumber(ended) <= now and tonumber(ended) > forgotten then
         local b = body(id)
         endLast(ref, m) -- the group moves on first; revive wakes the queue anyway

@@ -1,11 +1,5 @@
 -- Keeps a namespace's index of live sessions, for its cap.
--- KEYS[1]: the index (sorted set: score = a time µs the session is live
---          no later than: its deadline when admitted, then, as refreshes
---          touch it, up to 3 ttl past its deadline: session_refresh.lua)
--- ARGV[3]: "admit", "touch" or "remove"
--- admit: ARGV[4] the session ID, ARGV[5] its ttl µs, ARGV[6] the cap (0:
--- none); touch: ARGV[4] the session ID, ARGV[5] its new score µs; remove:
--- ARGV[4...] session IDs
+-- Arguments: sessionIndexArgs (sessions.go).
 -- Returns OK, or, if "admit" found the namespace full, {NO, id, ...}: the
 -- IDs of up to 64 sessions with the lowest scores, which may have ended
 -- since their last touch (the caller checks them, removes the ended ones
@@ -18,24 +12,23 @@ local function keepUntilLast(key)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then expireAt(key, tonumber(last[2])) end
 end
-if ARGV[3] == 'remove' then
-  for i = 4, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
+if mode == 'remove' then
+  for _, id in ipairs(ids) do redis.call('ZREM', kIndex, id) end
   return OK
 end
-if ARGV[3] == 'touch' then
+if mode == 'touch' then
   -- GT: never moves a session back; adds one that an admit's clean-up
   -- dropped while a touch was lost.
-  redis.call('ZADD', KEYS[1], 'GT', ARGV[5], ARGV[4])
-  keepUntilLast(KEYS[1])
+  redis.call('ZADD', kIndex, 'GT', s(score), ids[1])
+  keepUntilLast(kIndex)
   return OK
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', s(now))
-local max = tonumber(ARGV[6])
-if max > 0 and redis.call('ZCARD', KEYS[1]) >= max then
+redis.call('ZREMRANGEBYSCORE', kIndex, '-inf', s(now))
+if max > 0 and redis.call('ZCARD', kIndex) >= max then
   local out = {NO}
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, 63)) do out[#out + 1] = id end
+  for _, id in ipairs(redis.call('ZRANGE', kIndex, 0, 63)) do out[#out + 1] = id end
   return out
 end
-redis.call('ZADD', KEYS[1], s(now + tonumber(ARGV[5])), ARGV[4])
-keepUntilLast(KEYS[1])
+redis.call('ZADD', kIndex, s(now + score), ids[1])
+keepUntilLast(kIndex)
 return OK

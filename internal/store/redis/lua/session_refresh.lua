@@ -1,11 +1,6 @@
 -- Renews, checks or resumes a session, or reports it expired.
--- KEYS[1]: the session  KEYS[2]: its holds  KEYS[3]: its loss reports
--- ARGV[3]: "renew", "check" or "resume" (renew on a new stream: the stream
---          epoch goes up by one)
--- ARGV[4]: new ttl µs (0: keep the current one)  ARGV[5]: grace µs
--- ARGV[6]: the caller's stream epoch (0: none)
--- ARGV[7]: acknowledged: forget the reports whose seq is at most this
--- ARGV[8]: the session's wake-up channel (a resume wakes the old stream)
+-- Arguments: sessionRefreshArgs (sessions.go); keys: the session's
+-- (keys.go, sessionKeyParts).
 -- Returns {SESSION_GONE} unknown (or expired longer than the grace ago);
 -- {CLOSING} a close began and did not finish (the caller finishes it);
 -- {SUPERSEDED} the caller's stream was superseded; else
@@ -22,23 +17,20 @@
 -- that one heartbeat in about six goes to the index (session_index.lua).
 -- The set and the reports are bounded by the session's cap
 -- (session_add_hold.lua counts both).
-local cur = redis.call('HMGET', KEYS[1], 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq')
+local cur = redis.call('HMGET', kSession, 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq')
 if not cur[2] then return {SESSION_GONE} end
 if cur[4] then return {CLOSING} end
 local epoch = tonumber(cur[5] or '1')
-local stream = tonumber(ARGV[6])
-if ARGV[3] ~= 'resume' and stream ~= 0 and stream ~= epoch then return {SUPERSEDED} end
+if mode ~= 'resume' and stream ~= 0 and stream ~= epoch then return {SUPERSEDED} end
 local deadline = tonumber(cur[2])
-local grace = tonumber(ARGV[5])
 if deadline + grace <= now then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+  redis.call('DEL', kSession, kHolds, kLost)
   return {SESSION_GONE}
 end
-local ack = tonumber(ARGV[7])
 if ack > 0 then
-  local seqs = redis.call('HKEYS', KEYS[3])
+  local seqs = redis.call('HKEYS', kLost)
   for i = 1, #seqs do
-    if tonumber(seqs[i]) <= ack then redis.call('HDEL', KEYS[3], seqs[i]) end
+    if tonumber(seqs[i]) <= ack then redis.call('HDEL', kLost, seqs[i]) end
   end
 end
 local code = OK
@@ -47,49 +39,48 @@ local touch = ''
 if deadline <= now then
   code = EXPIRED
   local seq = tonumber(cur[6] or '0')
-  expiredEntries = redis.call('HGETALL', KEYS[2])
+  expiredEntries = redis.call('HGETALL', kHolds)
   local entries = expiredEntries
   for i = 1, #entries, 2 do
     local fence, hold = string.match(entries[i + 1], '^%S+ (%d+) (%d+)')
     local reason = lostExpired
     if tonumber(hold) > 0 and tonumber(hold) <= deadline then reason = lostMaxHold end
     seq = seq + 1
-    redis.call('HSET', KEYS[3], s(seq), lossReport(reason, fence, entries[i]))
+    redis.call('HSET', kLost, s(seq), lossReport(reason, fence, entries[i]))
   end
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[1], 'seq', s(seq))
-  expireAt(KEYS[3], stepUp(deadline + grace))
-elseif ARGV[3] ~= 'check' then
-  if ARGV[3] == 'resume' then
+  redis.call('DEL', kHolds)
+  redis.call('HSET', kSession, 'seq', s(seq))
+  expireAt(kLost, stepUp(deadline + grace))
+elseif mode ~= 'check' then
+  if mode == 'resume' then
     epoch = epoch + 1
-    redis.call('HSET', KEYS[1], 'gen', s(epoch))
-    redis.call('SPUBLISH', ARGV[8], '')
+    redis.call('HSET', kSession, 'gen', s(epoch))
+    redis.call('SPUBLISH', channel, '')
   end
-  local ttl = tonumber(ARGV[4])
   if ttl <= 0 then ttl = tonumber(cur[1]) end
   local before = stepUp(deadline + grace)
   deadline = math.max(deadline, now + ttl) -- never shortened
-  redis.call('HSET', KEYS[1], 'ttl', s(ttl), 'dl', s(deadline))
+  redis.call('HSET', kSession, 'ttl', s(ttl), 'dl', s(deadline))
   local ix = tonumber(cur[3] or '') -- nil: not in the index ('' at its creation)
   if ix and (cur[3] == '1' or ix < deadline + ttl) then
     touch = s(deadline + 3 * ttl)
-    redis.call('HSET', KEYS[1], 'ix', touch)
+    redis.call('HSET', kSession, 'ix', touch)
   end
   -- Every script keeps the three keys until at least stepUp(deadline +
   -- grace) of the deadline it saw (session_mark_lost.lua copies the
   -- session's TTL), so they need a new TTL only when that moves.
   local keepUntil = stepUp(deadline + grace)
   if keepUntil > before then
-    expireAt(KEYS[1], keepUntil)
-    expireAt(KEYS[2], keepUntil)
-    expireAt(KEYS[3], keepUntil)
+    expireAt(kSession, keepUntil)
+    expireAt(kHolds, keepUntil)
+    expireAt(kLost, keepUntil)
   end
 end
-local reports = redis.call('HGETALL', KEYS[3])
+local reports = redis.call('HGETALL', kLost)
 local out = {code, deadline, now, touch, epoch, #reports / 2}
 for i = 1, #reports do out[#out + 1] = reports[i] end
 if code == OK then
-  local entries = redis.call('HGETALL', KEYS[2])
+  local entries = redis.call('HGETALL', kHolds)
   for i = 1, #entries do out[#out + 1] = entries[i] end
 else
   for i = 1, #expiredEntries do out[#out + 1] = expiredEntries[i] end

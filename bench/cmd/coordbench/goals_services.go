@@ -8,11 +8,12 @@ import (
 	"strings"
 )
 
-// Issue 12's targets: a decision little more than a gRPC call, the
-// services users would deploy instead, sessions that cost little, and one
-// queue over the Cluster's masters. Each is a ratio of one run, or a
-// figure of one; those whose scenario, baseline or store this run lacks
-// are "not measured", saying why.
+// The services targets: a decision little more than a gRPC call, coordd
+// against the services users would deploy instead (etcd, envoy ratelimit,
+// gubernator, asynq), sessions that cost little, and one queue over the
+// Cluster's masters. Each is a ratio of one run, or a figure of one; those
+// whose scenario, baseline or store this run lacks are "not measured",
+// saying why.
 
 // Targets the peers' scenarios measure (targets added in their files).
 const (
@@ -21,10 +22,10 @@ const (
 	tGubernator = "gubernator" // github.com/gubernator-io/gubernator: one node
 )
 
-// goals12 evaluates issue 12's targets.
-func (rep *Report) goals12() {
+// serviceGoals evaluates the services targets.
+func (rep *Report) serviceGoals() {
 	add := func(goal string, ok bool, v float64, measured, why string) {
-		rep.addGoal(12, goal, v, measured, ok, why)
+		rep.addGoal(setServices, goal, v, measured, ok, why)
 	}
 	store, cluster := rep.Config.Store, rep.Config.RedisMode == "cluster"
 	need := func(s string, clusterToo bool) string {

@@ -1,6 +1,6 @@
-package waiter
+package hold
 
-// Queues: this instance's waiting acquisitions, without a herd.
+// Waiters: this instance's waiting acquisitions, without a herd.
 //
 // Concurrency design. Per (kind, name) with local waiters there is one
 // agent: one goroutine that owns the name's subscription to
@@ -68,16 +68,17 @@ import (
 
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/token"
+	"github.com/coordd/coordd/internal/waiter"
 )
 
-// Queues coordinates this instance's waiting acquisitions: per (kind, name)
+// Waiters coordinates this instance's waiting acquisitions: per (kind, name)
 // one agent with one subscription to store.WaitTopic(kind, name, instance),
 // one refresh of all its tickets every store.WaitRefresh, and one store try
 // at a time, in local arrival order (which is the store's ticket order).
-type Queues struct {
+type Waiters struct {
 	st       store.Holds
 	sub      store.Subscriber
-	drain    Drain
+	drain    waiter.Drain
 	instance string
 	stop     chan struct{} // closed by Close
 	wg       sync.WaitGroup
@@ -111,12 +112,12 @@ type Result struct {
 	RetryAt time.Time
 }
 
-// NewQueues returns the waiting coordinator of this instance, with a fresh
+// NewWaiters returns the waiting coordinator of this instance, with a fresh
 // random instance ID. Waits end early when drain is closed.
-func NewQueues(st store.Holds, sub store.Subscriber, drain Drain) *Queues {
+func NewWaiters(st store.Holds, sub store.Subscriber, drain waiter.Drain) *Waiters {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return &Queues{
+	return &Waiters{
 		st: st, sub: sub, drain: drain,
 		instance: hex.EncodeToString(b[:]),
 		stop:     make(chan struct{}),
@@ -125,7 +126,7 @@ func NewQueues(st store.Holds, sub store.Subscriber, drain Drain) *Queues {
 }
 
 // Instance is this instance's ID in the store's tickets (16 hex digits).
-func (q *Queues) Instance() string { return q.instance }
+func (q *Waiters) Instance() string { return q.instance }
 
 // maxRefresh is the most tickets one RefreshTickets call takes (the store's
 // bound).
@@ -139,7 +140,7 @@ const giveUpTimeout = time.Second
 // lost one must not leave a waiter that could be granted waiting until it
 // gives up. Any round (a wake-up's, a retry time's) puts it off, so it costs
 // one try a second, and only while nothing else happened on the name for a
-// second. Without a subscription the agent rounds every PollWithoutWakeups
+// second. Without a subscription the agent rounds every waiter.PollWithoutWakeups
 // instead (the same length).
 const FallbackRound = time.Second
 
@@ -153,7 +154,7 @@ type agentKey struct {
 }
 
 type agent struct {
-	q      *Queues
+	q      *Waiters
 	key    agentKey
 	ctx    context.Context // ends when the agent has no waiters or on Close
 	cancel context.CancelFunc
@@ -176,22 +177,22 @@ type waiting struct {
 	trying  bool              // a try is in flight
 	tries   int
 	gaveUp  bool
-	retryAt time.Time        // from its last try
-	handoff *store.LockGrant // a hand-off's grant (Deliver), set once
-	out     chan outcome     // cap 1; receives the outcome when the agent ends the wait
+	retryAt time.Time    // from its last try
+	handoff *store.Grant // a hand-off's grant (Deliver), set once
+	out     chan outcome // cap 1; receives the outcome when the agent ends the wait
 }
 
 type outcome struct {
 	done    bool
-	handoff *store.LockGrant // done by a hand-off: its grant
+	handoff *store.Grant // done by a hand-off: its grant
 	err     error
 	// panicked is what the try panicked with: re-raised in the caller's
 	// goroutine, where its recovery (the server's interceptor) is.
 	panicked any
 }
 
-// errClosed: the Queues were closed.
-var errClosed = errors.New("waiter: queues closed")
+// errClosed: the Waiters were closed.
+var errClosed = errors.New("hold: waiters closed")
 
 // Wait tries at once and, if not done, waits up to wait (0: try once, no
 // ticket) for its turn: a wake-up, its retryAt, a refresh that found its
@@ -211,7 +212,7 @@ var errClosed = errors.New("waiter: queues closed")
 // (a grant is never lost, except that with ctx done its error is returned
 // instead, for the caller's clean-up). After Close, Wait tries once without
 // waiting.
-func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name, token string, wait time.Duration, try TryFunc) (*store.LockGrant, error) {
+func (q *Waiters) Wait(ctx context.Context, kind store.HoldKind, name, token string, wait time.Duration, try TryFunc) (*store.Grant, error) {
 	if wait <= 0 || isClosed(q.drain) {
 		_, err := try(ctx, nil)
 		return nil, err
@@ -245,7 +246,7 @@ func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name, token stri
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveUpTimeout)
 		hs, err := q.st.LeaveQueue(lctx, kind, name, w.ticket.Ticket, token, q.instance)
 		cancel()
-		var own *store.LockGrant
+		var own *store.Grant
 		hs = slices.DeleteFunc(hs, func(h store.Handoff) bool {
 			if token != "" && h.Ticket == w.ticket.Ticket && h.Token == token {
 				own = &h.Grant
@@ -269,7 +270,7 @@ func (q *Queues) Wait(ctx context.Context, kind store.HoldKind, name, token stri
 // Deliver completes the waits of this instance that hs (the hand-offs of a
 // store call of this instance on (kind, name)) granted. A hand-off whose
 // waiter is no longer listed is dropped (see the file's comment).
-func (q *Queues) Deliver(kind store.HoldKind, name string, hs []store.Handoff) {
+func (q *Waiters) Deliver(kind store.HoldKind, name string, hs []store.Handoff) {
 	if len(hs) == 0 {
 		return
 	}
@@ -317,7 +318,7 @@ func isClosed(c <-chan struct{}) bool {
 
 // join adds w at the back of its name's agent, starting the agent if the
 // name has none.
-func (q *Queues) join(key agentKey, w *waiting) (*agent, error) {
+func (q *Waiters) join(key agentKey, w *waiting) (*agent, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -402,7 +403,7 @@ func (a *agent) run() {
 		defer s.Close()
 		wake = s.C()
 	} else {
-		idle = PollWithoutWakeups
+		idle = waiter.PollWithoutWakeups
 	}
 	refresh := time.NewTicker(store.WaitRefresh)
 	defer refresh.Stop()
@@ -558,7 +559,7 @@ func (a *agent) refresh() {
 
 // Close stops every agent; the waits still going end as on a drain. It
 // returns when every agent has stopped.
-func (q *Queues) Close() {
+func (q *Waiters) Close() {
 	q.mu.Lock()
 	if !q.closed {
 		q.closed = true

@@ -1,4 +1,4 @@
-package waiter_test
+package hold_test
 
 import (
 	"context"
@@ -8,21 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/storetest"
 	"github.com/coordd/coordd/internal/token"
-	"github.com/coordd/coordd/internal/waiter"
 )
 
 // waitResult is what a Wait returned.
 type waitResult struct {
-	handoff *store.LockGrant
+	handoff *store.Grant
 	err     error
 }
 
 // waitFor starts a plain lock request with token tok waiting on name (the
 // store may hand it off), recording its tries' grants in *g.
-func (h *qharness) waitFor(ctx context.Context, name, tok string, wait time.Duration, g *store.LockGrant) <-chan waitResult {
+func (h *qharness) waitFor(ctx context.Context, name, tok string, wait time.Duration, g *store.Grant) <-chan waitResult {
 	out := make(chan waitResult, 1)
 	go func() {
 		hg, err := h.q.Wait(ctx, store.HoldLock, name, tok, wait, h.acquire(name, tok, g))
@@ -63,7 +63,7 @@ func TestQueuesHandoff(t *testing.T) {
 	const n = 5
 	toks := make([]string, n)
 	outs := make([]<-chan waitResult, n)
-	grants := make([]store.LockGrant, n)
+	grants := make([]store.Grant, n)
 	for i := range n {
 		toks[i] = token.New()
 		outs[i] = h.waitFor(t.Context(), name, toks[i], long, &grants[i])
@@ -103,22 +103,22 @@ func TestQueuesHandoffDuringTry(t *testing.T) {
 	tok := token.New()
 	out := make(chan waitResult, 1)
 	go func() {
-		g, err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", tok, long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+		g, err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", tok, long, func(_ context.Context, tk *store.WaitTicket) (hold.Result, error) {
 			tickets.Store(tk)
 			if n.Add(1) == 1 {
-				return waiter.Result{RetryAt: time.Now().Add(10 * time.Millisecond)}, nil
+				return hold.Result{RetryAt: time.Now().Add(10 * time.Millisecond)}, nil
 			}
 			close(in)
 			<-release
-			return waiter.Result{}, nil // not granted, as the store saw it before the hand-off
+			return hold.Result{}, nil // not granted, as the store saw it before the hand-off
 		})
 		out <- waitResult{g, err}
 	}()
 	<-in
-	want := store.LockGrant{Acquired: true, Fence: 7, TTL: time.Minute}
+	want := store.Grant{Acquired: true, Fence: 7, TTL: time.Minute}
 	h.q.Deliver(store.HoldLock, "ns:a", []store.Handoff{
-		{Ticket: token.New(), Token: tok, Grant: store.LockGrant{Acquired: true, Fence: 5}},         // another ticket: not its
-		{Ticket: tickets.Load().Ticket, Token: token.New(), Grant: store.LockGrant{Acquired: true}}, // another token: not its
+		{Ticket: token.New(), Token: tok, Grant: store.Grant{Acquired: true, Fence: 5}},         // another ticket: not its
+		{Ticket: tickets.Load().Ticket, Token: token.New(), Grant: store.Grant{Acquired: true}}, // another token: not its
 		{Ticket: tickets.Load().Ticket, Token: tok, Grant: want},
 	})
 	select {
@@ -149,7 +149,7 @@ func TestQueuesHandoffAfterGiveUp(t *testing.T) {
 			if !canceled {
 				wait = 100 * time.Millisecond
 			}
-			var g store.LockGrant
+			var g store.Grant
 			out := h.waitFor(ctx, name, token.New(), wait, &g)
 			eventually(t, "queued", func() bool { return h.waiters(t, name) == 1 })
 			leaves := h.faulty.Calls("LeaveQueue")
@@ -190,7 +190,7 @@ func TestQueuesLeaveFailureIsUncertain(t *testing.T) {
 			h := newQHarness(t)
 			h.hold(t, "ns:a")
 			h.faulty.Fail("LeaveQueue")
-			var g store.LockGrant
+			var g store.Grant
 			hg, err := h.q.Wait(t.Context(), store.HoldLock, "ns:a", tc.tok, 50*time.Millisecond, h.acquire("ns:a", token.New(), &g))
 			if hg != nil || g.Acquired {
 				t.Fatalf("Wait = %+v (last try %+v); want not acquired", hg, g)

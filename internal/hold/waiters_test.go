@@ -1,4 +1,4 @@
-package waiter_test
+package hold_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/internal/clock"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/storetest"
@@ -20,7 +21,7 @@ import (
 // qharness is a Queues on a Faulty memory store driven by a fake clock
 // (nothing expires unless a test advances it).
 type qharness struct {
-	q      *waiter.Queues
+	q      *hold.Waiters
 	mem    *memory.Store
 	faulty *storetest.Faulty
 	clock  *clock.Fake
@@ -33,40 +34,40 @@ func newQHarness(t *testing.T) *qharness {
 	mem := memory.New(memory.Options{Clock: c})
 	f := storetest.NewFaulty(mem)
 	drain := make(chan struct{})
-	q := waiter.NewQueues(f, f, drain)
+	q := hold.NewWaiters(f, f, drain)
 	t.Cleanup(func() { q.Close(); _ = f.Close() })
 	return &qharness{q: q, mem: mem, faulty: f, clock: c, drain: drain}
 }
 
 // acquire is a TryFunc that asks the store for an exclusive lock with tok,
 // recording the grant in *g. A grant is Full: nobody else fits beside it.
-func (h *qharness) acquire(name, tok string, g *store.LockGrant) waiter.TryFunc {
-	return h.acquireHold(store.AcquireLock{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Hour}, g)
+func (h *qharness) acquire(name, tok string, g *store.Grant) hold.TryFunc {
+	return h.acquireHold(store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Hour}, g)
 }
 
 // acquireHold is a TryFunc that makes req with the waiter's ticket,
 // recording the grant in *g; a grant is Full when it leaves no room (an
 // exclusive lock; a semaphore's last permit).
-func (h *qharness) acquireHold(req store.AcquireLock, g *store.LockGrant) waiter.TryFunc {
-	return func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
+func (h *qharness) acquireHold(req store.HoldRequest, g *store.Grant) hold.TryFunc {
+	return func(ctx context.Context, t *store.WaitTicket) (hold.Result, error) {
 		req.Wait = t
 		var err error
 		*g, err = h.faulty.AcquireHold(ctx, req)
 		if err != nil {
-			return waiter.Result{}, err
+			return hold.Result{}, err
 		}
 		var at time.Time
 		if !g.RetryAt.IsZero() {
 			at = time.Now().Add(g.RetryAt.Sub(h.clock.Now()))
 		}
 		full := g.Acquired && (req.Kind == store.HoldLock && !req.Shared || req.Kind == store.HoldSemaphore && g.Holders >= g.Limit)
-		return waiter.Result{Done: g.Acquired, Full: full, RetryAt: at}, nil
+		return hold.Result{Done: g.Acquired, Full: full, RetryAt: at}, nil
 	}
 }
 
 // notFull is try, except that it never tells that a grant left no room.
-func notFull(try waiter.TryFunc) waiter.TryFunc {
-	return func(ctx context.Context, t *store.WaitTicket) (waiter.Result, error) {
+func notFull(try hold.TryFunc) hold.TryFunc {
+	return func(ctx context.Context, t *store.WaitTicket) (hold.Result, error) {
 		r, err := try(ctx, t)
 		r.Full = false
 		return r, err
@@ -76,7 +77,7 @@ func notFull(try waiter.TryFunc) waiter.TryFunc {
 func (h *qharness) hold(t *testing.T, name string) string {
 	t.Helper()
 	tok := token.New()
-	g, err := h.mem.AcquireHold(t.Context(), store.AcquireLock{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Hour})
+	g, err := h.mem.AcquireHold(t.Context(), store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, TTL: time.Hour})
 	if err != nil || !g.Acquired {
 		t.Fatalf("AcquireHold: %+v, %v", g, err)
 	}
@@ -134,7 +135,7 @@ func testFIFOWithoutHerd(t *testing.T, n int, full bool) {
 		go func() {
 			defer wg.Done()
 			tok := token.New()
-			var g store.LockGrant
+			var g store.Grant
 			try := h.acquire(name, tok, &g)
 			if !full {
 				try = notFull(try)
@@ -210,11 +211,11 @@ const fifoSlack = 2
 func TestQueuesSemaphoreGrantsPerRound(t *testing.T) {
 	h := newQHarness(t)
 	var hub store.Hub // the test's wake-ups only: the store's go elsewhere
-	q := waiter.NewQueues(h.faulty, &hubSub{hub: &hub}, nil)
+	q := hold.NewWaiters(h.faulty, &hubSub{hub: &hub}, nil)
 	defer q.Close()
 	const name, limit, n = "ns:s", 4, 8
-	req := func() store.AcquireLock {
-		return store.AcquireLock{Kind: store.HoldSemaphore, Name: name, Token: token.New(), TTL: time.Hour, Limit: limit}
+	req := func() store.HoldRequest {
+		return store.HoldRequest{Kind: store.HoldSemaphore, Name: name, Token: token.New(), TTL: time.Hour, Limit: limit}
 	}
 	var holders []string
 	for range limit {
@@ -229,9 +230,9 @@ func TestQueuesSemaphoreGrantsPerRound(t *testing.T) {
 	for i := range n {
 		before := h.faulty.Calls("AcquireHold")
 		go func() {
-			var g store.LockGrant
+			var g store.Grant
 			try := h.acquireHold(req(), &g)
-			_ = waitErr(t.Context(), q, store.HoldSemaphore, name, long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+			_ = waitErr(t.Context(), q, store.HoldSemaphore, name, long, func(ctx context.Context, tk *store.WaitTicket) (hold.Result, error) {
 				r, err := try(ctx, tk)
 				if r.Done {
 					granted <- i
@@ -258,19 +259,19 @@ func TestQueuesSemaphoreGrantsPerRound(t *testing.T) {
 			t.Fatalf("%d permits granted within %v, want %d", want, prompt, limit)
 		}
 	}
-	if took := time.Since(start); took >= waiter.FallbackRound {
+	if took := time.Since(start); took >= hold.FallbackRound {
 		// Then a fallback round may have made some of the grants.
 		t.Fatalf("the grants took %v: not the one round of the wake-up?", took)
 	}
 	// A newcomer's first try comes after the agent's round has ended.
 	in := make(chan struct{})
 	go func() {
-		_ = waitErr(t.Context(), q, store.HoldSemaphore, name, long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+		_ = waitErr(t.Context(), q, store.HoldSemaphore, name, long, func(context.Context, *store.WaitTicket) (hold.Result, error) {
 			select {
 			case in <- struct{}{}:
 			default:
 			}
-			return waiter.Result{}, nil
+			return hold.Result{}, nil
 		})
 	}()
 	<-in
@@ -292,16 +293,16 @@ func TestQueuesSemaphoreGrantsPerRound(t *testing.T) {
 func TestQueuesLostWakeUp(t *testing.T) {
 	h := newQHarness(t)
 	var hub store.Hub // nobody notifies it: every wake-up is lost
-	q := waiter.NewQueues(h.faulty, &hubSub{hub: &hub}, nil)
+	q := hold.NewWaiters(h.faulty, &hubSub{hub: &hub}, nil)
 	defer q.Close()
 	const name = "ns:a"
 	holder := h.hold(t, name) // its lease (an hour) gives no retry time to speak of
-	var g store.LockGrant
+	var g store.Grant
 	done := make(chan error, 1)
 	begin := time.Now()
 	go func() { done <- waitErr(t.Context(), q, store.HoldLock, name, long, h.acquire(name, token.New(), &g)) }()
 	eventually(t, "queued", func() bool { return h.waiters(t, name) == 1 })
-	time.Sleep(waiter.FallbackRound / 2)
+	time.Sleep(hold.FallbackRound / 2)
 	if rel, err := h.mem.ReleaseHold(t.Context(), store.HoldLock, name, holder, ""); err != nil || !rel.Released {
 		t.Fatal(rel, err)
 	}
@@ -314,12 +315,12 @@ func TestQueuesLostWakeUp(t *testing.T) {
 	case <-time.After(prompt):
 		t.Fatalf("not granted within %v of the release: stranded by the lost wake-up", prompt)
 	}
-	if took := time.Since(released); took > 2*waiter.FallbackRound {
-		t.Errorf("granted %v after the release, want within about FallbackRound (%v)", took, waiter.FallbackRound)
+	if took := time.Since(released); took > 2*hold.FallbackRound {
+		t.Errorf("granted %v after the release, want within about FallbackRound (%v)", took, hold.FallbackRound)
 	}
 	// The first try, then a fallback round a FallbackRound at most.
-	if tries, most := h.faulty.Calls("AcquireHold"), 2+int(time.Since(begin)/waiter.FallbackRound); tries > most {
-		t.Errorf("%d tries in %v, want at most %d: fallback rounds more often than every %v", tries, time.Since(begin), most, waiter.FallbackRound)
+	if tries, most := h.faulty.Calls("AcquireHold"), 2+int(time.Since(begin)/hold.FallbackRound); tries > most {
+		t.Errorf("%d tries in %v, want at most %d: fallback rounds more often than every %v", tries, time.Since(begin), most, hold.FallbackRound)
 	}
 }
 
@@ -329,12 +330,12 @@ func TestQueuesWaitZeroTriesOnceWithoutTicket(t *testing.T) {
 	h := newQHarness(t)
 	h.faulty.Fail("Subscribe") // shows that no subscription is made
 	var n atomic.Int32
-	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", 0, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", 0, func(_ context.Context, tk *store.WaitTicket) (hold.Result, error) {
 		n.Add(1)
 		if tk != nil {
 			t.Errorf("ticket %+v with wait 0, want none", tk)
 		}
-		return waiter.Result{}, nil
+		return hold.Result{}, nil
 	})
 	if err != nil || n.Load() != 1 {
 		t.Fatalf("Wait = %v after %d tries, want nil after 1", err, n.Load())
@@ -351,16 +352,16 @@ func TestQueuesTicket(t *testing.T) {
 	if id := h.q.Instance(); len(id) != 16 {
 		t.Errorf("Instance() = %q, want 16 hex digits", id)
 	}
-	if other := waiter.NewQueues(h.faulty, h.faulty, nil); other.Instance() == h.q.Instance() {
+	if other := hold.NewWaiters(h.faulty, h.faulty, nil); other.Instance() == h.q.Instance() {
 		t.Errorf("two Queues have the same instance ID %q", other.Instance())
 	}
 	var tickets []store.WaitTicket
 	var mu sync.Mutex
-	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (hold.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		tickets = append(tickets, *tk)
-		return waiter.Result{Done: len(tickets) == 3, RetryAt: time.Now().Add(time.Millisecond)}, nil
+		return hold.Result{Done: len(tickets) == 3, RetryAt: time.Now().Add(time.Millisecond)}, nil
 	})
 	if err != nil || len(tickets) != 3 {
 		t.Fatalf("Wait = %v after %d tries, want nil after 3", err, len(tickets))
@@ -381,11 +382,11 @@ func TestQueuesRetryAt(t *testing.T) {
 	h := newQHarness(t)
 	var n atomic.Int32
 	start := time.Now()
-	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (hold.Result, error) {
 		if n.Add(1) == 1 {
-			return waiter.Result{RetryAt: time.Now().Add(30 * time.Millisecond)}, nil
+			return hold.Result{RetryAt: time.Now().Add(30 * time.Millisecond)}, nil
 		}
-		return waiter.Result{Done: true}, nil
+		return hold.Result{Done: true}, nil
 	})
 	if err != nil || n.Load() != 2 {
 		t.Fatalf("Wait = %v after %d tries, want nil after 2", err, n.Load())
@@ -400,16 +401,16 @@ func TestQueuesRetryAt(t *testing.T) {
 func TestQueuesWakeUp(t *testing.T) {
 	h := newQHarness(t)
 	var hub store.Hub
-	q := waiter.NewQueues(h.faulty, &hubSub{hub: &hub}, nil)
+	q := hold.NewWaiters(h.faulty, &hubSub{hub: &hub}, nil)
 	defer q.Close()
 	tries := make(chan int, 10)
 	var n atomic.Int32
 	done := make(chan error, 1)
 	go func() {
-		done <- waitErr(t.Context(), q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+		done <- waitErr(t.Context(), q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (hold.Result, error) {
 			i := int(n.Add(1))
 			tries <- i
-			return waiter.Result{Done: i == 2}, nil
+			return hold.Result{Done: i == 2}, nil
 		})
 	}()
 	<-tries
@@ -445,7 +446,7 @@ func TestQueuesGiveUpLeavesTheQueue(t *testing.T) {
 			if how == "wait passed" {
 				wait = 50 * time.Millisecond
 			}
-			var g store.LockGrant
+			var g store.Grant
 			done := make(chan error, 1)
 			go func() { done <- waitErr(ctx, h.q, store.HoldLock, name, wait, h.acquire(name, token.New(), &g)) }()
 			eventually(t, "queued", func() bool { return h.waiters(t, name) == 1 })
@@ -502,13 +503,13 @@ func TestQueuesGrantDuringGiveUp(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				done <- waitErr(ctx, h.q, store.HoldLock, "ns:a", wait, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+				done <- waitErr(ctx, h.q, store.HoldLock, "ns:a", wait, func(context.Context, *store.WaitTicket) (hold.Result, error) {
 					if n.Add(1) == 1 {
-						return waiter.Result{RetryAt: time.Now().Add(10 * time.Millisecond)}, nil
+						return hold.Result{RetryAt: time.Now().Add(10 * time.Millisecond)}, nil
 					}
 					close(in)
 					<-release // the grant is made, its answer still on the way
-					return waiter.Result{Done: true}, nil
+					return hold.Result{Done: true}, nil
 				})
 			}()
 			<-in
@@ -552,7 +553,7 @@ func TestQueuesTriesNeverOverlap(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var n int
-			err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+			err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (hold.Result, error) {
 				r := running.Add(1)
 				defer running.Add(-1)
 				for {
@@ -563,7 +564,7 @@ func TestQueuesTriesNeverOverlap(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 				n++
-				return waiter.Result{Done: n == 3, RetryAt: time.Now().Add(time.Millisecond)}, nil
+				return hold.Result{Done: n == 3, RetryAt: time.Now().Add(time.Millisecond)}, nil
 			})
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
@@ -581,8 +582,8 @@ func TestQueuesTriesNeverOverlap(t *testing.T) {
 func TestQueuesTryError(t *testing.T) {
 	h := newQHarness(t)
 	errTry := errors.New("try failed")
-	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
-		return waiter.Result{}, errTry
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (hold.Result, error) {
+		return hold.Result{}, errTry
 	})
 	if !errors.Is(err, errTry) {
 		t.Errorf("err = %v, want %v", err, errTry)
@@ -596,12 +597,12 @@ func TestQueuesSubscribeFails(t *testing.T) {
 	h.faulty.Fail("Subscribe")
 	h.hold(t, "ns:a")
 	var n atomic.Int32
-	var g store.LockGrant
+	var g store.Grant
 	acquire := h.acquire("ns:a", token.New(), &g) // queued: refreshes keep the ticket
 	start := time.Now()
-	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(ctx context.Context, tk *store.WaitTicket) (hold.Result, error) {
 		if n.Add(1) == 2 {
-			return waiter.Result{Done: true}, nil
+			return hold.Result{Done: true}, nil
 		}
 		return acquire(ctx, tk)
 	})
@@ -623,7 +624,7 @@ func TestQueuesRefreshKeepsTickets(t *testing.T) {
 	holder := h.hold(t, name)
 	const n = 5
 	var wg sync.WaitGroup
-	grants := make([]store.LockGrant, n)
+	grants := make([]store.Grant, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -669,9 +670,9 @@ func TestQueuesLapsedTicketRequeues(t *testing.T) {
 	var tickets []string
 	done := make(chan error, 1)
 	go func() {
-		var g store.LockGrant
+		var g store.Grant
 		acquire := h.acquire(name, token.New(), &g)
-		done <- waitErr(t.Context(), h.q, store.HoldLock, name, long, func(ctx context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+		done <- waitErr(t.Context(), h.q, store.HoldLock, name, long, func(ctx context.Context, tk *store.WaitTicket) (hold.Result, error) {
 			mu.Lock()
 			tickets = append(tickets, tk.Ticket)
 			mu.Unlock()
@@ -710,8 +711,8 @@ func TestQueuesCloseEndsEverything(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = waitErr(t.Context(), h.q, store.HoldLock, fmt.Sprintf("ns:%d", i%3), long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
-				return waiter.Result{}, nil
+			_ = waitErr(t.Context(), h.q, store.HoldLock, fmt.Sprintf("ns:%d", i%3), long, func(context.Context, *store.WaitTicket) (hold.Result, error) {
+				return hold.Result{}, nil
 			})
 		}()
 	}
@@ -719,12 +720,12 @@ func TestQueuesCloseEndsEverything(t *testing.T) {
 	h.q.Close()
 	wg.Wait()
 	var n int
-	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (waiter.Result, error) {
+	err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(_ context.Context, tk *store.WaitTicket) (hold.Result, error) {
 		n++
 		if tk != nil {
 			t.Errorf("ticket after Close")
 		}
-		return waiter.Result{}, nil
+		return hold.Result{}, nil
 	})
 	if err != nil || n != 1 {
 		t.Errorf("Wait after Close = %v after %d tries, want nil after 1", err, n)
@@ -738,15 +739,15 @@ func TestQueuesTryPanics(t *testing.T) {
 	got := make(chan any, 1)
 	go func() {
 		defer func() { got <- recover() }()
-		_ = waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
+		_ = waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (hold.Result, error) {
 			panic("store exploded")
 		})
 	}()
 	if p := <-got; p != "store exploded" {
 		t.Fatalf("recovered %v, want the try's panic", p)
 	}
-	if err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (waiter.Result, error) {
-		return waiter.Result{Done: true}, nil
+	if err := waitErr(t.Context(), h.q, store.HoldLock, "ns:a", long, func(context.Context, *store.WaitTicket) (hold.Result, error) {
+		return hold.Result{Done: true}, nil
 	}); err != nil {
 		t.Fatalf("Wait after a panic: %v", err)
 	}
@@ -754,7 +755,7 @@ func TestQueuesTryPanics(t *testing.T) {
 
 // waitErr is Wait for a request that is never handed off (token ""): its
 // error.
-func waitErr(ctx context.Context, q *waiter.Queues, kind store.HoldKind, name string, wait time.Duration, try waiter.TryFunc) error {
+func waitErr(ctx context.Context, q *hold.Waiters, kind store.HoldKind, name string, wait time.Duration, try hold.TryFunc) error {
 	_, err := q.Wait(ctx, kind, name, "", wait, try)
 	return err
 }

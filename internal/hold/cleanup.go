@@ -1,9 +1,9 @@
-package lock
+package hold
 
-// CleanUps: the background clean-up of uncertain grants, shared by every
-// kind of hold (locks here, semaphore permits, leaderships). A goroutine
-// per grant whose first AbandonHold failed, bounded in number; mu guards
-// closed and inFlight; the drain ends them, Wait waits for them.
+// CleanUps: the background clean-up of uncertain grants, of every kind of
+// hold. A goroutine per grant whose first AbandonHold failed, bounded in
+// number; mu guards closed and inFlight; the drain ends them, Wait waits
+// for them.
 
 import (
 	"context"
@@ -20,7 +20,8 @@ import (
 // CleanUps abandons grants of one kind of hold whose outcome a caller was
 // told is uncertain. The zero value is not usable; call NewCleanUps.
 type CleanUps struct {
-	abandon  AbandonFunc
+	st       store.Holds
+	kind     store.HoldKind
 	drain    waiter.Drain
 	wg       sync.WaitGroup
 	mu       sync.Mutex // guards closed and inFlight
@@ -28,22 +29,10 @@ type CleanUps struct {
 	inFlight int
 }
 
-// AbandonFunc ends the grant of name that tok may hold, after taking
-// ticket ("": none) out of name's queue: the store's AbandonLock, or
-// AbandonHold of a kind. Not held is not an error.
-type AbandonFunc func(ctx context.Context, name, tok, ticket string) error
-
-// AbandonHold is the AbandonFunc of kind in st.
-func AbandonHold(st store.Holds, kind store.HoldKind) AbandonFunc {
-	return func(ctx context.Context, name, tok, ticket string) error {
-		return st.AbandonHold(ctx, kind, name, tok, ticket)
-	}
-}
-
-// NewCleanUps returns the clean-ups of grants that abandon ends; background
+// NewCleanUps returns the clean-ups of grants of kind in st; background
 // tries end when drain is closed.
-func NewCleanUps(abandon AbandonFunc, drain waiter.Drain) *CleanUps {
-	return &CleanUps{abandon: abandon, drain: drain}
+func NewCleanUps(st store.Holds, kind store.HoldKind, drain waiter.Drain) *CleanUps {
+	return &CleanUps{st: st, kind: kind, drain: drain}
 }
 
 // cleanUpFor bounds the background clean-up of an uncertain session-bound
@@ -112,7 +101,7 @@ func (c *CleanUps) Abandon(name, tok string, ticket *store.WaitTicket, life time
 func (c *CleanUps) abandonOnce(name, tok, ticket string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return c.abandon(ctx, name, tok, ticket) == nil
+	return c.st.AbandonHold(ctx, c.kind, name, tok, ticket) == nil
 }
 
 // Wait returns when every background clean-up has ended (they end when the
@@ -128,12 +117,12 @@ func (c *CleanUps) Wait() {
 // unknown (the store may have granted it): anything but the session errors
 // that the store answers before granting anything.
 func Uncertain(err error) bool {
-	return err != nil && !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyLocks) &&
+	return err != nil && !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyHolds) &&
 		!errors.Is(err, store.ErrLimitMismatch) && !errors.Is(err, store.ErrTooManyWaiters) && !validate.IsFieldError(err)
 }
 
 // LocalTime turns a time of the store's clock (clk tells it) into the local
-// clock's, for waiter.Result's RetryAt; zero stays zero.
+// clock's, for Result's RetryAt; zero stays zero.
 func LocalTime(clk clock.Clock, t time.Time) time.Time {
 	if t.IsZero() {
 		return t
