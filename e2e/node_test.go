@@ -27,7 +27,9 @@ const (
 // files of api/proto, against a coordd on the memory store: locks, rate
 // limits, idempotency keys, the queue, a KeepAlive stream, the package's
 // Session helper (a resume after its TCP connection is cut, through a proxy
-// in test.js) and an error's google.rpc.ErrorInfo, all from outside Go. It needs Node.js and npm (npm
+// in test.js), its retries of OVERLOADED against a coordd with
+// limits.max_sessions 1, and an error's google.rpc.ErrorInfo, all from outside
+// Go. It needs Node.js and npm (npm
 // ci installs clients/node's locked dependencies when they are missing): a
 // machine without node skips it, CI fails it.
 func TestNodeClient(t *testing.T) {
@@ -38,12 +40,13 @@ func TestNodeClient(t *testing.T) {
 	npmCI(t)
 
 	in := startMemoryInstance(t, "memory")
+	one := startCoordd(t, "one-session", []string{"--store", "memory"}, "COORDD_LIMITS_MAX_SESSIONS=1")
 	ctx, cancel := context.WithTimeout(t.Context(), nodeTestTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=tap", "test.js")
 	cmd.Dir = nodeClientDir
 	cmd.Env = environWithout("COORDD_")
-	cmd.Env = append(cmd.Env, "COORDD_ADDR="+in.GRPCAddr)
+	cmd.Env = append(cmd.Env, "COORDD_ADDR="+in.GRPCAddr, "COORDD_ADDR_ONE_SESSION="+one.GRPCAddr)
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	out, err := cmd.CombinedOutput()

@@ -22,7 +22,8 @@ const pythonTestTimeout = 90 * time.Second
 // TestPythonClient generates the Python stubs from api/proto3 with Debian's
 // grpc_tools (protoc 3.x, which cannot read editions: the reason api/proto3
 // exists) and runs clients/python/test_coordd.py, every service and the
-// session helper, against a coordd on the memory store. A machine without
+// session helper, against a coordd on the memory store (and the helper's
+// retries of OVERLOADED against one with limits.max_sessions 1). A machine without
 // Debian's packages skips it; CI fails it.
 func TestPythonClient(t *testing.T) {
 	if out, err := exec.Command(debianPython, "-c", "import grpc, grpc_tools, google.protobuf; print(grpc.__version__, google.protobuf.__version__)").CombinedOutput(); err != nil {
@@ -51,11 +52,12 @@ func TestPythonClient(t *testing.T) {
 	}
 
 	in := startMemoryInstance(t, "memory")
+	one := startCoordd(t, "one-session", []string{"--store", "memory"}, "COORDD_LIMITS_MAX_SESSIONS=1")
 	ctx, cancel := context.WithTimeout(t.Context(), pythonTestTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, debianPython, "-m", "unittest", "-v", "test_coordd")
 	cmd.Dir = filepath.Join("..", "clients", "python")
-	cmd.Env = append(environWithout("COORDD_"), "COORDD_ADDR="+in.GRPCAddr, "PYTHONPATH="+gen, "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(environWithout("COORDD_"), "COORDD_ADDR="+in.GRPCAddr, "COORDD_ADDR_ONE_SESSION="+one.GRPCAddr, "PYTHONPATH="+gen, "PYTHONDONTWRITEBYTECODE=1")
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -67,8 +69,8 @@ func TestPythonClient(t *testing.T) {
 	}
 	ran := pythonRan.FindString(string(out))
 	t.Logf("python3 -m unittest test_coordd against %s in %v: %s", in.GRPCAddr, time.Since(start).Round(time.Millisecond), ran)
-	if ran == "" || ran == "Ran 0 tests" || !strings.Contains(string(out), "\nOK") {
-		t.Fatalf("python3 -m unittest passed but did not report tests that passed:\n%s", out)
+	if ran == "" || ran == "Ran 0 tests" || !strings.Contains(string(out), "\nOK") || strings.Contains(string(out), "skipped") {
+		t.Fatalf("python3 -m unittest passed but did not report tests that passed, or skipped some:\n%s", out)
 	}
 }
 

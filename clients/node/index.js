@@ -19,11 +19,18 @@
 // The lease is counted on the local clock, conservatively: the answer to a
 // heartbeat sent at T with ttl D means the session lives until at least
 // T+D. If no answer extends it in time, the session is over ('done').
+//
+// A coordd at capacity refuses a new session with RESOURCE_EXHAUSTED,
+// reason OVERLOADED, naming a retry_after (overloaded(err) reads it):
+// Session.open tries again after it, with jitter (between half of it and
+// one and a half times it), for up to overloadWaitMs (default 60 s; 0: not
+// at all).
 
 const path = require('node:path');
 const { EventEmitter } = require('node:events');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
+const protobuf = require('protobufjs');
 
 const PROTO_DIR = path.join(__dirname, '..', '..', 'api', 'proto');
 const FILES = ['election', 'idempotency', 'lock', 'queue', 'ratelimit', 'semaphore', 'session'];
@@ -43,6 +50,55 @@ function loadCoordd({ protoDir = PROTO_DIR } = {}) {
     oneofs: true,
   });
   return grpc.loadPackageDefinition(def).coord.v1;
+}
+
+// google.rpc.Status and the details coordd sends, field for field as in
+// googleapis' google/rpc/status.proto and error_details.proto (only the
+// messages coordd uses), to decode the grpc-status-details-bin trailer.
+const rpcRoot = new protobuf.Root();
+protobuf.parse(`syntax = "proto3"; package google.protobuf;
+  message Any { string type_url = 1; bytes value = 2; }
+  message Duration { int64 seconds = 1; int32 nanos = 2; }`, rpcRoot, { keepCase: true });
+protobuf.parse(`syntax = "proto3"; package google.rpc;
+  message Status { int32 code = 1; string message = 2; repeated google.protobuf.Any details = 3; }
+  message ErrorInfo { string reason = 1; string domain = 2; map<string, string> metadata = 3; }
+  message RetryInfo { google.protobuf.Duration retry_delay = 1; }
+  message BadRequest {
+    message FieldViolation { string field = 1; string description = 2; }
+    repeated FieldViolation field_violations = 1;
+  }`, rpcRoot, { keepCase: true });
+rpcRoot.resolveAll();
+const RpcStatus = rpcRoot.lookupType('google.rpc.Status');
+
+// statusDetails returns the google.rpc.Status in a gRPC error's trailers
+// with its details decoded, keyed by their type name (e.g.
+// 'google.rpc.ErrorInfo'), or null if it has none.
+function statusDetails(err) {
+  const [bin] = err && err.metadata ? err.metadata.get('grpc-status-details-bin') : [];
+  if (!Buffer.isBuffer(bin)) return null;
+  const st = RpcStatus.decode(bin);
+  const details = {};
+  for (const any of st.details) {
+    const typeName = any.type_url.slice(any.type_url.lastIndexOf('/') + 1);
+    const type = rpcRoot.lookup(typeName);
+    if (type instanceof protobuf.Type) details[typeName] = type.toObject(type.decode(any.value), { defaults: true, longs: Number });
+  }
+  return { code: st.code, message: st.message, details };
+}
+
+// overloaded returns how many milliseconds coordd asked to wait when err
+// is its refusal of new work at capacity (RESOURCE_EXHAUSTED, reason
+// OVERLOADED), else null. A refusal without a readable retry_after asks
+// for a second.
+function overloaded(err) {
+  if (!err || err.code !== grpc.status.RESOURCE_EXHAUSTED) return null;
+  let st;
+  try { st = statusDetails(err); } catch { return null; }
+  const info = st && st.details['google.rpc.ErrorInfo'];
+  if (!info || info.domain !== 'coordd' || info.reason !== 'OVERLOADED') return null;
+  const text = info.metadata.retry_after || '';
+  const secs = text.endsWith('s') ? Number(text.slice(0, -1)) : NaN;
+  return secs > 0 ? secs * 1000 : 1000;
 }
 
 const MIN_BACKOFF_MS = 50;
@@ -77,11 +133,23 @@ function openStream(client, metadata, onAnswer) {
 class Session extends EventEmitter {
   // open opens a session on client (a coord.SessionService) and resolves
   // with it once coordd answered its first heartbeat.
-  static async open(client, { ttlMs = 10_000, lockDelayMs = 0, metadata = null, openTimeoutMs = 5_000 } = {}) {
+  static async open(client, { ttlMs = 10_000, lockDelayMs = 0, metadata = null, openTimeoutMs = 5_000, overloadWaitMs = 60_000 } = {}) {
     const s = new Session(client, ttlMs, metadata, openTimeoutMs);
     const first = { sessionId: '', ttl: duration(ttlMs) };
     if (lockDelayMs > 0) first.lockDelay = duration(lockDelayMs);
-    const resp = await s._open(first, openTimeoutMs);
+    const giveUp = Date.now() + overloadWaitMs;
+    let resp;
+    for (;;) {
+      try {
+        resp = await s._open(first, openTimeoutMs);
+        break;
+      } catch (err) {
+        const retry = overloaded(err);
+        if (retry === null || Date.now() + retry / 2 > giveUp) throw err;
+        const wait = Math.min(retry / 2 + Math.random() * retry, Math.max(0, giveUp - Date.now()));
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
     s.id = resp.sessionId;
     s._deadline = s._sentAt + millis(resp.ttl);
     s._sentAt = 0;
@@ -242,4 +310,4 @@ class Session extends EventEmitter {
   }
 }
 
-module.exports = { loadCoordd, Session, duration, millis };
+module.exports = { loadCoordd, Session, duration, millis, statusDetails, overloaded };

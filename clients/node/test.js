@@ -19,46 +19,23 @@ const net = require('node:net');
 const path = require('node:path');
 
 const grpc = require('@grpc/grpc-js');
-const protobuf = require('protobufjs');
 
 const ADDR = process.env.COORDD_ADDR || '127.0.0.1:7070';
 const API_KEY = process.env.COORDD_API_KEY || '';
+const ADDR_ONE_SESSION = process.env.COORDD_ADDR_ONE_SESSION || '';
 const PROTO_DIR = path.join(__dirname, '..', '..', 'api', 'proto');
 const CALL_TIMEOUT_MS = 10_000;
 
 // The services, loaded from api/proto by this package's loadCoordd.
-const { loadCoordd, Session } = require('./index.js');
+const { loadCoordd, Session, statusDetails, overloaded } = require('./index.js');
 const coord = loadCoordd({ protoDir: PROTO_DIR });
 
-// google.rpc.Status and the two details coordd sends, field for field as in
-// googleapis' google/rpc/status.proto and error_details.proto (only the
-// messages needed here), to decode the grpc-status-details-bin trailer.
-const rpcRoot = new protobuf.Root();
-protobuf.parse(`syntax = "proto3"; package google.protobuf;
-  message Any { string type_url = 1; bytes value = 2; }`, rpcRoot, { keepCase: true });
-protobuf.parse(`syntax = "proto3"; package google.rpc;
-  message Status { int32 code = 1; string message = 2; repeated google.protobuf.Any details = 3; }
-  message ErrorInfo { string reason = 1; string domain = 2; map<string, string> metadata = 3; }
-  message BadRequest {
-    message FieldViolation { string field = 1; string description = 2; }
-    repeated FieldViolation field_violations = 1;
-  }`, rpcRoot, { keepCase: true });
-rpcRoot.resolveAll();
-const RpcStatus = rpcRoot.lookupType('google.rpc.Status');
-
 // decodeStatusDetails returns the google.rpc.Status in err's trailers with
-// its details decoded, keyed by their type name (e.g. 'google.rpc.ErrorInfo').
+// its details decoded (index.js's statusDetails), asserting it is there.
 function decodeStatusDetails(err) {
-  const [bin] = err.metadata ? err.metadata.get('grpc-status-details-bin') : [];
-  assert.ok(Buffer.isBuffer(bin), `no grpc-status-details-bin trailer on ${err}`);
-  const st = RpcStatus.decode(bin);
-  const details = {};
-  for (const any of st.details) {
-    const typeName = any.type_url.slice(any.type_url.lastIndexOf('/') + 1);
-    const type = rpcRoot.lookupType(typeName);
-    details[typeName] = type.toObject(type.decode(any.value), { defaults: true });
-  }
-  return { code: st.code, message: st.message, details };
+  const st = statusDetails(err);
+  assert.ok(st, `no grpc-status-details-bin trailer on ${err}`);
+  return st;
 }
 
 // The API key, if any, goes on every call (unary and streaming) through an
@@ -497,4 +474,31 @@ describe('Session (the helper in index.js)', () => {
       [[name, grant.fence, 'LOCK_LOSS_REASON_SESSION_EXPIRED']],
     );
   });
+});
+
+// A coordd with limits.max_sessions 1 refuses a second session OVERLOADED
+// with a retry_after; Session.open keeps trying after it and gets in once
+// the first session has closed, and no sooner.
+test('Session.open waits out OVERLOADED at limits.max_sessions', async () => {
+  assert.ok(ADDR_ONE_SESSION, 'COORDD_ADDR_ONE_SESSION (a coordd with limits.max_sessions 1) is not set');
+  const sessions = new coord.SessionService(ADDR_ONE_SESSION, credentials, { interceptors });
+  try {
+    const first = await Session.open(sessions, { ttlMs: 5_000 });
+    const refused = await Session.open(sessions, { ttlMs: 5_000, overloadWaitMs: 0 }).then(
+      (s) => { s.close(); assert.fail('a second session beside the first at limits.max_sessions 1'); },
+      (e) => e,
+    );
+    assert.equal(refused.code, grpc.status.RESOURCE_EXHAUSTED);
+    assert.ok(overloaded(refused) > 0, `no retry_after in ${refused}`);
+    let second = null;
+    const opening = Session.open(sessions, { ttlMs: 5_000, overloadWaitMs: 30_000 }).then((s) => { second = s; });
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(second, null, 'a second session was opened beside the first');
+    assert.equal(await first.close(), true);
+    await Promise.race([opening, new Promise((_, reject) => setTimeout(() => reject(new Error('no session within 10s of a slot freeing')), 10_000))]);
+    assert.notEqual(second.id, first.id);
+    assert.equal(await second.close(), true);
+  } finally {
+    sessions.close();
+  }
 });

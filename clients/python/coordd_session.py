@@ -22,6 +22,11 @@ heartbeat sent at T with ttl D means the session lives until at least T+D.
 If no answer extends it in time (a coordd that stopped answering, a stream
 that could not be resumed), the session is over: ``done`` is set, and so
 is ``lost_event``.
+
+A coordd at capacity refuses a new session with RESOURCE_EXHAUSTED, reason
+OVERLOADED, naming a retry_after (``overloaded(err)`` reads it): opening
+tries again after it, with jitter (between half of it and one and a half
+times it), for up to ``overload_wait`` seconds (default 60; 0: not at all).
 """
 
 import queue
@@ -42,6 +47,88 @@ _TRANSIENT = {
     grpc.StatusCode.UNKNOWN,
 }
 _MIN_BACKOFF, _MAX_BACKOFF = 0.05, 1.0
+
+
+def _varint(b, i):
+    n = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        n |= (c & 0x7F) << shift
+        if c < 0x80:
+            return n, i
+        shift += 7
+
+
+def _fields(b):
+    """The (number, value) pairs of a serialized protobuf message: an int
+    for a varint, bytes for a length-delimited field (others are skipped)."""
+    i = 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint(b, i)
+        elif wire == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+            continue
+        else:
+            raise ValueError("protobuf wire type %d" % wire)
+        yield number, v
+
+
+def error_info(err):
+    """The google.rpc.ErrorInfo of a grpc.RpcError from coordd, as
+    (reason, metadata dict), or None. It is read from the
+    grpc-status-details-bin trailer (google.rpc.Status, whose details are
+    Any), decoded by hand so as to need nothing beyond grpcio."""
+    trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key != "grpc-status-details-bin":
+            continue
+        for number, detail in _fields(value):
+            if number != 3:  # Status.details
+                continue
+            any_fields = dict(_fields(detail))
+            if any_fields.get(1, b"").decode() != "type.googleapis.com/google.rpc.ErrorInfo":
+                continue
+            reason, domain, metadata = "", "", {}
+            for n, v in _fields(any_fields.get(2, b"")):
+                if n == 1:
+                    reason = v.decode()
+                elif n == 2:
+                    domain = v.decode()
+                elif n == 3:
+                    entry = dict(_fields(v))
+                    metadata[entry.get(1, b"").decode()] = entry.get(2, b"").decode()
+            if domain == "coordd":
+                return reason, metadata
+    return None
+
+
+def _seconds(text):
+    """Seconds in retry_after as coordd writes it (decimal seconds and an
+    "s": "1s", "0.25s"), or None."""
+    try:
+        v = float(text[:-1]) if text.endswith("s") else None
+    except ValueError:
+        return None
+    return v if v and v > 0 else None
+
+
+def overloaded(err):
+    """How many seconds coordd asked to wait when err is its refusal of new
+    work at capacity (RESOURCE_EXHAUSTED, reason OVERLOADED), else None. A
+    refusal without a readable retry_after asks for a second."""
+    if not isinstance(err, grpc.RpcError) or err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    info = error_info(err)
+    if info is None or info[0] != "OVERLOADED":
+        return None
+    return _seconds(info[1].get("retry_after", "")) or 1.0
 
 
 def _duration(seconds):
@@ -87,7 +174,7 @@ class Session:
                 close that coordd confirmed)
     """
 
-    def __init__(self, channel, ttl=10.0, lock_delay=0.0, metadata=None, open_timeout=5.0):
+    def __init__(self, channel, ttl=10.0, lock_delay=0.0, metadata=None, open_timeout=5.0, overload_wait=60.0):
         self._stub = session_pb2_grpc.SessionServiceStub(channel)
         self._metadata = metadata or ()
         self.ttl = ttl
@@ -104,9 +191,14 @@ class Session:
         first = session_pb2.KeepAliveRequest(ttl=_duration(ttl))
         if lock_delay:
             first.lock_delay.CopyFrom(_duration(lock_delay))
+        give_up = time.monotonic() + overload_wait
         self._stream, resp, sent = self._open(first, open_timeout)
-        if isinstance(resp, Exception):
-            raise resp
+        while isinstance(resp, Exception):
+            retry = overloaded(resp)
+            if retry is None or time.monotonic() + retry / 2 > give_up:
+                raise resp
+            time.sleep(min(retry / 2 + random.uniform(0, retry), max(0.0, give_up - time.monotonic())))
+            self._stream, resp, sent = self._open(first, open_timeout)
         self.id = resp.session_id
         self._deadline = sent + resp.ttl.ToNanoseconds() / 1e9
         self._thread = threading.Thread(target=self._keep, name="coordd-session", daemon=True)

@@ -7,6 +7,8 @@ running coordd (e2e/python_test.go runs it against a fresh daemon in CI).
 
 COORDD_ADDR     host:port of coordd's gRPC listener (default 127.0.0.1:7070)
 COORDD_API_KEY  if set, sent on every call as "authorization: Bearer <key>"
+COORDD_ADDR_ONE_SESSION  host:port of a coordd with limits.max_sessions 1
+                (OverloadTest needs it; e2e/python_test.go starts one)
 
 Every name, key and queue gets a random suffix, so the test can run again
 and again against one daemon.
@@ -24,7 +26,7 @@ from google.protobuf import duration_pb2
 from coord.v1 import (election_pb2, election_pb2_grpc, idempotency_pb2, idempotency_pb2_grpc,
                       lock_pb2, lock_pb2_grpc, queue_pb2, queue_pb2_grpc, ratelimit_pb2,
                       ratelimit_pb2_grpc, semaphore_pb2, semaphore_pb2_grpc, session_pb2)
-from coordd_session import Session
+from coordd_session import Session, overloaded
 
 ADDR = os.environ.get("COORDD_ADDR", "127.0.0.1:7070")
 METADATA = (("authorization", "Bearer " + os.environ["COORDD_API_KEY"]),) if os.environ.get("COORDD_API_KEY") else ()
@@ -122,6 +124,35 @@ class SessionTest(CoorddTest):
         time.sleep(2.0)
         self.assertFalse(s.done.is_set(), s.error)
         self.assertTrue(s.close())
+
+
+class OverloadTest(unittest.TestCase):
+    """A coordd with limits.max_sessions 1 refuses a second session
+    OVERLOADED with a retry_after; Session keeps trying after it and gets in
+    once the first session has closed, and no sooner."""
+
+    def test_session_waits_out_overloaded(self):
+        addr = os.environ.get("COORDD_ADDR_ONE_SESSION")
+        if not addr:
+            self.skipTest("COORDD_ADDR_ONE_SESSION is not set")
+        channel = grpc.insecure_channel(addr)
+        self.addCleanup(channel.close)
+        first = Session(channel, ttl=5.0, metadata=METADATA)
+        with self.assertRaises(grpc.RpcError) as cm:
+            Session(channel, ttl=5.0, metadata=METADATA, overload_wait=0)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertGreater(overloaded(cm.exception), 0)
+        got = []
+        opener = threading.Thread(target=lambda: got.append(Session(channel, ttl=5.0, metadata=METADATA, overload_wait=30)))
+        opener.start()
+        opener.join(1.5)
+        self.assertTrue(opener.is_alive(), "a second session was opened beside the first at limits.max_sessions 1")
+        self.assertTrue(first.close())
+        opener.join(10)
+        self.assertFalse(opener.is_alive(), "no session within 10s of a slot freeing")
+        self.assertEqual(len(got), 1)
+        self.assertNotEqual(got[0].id, first.id)
+        self.assertTrue(got[0].close())
 
 
 class SemaphoreServiceTest(CoorddTest):
