@@ -40,12 +40,17 @@ func TestIdleNamesLeaveNoKeys(t *testing.T) {
 			ctx := testContext(t, 5*time.Minute)
 			sems := coordv1.NewSemaphoreServiceClient(in.conn)
 			const names, workers = 10000, 16
+			// The holds' TTL is long enough that no stall of a loaded machine
+			// lets one expire between its grant and its release (a release
+			// would then answer released=false); what this test is about is
+			// the names' keys after idle_name_ttl, which does not depend on it.
+			ttl := durationpb.New(10 * time.Second)
 			fences := make([]uint64, names) // the highest fence of lock i and semaphore i
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Go(func() {
 					for i := w; i < names; i += workers {
-						l, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: fmt.Sprint("order:", i), Ttl: durationpb.New(time.Second)})
+						l, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: fmt.Sprint("order:", i), Ttl: ttl})
 						if err != nil || !l.GetAcquired() {
 							t.Errorf("Lock order:%d = %v, %v", i, l, err)
 							return
@@ -54,7 +59,7 @@ func TestIdleNamesLeaveNoKeys(t *testing.T) {
 							t.Errorf("Release order:%d = %v, %v", i, r, err)
 							return
 						}
-						s, err := sems.Acquire(ctx, &coordv1.AcquireRequest{Name: fmt.Sprint("pool:", i), Limit: 3, Ttl: durationpb.New(time.Second)})
+						s, err := sems.Acquire(ctx, &coordv1.AcquireRequest{Name: fmt.Sprint("pool:", i), Limit: 3, Ttl: ttl})
 						if err != nil || !s.GetAcquired() {
 							t.Errorf("Acquire pool:%d = %v, %v", i, s, err)
 							return
@@ -110,7 +115,7 @@ func TestIdleNamesLeaveNoKeys(t *testing.T) {
 				t.Errorf("%d keys left a minute after the last grant, e.g. %v", len(left), left[:min(5, len(left))])
 			}
 			for i := range 100 {
-				l, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: fmt.Sprint("order:", i), Ttl: durationpb.New(time.Second)})
+				l, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: fmt.Sprint("order:", i), Ttl: ttl})
 				if err != nil || !l.GetAcquired() {
 					t.Fatalf("Lock order:%d again = %v, %v", i, l, err)
 				}
