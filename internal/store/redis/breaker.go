@@ -23,6 +23,13 @@ import (
 // meanwhile. A dead
 // Cluster master thus fails fast without failing the commands that go to
 // the others.
+//
+// A command that timed out counts only if the node answered nothing since
+// it was sent: a node that answers other commands meanwhile is slow, not
+// gone — saturated, most often by coordd's own load — and opening its
+// breaker would fail every heartbeat to it and end live sessions, which
+// overload must never do (the server sheds new work by the store's
+// latency instead). A refused or broken connection always counts.
 type Breakers struct {
 	opts BreakerOptions
 	mu   sync.Mutex
@@ -116,11 +123,12 @@ func (h breakerHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(errBreakerOpen)
 			return errBreakerOpen
 		}
+		sent := time.Now()
 		err := next(ctx, cmd)
 		if err == nil {
 			err = cmd.Err()
 		}
-		h.b.record(ctx, err)
+		h.b.record(ctx, err, sent)
 		return err
 	}
 }
@@ -140,12 +148,13 @@ func (h breakerHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 			}
 			return errBreakerOpen
 		}
+		sent := time.Now()
 		err := next(ctx, cmds)
 		// Each command counts, as if sent alone: a batch of scripts that
 		// a dead node failed is that many failures, not one.
 		for _, c := range cmds {
 			if !setupCommands[c.Name()] {
-				h.b.record(ctx, c.Err())
+				h.b.record(ctx, c.Err(), sent)
 			}
 		}
 		return err
@@ -161,6 +170,7 @@ type breaker struct {
 	failures  int
 	openUntil time.Time
 	probing   bool
+	answered  time.Time // when the node last answered a command
 }
 
 func (b *breaker) allow() bool {
@@ -176,18 +186,22 @@ func (b *breaker) allow() bool {
 	return true
 }
 
-// record counts a command's outcome: a reply, even an error reply, means the
-// node answered; a failure to get one is a failure, unless the caller gave up
-// first.
-func (b *breaker) record(ctx context.Context, err error) {
+// record counts the outcome of a command sent at sent: a reply, even an
+// error reply, means the node answered; a failure to get one is a failure,
+// unless the caller gave up first, or it is a timeout while the node
+// answered other commands sent no earlier (it is slow, not gone).
+func (b *breaker) record(ctx context.Context, err error, sent time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.probing = false
 	switch {
 	case err == nil || !reachFailure(err):
 		b.failures, b.openUntil = 0, time.Time{}
+		b.answered = time.Now()
 	case errors.Is(err, context.Canceled) || ctx.Err() == context.Canceled:
 		// The caller gave up: nothing learnt about the node.
+	case timedOut(err) && b.answered.After(sent):
+		// Slow, not gone: the node answered a command sent no earlier.
 	default:
 		b.failures++
 		if b.failures >= b.opts.Failures || !b.openUntil.IsZero() {
@@ -200,6 +214,16 @@ func (b *breaker) isOpen() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return !b.openUntil.IsZero() && time.Now().Before(b.openUntil)
+}
+
+// timedOut reports whether err is a timeout (the node did not answer in
+// time), as opposed to a refused or broken connection.
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var nerr net.Error
+	return errors.As(err, &nerr) && nerr.Timeout()
 }
 
 // reachFailure reports whether err means the node could not be reached or
