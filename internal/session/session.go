@@ -81,7 +81,7 @@ func (s *Service) Open(ctx context.Context, ns, id string, ttl, lockDelay time.D
 		if err := validate.Token("session_id", id); err != nil {
 			return store.SessionState{}, err
 		}
-		st, err := s.st.ResumeSession(ctx, store.Scope(ns, id), ttl)
+		st, err := s.st.ResumeSession(store.Urgent(ctx), store.Scope(ns, id), ttl)
 		return unscope(ns, st), err
 	}
 	if ttl == 0 {
@@ -104,13 +104,13 @@ func (s *Service) KeepAlive(ctx context.Context, ns string, ref store.SessionRef
 	if err := s.CheckTTL(ttl); err != nil {
 		return store.SessionState{}, err
 	}
-	st, err := s.st.KeepAliveSession(ctx, scope(ns, ref), ttl)
+	st, err := s.st.KeepAliveSession(store.Urgent(ctx), scope(ns, ref), ttl)
 	return unscope(ns, st), err
 }
 
 // Check reports a session's expiry and lost holds without renewing it.
 func (s *Service) Check(ctx context.Context, ns string, ref store.SessionRef) (store.SessionState, error) {
-	st, err := s.st.CheckSession(ctx, scope(ns, ref))
+	st, err := s.st.CheckSession(store.Urgent(ctx), scope(ns, ref))
 	return unscope(ns, st), err
 }
 

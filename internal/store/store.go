@@ -181,6 +181,18 @@ type Sessions interface {
 	CloseSession(ctx context.Context, ref SessionRef) ([]ReleasedHold, error)
 }
 
+// urgentKey marks a context as Urgent's.
+type urgentKey struct{}
+
+// Urgent marks ctx's store calls as a live session's (its heartbeats,
+// checks and resumes): a store that queues calls (store/redis's batches)
+// sends them ahead of the rest, so that new work waits before a session's
+// renewal does.
+func Urgent(ctx context.Context) context.Context { return context.WithValue(ctx, urgentKey{}, true) }
+
+// IsUrgent reports whether ctx was marked by Urgent.
+func IsUrgent(ctx context.Context) bool { return ctx.Value(urgentKey{}) != nil }
+
 // SessionRef names a session as one stream sees it.
 type SessionRef struct {
 	ID string

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/coordd/coordd/internal/store"
 )
 
 // batcher gathers the scripts of concurrent operations bound for the same
@@ -18,6 +20,11 @@ import (
 // most max scripts, side by side). A script thus waits at most for the batch
 // in flight and then its own; each batch is one round trip, whatever its
 // size.
+//
+// A live session's calls (store.Urgent: heartbeats, checks, resumes) go
+// ahead: a batch sends them in pipelines of their own, first, beside the
+// rest, so that a heartbeat waits for the heartbeats of its batch, not for
+// a long pipeline of new work.
 //
 // Traces: the batch has no span of its own. Each caller's store span
 // (Store.do) covers its script's wait in the queue and the shared round
@@ -60,10 +67,11 @@ type batchQueue struct {
 }
 
 type batchItem struct {
-	ctx   context.Context
-	cmd   noRetry
-	taken bool          // under the queue's mu: in a batch (sent, or being sent)
-	done  chan struct{} // closed once a taken item's script is done
+	ctx    context.Context
+	cmd    noRetry
+	urgent bool          // store.Urgent: sent ahead of the rest
+	taken  bool          // under the queue's mu: in a batch (sent, or being sent)
+	done   chan struct{} // closed once a taken item's script is done
 }
 
 func newBatcher(client redis.UniversalClient, max int, timeout time.Duration) *batcher {
@@ -79,7 +87,7 @@ func (b *batcher) run(ctx context.Context, key string, cmd noRetry) error {
 		return err
 	}
 	q := b.queueFor(ctx, key)
-	it := &batchItem{ctx: ctx, cmd: cmd, done: make(chan struct{})}
+	it := &batchItem{ctx: ctx, cmd: cmd, urgent: store.IsUrgent(ctx), done: make(chan struct{})}
 	q.mu.Lock()
 	q.pending = append(q.pending, it)
 	lead := !q.busy
@@ -128,29 +136,33 @@ func (b *batcher) drain(q *batchQueue) {
 // if not, it has cleared busy.
 func (b *batcher) flush(q *batchQueue) (more bool) {
 	q.mu.Lock()
-	var batch []*batchItem
+	var urgent, rest []*batchItem
 	for _, it := range q.pending {
-		if it.ctx.Err() == nil {
-			it.taken = true
-			batch = append(batch, it)
-		} else {
+		switch {
+		case it.ctx.Err() != nil:
 			b.withdrawn.Add(1) // its caller returns by itself, and finds it gone
+		case it.urgent:
+			it.taken = true
+			urgent = append(urgent, it)
+		default:
+			it.taken = true
+			rest = append(rest, it)
 		}
 	}
 	clear(q.pending)
 	q.pending = q.pending[:0]
 	q.mu.Unlock()
 
-	if len(batch) <= b.max {
-		b.send(batch)
+	chunks := slices.Collect(slices.Chunk(urgent, b.max))
+	chunks = slices.AppendSeq(chunks, slices.Chunk(rest, b.max))
+	if len(chunks) <= 1 {
+		for _, c := range chunks {
+			b.send(c)
+		}
 	} else {
 		var wg sync.WaitGroup
-		for chunk := range slices.Chunk(batch, b.max) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				b.send(chunk)
-			}()
+		for _, chunk := range chunks {
+			wg.Go(func() { b.send(chunk) })
 		}
 		wg.Wait()
 	}

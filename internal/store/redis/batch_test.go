@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -434,5 +435,108 @@ func eventually(timeout time.Duration, f func() error) error {
 			return err
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pipelines is a go-redis hook that records, for every round trip of
+// scripts, which scripts it carried (by SHA), and holds the first script
+// sent back for hold, so that the callers behind it queue up.
+type pipelines struct {
+	hold  time.Duration
+	mu    sync.Mutex
+	first bool
+	trips [][]string
+}
+
+func (p *pipelines) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (p *pipelines) record(cmds []goredis.Cmder) {
+	var shas []string
+	for _, c := range cmds {
+		if a := c.Args(); len(a) > 1 && strings.EqualFold(fmt.Sprint(a[0]), "evalsha") {
+			shas = append(shas, fmt.Sprint(a[1]))
+		}
+	}
+	if len(shas) == 0 {
+		return
+	}
+	p.mu.Lock()
+	first := !p.first
+	p.first = true
+	p.trips = append(p.trips, shas)
+	p.mu.Unlock()
+	if first {
+		time.Sleep(p.hold)
+	}
+}
+
+func (p *pipelines) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		p.record([]goredis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (p *pipelines) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		p.record(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatchSendsHeartbeatsAhead: heartbeats (store.Urgent calls) queued
+// behind a batch in flight, among 40 Allow calls, go in a round trip of
+// their own, never in one with new work.
+func TestBatchSendsHeartbeatsAhead(t *testing.T) {
+	p := &pipelines{hold: 300 * time.Millisecond}
+	s := openStore(t, Config{Addrs: []string{redistest.Standalone(t)}, Prefix: "t" + token.New()[:12], MaxBatch: 64, Hooks: []goredis.Hook{p}})
+	ctx := context.Background()
+	const sessions = 5
+	ids := make([]string, sessions)
+	for i := range ids {
+		ids[i] = "ns:" + token.New()
+		if _, err := s.CreateSession(ctx, ids[i], time.Minute, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.mu.Lock()
+	p.first, p.trips = false, nil
+	p.mu.Unlock()
+	lim := store.Limit{Algorithm: store.TokenBucket, Limit: 1_000_000, Period: time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { // the batch in flight, held back by the hook
+		if _, err := s.Allow(ctx, "ns:lead", lim, 1, false); err != nil {
+			t.Error(err)
+		}
+	})
+	time.Sleep(50 * time.Millisecond)
+	for i := range 40 {
+		wg.Go(func() {
+			if _, err := s.Allow(ctx, fmt.Sprint("ns:k", i), lim, 1, false); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for _, id := range ids {
+		wg.Go(func() {
+			if _, err := s.KeepAliveSession(store.Urgent(ctx), store.SessionRef{ID: id}, time.Minute); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	refresh, allow := sessionRefresh.Hash(), limitAllow.Hash()
+	var heartbeatTrips int
+	for _, trip := range p.trips {
+		if slices.Contains(trip, refresh) {
+			heartbeatTrips++
+			if slices.Contains(trip, allow) {
+				t.Errorf("a round trip of %d scripts carried heartbeats and Allow calls together", len(trip))
+			}
+		}
+	}
+	t.Logf("%d round trips, %d of them heartbeats'", len(p.trips), heartbeatTrips)
+	if heartbeatTrips == 0 || heartbeatTrips == sessions {
+		t.Fatalf("%d round trips carried the %d heartbeats: want them gathered behind the batch in flight, in a round trip of their own", heartbeatTrips, sessions)
 	}
 }
