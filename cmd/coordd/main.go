@@ -251,8 +251,17 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	domain := metrics.New(reg)
+	var storeLatency *server.StoreLatency // the Redis store's: the memory store's calls do not queue on a network
+	if cfg.Store == "redis" && cfg.Limits.ShedStoreLatency > 0 {
+		storeLatency = server.NewStoreLatency(cfg.Limits.ShedStoreLatency)
+	}
 	if cfg.Store == "redis" {
-		observe := func(op string, d time.Duration, err error) { domain.StoreCall(op, d, storeFailure(err)) }
+		observe := func(op string, d time.Duration, err error) {
+			domain.StoreCall(op, d, storeFailure(err))
+			if storeLatency != nil {
+				storeLatency.Observe(d)
+			}
+		}
 		st, err := newRedisStore(context.Background(), cfg.Redis, cfg.Queue.DeadLetterTTL, observe, tracing.NewStore(tracer, "redis"), log)
 		if err != nil {
 			return nil, err
@@ -291,8 +300,17 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	if cfg.UI.Enabled {
 		local = &server.Local{}
 	}
+	limits := cfg.Limits.Limits
+	switch limits.MaxSessions {
+	case 0:
+		budget, from := memoryBudget()
+		limits.MaxSessions = server.DerivedMaxSessions(budget)
+		log.Info("limits.max_sessions derived from the memory coordd may use", "max_sessions", limits.MaxSessions, "memory_bytes", budget, "from", from)
+	case -1:
+		limits.MaxSessions = 0 // no limit
+	}
 	d.grpc, d.health = server.New(svc, server.Options{
-		Log: log, Metrics: domain, Auth: d.auth, Limits: cfg.Limits.Limits, Local: local,
+		Log: log, Metrics: domain, Auth: d.auth, Limits: limits, Local: local, StoreLatency: storeLatency,
 		Unary:         []grpc.UnaryServerInterceptor{grpcMetrics.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{grpcMetrics.StreamServerInterceptor()},
 		ServerOptions: serverOpts, Tracer: tracer,

@@ -88,7 +88,7 @@ var (
 	idemOutcomes  = []string{"execute", "in_progress", "completed", "failed", "fingerprint_mismatch", "stored", "not_owner"}
 	queueOps      = []string{"enqueued", "duplicate", "claimed", "acked", "nacked", "dead_lettered", "redriven", "purged", "receipt_expired"}
 	authReasons   = []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "REVOKED"}
-	rejectReasons = []string{"too_many_waiters", "too_many_streams", "too_many_messages", "max_sessions"}
+	rejectReasons = []string{"too_many_waiters", "too_many_streams", "too_many_messages", "max_sessions", "store_latency"}
 	// decisionResults are coordd_ratelimit_decisions_total's results.
 	decisionResults = []string{"allowed", "denied", "shadow_denied", "degraded"}
 )
@@ -116,7 +116,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		panics: f.counter("panics_total", "Handler panics turned into INTERNAL."),
 		authFailures: f.counterVec("auth_failures_total", "Calls refused by authentication, by reason (UNAUTHENTICATED, PERMISSION_DENIED; REVOKED: an open stream ended by a reload that revoked its credential).",
 			"reason"),
-		rejected: f.counterVec("rejected_total", "Calls refused by a limit against abuse or overload, by reason (max_sessions: a new session refused OVERLOADED at limits.max_sessions).",
+		rejected: f.counterVec("rejected_total", "Calls refused by a limit against abuse or overload, by reason (max_sessions: a new session refused OVERLOADED at limits.max_sessions; store_latency: new work — a new session, a waiting call, an Observe stream — refused OVERLOADED while the store's latency is above limits.shed_store_latency).",
 			"reason"),
 
 		holdsGranted: f.counterVec("holds_granted_total",

@@ -28,5 +28,11 @@ func (l Limits) Validate() error {
 	if l.MaxStreamMessageRate < 0 {
 		v.Bad("limits.max_stream_messages_per_second", "must not be negative (0: no limit)")
 	}
+	if l.MaxSessions < -1 {
+		v.Bad("limits.max_sessions", "must be -1 (no limit), 0 (derived from the memory coordd may use) or positive, got %d", l.MaxSessions)
+	}
+	if l.ShedStoreLatency < 0 {
+		v.Bad("limits.shed_store_latency", "must not be negative (0: never shed), got %v", l.ShedStoreLatency)
+	}
 	return v.Err()
 }

@@ -75,6 +75,8 @@ func TestLimitsValidate(t *testing.T) {
 		{"streams per namespace", server.Limits{MaxStreamsPerNamespace: -1}, "limits.max_streams_per_namespace: must not be negative (0: no limit), got -1"},
 		{"streams per connection", server.Limits{MaxStreamsPerConnection: -1}, "limits.max_streams_per_connection: must not be negative (0: no limit), got -1"},
 		{"stream message rate", server.Limits{MaxStreamMessageRate: -0.5}, "limits.max_stream_messages_per_second: must not be negative (0: no limit)"},
+		{"max sessions", server.Limits{MaxSessions: -2}, "limits.max_sessions: must be -1 (no limit), 0 (derived from the memory coordd may use) or positive, got -2"},
+		{"shed store latency", server.Limits{ShedStoreLatency: -time.Millisecond}, "limits.shed_store_latency: must not be negative (0: never shed), got -1ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -61,6 +61,8 @@ type config struct {
 	tracer trace.TracerProvider
 	// local, if not nil, is server.Options.Local.
 	local *server.Local
+	// latency, if not nil, is server.Options.StoreLatency.
+	latency *server.StoreLatency
 }
 
 // harness is a coordd server on the memory store, on a loopback listener,
@@ -118,6 +120,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 			o.Unary, o.Auth, o.Limits, o.Metrics, o.ServerOptions = cfg.unary, cfg.auth, cfg.limits, cfg.metrics, cfg.serverOpts
 			o.Tracer = cfg.tracer
 			o.Local = cfg.local
+			o.StoreLatency = cfg.latency
 		}),
 		servertest.WithRegister(cfg.register))
 	h.locks = coordv1.NewLockServiceClient(h.conn)

@@ -34,8 +34,26 @@ type Limits struct {
 	// that would open a new session while this many streams are open here
 	// is refused with OVERLOADED and a retry_after. Heartbeats and resumes
 	// of sessions that exist are never refused by it: overload refuses new
-	// work, never a live session's.
+	// work, never a live session's. In the configuration 0 means derived
+	// from the memory coordd may use (cmd/coordd: DerivedMaxSessions) and
+	// -1 no limit; the server takes 0 or less as no limit.
 	MaxSessions int `mapstructure:"max_sessions"`
+	// ShedStoreLatency sheds new work (a new session, a call that would
+	// wait, an Observe stream) with OVERLOADED while the store's average
+	// latency is above it (StoreLatency); 0: never.
+	ShedStoreLatency time.Duration `mapstructure:"shed_store_latency"`
+}
+
+// SessionBytes is what one open session costs this instance, rounded up
+// (measured: the idle-session footprint in bench/results), the unit of
+// DerivedMaxSessions.
+const SessionBytes = 64 << 10
+
+// DerivedMaxSessions is limits.max_sessions when it is 0: as many
+// sessions as half of budget (the memory coordd may use) holds at
+// SessionBytes each, at least 1000.
+func DerivedMaxSessions(budget int64) int {
+	return int(max(budget/2/SessionBytes, 1000))
 }
 
 // overloadRetryAfter is the retry_after of an OVERLOADED refusal: a

@@ -135,6 +135,10 @@ type Options struct {
 	// Local, if set, is made an in-process client of the services New
 	// registers (see Local), for the operator's console.
 	Local *Local
+	// StoreLatency, if set, sheds new work (new sessions, calls that would
+	// wait, Observe streams) with OVERLOADED while the store answers
+	// slowly; the store's observer feeds it. nil: no shedding.
+	StoreLatency *StoreLatency
 }
 
 // New returns a gRPC server with coordd's services, the health service
@@ -155,7 +159,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 		o.Log = slog.Default()
 	}
 	e := errorMapper{log: o.Log, metrics: o.Metrics, hideStore: o.Auth != nil}
-	c := calls{auth: o.Auth, metrics: o.Metrics, gate: &gate{limits: o.Limits, counts: map[gateKey]int{}, conns: map[gateKey]int{}}}
+	c := calls{auth: o.Auth, metrics: o.Metrics, gate: &gate{limits: o.Limits, counts: map[gateKey]int{}, conns: map[gateKey]int{}}, latency: o.StoreLatency}
 	recoveryOpt := recovery.WithRecoveryHandlerContext(e.recovered)
 	needsAuth := selector.MatchFunc(func(_ context.Context, cm interceptors.CallMeta) bool {
 		return cm.Service != healthpb.Health_ServiceDesc.ServiceName && !strings.HasPrefix(cm.Service, "grpc.reflection.")
@@ -195,7 +199,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	register(&coordv1.LockService_ServiceDesc, &lockServer{svc: svc.Locks, metrics: m})
 	register(&coordv1.SemaphoreService_ServiceDesc, &semaphoreServer{svc: svc.Semaphores, metrics: m})
 	register(&coordv1.ElectionService_ServiceDesc, &electionServer{svc: svc.Elections, drain: svc.Drain, metrics: m})
-	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate, max: o.Limits.MaxSessions})
+	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate, max: o.Limits.MaxSessions, latency: o.StoreLatency})
 	register(&coordv1.RateLimitService_ServiceDesc, &rateLimitServer{svc: svc.Limiter, metrics: m})
 	register(&coordv1.IdempotencyService_ServiceDesc, &idempotencyServer{svc: svc.Idem, metrics: m})
 	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names})
@@ -250,6 +254,7 @@ type calls struct {
 	auth    *Authenticator
 	metrics *metrics.Metrics
 	gate    *gate
+	latency *StoreLatency // nil: no shedding
 }
 
 // authenticate is the auth interceptors' function: it gives the call its
@@ -296,6 +301,10 @@ func (c calls) limitUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
 	if !waits(req) {
 		return h(ctx, req)
 	}
+	if err := c.latency.shed(); err != nil {
+		c.metrics.Rejected("store_latency")
+		return nil, err
+	}
 	leave, err := c.gate.enter(ctx, namespace(ctx), false)
 	if err != nil {
 		c.metrics.Rejected("too_many_waiters")
@@ -316,6 +325,10 @@ func (c calls) limitStream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 		}
 	case coordv1.ElectionService_Observe_FullMethodName:
 		// An observer is a long wait: it counts among the waiting calls.
+		if err = c.latency.shed(); err != nil {
+			c.metrics.Rejected("store_latency")
+			return err
+		}
 		if leave, err = c.gate.enter(ss.Context(), namespace(ss.Context()), false); err != nil {
 			c.metrics.Rejected("too_many_waiters")
 			return err

@@ -18,9 +18,10 @@ type sessionServer struct {
 	svc     *session.Service
 	drain   waiter.Drain
 	metrics *metrics.Metrics
-	rate    float64      // most heartbeats per second (0: no limit)
-	max     int          // most sessions opened while streams are open here (limits.max_sessions; 0: no limit)
-	open    atomic.Int64 // KeepAlive streams open on this instance
+	rate    float64       // most heartbeats per second (0: no limit)
+	max     int           // most sessions opened while streams are open here (limits.max_sessions; 0: no limit)
+	latency *StoreLatency // sheds new sessions while the store is slow (nil: never)
+	open    atomic.Int64  // KeepAlive streams open on this instance
 }
 
 // KeepAlive runs one session stream (session.Service.Run) over the wire:
@@ -44,6 +45,10 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 				if s.max > 0 && s.open.Load() > int64(s.max) { // this stream included
 					s.metrics.Rejected("max_sessions")
 					return errOverloaded("limits.max_sessions streams are open on this instance")
+				}
+				if err := s.latency.shed(); err != nil {
+					s.metrics.Rejected("store_latency")
+					return err
 				}
 				return nil
 			},

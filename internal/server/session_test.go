@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/server"
@@ -506,5 +507,61 @@ func TestMaxSessionsCountsAtTheFirstRequest(t *testing.T) {
 	}
 	if r, err := c.Recv(); err != nil || r.GetSessionId() == "" {
 		t.Fatalf("the third stream's first heartbeat after a ended = %v, %v; want a new session", r, err)
+	}
+}
+
+// TestSlowStoreShedsOnlyNewWork: while the store's latency is above
+// limits.shed_store_latency, a new session, a call that would wait and a
+// new Observe stream are refused OVERLOADED (counted as store_latency),
+// while open sessions heartbeat and keep their locks and calls that do not
+// wait are served; once the latency has decayed, a new session is
+// admitted again.
+func TestSlowStoreShedsOnlyNewWork(t *testing.T) {
+	var reg *prometheus.Registry
+	latency := server.NewStoreLatency(100 * time.Millisecond)
+	h := newHarness(t, withMetrics(&reg), func(c *config) { c.latency = latency })
+	a, ra := h.openSession(t, "", 10*time.Second)
+	h.lock(t, &coordv1.LockRequest{Name: "a", SessionId: ra.GetSessionId()})
+
+	latency.Observe(2 * time.Second) // the store answered that slowly
+	s, err := h.sessions.KeepAlive(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&coordv1.KeepAliveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Recv()
+	wantStatus(t, err, codes.ResourceExhausted, "OVERLOADED")
+	_, err = h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "a", Ttl: durationpb.New(time.Minute), Wait: durationpb.New(time.Second)})
+	wantStatus(t, err, codes.ResourceExhausted, "OVERLOADED")
+	obs, err := h.elections.Observe(ctx(t), &coordv1.ObserveRequest{Name: "e"})
+	if err == nil {
+		_, err = obs.Recv()
+	}
+	wantStatus(t, err, codes.ResourceExhausted, "OVERLOADED")
+	if r := a.beat("", 0); r.GetExpired() || len(r.GetLostLocks()) != 0 {
+		t.Fatalf("a's heartbeat while shedding = %v", r)
+	}
+	if g := h.lock(t, &coordv1.LockRequest{Name: "b", Ttl: durationpb.New(time.Minute)}); !g.GetAcquired() {
+		t.Fatalf("a Lock that does not wait, while shedding = %v", g)
+	}
+	if info := h.held(t, "a"); !info.GetHeld() || !info.GetSessionBound() {
+		t.Fatalf("GetLock(a) while shedding = %v, want still held by its session", info)
+	}
+	if n := counterValue(t, reg, "coordd_rejected_total", "reason", "store_latency"); n != 3 {
+		t.Fatalf("coordd_rejected_total{reason=store_latency} = %v, want 3", n)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if latency.Average() <= 100*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store's average latency is still %v, 15s after the last slow call", latency.Average())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, r := h.openSession(t, "", 10*time.Second); r.GetSessionId() == "" {
+		t.Fatalf("a new session once the latency decayed = %v", r)
 	}
 }
