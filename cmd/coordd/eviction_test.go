@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/token"
 )
 
 // evictingRedis starts a private Redis with maxmemory-policy volatile-lru.
@@ -92,5 +94,47 @@ func TestRedisEvictionAllowed(t *testing.T) {
 	}
 	if v := m.value("coordd_redis_evicting_nodes"); v != 1 {
 		t.Errorf("coordd_redis_evicting_nodes = %v, want 1", v)
+	}
+}
+
+// TestRedisLayoutRefusesToStart: coordd does not start on a Redis whose
+// key prefix holds another stored layout version, and says which key,
+// both versions and what to do.
+func TestRedisLayoutRefusesToStart(t *testing.T) {
+	addr := redistest.Standalone(t)
+	cfg := DefaultConfig()
+	cfg.GRPCAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	redisConfig(addr)(&cfg)
+	cfg.Redis.KeyPrefix = "layout" + token.New()[:8]
+	cfg.applyLimits()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// What a coordd of layout version 0 would have left: found where this
+	// one looks first (the prefix's "v:layout" tag, slot 0).
+	c := goredis.NewClient(redistest.Options(addr))
+	defer c.Close()
+	var key string
+	for n := 0; ; n++ {
+		key = cfg.Redis.KeyPrefix + ":{v:layout." + strconv.Itoa(n) + "}"
+		if redistest.Slot(key) == 0 {
+			break
+		}
+	}
+	if err := c.Set(context.Background(), key, "0", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		d.grpc.Stop()
+		_ = d.grpcLis.Close()
+		_ = d.httpLis.Close()
+		_ = d.closeStore()
+		t.Fatal("newDaemon on a Redis with layout version 0 = nil error; want a refusal")
+	}
+	for _, want := range []string{key, "stored layout version 0", "version 1", "stop every coordd", "redis.key_prefix"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
 	}
 }

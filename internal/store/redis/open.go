@@ -265,6 +265,17 @@ func Open(ctx context.Context, c Config) (*Store, error) {
 			"a lost fence or a lost message: set maxmemory-policy noeviction, or redis.allow_eviction: true to accept that (GUARANTEES.md)",
 			strings.Join(evicting, ", "))
 	}
+	if err == nil {
+		// The stored layout's version, on every master (layout.go); if
+		// Redis cannot be reached now, the first call checks it.
+		var lerr *LayoutError
+		if err := st.checkEveryLayout(cctx); errors.As(err, &lerr) {
+			_ = st.Close()
+			return nil, fmt.Errorf("redis: %w", err)
+		} else if err != nil {
+			log.Warn("the stored layout's version could not be checked yet; the first call checks it", "err", err)
+		}
+	}
 	return st, nil
 }
 

@@ -223,6 +223,8 @@ var (
 	queuePurgeDead  = queueScript("queue_purge_dead", queueRedriveArgs{})
 
 	queuePartitionings = newScript("queue_partitionings", []string{"kParts"}, queuePartitioningsArgs{})
+
+	layoutCheck = newScript("layout_check", []string{"kLayout"}, layoutArgs{})
 )
 
 // ScriptSource returns script name's source as the store runs it (the

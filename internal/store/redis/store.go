@@ -114,6 +114,7 @@ type Store struct {
 
 	breakers *Breakers
 	eviction *evictionGuard
+	layoutOK layoutGuard // the stored layout's version, checked on each master before its first call
 	// closeClient closes the client when the store made it (Open).
 	closeClient func() error
 }
@@ -232,7 +233,9 @@ func (s *Store) do(ctx context.Context, op, key string, fn func(ctx context.Cont
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	err = fn(cctx)
+	if err = s.layout(cctx, key); err == nil {
+		err = fn(cctx)
+	}
 	switch {
 	case err == nil, store.IsState(err):
 		return err
