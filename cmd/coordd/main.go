@@ -258,7 +258,9 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	if cfg.Store == "redis" {
 		observe := func(op string, d time.Duration, err error) {
 			domain.StoreCall(op, d, storeFailure(err))
-			if storeLatency != nil {
+			if storeLatency != nil && err == nil {
+				// Saturation shows as slow answers; an outage as failures,
+				// which answer UNAVAILABLE, not OVERLOADED.
 				storeLatency.Observe(d)
 			}
 		}

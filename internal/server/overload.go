@@ -9,7 +9,8 @@ import (
 
 // StoreLatency follows the store's recent latency, to shed new work while
 // the store answers slowly (limits.shed_store_latency): an average of the
-// store operations' durations that weighs each by how recent it is (it
+// durations of the store operations that succeeded (an outage shows as
+// failures, answered UNAVAILABLE), weighing each by how recent it is (it
 // forgets with a time constant of storeLatencyDecay, however many
 // operations there are), and decays toward zero while nothing is observed,
 // so that an idle instance is never found slow.
