@@ -228,7 +228,7 @@ func DefaultConfig() Config {
 	c.Limits.Limits = server.Limits{
 		MaxWaitersPerNamespace: 10000, MaxWaitersPerConnection: 1000,
 		MaxStreamsPerNamespace: 10000, MaxStreamsPerConnection: 1000,
-		MaxStreamMessageRate: 10, ShedStoreLatency: 200 * time.Millisecond,
+		MaxStreamMessageRate: 10, ShedStoreLatency: 250 * time.Millisecond,
 	}
 	c.GRPC = GRPCConfig{KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second, MinClientPing: 10 * time.Second, StreamWorkers: 128}
 	c.Auth.APIKeys = []server.APIKey{}

@@ -26,8 +26,10 @@ type StoreLatency struct {
 	last      time.Time
 }
 
-// storeLatencyDecay is StoreLatency's time constant.
-const storeLatencyDecay = time.Second
+// storeLatencyDecay is StoreLatency's time constant: short, so that once
+// the store answers fast again (after a failover, say) new work is let in
+// within about a second, and long enough to span many calls under load.
+const storeLatencyDecay = 250 * time.Millisecond
 
 // NewStoreLatency returns a StoreLatency that finds the store slow when its
 // average latency is above threshold (> 0).

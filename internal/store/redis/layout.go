@@ -49,14 +49,18 @@ type layoutArgs struct {
 }
 
 // layoutGuard checks the layout per master: a call goes to its key's
-// master only once that master was found to hold our version (the check
-// runs on the call's path, one at a time, with a version key in the
-// call's own slot, so on its master); a LayoutError is kept and refuses
-// every call from then on. Open checks every master at start.
+// master only once that master was found to hold our version. The check
+// runs on the path of the first call to the master, with a version key in
+// that call's slot (so on its master); calls to the master meanwhile wait
+// for it rather than check again. A LayoutError is kept and refuses every
+// call from then on. Open checks every master at start.
 type layoutGuard struct {
-	mu      sync.Mutex
-	checked map[string]bool // by master address ("" for a single Redis)
-	err     error           // a LayoutError, once found
+	mu       sync.Mutex
+	checked  map[string]bool          // by master address ("" for a single Redis)
+	checking map[string]chan struct{} // closed when the check in flight ends
+	keys     map[int]string           // layout keys by slot, as found (layoutIn)
+	prefix   string                   // the store's key prefix
+	err      error                    // a LayoutError, once found
 }
 
 // layout returns nil once the master of key holds our version, the
@@ -72,13 +76,49 @@ func (s *Store) layout(ctx context.Context, key string) error {
 		node = c.Options().Addr
 	}
 	g := &s.layoutOK
-	g.mu.Lock()
-	ok, err := g.checked[node], g.err
-	g.mu.Unlock()
-	if ok || err != nil {
-		return err
+	for {
+		g.mu.Lock()
+		if g.checked[node] || g.err != nil {
+			err := g.err
+			g.mu.Unlock()
+			return err
+		}
+		ch := g.checking[node]
+		if ch == nil {
+			break // this call checks, with g.mu held
+		}
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return s.checkLayout(ctx, map[string]string{node: s.keys.layoutIn(hashslot.Of(key))})
+	ch := make(chan struct{})
+	if g.checking == nil {
+		g.checking = map[string]chan struct{}{}
+	}
+	g.checking[node] = ch
+	lkey := g.keyIn(hashslot.Of(key))
+	g.mu.Unlock()
+	err := s.checkLayout(ctx, map[string]string{node: lkey})
+	g.mu.Lock()
+	delete(g.checking, node)
+	close(ch)
+	g.mu.Unlock()
+	return err
+}
+
+// keyIn returns the layout key of slot, found once (under mu).
+func (g *layoutGuard) keyIn(slot int) string {
+	if k, ok := g.keys[slot]; ok {
+		return k
+	}
+	if g.keys == nil {
+		g.keys = map[int]string{}
+	}
+	g.keys[slot] = layoutIn(g.prefix, slot)
+	return g.keys[slot]
 }
 
 // checkLayout checks the layout key of each master (by address) and notes
@@ -130,7 +170,7 @@ func (s *Store) checkLayout(ctx context.Context, keys map[string]string) error {
 func (s *Store) checkEveryLayout(ctx context.Context) error {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok {
-		return s.checkLayout(ctx, map[string]string{"": s.keys.layoutIn(0)})
+		return s.checkLayout(ctx, map[string]string{"": layoutIn(s.keys.prefix, 0)})
 	}
 	slots, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
@@ -139,7 +179,7 @@ func (s *Store) checkEveryLayout(ctx context.Context) error {
 	keys := map[string]string{}
 	for _, sl := range slots {
 		if len(sl.Nodes) > 0 && keys[sl.Nodes[0].Addr] == "" {
-			keys[sl.Nodes[0].Addr] = s.keys.layoutIn(sl.Start)
+			keys[sl.Nodes[0].Addr] = layoutIn(s.keys.prefix, sl.Start)
 		}
 	}
 	if len(keys) == 0 {
@@ -148,9 +188,11 @@ func (s *Store) checkEveryLayout(ctx context.Context) error {
 	return s.checkLayout(ctx, keys)
 }
 
-// layoutIn returns the layout key of a slot: the prefix's tag
-// "v:layout.n" with the least n in that slot.
-func (k keys) layoutIn(slot int) string {
+// layoutIn returns the layout key of a slot under prefix: the prefix's
+// tag "v:layout.n" with the least n in that slot (about 16,384 tries on
+// average: found once per slot, layoutGuard.keyIn).
+func layoutIn(prefix string, slot int) string {
+	k := keys{prefix: prefix}
 	for n := 0; ; n++ {
 		key := k.tag("v", "layout."+strconv.Itoa(n))
 		if hashslot.Of(key) == slot {

@@ -161,6 +161,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 		eviction: newEvictionGuard(opts.Client, opts.Eviction),
 		deadTTL:  opts.DeadLetterTTL.Truncate(time.Microsecond),
 		idleTTL:  opts.IdleNameTTL.Truncate(time.Microsecond),
+		layoutOK: layoutGuard{prefix: opts.Prefix},
 	}
 	if opts.MaxBatch > 0 {
 		s.batch = newBatcher(opts.Client, opts.MaxBatch, opts.Timeout)
