@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 
@@ -164,7 +165,7 @@ func (s *Store) checkLayout(ctx context.Context, keys map[string]string) error {
 	return first
 }
 
-// checkEveryLayout checks every master (CLUSTER SLOTS names them), for
+// checkEveryLayout checks every master (CLUSTER SHARDS names them), for
 // Open: a LayoutError, or the first other failure (a master that could not
 // be checked now is checked before its first call).
 func (s *Store) checkEveryLayout(ctx context.Context) error {
@@ -172,18 +173,30 @@ func (s *Store) checkEveryLayout(ctx context.Context) error {
 	if !ok {
 		return s.checkLayout(ctx, map[string]string{"": layoutIn(s.keys.prefix, 0)})
 	}
-	slots, err := cc.ClusterSlots(ctx).Result()
+	shards, err := cc.ClusterShards(ctx).Result()
 	if err != nil {
 		return err
 	}
 	keys := map[string]string{}
-	for _, sl := range slots {
-		if len(sl.Nodes) > 0 && keys[sl.Nodes[0].Addr] == "" {
-			keys[sl.Nodes[0].Addr] = layoutIn(s.keys.prefix, sl.Start)
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" || len(sh.Slots) == 0 {
+				continue
+			}
+			host, port := n.Endpoint, n.Port
+			if host == "" || host == "?" {
+				host = n.IP
+			}
+			if port == 0 {
+				port = n.TLSPort
+			}
+			// The address as go-redis names the master (MasterForKey); one
+			// named otherwise is checked again before its first call.
+			keys[net.JoinHostPort(host, strconv.FormatInt(port, 10))] = layoutIn(s.keys.prefix, int(sh.Slots[0].Start))
 		}
 	}
 	if len(keys) == 0 {
-		return errors.New("CLUSTER SLOTS names no master")
+		return errors.New("CLUSTER SHARDS names no master with slots")
 	}
 	return s.checkLayout(ctx, keys)
 }
