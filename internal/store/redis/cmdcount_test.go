@@ -212,3 +212,45 @@ func TestEnqueueCommandBudget(t *testing.T) {
 		t.Errorf("Enqueue: %.1f commands (%s), want 8", per, what)
 	}
 }
+
+// TestHeartbeatCommandBudget: a heartbeat (KeepAliveSession) of a session
+// with one session-bound lock, and with four, in Redis commands. Today a
+// heartbeat renews every hold of the session (one script each); the goal
+// (issue 25, DESIGN.md "Holds live by their session") is at most 5
+// whatever the number of holds, which needs holds that live by their
+// session instead.
+func TestHeartbeatCommandBudget(t *testing.T) {
+	s, raw := privateStore(t, "hb")
+	ctx := context.Background()
+	const n = 30
+	perHeartbeat := func(locks int) (float64, string) {
+		id := "ns:" + token.New()
+		if _, err := s.CreateSession(ctx, id, 10*time.Second, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i := range locks {
+			g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: fmt.Sprint(id, ":", i), Token: token.New(), Owner: "o", SessionID: id})
+			if err != nil || !g.Acquired {
+				t.Fatalf("session-bound lock = %+v, %v", g, err)
+			}
+		}
+		return measure(t, raw, n, func(int) {
+			st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: id}, 10*time.Second)
+			if err != nil || st.Expired || len(st.Lost) > 0 {
+				t.Fatalf("KeepAliveSession = %+v, %v", st, err)
+			}
+		})
+	}
+	one, oneWhat := perHeartbeat(1)
+	four, fourWhat := perHeartbeat(4)
+	t.Logf("a heartbeat with 1 lock: %.1f commands:%s", one, oneWhat)
+	t.Logf("a heartbeat with 4 locks: %.1f commands:%s", four, fourWhat)
+	// The budgets as measured when the loss reports stopped being read by
+	// heartbeats that have none to read (10 and 25; 11 and 26 before).
+	if one > 10 {
+		t.Errorf("a heartbeat with 1 lock costs %.1f commands, want at most 10", one)
+	}
+	if four > 25 {
+		t.Errorf("a heartbeat with 4 locks costs %.1f commands, want at most 25", four)
+	}
+}

@@ -16,8 +16,11 @@
 -- deadline within a ttl of that score, to 3 ttl past its deadline, so
 -- that one heartbeat in about six goes to the index (session_index.lua).
 -- The set and the reports are bounded by the session's cap
--- (session_add_hold.lua counts both).
-local cur = redis.call('HMGET', kSession, 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq')
+-- (session_add_hold.lua counts both). Reports are numbered by seq, in
+-- order: those up to an ack are deleted once (field ak: the highest ack
+-- applied), so unacknowledged ones exist only if seq is above the ack, and
+-- the reports are read only then.
+local cur = redis.call('HMGET', kSession, 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq', 'ak')
 if not cur[2] then return {SESSION_GONE} end
 if cur[4] then return {CLOSING} end
 local epoch = tonumber(cur[5] or '1')
@@ -27,18 +30,19 @@ if deadline + grace <= now then
   redis.call('DEL', kSession, kHolds, kLost)
   return {SESSION_GONE}
 end
-if ack > 0 then
+local seq = tonumber(cur[6] or '0')
+if ack > tonumber(cur[7] or '0') and ack <= seq then
   local seqs = redis.call('HKEYS', kLost)
   for i = 1, #seqs do
     if tonumber(seqs[i]) <= ack then redis.call('HDEL', kLost, seqs[i]) end
   end
+  redis.call('HSET', kSession, 'ak', s(ack))
 end
 local code = OK
 local expiredEntries = {}
 local touch = ''
 if deadline <= now then
   code = EXPIRED
-  local seq = tonumber(cur[6] or '0')
   expiredEntries = redis.call('HGETALL', kHolds)
   local entries = expiredEntries
   for i = 1, #entries, 2 do
@@ -76,7 +80,8 @@ elseif mode ~= 'check' then
     expireAt(kLost, keepUntil)
   end
 end
-local reports = redis.call('HGETALL', kLost)
+local reports = {}
+if seq > ack then reports = redis.call('HGETALL', kLost) end
 local out = {code, deadline, now, touch, epoch, #reports / 2}
 for i = 1, #reports do out[#out + 1] = reports[i] end
 if code == OK then
