@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -97,10 +98,31 @@ func (s *Service) Run(ctx context.Context, ns string, t Transport, drain <-chan 
 			sub.Close()
 		}
 	}()
-	// step runs one step and sets the timer by it.
+	// step runs one step and sets the timer by it. The step itself runs on
+	// a goroutine of its own, which ends with it: the store call, the
+	// encoding and the send grow a stack several kilobytes deep, and were
+	// they run here, this goroutine, which lives as long as the stream,
+	// would keep that stack between heartbeats (the runtime shrinks an idle
+	// stack only at a GC, and a heartbeat every TTL/3 grows it back): an
+	// open session would cost that much more memory.
 	step := func(do func() error) error {
 		opened := st.ref.ID != ""
-		if err := do(); err != nil {
+		done := make(chan error, 1)
+		var panicked *stepPanic
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					panicked = &stepPanic{value: p, stack: debug.Stack()}
+					done <- nil
+				}
+			}()
+			done <- do()
+		}()
+		err := <-done
+		if panicked != nil {
+			panic(*panicked) // on the stream's goroutine, where the server recovers it
+		}
+		if err != nil {
 			return err
 		}
 		if !opened && st.ref.ID != "" {
@@ -158,6 +180,15 @@ func (s *Service) Run(ctx context.Context, ns string, t Transport, drain <-chan 
 		}
 	}
 }
+
+// stepPanic is a panic of a step's goroutine, raised again on the
+// stream's: its text has the step's own stack.
+type stepPanic struct {
+	value any
+	stack []byte
+}
+
+func (p stepPanic) String() string { return fmt.Sprintf("%v\n%s", p.value, p.stack) }
 
 // Reply is what a stream sends: the session's state, or that another
 // stream superseded this one (the last reply before the stream ends).
