@@ -214,11 +214,11 @@ func TestEnqueueCommandBudget(t *testing.T) {
 }
 
 // TestHeartbeatCommandBudget: a heartbeat (KeepAliveSession) of a session
-// with one session-bound lock, and with four, in Redis commands. Today a
-// heartbeat renews every hold of the session (one script each); the goal
-// (issue 25, DESIGN.md "Holds live by their session") is at most 5
-// whatever the number of holds, which needs holds that live by their
-// session instead.
+// with one session-bound lock, and with four, in Redis commands. A
+// heartbeat renews every hold of the session (one script each), so its cost
+// grows with the holds; holds that lived by their session's liveness, asked
+// by whoever finds one's recorded deadline passed, would make it one script
+// whatever their number.
 func TestHeartbeatCommandBudget(t *testing.T) {
 	s, raw := privateStore(t, "hb")
 	ctx := context.Background()
