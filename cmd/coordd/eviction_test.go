@@ -49,15 +49,22 @@ func TestRedisEvictionRefusesToStart(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	wantRefusedToStart(t, cfg, "a volatile-lru Redis", srv.Addr(), "volatile-lru", "noeviction", "redis.allow_eviction", "second holder")
+}
+
+// wantRefusedToStart checks that newDaemon refuses cfg (on what), with an
+// error that says every one of wants.
+func wantRefusedToStart(t *testing.T, cfg Config, what string, wants ...string) {
+	t.Helper()
 	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil {
 		d.grpc.Stop()
 		_ = d.grpcLis.Close()
 		_ = d.httpLis.Close()
 		_ = d.closeStore()
-		t.Fatal("newDaemon on a volatile-lru Redis = nil error; want a refusal")
+		t.Fatalf("newDaemon on %s = nil error; want a refusal", what)
 	}
-	for _, want := range []string{srv.Addr(), "volatile-lru", "noeviction", "redis.allow_eviction", "second holder"} {
+	for _, want := range wants {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
 		}
@@ -124,17 +131,5 @@ func TestRedisLayoutRefusesToStart(t *testing.T) {
 	if err := c.Set(context.Background(), key, "0", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := newDaemon(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err == nil {
-		d.grpc.Stop()
-		_ = d.grpcLis.Close()
-		_ = d.httpLis.Close()
-		_ = d.closeStore()
-		t.Fatal("newDaemon on a Redis with layout version 0 = nil error; want a refusal")
-	}
-	for _, want := range []string{key, "stored layout version 0", "version 1", "stop every coordd", "redis.key_prefix"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("the refusal %q does not say %q", err, want)
-		}
-	}
+	wantRefusedToStart(t, cfg, "a Redis with layout version 0", key, "stored layout version 0", "version 1", "stop every coordd", "redis.key_prefix")
 }

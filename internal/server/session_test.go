@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -425,15 +426,7 @@ func TestMaxSessionsRefusesOnlyNewSessions(t *testing.T) {
 
 	refused := func() {
 		t.Helper()
-		s, err := h.sessions.KeepAlive(ctx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Send(&coordv1.KeepAliveRequest{}); err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.Recv()
-		st := wantStatus(t, err, codes.ResourceExhausted, "OVERLOADED")
+		st := newSessionRefused(t, h)
 		var retry string
 		var info *errdetails.RetryInfo
 		for _, d := range st.Details() {
@@ -472,6 +465,21 @@ func TestMaxSessionsRefusesOnlyNewSessions(t *testing.T) {
 			t.Fatalf("GetLock(%s) after the overload = %v, want still held by its session", name, info)
 		}
 	}
+}
+
+// newSessionRefused opens a stream for a new session and checks that it
+// is refused RESOURCE_EXHAUSTED OVERLOADED; it returns the status.
+func newSessionRefused(t *testing.T, h *harness) *status.Status {
+	t.Helper()
+	s, err := h.sessions.KeepAlive(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&coordv1.KeepAliveRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Recv()
+	return wantStatus(t, err, codes.ResourceExhausted, "OVERLOADED")
 }
 
 // TestMaxSessionsCountsAtTheFirstRequest: a stream opened at capacity
@@ -524,16 +532,8 @@ func TestSlowStoreShedsOnlyNewWork(t *testing.T) {
 	h.lock(t, &coordv1.LockRequest{Name: "a", SessionId: ra.GetSessionId()})
 
 	latency.Observe(2 * time.Second) // the store answered that slowly
-	s, err := h.sessions.KeepAlive(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Send(&coordv1.KeepAliveRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.Recv()
-	wantStatus(t, err, codes.ResourceExhausted, "OVERLOADED")
-	_, err = h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "a", Ttl: durationpb.New(time.Minute), Wait: durationpb.New(time.Second)})
+	newSessionRefused(t, h)
+	_, err := h.locks.Lock(ctx(t), &coordv1.LockRequest{Name: "a", Ttl: durationpb.New(time.Minute), Wait: durationpb.New(time.Second)})
 	wantStatus(t, err, codes.ResourceExhausted, "OVERLOADED")
 	obs, err := h.elections.Observe(ctx(t), &coordv1.ObserveRequest{Name: "e"})
 	if err == nil {
