@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/storetest"
@@ -220,7 +221,17 @@ func TestEnqueueCommandBudget(t *testing.T) {
 // by whoever finds one's recorded deadline passed, would make it one script
 // whatever their number.
 func TestHeartbeatCommandBudget(t *testing.T) {
-	s, raw := privateStore(t, "hb")
+	// A clock of the test's, 100 ms a heartbeat from the start of a 30 s
+	// expiry step, so that no heartbeat here moves a key's TTL into the
+	// next step (lua/prelude.lua's stepUp), which one in about nine does at
+	// a third of a 10 s TTL: without it the count would depend on when the
+	// test runs. On the server's clock each script also calls TIME: that
+	// one a script is added to the count.
+	srv := redistest.StartStandalone(t)
+	clk := clock.NewFake(time.Unix(1_800_000_010, 0))
+	s := openStore(t, Config{Addrs: []string{srv.Addr()}, Prefix: "hb", Clock: clk})
+	raw := goredis.NewClient(redistest.Options(srv.Addr()))
+	t.Cleanup(func() { _ = raw.Close() })
 	ctx := context.Background()
 	const n = 30
 	perHeartbeat := func(locks int) (float64, string) {
@@ -234,12 +245,15 @@ func TestHeartbeatCommandBudget(t *testing.T) {
 				t.Fatalf("session-bound lock = %+v, %v", g, err)
 			}
 		}
-		return measure(t, raw, n, func(int) {
+		per, what := measure(t, raw, n, func(int) {
+			clk.Advance(100 * time.Millisecond)
 			st, err := s.KeepAliveSession(ctx, store.SessionRef{ID: id}, 10*time.Second)
 			if err != nil || st.Expired || len(st.Lost) > 0 {
 				t.Fatalf("KeepAliveSession = %+v, %v", st, err)
 			}
 		})
+		scripts := float64(commandStats(t, raw)["evalsha"]) / n
+		return per + scripts, what + fmt.Sprintf(" time=%.1f (the server's clock)", scripts)
 	}
 	one, oneWhat := perHeartbeat(1)
 	four, fourWhat := perHeartbeat(4)
