@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +45,9 @@ type holdArgs struct {
 	Base    string `lua:"base"`        // the name's tag base: its channels are Base + a suffix
 	Kind    string `lua:"kind"`        // lock, semaphore or election
 	IdleTTL int64  `lua:"idleTTL,int"` // µs the fence counter outlives the last grant
+	// Facts are what holdEval learnt from the sessions of holders a run
+	// asked about: "token live deadline" triples ("": none).
+	Facts string `lua:"factsArg"`
 }
 
 func (s *Store) holdArgs(kind store.HoldKind, name string) holdArgs {
@@ -132,9 +137,127 @@ type holdCheckFenceArgs struct {
 	Fence uint64 `lua:"fence,int"`
 }
 
-// evalHold runs a hold script on (kind, name).
+// evalHold runs a hold script on (kind, name) (holdEval).
 func (s *Store) evalHold(ctx context.Context, sc *script, kind store.HoldKind, name string, args scriptArgs) *redis.Cmd {
-	return s.eval(ctx, sc, s.keys.hold(kind, name), args)
+	return s.holdEval(ctx, kind, name, call{sc, s.keys.hold(kind, name), args}, func(c call) *redis.Cmd {
+		return s.eval(ctx, c.script, c.keys, c.args)
+	})
+}
+
+// maxAskRounds bounds how often holdEval asks sessions for one call: a
+// round settles every holder the script named (up to its clean-up batch),
+// so more rounds are needed only when further holders' recorded deadlines
+// pass meanwhile, or a name has more than a batch of them.
+const maxAskRounds = 4
+
+// errAskRounds: a hold script still asked about sessions after
+// maxAskRounds; the call's outcome is unknown only in that nothing was
+// done, and it may be tried again.
+var errAskRounds = fmt.Errorf("%w: the holders' sessions could not all be asked in %d rounds", store.ErrUnavailable, maxAskRounds)
+
+// holdEval runs c, a hold script on (kind, name), with run; while the
+// script answers ASK (hold_prelude.lua's resolve: session-bound holders
+// whose recorded deadline passed), it asks their sessions
+// (session_vouch.lua, pipelined, each on its session's slot) and runs c
+// again with what they said as facts. The reply is the first that is not
+// an ASK.
+func (s *Store) holdEval(ctx context.Context, kind store.HoldKind, name string, c call, run func(call) *redis.Cmd) *redis.Cmd {
+	var facts strings.Builder
+	for round := 0; ; round++ {
+		cmd := run(c)
+		asks, ok := asksOf(cmd)
+		if !ok {
+			return cmd
+		}
+		if round+1 >= maxAskRounds {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(errAskRounds)
+			return cmd
+		}
+		calls := make([]call, len(asks))
+		for i, a := range asks {
+			calls[i] = call{sessionVouch, s.keys.session(a.session)[:2], sessionVouchArgs{holdField(kind, name), a.token}}
+		}
+		for i, vc := range s.evalPipelined(ctx, calls) {
+			live, deadline, err := decodeVouch(vc)
+			if err != nil {
+				cmd := redis.NewCmd(ctx)
+				cmd.SetErr(err)
+				return cmd
+			}
+			bit := "0"
+			if live {
+				bit = "1"
+			}
+			fmt.Fprintf(&facts, "%s %s %d ", asks[i].token, bit, deadline)
+		}
+		c.args = withFacts(c.args, facts.String())
+	}
+}
+
+// sessionHoldCalls runs calls in one pipeline, the first len(holds) of
+// them hold scripts on holds[i]'s name; those that answered ASK run again
+// through holdEval, one by one.
+func (s *Store) sessionHoldCalls(ctx context.Context, calls []call, holds []sessionHold) []*redis.Cmd {
+	cmds := s.evalPipelined(ctx, calls)
+	for i, h := range holds {
+		if _, ask := asksOf(cmds[i]); ask {
+			cmds[i] = s.holdEval(ctx, h.kind, h.name, calls[i], func(c call) *redis.Cmd { return s.eval(ctx, c.script, c.keys, c.args) })
+		}
+	}
+	return cmds
+}
+
+// ask is one holder an ASK names: its token and its session's ID.
+type ask struct{ token, session string }
+
+// asksOf reads an ASK reply's holders; ok false for any other reply.
+func asksOf(cmd *redis.Cmd) ([]ask, bool) {
+	v, err := cmd.Slice()
+	if err != nil || len(v) < 3 || len(v)%2 != 1 {
+		return nil, false
+	}
+	if code, isInt := v[0].(int64); !isInt || code != codeAsk {
+		return nil, false
+	}
+	asks := make([]ask, 0, len(v)/2)
+	for i := 1; i+1 < len(v); i += 2 {
+		tok, ok1 := v[i].(string)
+		ses, ok2 := v[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, false
+		}
+		asks = append(asks, ask{tok, ses})
+	}
+	return asks, true
+}
+
+// sessionVouchArgs are lua/session_vouch.lua's: the hold's field
+// ("kind:name") and the holder's token.
+type sessionVouchArgs struct {
+	Field string `lua:"field"`
+	Token string `lua:"tok"`
+}
+
+// decodeVouch reads session_vouch.lua's reply: whether the holder lives,
+// and the session's deadline (0: unknown, or not the session's holder).
+func decodeVouch(cmd *redis.Cmd) (live bool, deadline int64, err error) {
+	r, err := replyOf(sessionVouch, cmd)
+	if err != nil {
+		return false, 0, err
+	}
+	live = r.code(codeOK, codeNo) == codeOK
+	deadline = r.int(1)
+	return live, deadline, r.done()
+}
+
+// withFacts returns a copy of args, a hold script's (a struct holding
+// holdArgs), with its Facts set.
+func withFacts(args scriptArgs, facts string) scriptArgs {
+	v := reflect.New(reflect.TypeOf(args)).Elem()
+	v.Set(reflect.ValueOf(args))
+	v.FieldByName("Facts").SetString(facts)
+	return v.Interface().(scriptArgs)
 }
 
 // decodeHoldSession reads hold_session.lua's reply to "renew" or "check"
@@ -216,11 +339,16 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 	if req.Wait != nil {
 		ticket, instance, lease = req.Wait.Ticket, req.Wait.Instance, req.Wait.Lease.Microseconds()
 	}
-	cmd, replicated := s.evalReplicated(ctx, holdAcquire, s.keys.hold(req.Kind, req.Name), holdAcquireArgs{
+	var replicated bool
+	cmd := s.holdEval(ctx, req.Kind, req.Name, call{holdAcquire, s.keys.hold(req.Kind, req.Name), holdAcquireArgs{
 		holdArgs: s.holdArgs(req.Kind, req.Name), Token: req.Token, Owner: req.Owner,
 		TTL: req.TTL.Microseconds(), MaxHold: req.MaxHold.Microseconds(), Session: req.SessionID, SessionDeadline: sessDeadline,
 		TimeSeen: s.timeSeen.Load(), Full: full, Shared: req.Shared, MaxHolders: req.MaxHolders, Limit: req.Limit,
 		Ticket: ticket, Instance: instance, Lease: lease, Delay: delay, Value: string(value),
+	}}, func(c call) *redis.Cmd {
+		cmd, rep := s.evalReplicated(ctx, c.script, c.keys, c.args)
+		replicated = rep
+		return cmd
 	})
 	a, err := decodeAcquire(cmd, req.Kind == store.HoldElection)
 	if err != nil {

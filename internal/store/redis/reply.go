@@ -35,6 +35,7 @@ const (
 	codeNotLeader      = -11 // the token does not lead the election
 	codeQueueFull      = -12 // the queue holds as many messages as it may
 	codeMemoryHigh     = -13 // the node is past its memory high-water mark
+	codeAsk            = -14 // a hold script needs the sessions of holders it names (holdEval)
 )
 
 // replyCodes names the codes as the prelude does.
@@ -44,7 +45,7 @@ var replyCodes = map[string]int64{
 	"SUPERSEDED": codeSuperseded, "EXPIRED": codeExpired,
 	"MISMATCH": codeMismatch, "DUPLICATE": codeDuplicate, "DEAD": codeDead,
 	"LIMIT_MISMATCH": codeLimitMismatch, "TOO_MANY_WAITERS": codeTooManyWaiters, "NOT_LEADER": codeNotLeader,
-	"QUEUE_FULL": codeQueueFull, "MEMORY_HIGH": codeMemoryHigh,
+	"QUEUE_FULL": codeQueueFull, "MEMORY_HIGH": codeMemoryHigh, "ASK": codeAsk,
 }
 
 // reply reads one array reply field by field. The first field that is

@@ -204,6 +204,7 @@ var (
 	sessionConfirmHold = newScript("session_confirm_hold", sessionKeyNames[:2], sessionConfirmHoldArgs{})
 	sessionClose       = newScript("session_close", sessionKeyNames, sessionCloseArgs{})
 	sessionIndex       = newScript("session_index", []string{"kIndex"}, sessionIndexArgs{})
+	sessionVouch       = newScript("session_vouch", sessionKeyNames[:2], sessionVouchArgs{})
 
 	limitAllow = newScript("limit_allow", []string{"limiterKeys..."}, limitAllowArgs{}, "limit_prelude")
 

@@ -332,7 +332,7 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 				calls[i] = s.dropHold(h.kind, h.name, h.token)
 			}
 			if len(calls) > 0 {
-				s.evalPipelined(ctx, calls)
+				s.sessionHoldCalls(ctx, calls, rs.holds)
 			}
 			return nil
 		}
@@ -347,7 +347,7 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 		}
 		// The index is bookkeeping for a cap: its failure must not fail the
 		// keepalive; the holds' must (their outcome is unknown).
-		cmds := s.evalPipelined(ctx, calls)[:len(rs.holds)]
+		cmds := s.sessionHoldCalls(ctx, calls, rs.holds)[:len(rs.holds)]
 		var mark []string
 		var lost []store.LostHold
 		for i, c := range cmds {
@@ -449,7 +449,7 @@ func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store
 		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, sessionIndexArgs{Mode: "remove", IDs: []string{id}}})
 	}
 	var released []store.ReleasedHold
-	for i, cmd := range s.evalPipelined(ctx, calls)[:len(c.holds)] {
+	for i, cmd := range s.sessionHoldCalls(ctx, calls, c.holds)[:len(c.holds)] {
 		h := c.holds[i]
 		live, held, _, err := decodeHoldSession(cmd, true)
 		if err != nil {

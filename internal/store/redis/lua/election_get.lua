@@ -4,6 +4,8 @@
 -- Returns {has leader (0/1), value, fence, elected µs, deadline µs, rev,
 -- first revision the log keeps (0: empty), change, ...} (changes as
 -- change() in hold_prelude.lua writes them, oldest first).
+local asked = resolve() -- session-bound holders past their recorded deadline (hold_prelude.lua)
+if asked then return asked end
 if clean() then wake() end
 keep()
 local out = leaderInfo()

@@ -15,6 +15,8 @@
 -- {SESSION_GONE} the session's deadline has passed; {FULL} the session is
 -- full; {LIMIT_MISMATCH, limit} another limit is the semaphore's;
 -- {TOO_MANY_WAITERS} the queue is full.
+local asked = resolve() -- session-bound holders past their recorded deadline (hold_prelude.lua)
+if asked then return asked end
 shared = kind == 'lock' and shared
 local cleaned = clean()
 local function leave(reply)

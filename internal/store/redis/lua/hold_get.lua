@@ -5,6 +5,8 @@
 -- semaphore's while it has holders or waiters, else 0. Holders are at most
 -- the kind's bound (MaxHolders, Limit) plus those expired and not yet
 -- cleaned up.
+local asked = resolve() -- session-bound holders past their recorded deadline (hold_prelude.lua)
+if asked then return asked end
 local waiters = redis.call('ZCOUNT', kTicketLeases, '(' .. s(now), '+inf')
 local out = {OK, now, waiters, 0}
 local recs = redis.call('HVALS', kHolders)

@@ -7,6 +7,8 @@
 -- Arguments: holdLeaveArgs (holds.go).
 -- Returns {OK, hand-offs...} (also for an unknown ticket); hand-offs...:
 -- withHandoffs' values.
+local asked = resolve() -- session-bound holders past their recorded deadline (hold_prelude.lua)
+if asked then return asked end
 local changed = clean()
 if mayQueue() and redis.call('ZSCORE', kTickets, ticket) then
   dropTicket(ticket)

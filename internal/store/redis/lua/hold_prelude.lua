@@ -22,12 +22,21 @@
 -- instance (store.WaitTopic) and base .. ':ev' (store.ElectionTopic), in
 -- the name's slot; kind: 'lock', 'semaphore' or 'election'; idleTTL µs
 -- (redis.idle_name_ttl): how long the fence counter outlives the name's
--- last grant, and an election's revision and log its last leader or ticket.
+-- last grant, and an election's revision and log its last leader or ticket;
+-- facts: what coordd learnt from the sessions of holders an earlier run of
+-- the script asked about (resolve), "token live deadline" triples.
 -- Bounds of one call's work: clean-up batches, wake targets, log size, queue.
 local cleanBatch, wakeMax, logSize, maxWaiters = 100, 64, 64, 10000
 
 -- The keys the script found with content (so with a TTL), for keep().
 local seen = {}
+-- The head of the holders by deadline as resolve read it (ZRANGE WITHSCORES),
+-- for clean to use instead of reading it again; nil once anything changed
+-- the holders by deadline (but a removal from a head that held them all).
+-- settled: the tokens whose records resolve changed.
+local headCache
+local headN = 4
+local settled = {}
 
 -- A holder's record: "fence deadline hold acquired shared delay sesLen
 -- session owner" (µs; hold 0: no max hold; shared 0/1; the session ID's
@@ -213,6 +222,18 @@ end
 -- removal is logged (no leader).
 local function removeHolder(tok, r)
   removed = true
+  if headCache and #headCache < 2 * headN then
+    -- The head held every holder: without tok it still does.
+    for i = 1, #headCache, 2 do
+      if headCache[i] == tok then
+        table.remove(headCache, i)
+        table.remove(headCache, i)
+        break
+      end
+    end
+  else
+    headCache = nil
+  end
   redis.call('HDEL', kHolders, tok)
   redis.call('ZREM', kByDeadline, tok)
   if r.dl > now then
@@ -249,11 +270,11 @@ end
 -- tickets; an election whose logged leader is gone gets its "no leader".
 -- Returns whether it removed anything (someone may be let in).
 -- The first few holders by deadline tell, in the usual case, everything:
--- the expired ones, the live count and the first live one.
-local headN = 4
+-- the expired ones, the live count and the first live one (headN).
 local function clean()
   local any = false
-  local z = redis.call('ZRANGE', kByDeadline, 0, headN - 1, 'WITHSCORES')
+  local z = headCache or redis.call('ZRANGE', kByDeadline, 0, headN - 1, 'WITHSCORES')
+  headCache = nil
   local n, gone = #z / 2, {}
   if n > 0 then seen[kByDeadline] = true end
   for i = 1, n do
@@ -368,6 +389,7 @@ local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, tick
   if live == 0 then seen[kHolders], seen[kByDeadline] = nil, nil end
   redis.call('HSET', kHolders, tok, enc(r))
   redis.call('ZADD', kByDeadline, s(deadline), tok)
+  headCache = nil
   if ses ~= '' then redis.call('HSET', kBySession, ses, tok) end
   holderNeed(deadline, ses ~= '', delay)
   liveN, firstTok = live + 1, nil
@@ -380,6 +402,7 @@ local function setDeadline(tok, r, deadline)
   r.dl = deadline
   redis.call('HSET', kHolders, tok, enc(r))
   redis.call('ZADD', kByDeadline, s(deadline), tok)
+  headCache = nil
   holderNeed(deadline, r.ses ~= '', r.delay)
   firstTok = nil
 end
@@ -465,4 +488,59 @@ local function leaderInfo()
   local r = lead and holder(lead)
   if r and r.dl > now then return {1, meta('val') or '', r.fence, r.acq, r.dl, rev} end
   return {0, '', 0, 0, 0, rev}
+end
+
+-- A session-bound holder lives by its session. Its record carries the
+-- session's deadline as last seen (the grant's, or a renewal's); once that
+-- has passed, only the session can tell whether the holder is live, and it
+-- is in another slot. So every hold script starts with resolve: the
+-- session-bound holders whose recorded deadline has passed (a max hold
+-- reached is no question: it ended) are settled by facts, which coordd
+-- passes after asking their sessions (session_vouch.lua): a live one gets
+-- its session's deadline (capped by its max hold), a dead one is removed,
+-- its lock-delay counted from its session's deadline, and the waiters it
+-- let in are woken (as clean's removals wake them). If any is left with
+-- no fact, the script answers {ASK, token, session, ...} before doing
+-- anything else, and coordd runs it again with the facts (holdEval). An
+-- expired session is never revived, so what was seen dead stays dead.
+local facts = {}
+for tok, live, dl in string.gmatch(factsArg, '(%S+) ([01]) (%d+)') do
+  facts[tok] = {live = live == '1', dl = tonumber(dl)}
+end
+local function resolve()
+  local z = redis.call('ZRANGE', kByDeadline, 0, headN - 1, 'WITHSCORES')
+  local due = {}
+  for i = 1, #z, 2 do
+    if tonumber(z[i + 1]) <= now then due[#due + 1] = z[i] end
+  end
+  if #due == headN then
+    due = redis.call('ZRANGEBYSCORE', kByDeadline, '-inf', s(now), 'LIMIT', 0, cleanBatch)
+  end
+  headCache = z
+  local ask, ended = {}, false
+  for _, tok in ipairs(due) do
+    local r = holder(tok)
+    if r and r.ses ~= '' and (r.hold == 0 or r.dl < r.hold) then
+      local f = facts[tok]
+      if not f then
+        ask[#ask + 1] = tok
+        ask[#ask + 1] = r.ses
+      elseif f.live and f.dl > now then
+        local dl = f.dl
+        if r.hold > 0 and r.hold < dl then dl = r.hold end
+        setDeadline(tok, r, dl)
+        settled[tok] = true
+      else
+        if f.dl > 0 then r.dl = f.dl end -- its session's deadline, for the lock-delay
+        removeHolder(tok, r)
+        settled[tok] = true
+        ended = true
+      end
+    end
+  end
+  if ended then wake() end
+  if #ask == 0 then return nil end
+  keep()
+  table.insert(ask, 1, ASK)
+  return ask
 end

@@ -6,12 +6,21 @@
 -- Returns {OK, µs it was held, hand-offs...} released; {NO, hand-offs...}
 -- not held; {SESSION_BOUND, session ID} bound to a session. hand-offs...:
 -- withHandoffs' values.
+-- Session-bound holders past their recorded deadline (hold_prelude.lua's
+-- resolve) matter only to whom this lets in and to a session-bound holder:
+-- the release of a plain lease with nobody queued needs no word from any
+-- session.
+local r = holder(tok)
+if kind == 'election' or mayQueue() or not r or r.ses ~= '' then
+  local asked = resolve()
+  if asked then return asked end
+  if settled[tok] then r = holder(tok) end
+end
 local left = false
 if ticket ~= '' and mayQueue() and redis.call('ZSCORE', kTickets, ticket) then
   dropTicket(ticket)
   left = true
 end
-local r = holder(tok)
 if not r or r.dl <= now then
   if clean() or left then wake(me, timeSeen) end
   keep()

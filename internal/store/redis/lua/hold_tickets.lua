@@ -2,6 +2,8 @@
 -- wakes whom that lets in.
 -- Arguments: holdTicketsArgs (holds.go).
 -- Returns the tickets that are not in the queue any more.
+local asked = resolve() -- session-bound holders past their recorded deadline (hold_prelude.lua)
+if asked then return asked end
 local gone = {}
 local changed = clean()
 local leaseEnd = s(now + lease)
