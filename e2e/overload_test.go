@@ -19,7 +19,7 @@ import (
 )
 
 // TestOverloadKeepsLiveSessions: a coordd on the Cluster holds 300
-// sessions with a session-bound lock each; then 32 callers open more
+// sessions (TTL 10 s) with a session-bound lock each; then 32 callers open more
 // sessions as fast as they can for 15 s, far more than limits.max_sessions
 // (600) lets in, with limits.shed_store_latency low enough (20 ms) that
 // the store's latency may shed too. Every refusal is RESOURCE_EXHAUSTED
@@ -48,7 +48,7 @@ func TestOverloadKeepsLiveSessions(t *testing.T) {
 	// open opens a session, trying for as long as opening allows, and
 	// locks name in it.
 	open := func(opening context.Context, name string) error {
-		s, err := client.NewSession(opening, in.conn, client.WithTTL(5*time.Second))
+		s, err := client.NewSession(opening, in.conn, client.WithTTL(10*time.Second))
 		if err != nil {
 			return err
 		}
@@ -109,7 +109,7 @@ func TestOverloadKeepsLiveSessions(t *testing.T) {
 		t.Error("no new session was refused: the flood never reached limits.max_sessions")
 	}
 	// Two heartbeats' time: a session the overload cost would show now.
-	time.Sleep(4 * time.Second)
+	time.Sleep(7 * time.Second)
 	lost := 0
 	for _, h := range holders {
 		select {
