@@ -131,5 +131,5 @@ func TestRedisLayoutRefusesToStart(t *testing.T) {
 	if err := c.Set(context.Background(), key, "0", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	wantRefusedToStart(t, cfg, "a Redis with layout version 0", key, "stored layout version 0", "version 1", "stop every coordd", "redis.key_prefix")
+	wantRefusedToStart(t, cfg, "a Redis with layout version 0", key, "stored layout version 0", "version 2", "stop every coordd", "redis.key_prefix")
 }

@@ -34,6 +34,9 @@ func (s *Store) Campaign(ctx context.Context, req store.Campaign) (store.Campaig
 		case g.Acquired:
 			c = store.Campaigned{Elected: true, Fence: g.Fence, ExpireTime: g.ExpireTime}
 		default:
+			if err := s.leaderLives(ctx, &a.leader, a.leaderHold); err != nil {
+				return err
+			}
 			c = store.Campaigned{Queued: g.Queued, RetryAt: g.RetryAt, Leader: a.leader}
 		}
 		return nil
@@ -88,7 +91,7 @@ func decodeProclaim(cmd *redis.Cmd) error {
 func (s *Store) Leader(ctx context.Context, name string) (store.LeaderInfo, error) {
 	var l store.LeaderInfo
 	err := s.do(ctx, "Leader", s.keys.hold(store.HoldElection, name)[0], func(ctx context.Context) error {
-		log, err := decodeElection(s.evalHold(ctx, electionGet, store.HoldElection, name, electionGetArgs{s.holdArgs(store.HoldElection, name), -1}), 0)
+		log, err := s.election(ctx, name, -1)
 		l = log.Current
 		return err
 	})
@@ -99,42 +102,59 @@ func (s *Store) Leader(ctx context.Context, name string) (store.LeaderInfo, erro
 func (s *Store) ElectionChanges(ctx context.Context, name string, after uint64) (store.ElectionLog, error) {
 	var log store.ElectionLog
 	err := s.do(ctx, "ElectionChanges", s.keys.hold(store.HoldElection, name)[0], func(ctx context.Context) (err error) {
-		log, err = decodeElection(s.evalHold(ctx, electionGet, store.HoldElection, name, electionGetArgs{s.holdArgs(store.HoldElection, name), int64(after)}), after)
+		log, err = s.election(ctx, name, int64(after))
 		return err
 	})
 	return log, err
 }
 
-// decodeElection reads election_get.lua's reply: the leader, and the
-// changes after revision after.
-func decodeElection(cmd *redis.Cmd, after uint64) (store.ElectionLog, error) {
+// election runs election_get.lua (after -1: the leader only) and gives a
+// session-bound leader its session's deadline (leaderLives).
+func (s *Store) election(ctx context.Context, name string, after int64) (store.ElectionLog, error) {
+	log, lh, err := decodeElection(s.evalHold(ctx, electionGet, store.HoldElection, name, electionGetArgs{s.holdArgs(store.HoldElection, name), after}), uint64(max(after, 0)))
+	if err != nil {
+		return log, err
+	}
+	fence := log.Current.Fence
+	if err := s.leaderLives(ctx, &log.Current, lh); err != nil {
+		return log, err
+	}
+	for i, c := range log.Changes {
+		if c.Leader.HasLeader && c.Leader.Fence == fence && log.Current.HasLeader {
+			log.Changes[i].Leader.ExpireTime = log.Current.ExpireTime // the live term's end now: a renewal is no change
+		}
+	}
+	return log, nil
+}
+
+// decodeElection reads election_get.lua's reply: the leader (and its
+// session's ID and max hold), and the changes after revision after.
+func decodeElection(cmd *redis.Cmd, after uint64) (store.ElectionLog, leaderHold, error) {
 	r, err := replyOf(electionGet, cmd)
 	if err != nil {
-		return store.ElectionLog{}, err
+		return store.ElectionLog{}, leaderHold{}, err
 	}
-	log := store.ElectionLog{Current: decodeLeader(r, 0)}
-	first := r.uint(6)
+	cur, lh := decodeLeader(r, 0)
+	log := store.ElectionLog{Current: cur}
+	first := r.uint(8)
 	if err := r.done(); err != nil {
-		return store.ElectionLog{}, err
+		return store.ElectionLog{}, leaderHold{}, err
 	}
 	if first > 0 && first > after+1 && after < log.Current.Rev {
 		log.Missed = min(first, log.Current.Rev+1) - after - 1
 	}
-	for i := 7; i < r.len(); i++ {
+	for i := 9; i < r.len(); i++ {
 		e := r.str(i)
 		if err := r.done(); err != nil {
-			return store.ElectionLog{}, err
+			return store.ElectionLog{}, leaderHold{}, err
 		}
 		c, err := decodeChange(e)
 		if err != nil {
-			return store.ElectionLog{}, err
-		}
-		if cur := log.Current; c.Leader.HasLeader && cur.HasLeader && c.Leader.Fence == cur.Fence {
-			c.Leader.ExpireTime = cur.ExpireTime // the live term's end now: a renewal is no change
+			return store.ElectionLog{}, leaderHold{}, err
 		}
 		log.Changes = append(log.Changes, c)
 	}
-	return log, nil
+	return log, lh, nil
 }
 
 // decodeChange reads an entry of an election's log: "rev has fence elected

@@ -24,19 +24,29 @@ import (
 // refreshHold is the call that checks whether token still holds (kind,
 // name) live and, if renew, extends it to deadline (µs, the session's),
 // capped by its max hold and never shortened. decodeHoldSession reads it.
-func (s *Store) refreshHold(kind store.HoldKind, name, token string, deadline int64, renew bool) call {
+func (s *Store) refreshHold(kind store.HoldKind, name, token string, deadline int64, renew bool, keep time.Duration) call {
 	mode := "check"
 	if renew {
 		mode = "renew"
 	}
-	return call{holdSession, s.keys.hold(kind, name), holdSessionArgs{s.holdArgs(kind, name), token, deadline, mode}}
+	args := s.holdArgs(kind, name)
+	args.Keep = keep.Microseconds()
+	return call{holdSession, s.keys.hold(kind, name), holdSessionArgs{args, token, deadline, mode}}
 }
 
-// dropHold is the call that deletes (kind, name) if token holds it, and
-// wakes its waiters if it was live (an election's drop is a resignation:
-// logged, waking its observers). decodeHoldSession reads it.
+// dropHold is the call that deletes (kind, name) if token holds it, its
+// session closing, and wakes its waiters if it was live (an election's
+// drop is a resignation: logged, waking its observers). decodeHoldSession
+// reads it.
 func (s *Store) dropHold(kind store.HoldKind, name, token string) call {
 	return call{holdSession, s.keys.hold(kind, name), holdSessionArgs{s.holdArgs(kind, name), token, 0, "drop"}}
+}
+
+// expireHold is the call that deletes (kind, name) if token holds it, its
+// session having expired at deadline (µs): its lock-delay counts from
+// then. It wakes whom that lets in.
+func (s *Store) expireHold(kind store.HoldKind, name, token string, deadline int64) call {
+	return call{holdSession, s.keys.hold(kind, name), holdSessionArgs{s.holdArgs(kind, name), token, deadline, "expire"}}
 }
 
 // holdArgs are the arguments every hold script starts with (after the
@@ -48,7 +58,17 @@ type holdArgs struct {
 	// Facts are what holdEval learnt from the sessions of holders a run
 	// asked about: "token live deadline" triples ("": none).
 	Facts string `lua:"factsArg"`
+	// Keep is how long past a session-bound holder's deadline its keys
+	// last, when the call grants or renews one (holdKeep; 0: no longer).
+	Keep int64 `lua:"keepFor,int"`
 }
+
+// holdKeep is how long past its session's deadline a session-bound hold's
+// keys last when its session renews it (or it is granted): the session
+// renews its holds only as that horizon comes within two TTLs
+// (session_refresh.lua), about every eight TTLs, so that a heartbeat is one
+// script.
+func holdKeep(ttl time.Duration) time.Duration { return 10 * ttl }
 
 func (s *Store) holdArgs(kind store.HoldKind, name string) holdArgs {
 	return holdArgs{Base: s.keys.holdBase(kind, name), Kind: string(kind), IdleTTL: s.idleTTL.Microseconds()}
@@ -101,10 +121,8 @@ type holdReleaseArgs struct {
 }
 
 // holdSessionArgs are lua/hold_session.lua's: the session's token for the
-// hold, the session's deadline µs, and Mode: "renew" (extend the deadline
-// to min(session deadline, max hold); never shorten it, so that renewals
-// applied out of order are harmless), "check", or "drop" (delete it if it
-// is still the session's; an expired one leaves its lock-delay).
+// hold, the session's deadline µs, and Mode: "renew", "check", "drop" or
+// "expire" (the script says what each does).
 type holdSessionArgs struct {
 	holdArgs
 	Token           string `lua:"tok"`
@@ -325,15 +343,18 @@ func (s *Store) acquire(ctx context.Context, op string, req store.HoldRequest) (
 // token), and the session reports it lost then.
 func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []byte) (store.Grant, acquired, error) {
 	var sessDeadline, delay int64
+	var keep time.Duration
 	full := false // the session is at its cap: only a hold it has is answered
 	if req.SessionID != "" {
-		dl, taken, d, err := s.sessionCap(ctx, req.SessionID)
+		dl, taken, d, ttl, err := s.sessionCap(ctx, req.SessionID)
 		if err != nil {
 			return store.Grant{}, acquired{}, err
 		}
 		full = req.MaxSessionHolds > 0 && taken >= int64(req.MaxSessionHolds)
-		sessDeadline, delay = dl, d
+		sessDeadline, delay, keep = dl, d, holdKeep(micros(ttl))
 	}
+	hargs := s.holdArgs(req.Kind, req.Name)
+	hargs.Keep = keep.Microseconds()
 	var ticket, instance string
 	var lease int64
 	if req.Wait != nil {
@@ -341,7 +362,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 	}
 	var replicated bool
 	cmd := s.holdEval(ctx, req.Kind, req.Name, call{holdAcquire, s.keys.hold(req.Kind, req.Name), holdAcquireArgs{
-		holdArgs: s.holdArgs(req.Kind, req.Name), Token: req.Token, Owner: req.Owner,
+		holdArgs: hargs, Token: req.Token, Owner: req.Owner,
 		TTL: req.TTL.Microseconds(), MaxHold: req.MaxHold.Microseconds(), Session: req.SessionID, SessionDeadline: sessDeadline,
 		TimeSeen: s.timeSeen.Load(), Full: full, Shared: req.Shared, MaxHolders: req.MaxHolders, Limit: req.Limit,
 		Ticket: ticket, Instance: instance, Lease: lease, Delay: delay, Value: string(value),
@@ -362,8 +383,15 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 	case codeSessionGone:
 		return store.Grant{}, a, store.ErrSessionNotFound
 	case codeAlreadyHeld:
+		// The session's own hold lives until the session's deadline (read
+		// just before), capped by its max hold; its record knows the former
+		// only as of its last renewal.
+		dl := max(a.deadline, sessDeadline)
+		if a.hold > 0 {
+			dl = min(dl, a.hold)
+		}
 		return store.Grant{Acquired: true, AlreadyHeld: true, Token: a.token, Fence: a.fence,
-			TTL: micros(a.deadline - a.now), ExpireTime: unixMicro(a.deadline)}, a, nil
+			TTL: micros(dl - a.now), ExpireTime: unixMicro(dl)}, a, nil
 	case codeFull:
 		return store.Grant{}, a, store.ErrTooManyHolds
 	case codeLimitMismatch:
@@ -371,6 +399,18 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 	case codeTooManyWaiters:
 		return store.Grant{}, a, store.ErrTooManyWaiters
 	case codeNo:
+		if a.holderHold.session != "" && a.deadline > 0 {
+			// A session-bound holder lives until its session's deadline,
+			// which its record knows only as of its last renewal.
+			dl, err := s.sessionLives(ctx, a.deadline, a.holderHold)
+			if err != nil {
+				return store.Grant{}, a, err
+			}
+			if a.retry == a.deadline {
+				a.retry = dl
+			}
+			a.deadline = dl
+		}
 		g := store.Grant{Holder: a.holder, Queued: a.queued, Holders: a.holders, Limit: a.limit}
 		if a.deadline > 0 {
 			g.TTL, g.ExpireTime = micros(a.deadline-a.now), unixMicro(a.deadline)
@@ -395,7 +435,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 	}
 	h := sessionHold{kind: req.Kind, name: req.Name,
 		sessionEntry: sessionEntry{token: req.Token, fence: a.fence, holdUntil: hold, pending: true}}
-	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionHolds)
+	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionHolds, a.deadline)
 	if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyHolds) {
 		// The session ended, or filled up, since it was read: undo the grant.
 		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {
@@ -410,7 +450,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 		return store.Grant{}, a, errNotReplicated // a failover could lose the entry, and the hold with it
 	}
 	h.pending = false
-	newDeadline, replicated, err := s.confirmHold(ctx, req.SessionID, h)
+	newDeadline, replicated, err := s.confirmHold(ctx, req.SessionID, h, sessDeadline+keep.Microseconds())
 	if errors.Is(err, store.ErrSessionNotFound) {
 		// The session ended, or lost the hold, since the add.
 		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {
@@ -428,7 +468,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 		// A keepalive renewed the session between the read and the add,
 		// without this hold: extend it to the session's deadline (an
 		// extension only, so a later keepalive is never undone).
-		held, _, _, err := decodeHoldSession(s.evalHold(ctx, holdSession, req.Kind, req.Name, holdSessionArgs{s.holdArgs(req.Kind, req.Name), req.Token, newDeadline, "renew"}), false)
+		held, _, _, err := decodeHoldSession(s.evalHold(ctx, holdSession, req.Kind, req.Name, holdSessionArgs{hargs, req.Token, newDeadline, "renew"}), false)
 		if err != nil {
 			return store.Grant{}, a, err
 		}
@@ -454,10 +494,13 @@ type acquired struct {
 	fence         uint64
 	deadline, now int64
 	retry         int64 // codeNo: when the state may change by itself (0: only a wake-up)
+	hold          int64 // codeAlreadyHeld: the hold's max hold µs (0: none)
 	queued        bool
 	holders       int
 	limit         int
 	leader        store.LeaderInfo // codeNo, an election's
+	leaderHold    leaderHold       // its session and max hold (leaderLives)
+	holderHold    leaderHold       // codeNo: the holder's session and max hold (sessionLives)
 }
 
 // decodeAcquire reads hold_acquire.lua's reply; election: with the
@@ -474,26 +517,74 @@ func decodeAcquire(cmd *redis.Cmd, election bool) (acquired, error) {
 	case codeNo:
 		a.holder, a.deadline, a.now, a.retry = r.str(1), r.int(2), r.int(3), r.int(4)
 		a.queued, a.holders, a.limit = r.int(5) == 1, int(r.int(6)), int(r.int(7))
+		a.holderHold = leaderHold{session: r.str(8), hold: r.int(9)}
 		if election {
-			a.leader = decodeLeader(r, 8)
+			a.leader, a.leaderHold = decodeLeader(r, 10)
 		}
 	case codeAlreadyHeld:
-		a.token, a.fence, a.deadline, a.now = r.str(1), r.uint(2), r.int(3), r.int(4)
+		a.token, a.fence, a.deadline, a.now, a.hold = r.str(1), r.uint(2), r.int(3), r.int(4), r.int(5)
 	case codeLimitMismatch:
 		a.limit = int(r.int(1))
 	}
 	return a, r.done()
 }
 
-// decodeLeader reads leaderInfo's six values (lua/hold_prelude.lua) from
-// value from.
-func decodeLeader(r *reply, from int) store.LeaderInfo {
+// decodeLeader reads leaderInfo's eight values (lua/hold_prelude.lua)
+// from value from: the leader, and its session's ID and max hold (µs, 0:
+// none), for leaderLives.
+func decodeLeader(r *reply, from int) (store.LeaderInfo, leaderHold) {
 	has, value, fence, elected, dl, rev := r.int(from), r.str(from+1), r.uint(from+2), r.int(from+3), r.int(from+4), r.uint(from+5)
+	lh := leaderHold{session: r.str(from + 6), hold: r.int(from + 7)}
 	l := store.LeaderInfo{Rev: rev}
 	if has == 1 {
 		l.HasLeader, l.Value, l.Fence, l.ElectTime, l.ExpireTime = true, []byte(value), fence, unixMicro(elected), unixMicro(dl)
 	}
-	return l
+	return l, lh
+}
+
+// leaderHold is a leader's session and max hold, as leaderInfo tells.
+type leaderHold struct {
+	session string
+	hold    int64
+}
+
+// sessionLives returns the deadline (µs) of a session-bound holder whose
+// record says deadline: its session's (capped by its max hold), or, if the
+// session ended since, the record's.
+func (s *Store) sessionLives(ctx context.Context, deadline int64, h leaderHold) (int64, error) {
+	dls, err := s.sessionDeadlines(ctx, []string{h.session})
+	if err != nil {
+		return 0, err
+	}
+	dl := max(deadline, dls[h.session])
+	if h.hold > 0 {
+		dl = min(dl, h.hold)
+	}
+	return dl, nil
+}
+
+// leaderLives gives a session-bound leader its session's deadline (capped
+// by its max hold): its record knows that only as of its last renewal. A
+// leader whose session ended since is no leader.
+func (s *Store) leaderLives(ctx context.Context, l *store.LeaderInfo, lh leaderHold) error {
+	if !l.HasLeader || lh.session == "" {
+		return nil
+	}
+	dls, err := s.sessionDeadlines(ctx, []string{lh.session})
+	if err != nil {
+		return err
+	}
+	sdl, ok := dls[lh.session]
+	if !ok {
+		*l = store.LeaderInfo{Rev: l.Rev}
+		return nil
+	}
+	dl := max(l.ExpireTime.UnixMicro(), sdl)
+	if lh.hold > 0 {
+		dl = min(dl, lh.hold)
+	}
+	l.ExpireTime = unixMicro(dl)
+	return nil
 }
 
 // sawTime raises timeSeen to now. Fences are max(counter + 1, server time)
@@ -670,54 +761,127 @@ func (s *Store) GetHolds(ctx context.Context, kind store.HoldKind, name string) 
 
 func (s *Store) getHolds(ctx context.Context, op string, kind store.HoldKind, name string) (store.HoldInfo, error) {
 	var info store.HoldInfo
-	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
-		info, err = decodeGet(s.evalHold(ctx, holdGet, kind, name, s.holdArgs(kind, name)))
-		return err
+	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) error {
+		g, err := decodeGet(s.evalHold(ctx, holdGet, kind, name, s.holdArgs(kind, name)))
+		if err != nil {
+			return err
+		}
+		// A session-bound holder lives until its session's deadline (capped
+		// by its max hold), which its record knows only as of its last
+		// renewal: the session tells (a holder whose session ended since
+		// is not reported).
+		var ids []string
+		for _, h := range g.holders {
+			if h.session != "" {
+				ids = append(ids, h.session)
+			}
+		}
+		dls, err := s.sessionDeadlines(ctx, ids)
+		if err != nil {
+			return err
+		}
+		info = store.HoldInfo{Waiters: g.waiters, Limit: g.limit}
+		for _, h := range g.holders {
+			dl := h.deadline
+			if h.session != "" {
+				sdl, ok := dls[h.session]
+				if !ok {
+					continue
+				}
+				dl = max(dl, sdl)
+				if h.hold > 0 {
+					dl = min(dl, h.hold)
+				}
+			}
+			info.Holders = append(info.Holders, store.HolderInfo{
+				Fence: h.fence, Shared: h.shared, SessionBound: h.session != "",
+				TTL: micros(dl - g.now), ExpireTime: unixMicro(dl), AcquireTime: unixMicro(h.acquired), Owner: h.owner,
+			})
+		}
+		slices.SortFunc(info.Holders, func(a, b store.HolderInfo) int {
+			switch {
+			case a.Fence < b.Fence:
+				return -1
+			case a.Fence > b.Fence:
+				return 1
+			}
+			return 0
+		})
+		if len(info.Holders) > 0 {
+			h := info.Holders[0]
+			info.Held, info.Owner, info.Fence, info.SessionBound = true, h.Owner, h.Fence, h.SessionBound
+			info.TTL, info.ExpireTime, info.AcquireTime = h.TTL, h.ExpireTime, h.AcquireTime
+		}
+		return nil
 	})
 	return info, err
 }
 
-// decodeGet reads hold_get.lua's reply: the holders by fence, the lowest
-// in the single-holder fields.
-func decodeGet(cmd *redis.Cmd) (store.HoldInfo, error) {
+// sessionDeadlines reads the deadlines (µs) of the live ones among the
+// sessions ids (a session being closed included: its holds live until the
+// close drops them), one pipelined script each (session_lives.lua).
+func (s *Store) sessionDeadlines(ctx context.Context, ids []string) (map[string]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	calls := make([]call, len(ids))
+	for i, id := range ids {
+		calls[i] = call{sessionLives, s.keys.session(id)[:1], noArgs{}}
+	}
+	out := make(map[string]int64, len(ids))
+	for i, cmd := range s.evalPipelined(ctx, calls) {
+		r, err := replyOf(sessionLives, cmd)
+		if err != nil {
+			return nil, err
+		}
+		if r.code(codeOK, codeNo) == codeOK {
+			out[ids[i]] = r.int(1)
+		}
+		if err := r.done(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// got is hold_get.lua's reply.
+type got struct {
+	now            int64
+	waiters, limit int
+	holders        []gotHolder
+}
+
+type gotHolder struct {
+	fence          uint64
+	shared         bool
+	session        string // "": a plain lease
+	deadline, hold int64  // µs; hold 0: no max hold
+	acquired       int64
+	owner          string
+}
+
+// decodeGet reads hold_get.lua's reply.
+func decodeGet(cmd *redis.Cmd) (got, error) {
 	r, err := replyOf(holdGet, cmd)
 	if err != nil {
-		return store.HoldInfo{}, err
+		return got{}, err
 	}
 	r.code(codeOK)
-	now, waiters, limit := r.int(1), r.int(2), r.int(3)
+	g := got{now: r.int(1), waiters: int(r.int(2)), limit: int(r.int(3))}
 	if err := r.done(); err != nil {
-		return store.HoldInfo{}, err
+		return got{}, err
 	}
-	if (r.len()-4)%6 != 0 {
-		return store.HoldInfo{}, fmt.Errorf("%w: %s's reply: %d values for holders of 6", errCorrupt, holdGet.name, r.len()-4)
+	const per = 7
+	if (r.len()-4)%per != 0 {
+		return got{}, fmt.Errorf("%w: %s's reply: %d values for holders of %d", errCorrupt, holdGet.name, r.len()-4, per)
 	}
-	info := store.HoldInfo{Waiters: int(waiters), Limit: int(limit)}
-	for i := 4; i+5 < r.len(); i += 6 {
-		dl := r.int(i + 3)
-		info.Holders = append(info.Holders, store.HolderInfo{
-			Fence: r.uint(i), Shared: r.int(i+1) == 1, SessionBound: r.int(i+2) == 1,
-			TTL: micros(dl - now), ExpireTime: unixMicro(dl), AcquireTime: unixMicro(r.int(i + 4)), Owner: r.str(i + 5),
+	for i := 4; i+per-1 < r.len(); i += per {
+		g.holders = append(g.holders, gotHolder{
+			fence: r.uint(i), shared: r.int(i+1) == 1, session: r.str(i + 2), deadline: r.int(i + 3), hold: r.int(i + 4),
+			acquired: r.int(i + 5), owner: r.str(i + 6),
 		})
 	}
-	if err := r.done(); err != nil {
-		return store.HoldInfo{}, err
-	}
-	slices.SortFunc(info.Holders, func(a, b store.HolderInfo) int {
-		switch {
-		case a.Fence < b.Fence:
-			return -1
-		case a.Fence > b.Fence:
-			return 1
-		}
-		return 0
-	})
-	if len(info.Holders) > 0 {
-		h := info.Holders[0]
-		info.Held, info.Owner, info.Fence, info.SessionBound = true, h.Owner, h.Fence, h.SessionBound
-		info.TTL, info.ExpireTime, info.AcquireTime = h.TTL, h.ExpireTime, h.AcquireTime
-	}
-	return info, nil
+	return g, r.done()
 }
 
 // LeaveQueue implements store.Holds (with redis.wait_replicas set, as

@@ -24,8 +24,11 @@ import (
 // serve from that Redis (LayoutError; at start, Open fails saying so). An
 // upgrade across layouts is stop every coordd on the prefix, then start the
 // new ones (README: Upgrading). Layouts before version 1 wrote no version:
-// a Redis that holds their keys cannot be told from an empty one.
-const LayoutVersion = 1
+// a Redis that holds their keys cannot be told from an empty one. Version
+// 2: session-bound holds live by their session (a version 1 coordd, which
+// renews every hold on every heartbeat and asks no session, would take
+// them for expired).
+const LayoutVersion = 2
 
 // LayoutError refuses every call: a master holds another layout version
 // under the store's prefix. It wraps store.ErrUnavailable: the store cannot

@@ -147,6 +147,15 @@ func rgDeletePrefix(t *testing.T, addr, prefix string) {
 	}
 }
 
+// rgHoldsDue makes the next heartbeat of session id look at its holds
+// (session_refresh.lua's due): as if their keys' horizon had come.
+func rgHoldsDue(t *testing.T, s *Store, id string) {
+	t.Helper()
+	if err := s.Client().HDel(context.Background(), s.keys.session(id)[0], "hk").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func rgSession(t *testing.T, s *Store, ttl time.Duration, max int) string {
 	t.Helper()
 	sid := "ns:" + token.New()
@@ -338,6 +347,7 @@ func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 			}
 			var g2 store.Grant
 			forced := false
+			rgHoldsDue(t, s, sid)
 			rgSet(h, h.pipeline, holdSession, func() {
 				forced = true
 				if ok, _, err := storetest.ReleaseLock(ctx, s, "ns:L", t1); err != nil || !ok {
@@ -595,6 +605,7 @@ func TestRegressionBreakerChargesTheFailingNode(t *testing.T) {
 		t.Fatalf("AcquireLock = %+v, %v", g, err)
 	}
 
+	rgHoldsDue(t, s, sid) // the keepalives renew the lock: they go to its master
 	if err := rgAdmin(b).Do(ctx, "client", "pause", 2000, "all").Err(); err != nil {
 		t.Fatalf("CLIENT PAUSE on %s: %v", b, err)
 	}

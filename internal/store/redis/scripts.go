@@ -205,6 +205,8 @@ var (
 	sessionClose       = newScript("session_close", sessionKeyNames, sessionCloseArgs{})
 	sessionIndex       = newScript("session_index", []string{"kIndex"}, sessionIndexArgs{})
 	sessionVouch       = newScript("session_vouch", sessionKeyNames[:2], sessionVouchArgs{})
+	sessionHoldsKept   = newScript("session_holds_kept", sessionKeyNames[:1], sessionHoldsKeptArgs{})
+	sessionLives       = newScript("session_lives", sessionKeyNames[:1], noArgs{})
 
 	limitAllow = newScript("limit_allow", []string{"limiterKeys..."}, limitAllowArgs{}, "limit_prelude")
 

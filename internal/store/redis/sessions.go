@@ -56,16 +56,29 @@ type sessionAddHoldArgs struct {
 	Entry string `lua:"entry"`
 	Grace int64  `lua:"grace,int"`
 	Max   int    `lua:"max,int"`
+	Until int64  `lua:"untilT,int"` // the grant's deadline µs: a heartbeat looks at the binding by then
 }
 
 // sessionConfirmHoldArgs are lua/session_confirm_hold.lua's: the hold's
 // field, the binding's token, the confirmed entry and the session's
 // wake-up channel (its stream learns of the hold).
 type sessionConfirmHoldArgs struct {
-	Field   string `lua:"field"`
-	Token   string `lua:"tok"`
-	Entry   string `lua:"entry"`
-	Channel string `lua:"channel"`
+	Field     string `lua:"field"`
+	Token     string `lua:"tok"`
+	Entry     string `lua:"entry"`
+	Channel   string `lua:"channel"`
+	Horizon   int64  `lua:"horizon,int"`   // µs its keys last until (the grant's holdKeep)
+	HoldUntil int64  `lua:"holdUntil,int"` // its max hold µs (0: none)
+}
+
+// sessionHoldsKeptArgs are lua/session_holds_kept.lua's: the set's version
+// the heartbeat read, the horizon its holds' keys were renewed to (0: none
+// renewed) and the next max hold or pending binding's end to look at (0:
+// none).
+type sessionHoldsKeptArgs struct {
+	Seen    string `lua:"seen"`
+	Horizon int64  `lua:"horizon,int"`
+	NextAt  int64  `lua:"nl,int"`
 }
 
 // sessionRemoveHoldsArgs are lua/session_remove_holds.lua's: pairs of
@@ -230,11 +243,14 @@ func (s *Store) ResumeSession(ctx context.Context, id string, ttl time.Duration)
 }
 
 // KeepAliveSession implements store.Sessions: one script forgets the
-// acknowledged reports, renews the session and lists its holds and
-// reports; then one pipeline (a round trip per node) extends every
-// confirmed hold and checks every pending one (and touches the namespace's
-// index); and, if any hold was lost, one more script turns the lost ones
-// into reports.
+// acknowledged reports, renews the session and lists its reports. Its
+// holds live by it (hold_prelude.lua's resolve), so they are looked at only
+// when due (session_refresh.lua): as their keys' horizon nears, or a max
+// hold or a pending binding's end has come. Then one pipeline (a round
+// trip per node) extends every confirmed hold and its keys' horizon and
+// checks every pending one; one more script notes the new horizon
+// (session_holds_kept.lua); and, if any hold was lost, one more turns the
+// lost ones into reports. The namespace's index is touched now and then.
 func (s *Store) KeepAliveSession(ctx context.Context, ref store.SessionRef, ttl time.Duration) (store.SessionState, error) {
 	return s.refreshSession(ctx, "KeepAliveSession", ref, ttl, "renew")
 }
@@ -250,6 +266,10 @@ type refreshed struct {
 	deadline, now int64
 	touch         int64 // the session's new score in its namespace's index; 0: none
 	stream        uint64
+	nextAt        int64            // the next max hold or pending binding's end to look at (0: none)
+	ttl           time.Duration    // the session's ttl
+	version       string           // the hold set's version (session_holds_kept.lua)
+	due           bool             // holds lists the session's holds, to be looked at
 	reports       []store.LostHold // by Seq
 	holds         []sessionHold
 }
@@ -270,15 +290,17 @@ func decodeRefresh(cmd *redis.Cmd) (refreshed, error) {
 			return out, fmt.Errorf("%w: %s's reply: index score %q", errCorrupt, sessionRefresh.name, t)
 		}
 	}
-	n := r.int(5)
+	out.nextAt, out.ttl, out.version, out.due = r.int(5), micros(r.int(6)), r.str(7), r.int(8) == 1
+	const first = 10 // the first report's seq
+	n := r.int(first - 1)
 	if err := r.done(); err != nil {
 		return out, err
 	}
-	if n < 0 || n > int64(r.len()) || int64(r.len()) < 6+2*n {
+	if n < 0 || n > int64(r.len()) || int64(r.len()) < first+2*n {
 		return out, fmt.Errorf("%w: %s's reply: %d reports in %d values", errCorrupt, sessionRefresh.name, n, r.len())
 	}
-	end := 6 + 2*int(n)
-	for i := 6; i < end; i += 2 {
+	end := first + 2*int(n)
+	for i := first; i < end; i += 2 {
 		seq, rec := r.str(i), r.str(i+1)
 		if err := r.done(); err != nil {
 			return out, err
@@ -329,7 +351,7 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 			// would do the same.
 			calls := make([]call, len(rs.holds))
 			for i, h := range rs.holds {
-				calls[i] = s.dropHold(h.kind, h.name, h.token)
+				calls[i] = s.expireHold(h.kind, h.name, h.token, dl)
 			}
 			if len(calls) > 0 {
 				s.sessionHoldCalls(ctx, calls, rs.holds)
@@ -337,19 +359,37 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 			return nil
 		}
 		st.TTL = micros(dl - now)
-		calls := make([]call, len(rs.holds), len(rs.holds)+1)
+		if rs.nextAt > 0 && rs.nextAt < dl {
+			st.NextLoss = unixMicro(rs.nextAt)
+		}
+		keep := holdKeep(rs.ttl)
+		calls := make([]call, len(rs.holds), len(rs.holds)+2)
 		for i, h := range rs.holds {
-			// A binding not yet confirmed is checked, never renewed.
-			calls[i] = s.refreshHold(h.kind, h.name, h.token, dl, mode != "check" && !h.pending)
+			// A binding not yet confirmed is checked, never renewed; a
+			// confirmed one is renewed, also by a check (to the deadline
+			// the session has: it lives by it).
+			calls[i] = s.refreshHold(h.kind, h.name, h.token, dl, !h.pending, keep)
 		}
 		if rs.touch > 0 {
 			calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, sessionIndexArgs{"touch", rs.touch, 0, []string{id}}})
+		}
+		if !rs.due {
+			if len(calls) > 0 {
+				s.evalPipelined(ctx, calls) // bookkeeping for a cap: its failure must not fail the keepalive
+			}
+			return nil
 		}
 		// The index is bookkeeping for a cap: its failure must not fail the
 		// keepalive; the holds' must (their outcome is unknown).
 		cmds := s.sessionHoldCalls(ctx, calls, rs.holds)[:len(rs.holds)]
 		var mark []string
 		var lost []store.LostHold
+		next := int64(0) // the next max hold or pending binding's end among the holds kept
+		later := func(t int64) {
+			if t > 0 && (next == 0 || t < next) {
+				next = t
+			}
+		}
 		for i, c := range cmds {
 			h := rs.holds[i]
 			live, _, at, err := decodeHoldSession(c, false)
@@ -357,6 +397,12 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 				return err
 			}
 			if live {
+				switch {
+				case h.pending:
+					later(now + rs.ttl.Microseconds()) // looked at again until confirmed or gone
+				case h.holdUntil != 0:
+					later(h.holdUntil)
+				}
 				if !h.pending && h.holdUntil != 0 && h.holdUntil < dl {
 					if u := unixMicro(h.holdUntil); st.NextLoss.IsZero() || u.Before(st.NextLoss) {
 						st.NextLoss = u
@@ -379,6 +425,13 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 			}
 			lost = append(lost, store.LostHold{Kind: h.kind, Name: h.name, Fence: h.fence, Reason: reason})
 			mark = append(mark, h.field(), h.token, strconv.Itoa(int(reason)))
+		}
+		horizon := int64(0)
+		if mode != "check" {
+			horizon = dl + keep.Microseconds()
+		}
+		if _, err := codeOf(sessionHoldsKept, s.eval(ctx, sessionHoldsKept, sk[:1], sessionHoldsKeptArgs{rs.version, horizon, next}), codeOK, codeNo); err != nil {
+			return err
 		}
 		if len(mark) == 0 {
 			return nil
@@ -530,30 +583,31 @@ func decodeHolds(r *reply, from int) ([]sessionHold, error) {
 }
 
 // sessionCap reads live session id's deadline, how many places of its
-// cap are taken and its lock-delay (µs); store.ErrSessionNotFound if it is
-// not live.
-func (s *Store) sessionCap(ctx context.Context, id string) (deadline, taken, lockDelay int64, err error) {
+// cap are taken, its lock-delay and its ttl (µs); store.ErrSessionNotFound
+// if it is not live.
+func (s *Store) sessionCap(ctx context.Context, id string) (deadline, taken, lockDelay, ttl int64, err error) {
 	r, err := replyOf(sessionDeadline, s.eval(ctx, sessionDeadline, s.keys.session(id), noArgs{}))
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	switch r.code(codeOK, codeSessionGone) {
 	case codeSessionGone:
-		return 0, 0, 0, store.ErrSessionNotFound
+		return 0, 0, 0, 0, store.ErrSessionNotFound
 	case codeBad:
-		return 0, 0, 0, r.done()
+		return 0, 0, 0, 0, r.done()
 	}
-	deadline, taken, lockDelay = r.int(1), r.int(2), r.int(3)
-	return deadline, taken, lockDelay, r.done()
+	deadline, taken, lockDelay, ttl = r.int(1), r.int(2), r.int(3), r.int(4)
+	return deadline, taken, lockDelay, ttl, r.done()
 }
 
 // bindHold adds h to session id's holds as a pending binding, unless the
 // session already has max holds (0: no cap), and returns the session's
-// deadline. store.ErrSessionNotFound: it is not live; store.ErrTooManyHolds:
-// it is full. replicated is evalReplicated's.
-func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int) (deadline int64, replicated bool, err error) {
+// deadline; until is the grant's deadline (µs), by which a heartbeat looks
+// at the binding. store.ErrSessionNotFound: it is not live;
+// store.ErrTooManyHolds: it is full. replicated is evalReplicated's.
+func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int, until int64) (deadline int64, replicated bool, err error) {
 	cmd, replicated := s.evalReplicated(ctx, sessionAddHold, s.keys.session(id), sessionAddHoldArgs{
-		Field: h.field(), Entry: encodeEntry(h.sessionEntry), Grace: store.SessionGrace.Microseconds(), Max: max,
+		Field: h.field(), Entry: encodeEntry(h.sessionEntry), Grace: store.SessionGrace.Microseconds(), Max: max, Until: until,
 	})
 	r, err := replyOf(sessionAddHold, cmd)
 	if err != nil {
@@ -570,12 +624,13 @@ func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int)
 }
 
 // confirmHold confirms h's pending binding to session id (h.pending is
-// false) and wakes the session's stream; it returns the session's
-// deadline. store.ErrSessionNotFound: the session is not live, or the
-// entry is no longer the binding's.
-func (s *Store) confirmHold(ctx context.Context, id string, h sessionHold) (deadline int64, replicated bool, err error) {
+// false), whose keys last until horizon (µs), and wakes the session's
+// stream; it returns the session's deadline. store.ErrSessionNotFound: the
+// session is not live, or the entry is no longer the binding's.
+func (s *Store) confirmHold(ctx context.Context, id string, h sessionHold, horizon int64) (deadline int64, replicated bool, err error) {
 	cmd, replicated := s.evalReplicated(ctx, sessionConfirmHold, s.keys.session(id)[:2], sessionConfirmHoldArgs{
 		Field: h.field(), Token: h.token, Entry: encodeEntry(h.sessionEntry), Channel: s.keys.channel(store.SessionTopic(id)),
+		Horizon: horizon, HoldUntil: h.holdUntil,
 	})
 	r, err := replyOf(sessionConfirmHold, cmd)
 	if err != nil {

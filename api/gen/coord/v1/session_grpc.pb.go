@@ -40,8 +40,9 @@ type SessionServiceClient interface {
 	//
 	// The first request names the session to resume, or leaves session_id
 	// empty to create one; the server answers every request with the session's
-	// new expiry. Each request is a heartbeat that renews the session and every
-	// hold (lock, permit, leadership) bound to it; send one every ttl/3 or so.
+	// new expiry. Each request is a heartbeat that renews the session, and with
+	// it every hold (lock, permit, leadership) bound to it, which lives exactly
+	// as long as its session; send one every ttl/3 or so.
 	//
 	// Ending the stream:
 	//   - The client half-closes (CloseSend): the session ends at once and all of
@@ -118,8 +119,9 @@ type SessionServiceServer interface {
 	//
 	// The first request names the session to resume, or leaves session_id
 	// empty to create one; the server answers every request with the session's
-	// new expiry. Each request is a heartbeat that renews the session and every
-	// hold (lock, permit, leadership) bound to it; send one every ttl/3 or so.
+	// new expiry. Each request is a heartbeat that renews the session, and with
+	// it every hold (lock, permit, leadership) bound to it, which lives exactly
+	// as long as its session; send one every ttl/3 or so.
 	//
 	// Ending the stream:
 	//   - The client half-closes (CloseSend): the session ends at once and all of

@@ -1,8 +1,8 @@
 -- Syncs an election (a leader whose term ended is logged as gone) and
 -- describes it: its leader, and the changes after a revision.
 -- Arguments: electionGetArgs (holds.go).
--- Returns {has leader (0/1), value, fence, elected µs, deadline µs, rev,
--- first revision the log keeps (0: empty), change, ...} (changes as
+-- Returns {leaderInfo's eight values (hold_prelude.lua), first revision
+-- the log keeps (0: empty), change, ...} (changes as
 -- change() in hold_prelude.lua writes them, oldest first).
 local asked = resolve() -- session-bound holders past their recorded deadline (hold_prelude.lua)
 if asked then return asked end

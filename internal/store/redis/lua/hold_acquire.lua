@@ -9,9 +9,12 @@
 -- plain request with a ticket comes back with a token that holds already:
 -- granted by a hand-off; its ticket, if queued, leaves the queue);
 -- {NO, holder owner, holder deadline (0: none blocks), now, retry at (0:
--- only a wake-up), queued (0/1), holders, limit, leader...} not granted
--- (leader...: leaderInfo's six values, for an election);
--- {ALREADY_HELD, token, fence, deadline, now} the session has it already;
+-- only a wake-up), queued (0/1), holders, limit, holder's session ID
+-- ('' for none: its deadline is its session's as last seen, holds.go reads
+-- the session's own), holder's max hold, leader...} not granted
+-- (leader...: leaderInfo's eight values, for an election);
+-- {ALREADY_HELD, token, fence, deadline, now, max hold (0: none)} the
+-- session has it already;
 -- {SESSION_GONE} the session's deadline has passed; {FULL} the session is
 -- full; {LIMIT_MISMATCH, limit} another limit is the semaphore's;
 -- {TOO_MANY_WAITERS} the queue is full.
@@ -44,7 +47,7 @@ elseif ses ~= '' then
       dropTicket(ticket)
       cleaned = true
     end
-    return leave({ALREADY_HELD, t, r.fence, r.dl, now})
+    return leave({ALREADY_HELD, t, r.fence, r.dl, now, r.hold})
   end
 end
 if kind == 'semaphore' then
@@ -104,14 +107,14 @@ if ticket ~= '' then
   ticketNeed(leaseEnd, not shared)
   queued = 1
 end
-local hown, hdl, retry = '', 0, 0
+local hown, hdl, retry, hses, hhold = '', 0, 0, '', 0
 if not fits(shared, maxHolders, limit) then
   local _, r = firstLive()
-  if r then hown, hdl, retry = r.own, r.dl, r.dl end
+  if r then hown, hdl, retry, hses, hhold = r.own, r.dl, r.dl, r.ses, r.hold end
 end
 local du = delayUntil()
 if du > now and du > retry then retry = du end
-local out = {NO, hown, hdl, now, retry, queued, liveCount(), limit}
+local out = {NO, hown, hdl, now, retry, queued, liveCount(), limit, hses, hhold}
 if kind == 'election' then
   for _, v in ipairs(leaderInfo()) do out[#out + 1] = v end
 end

@@ -145,9 +145,16 @@ end
 -- step needs no new TTL (hold_session.lua): every holder's keys last at
 -- least until holderUntil(its deadline, its delay) while it is a holder, as
 -- keep() only lengthens a TTL and no script empties a key that holds it.
-local function holderUntil(dl, delay) return stepUp(dl + delay) end
+-- A session-bound holder's keys last keepFor (an argument: the session's
+-- horizon beyond its deadline, 0 where the caller renews nothing) longer,
+-- since its session lives on without renewing it (resolve; the session's
+-- heartbeats renew its holds only as that horizon nears).
+local function holderUntil(dl, delay, bound)
+  if bound then return stepUp(dl + delay + keepFor) end
+  return stepUp(dl + delay)
+end
 local function holderNeed(dl, bound, delay)
-  local t = holderUntil(dl, delay)
+  local t = holderUntil(dl, delay, bound)
   need(kHolders, t)
   need(kByDeadline, t)
   if bound then need(kBySession, t) end
@@ -481,13 +488,15 @@ local function withHandoffs(reply)
 end
 
 -- leaderInfo is an election's current leader: {has (0/1), value, fence,
--- elected µs, deadline µs, rev}.
+-- elected µs, deadline µs, rev, session ID, max hold µs}; a session-bound
+-- leader's deadline is its session's as last seen (the caller reads the
+-- session's own: elections.go leaderLives).
 local function leaderInfo()
   local rev = tonumber(meta('rev') or '0')
   local lead = meta('lead')
   local r = lead and holder(lead)
-  if r and r.dl > now then return {1, meta('val') or '', r.fence, r.acq, r.dl, rev} end
-  return {0, '', 0, 0, 0, rev}
+  if r and r.dl > now then return {1, meta('val') or '', r.fence, r.acq, r.dl, rev, r.ses, r.hold} end
+  return {0, '', 0, 0, 0, rev, '', 0}
 end
 
 -- A session-bound holder lives by its session. Its record carries the

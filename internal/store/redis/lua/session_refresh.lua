@@ -4,12 +4,18 @@
 -- Returns {SESSION_GONE} unknown (or expired longer than the grace ago);
 -- {CLOSING} a close began and did not finish (the caller finishes it);
 -- {SUPERSEDED} the caller's stream was superseded; else
--- {code, deadline, now, touch, epoch, n, seq, report, ... (n pairs),
--- field, entry, ...} with code EXPIRED (its holds became reports, once;
--- nothing is renewed) or OK live (renewed unless "check"), the
--- unacknowledged reports, and, if live, the hold entries left in the set
--- (field "kind:name"); if EXPIRED, the entries this call made reports of
--- (the caller drops their holds: their ends are due now). touch is the
+-- {code, deadline, now, touch, epoch, nl, ttl, hv, due, n, seq, report,
+-- ... (n pairs), field, entry, ...} with code EXPIRED (its holds became
+-- reports, once; nothing is renewed) or OK live (renewed unless "check"),
+-- the unacknowledged reports, and, if live and due is 1, the hold entries
+-- left in the set (field "kind:name"); if EXPIRED, the entries this call
+-- made reports of (the caller drops their holds: their ends are due now).
+-- A session-bound hold lives by its session (hold_prelude.lua's resolve),
+-- so a heartbeat renews the session only, and looks at its holds (due)
+-- only when their keys' horizon (field hk: what the last look renewed
+-- them to, session_holds_kept.lua) comes within two ttls of the new
+-- deadline, or when a max hold or a pending binding's end (field nl) has
+-- come; hv is the set's version, for session_holds_kept.lua. touch is the
 -- score the caller gives the session in its namespace's index, or "" for
 -- no touch: a session in the index (field ix: the score it was last
 -- given, "1" for its admission's) is touched when a renewal brings its
@@ -20,7 +26,7 @@
 -- order: those up to an ack are deleted once (field ak: the highest ack
 -- applied), so unacknowledged ones exist only if seq is above the ack, and
 -- the reports are read only then.
-local cur = redis.call('HMGET', kSession, 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq', 'ak')
+local cur = redis.call('HMGET', kSession, 'ttl', 'dl', 'ix', 'closing', 'gen', 'seq', 'ak', 'hk', 'nl', 'hv')
 if not cur[2] then return {SESSION_GONE} end
 if cur[4] then return {CLOSING} end
 local epoch = tonumber(cur[5] or '1')
@@ -82,12 +88,18 @@ elseif mode ~= 'check' then
 end
 local reports = {}
 if seq > ack then reports = redis.call('HGETALL', kLost) end
-local out = {code, deadline, now, touch, epoch, #reports / 2}
+local curTTL = tonumber(cur[1])
+if ttl > 0 and mode ~= 'check' then curTTL = ttl end
+local hk, nl = tonumber(cur[8] or '0'), tonumber(cur[9] or '0')
+-- Two TTLs of margin: a look whose renewals fail is tried again by the
+-- next heartbeats, before the session's deadline can pass the horizon.
+local due = code == OK and ((mode ~= 'check' and deadline + 2 * curTTL > hk) or (nl > 0 and nl <= now))
+local out = {code, deadline, now, touch, epoch, nl, curTTL, cur[10] or '0', due and 1 or 0, #reports / 2}
 for i = 1, #reports do out[#out + 1] = reports[i] end
-if code == OK then
+if due then
   local entries = redis.call('HGETALL', kHolds)
   for i = 1, #entries do out[#out + 1] = entries[i] end
-else
+elseif code ~= OK then
   for i = 1, #expiredEntries do out[#out + 1] = expiredEntries[i] end
 end
 return out
