@@ -435,7 +435,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 	}
 	h := sessionHold{kind: req.Kind, name: req.Name,
 		sessionEntry: sessionEntry{token: req.Token, fence: a.fence, holdUntil: hold, pending: true}}
-	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionHolds, a.deadline)
+	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionHolds)
 	if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyHolds) {
 		// The session ended, or filled up, since it was read: undo the grant.
 		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {

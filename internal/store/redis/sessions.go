@@ -56,7 +56,6 @@ type sessionAddHoldArgs struct {
 	Entry string `lua:"entry"`
 	Grace int64  `lua:"grace,int"`
 	Max   int    `lua:"max,int"`
-	Until int64  `lua:"untilT,int"` // the grant's deadline µs: a heartbeat looks at the binding by then
 }
 
 // sessionConfirmHoldArgs are lua/session_confirm_hold.lua's: the hold's
@@ -602,12 +601,11 @@ func (s *Store) sessionCap(ctx context.Context, id string) (deadline, taken, loc
 
 // bindHold adds h to session id's holds as a pending binding, unless the
 // session already has max holds (0: no cap), and returns the session's
-// deadline; until is the grant's deadline (µs), by which a heartbeat looks
-// at the binding. store.ErrSessionNotFound: it is not live;
-// store.ErrTooManyHolds: it is full. replicated is evalReplicated's.
-func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int, until int64) (deadline int64, replicated bool, err error) {
+// deadline. store.ErrSessionNotFound: it is not live; store.ErrTooManyHolds:
+// it is full. replicated is evalReplicated's.
+func (s *Store) bindHold(ctx context.Context, id string, h sessionHold, max int) (deadline int64, replicated bool, err error) {
 	cmd, replicated := s.evalReplicated(ctx, sessionAddHold, s.keys.session(id), sessionAddHoldArgs{
-		Field: h.field(), Entry: encodeEntry(h.sessionEntry), Grace: store.SessionGrace.Microseconds(), Max: max, Until: until,
+		Field: h.field(), Entry: encodeEntry(h.sessionEntry), Grace: store.SessionGrace.Microseconds(), Max: max,
 	})
 	r, err := replyOf(sessionAddHold, cmd)
 	if err != nil {
