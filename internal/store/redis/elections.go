@@ -129,16 +129,16 @@ func (s *Store) election(ctx context.Context, name string, after int64) (store.E
 
 // decodeElection reads election_get.lua's reply: the leader (and its
 // session's ID and max hold), and the changes after revision after.
-func decodeElection(cmd *redis.Cmd, after uint64) (store.ElectionLog, leaderHold, error) {
+func decodeElection(cmd *redis.Cmd, after uint64) (store.ElectionLog, boundHold, error) {
 	r, err := replyOf(electionGet, cmd)
 	if err != nil {
-		return store.ElectionLog{}, leaderHold{}, err
+		return store.ElectionLog{}, boundHold{}, err
 	}
 	cur, lh := decodeLeader(r, 0)
 	log := store.ElectionLog{Current: cur}
 	first := r.uint(8)
 	if err := r.done(); err != nil {
-		return store.ElectionLog{}, leaderHold{}, err
+		return store.ElectionLog{}, boundHold{}, err
 	}
 	if first > 0 && first > after+1 && after < log.Current.Rev {
 		log.Missed = min(first, log.Current.Rev+1) - after - 1
@@ -146,11 +146,11 @@ func decodeElection(cmd *redis.Cmd, after uint64) (store.ElectionLog, leaderHold
 	for i := 9; i < r.len(); i++ {
 		e := r.str(i)
 		if err := r.done(); err != nil {
-			return store.ElectionLog{}, leaderHold{}, err
+			return store.ElectionLog{}, boundHold{}, err
 		}
 		c, err := decodeChange(e)
 		if err != nil {
-			return store.ElectionLog{}, leaderHold{}, err
+			return store.ElectionLog{}, boundHold{}, err
 		}
 		log.Changes = append(log.Changes, c)
 	}

@@ -213,19 +213,6 @@ func (s *Store) holdEval(ctx context.Context, kind store.HoldKind, name string, 
 	}
 }
 
-// sessionHoldCalls runs calls in one pipeline, the first len(holds) of
-// them hold scripts on holds[i]'s name; those that answered ASK run again
-// through holdEval, one by one.
-func (s *Store) sessionHoldCalls(ctx context.Context, calls []call, holds []sessionHold) []*redis.Cmd {
-	cmds := s.evalPipelined(ctx, calls)
-	for i, h := range holds {
-		if _, ask := asksOf(cmds[i]); ask {
-			cmds[i] = s.holdEval(ctx, h.kind, h.name, calls[i], func(c call) *redis.Cmd { return s.eval(ctx, c.script, c.keys, c.args) })
-		}
-	}
-	return cmds
-}
-
 // ask is one holder an ASK names: its token and its session's ID.
 type ask struct{ token, session string }
 
@@ -386,10 +373,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 		// The session's own hold lives until the session's deadline (read
 		// just before), capped by its max hold; its record knows the former
 		// only as of its last renewal.
-		dl := max(a.deadline, sessDeadline)
-		if a.hold > 0 {
-			dl = min(dl, a.hold)
-		}
+		dl := boundHold{req.SessionID, a.hold}.until(a.deadline, sessDeadline)
 		return store.Grant{Acquired: true, AlreadyHeld: true, Token: a.token, Fence: a.fence,
 			TTL: micros(dl - a.now), ExpireTime: unixMicro(dl)}, a, nil
 	case codeFull:
@@ -400,12 +384,18 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 		return store.Grant{}, a, store.ErrTooManyWaiters
 	case codeNo:
 		if a.holderHold.session != "" && a.deadline > 0 {
-			// A session-bound holder lives until its session's deadline,
-			// which its record knows only as of its last renewal.
-			dl, err := s.sessionLives(ctx, a.deadline, a.holderHold)
+			// A session-bound holder lives until its session's deadline.
+			dls, err := s.sessionDeadlines(ctx, []string{a.holderHold.session})
 			if err != nil {
 				return store.Grant{}, a, err
 			}
+			dl := a.deadline
+			if sdl, ok := dls[a.holderHold.session]; ok {
+				dl = a.holderHold.until(a.deadline, sdl)
+			}
+			// A session that ended since leaves only its record's deadline,
+			// passed or about to: never a negative TTL.
+			dl = max(dl, a.now)
 			if a.retry == a.deadline {
 				a.retry = dl
 			}
@@ -499,8 +489,8 @@ type acquired struct {
 	holders       int
 	limit         int
 	leader        store.LeaderInfo // codeNo, an election's
-	leaderHold    leaderHold       // its session and max hold (leaderLives)
-	holderHold    leaderHold       // codeNo: the holder's session and max hold (sessionLives)
+	leaderHold    boundHold        // its session and max hold (leaderLives)
+	holderHold    boundHold        // codeNo: the holder's session and max hold
 }
 
 // decodeAcquire reads hold_acquire.lua's reply; election: with the
@@ -517,7 +507,7 @@ func decodeAcquire(cmd *redis.Cmd, election bool) (acquired, error) {
 	case codeNo:
 		a.holder, a.deadline, a.now, a.retry = r.str(1), r.int(2), r.int(3), r.int(4)
 		a.queued, a.holders, a.limit = r.int(5) == 1, int(r.int(6)), int(r.int(7))
-		a.holderHold = leaderHold{session: r.str(8), hold: r.int(9)}
+		a.holderHold = boundHold{session: r.str(8), hold: r.int(9)}
 		if election {
 			a.leader, a.leaderHold = decodeLeader(r, 10)
 		}
@@ -532,9 +522,9 @@ func decodeAcquire(cmd *redis.Cmd, election bool) (acquired, error) {
 // decodeLeader reads leaderInfo's eight values (lua/hold_prelude.lua)
 // from value from: the leader, and its session's ID and max hold (µs, 0:
 // none), for leaderLives.
-func decodeLeader(r *reply, from int) (store.LeaderInfo, leaderHold) {
+func decodeLeader(r *reply, from int) (store.LeaderInfo, boundHold) {
 	has, value, fence, elected, dl, rev := r.int(from), r.str(from+1), r.uint(from+2), r.int(from+3), r.int(from+4), r.uint(from+5)
-	lh := leaderHold{session: r.str(from + 6), hold: r.int(from + 7)}
+	lh := boundHold{session: r.str(from + 6), hold: r.int(from + 7)}
 	l := store.LeaderInfo{Rev: rev}
 	if has == 1 {
 		l.HasLeader, l.Value, l.Fence, l.ElectTime, l.ExpireTime = true, []byte(value), fence, unixMicro(elected), unixMicro(dl)
@@ -542,31 +532,28 @@ func decodeLeader(r *reply, from int) (store.LeaderInfo, leaderHold) {
 	return l, lh
 }
 
-// leaderHold is a leader's session and max hold, as leaderInfo tells.
-type leaderHold struct {
+// boundHold is a holder's session ("": none) and max hold (µs, 0: none),
+// as a script's reply tells them.
+type boundHold struct {
 	session string
 	hold    int64
 }
 
-// sessionLives returns the deadline (µs) of a session-bound holder whose
-// record says deadline: its session's (capped by its max hold), or, if the
-// session ended since, the record's.
-func (s *Store) sessionLives(ctx context.Context, deadline int64, h leaderHold) (int64, error) {
-	dls, err := s.sessionDeadlines(ctx, []string{h.session})
-	if err != nil {
-		return 0, err
-	}
-	dl := max(deadline, dls[h.session])
+// until is when a session-bound holder whose record says recorded ends:
+// at its session's deadline sessionDeadline, which its record knows only as
+// of its last renewal, capped by its max hold.
+func (h boundHold) until(recorded, sessionDeadline int64) int64 {
+	dl := max(recorded, sessionDeadline)
 	if h.hold > 0 {
 		dl = min(dl, h.hold)
 	}
-	return dl, nil
+	return dl
 }
 
 // leaderLives gives a session-bound leader its session's deadline (capped
 // by its max hold): its record knows that only as of its last renewal. A
 // leader whose session ended since is no leader.
-func (s *Store) leaderLives(ctx context.Context, l *store.LeaderInfo, lh leaderHold) error {
+func (s *Store) leaderLives(ctx context.Context, l *store.LeaderInfo, lh boundHold) error {
 	if !l.HasLeader || lh.session == "" {
 		return nil
 	}
@@ -579,11 +566,7 @@ func (s *Store) leaderLives(ctx context.Context, l *store.LeaderInfo, lh leaderH
 		*l = store.LeaderInfo{Rev: l.Rev}
 		return nil
 	}
-	dl := max(l.ExpireTime.UnixMicro(), sdl)
-	if lh.hold > 0 {
-		dl = min(dl, lh.hold)
-	}
-	l.ExpireTime = unixMicro(dl)
+	l.ExpireTime = unixMicro(lh.until(l.ExpireTime.UnixMicro(), sdl))
 	return nil
 }
 
@@ -788,10 +771,7 @@ func (s *Store) getHolds(ctx context.Context, op string, kind store.HoldKind, na
 				if !ok {
 					continue
 				}
-				dl = max(dl, sdl)
-				if h.hold > 0 {
-					dl = min(dl, h.hold)
-				}
+				dl = boundHold{h.session, h.hold}.until(dl, sdl)
 			}
 			info.Holders = append(info.Holders, store.HolderInfo{
 				Fence: h.fence, Shared: h.shared, SessionBound: h.session != "",

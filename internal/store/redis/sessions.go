@@ -353,7 +353,7 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 				calls[i] = s.expireHold(h.kind, h.name, h.token, dl)
 			}
 			if len(calls) > 0 {
-				s.sessionHoldCalls(ctx, calls, rs.holds)
+				s.evalPipelined(ctx, calls)
 			}
 			return nil
 		}
@@ -380,7 +380,7 @@ func (s *Store) refreshSession(ctx context.Context, op string, ref store.Session
 		}
 		// The index is bookkeeping for a cap: its failure must not fail the
 		// keepalive; the holds' must (their outcome is unknown).
-		cmds := s.sessionHoldCalls(ctx, calls, rs.holds)[:len(rs.holds)]
+		cmds := s.evalPipelined(ctx, calls)[:len(rs.holds)]
 		var mark []string
 		var lost []store.LostHold
 		next := int64(0) // the next max hold or pending binding's end among the holds kept
@@ -501,7 +501,7 @@ func (s *Store) closeSession(ctx context.Context, ref store.SessionRef) ([]store
 		calls = append(calls, call{sessionIndex, []string{s.keys.sessionIndex(store.Namespace(id))}, sessionIndexArgs{Mode: "remove", IDs: []string{id}}})
 	}
 	var released []store.ReleasedHold
-	for i, cmd := range s.sessionHoldCalls(ctx, calls, c.holds)[:len(c.holds)] {
+	for i, cmd := range s.evalPipelined(ctx, calls)[:len(c.holds)] {
 		h := c.holds[i]
 		live, held, _, err := decodeHoldSession(cmd, true)
 		if err != nil {
