@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -59,8 +60,9 @@ type layoutArgs struct {
 // for it rather than check again. A LayoutError is kept and refuses every
 // call from then on. Open checks every master at start.
 type layoutGuard struct {
+	checked  sync.Map    // master address ("" for a single Redis) → true: read on every call, without mu
+	failed   atomic.Bool // err is set
 	mu       sync.Mutex
-	checked  map[string]bool          // by master address ("" for a single Redis)
 	checking map[string]chan struct{} // closed when the check in flight ends
 	keys     map[int]string           // layout keys by slot, as found (layoutIn)
 	prefix   string                   // the store's key prefix
@@ -80,9 +82,12 @@ func (s *Store) layout(ctx context.Context, key string) error {
 		node = c.Options().Addr
 	}
 	g := &s.layoutOK
+	if _, ok := g.checked.Load(node); ok && !g.failed.Load() {
+		return nil
+	}
 	for {
 		g.mu.Lock()
-		if g.checked[node] || g.err != nil {
+		if _, ok := g.checked.Load(node); ok || g.err != nil {
 			err := g.err
 			g.mu.Unlock()
 			return err
@@ -150,11 +155,9 @@ func (s *Store) checkLayout(ctx context.Context, keys map[string]string) error {
 		switch {
 		case errors.As(err, &lerr):
 			g.err = err
+			g.failed.Store(true)
 		case err == nil:
-			if g.checked == nil {
-				g.checked = map[string]bool{}
-			}
-			g.checked[nodes[i]] = true
+			g.checked.Store(nodes[i], true)
 		}
 		err2 := g.err
 		g.mu.Unlock()
