@@ -61,14 +61,25 @@
 // limit of its holders and waiters (another is ErrLimitMismatch); a request
 // without a ticket is behind the whole queue; a third of the requests wait,
 // come back with their ticket a few times, and leave the queue. Leases and
-// ticket leases are 30 s and there are no sessions, so that expiry and
-// lock-delay are not part of the model. A not-granted answer must name a
+// ticket leases are 30 s, so that their expiry is not part of the model.
+// With sessions (the TestSession* tests), each client keeps a session of
+// 500 ms without lock-delay, binds half of its requests that do not wait
+// to it, renews it every 100 ms and drops it one step in a hundred; the
+// recorder adds the session's expiry to the history as an operation that
+// takes effect somewhere in its last renewal's call and return plus the
+// TTL, and the model ends the session's holds there: a session-bound hold
+// is live exactly while its session is, whoever reads it and however late
+// (no coordd sweeps anything in these tests), an expired session gets no
+// grant, and its holder asking again is answered with its grant
+// (AlreadyHeld). A not-granted answer must name a
 // holder that blocks it (with a RetryAt), or none when only tickets ahead
 // do. The checker is shown to bite with a store that takes one exclusive
 // request in four for a shared one (and hides it from GetHolds), one whose
 // semaphores let Limit+1 in, hand-made illegal histories and a model that
-// lets readers past waiting writers; and the model to follow unknown
-// outcomes with injected faults.
+// lets readers past waiting writers, one that keeps session-bound holds on
+// leases of their own (they outlive their session) and one that hides the
+// holds of live sessions; and the model to follow unknown outcomes with
+// injected faults.
 //
 //	eval "$(scripts/redis-cluster.sh start)"
 //	go test -race -v ./linearizability

@@ -4,7 +4,10 @@ package linearizability
 // shared and exclusive holders, or a semaphore, each with its queue of
 // waiting tickets, for porcupine. Leases and ticket leases are far longer
 // than a test, so that neither expiry nor a ticket's lapse is part of the
-// model, and there are no sessions (no AlreadyHeld, no lock-delay).
+// model. Sessions have no lock-delay: a session-bound hold lives while its
+// session does, and ends when the session expires (an Expire operation the
+// recorder adds, spanning the instants the session's last renewal may have
+// set its deadline to), without a delay.
 //
 // The model follows the store contract (internal/store/holds.go and
 // docs/ARCHITECTURE.md's hold states): a request is granted iff it fits
@@ -36,10 +39,11 @@ const (
 	hRenew
 	hGet
 	hLeave
+	hExpire // a session's deadline passes (recorded, not called)
 )
 
 func (o hop) String() string {
-	return [...]string{"AcquireHold", "ReleaseHold", "RenewHold", "GetHolds", "LeaveQueue"}[o]
+	return [...]string{"AcquireHold", "ReleaseHold", "RenewHold", "GetHolds", "LeaveQueue", "Expire"}[o]
 }
 
 // hin is what a client asked.
@@ -60,7 +64,10 @@ type hin struct {
 	// Ticket: AcquireHold with Wait (the same for every try of one waiting
 	// request), LeaveQueue.
 	Ticket string
-	ID     int // the operation's number in its history
+	// Session: AcquireHold, the session the hold is bound to ("": a plain
+	// lease); Expire, the session whose deadline passes.
+	Session string
+	ID      int // the operation's number in its history
 }
 
 // hout is what the client was answered.
@@ -77,8 +84,11 @@ type hout struct {
 	RetryAt                       bool // RetryAt is not zero
 	Holders, Limit                int
 
-	OK       bool // RenewHold renewed (false: ErrLockNotHeld); Fence its fence
-	Released bool // ReleaseHold
+	OK    bool // RenewHold renewed (false: ErrLockNotHeld); Fence its fence
+	Bound bool // RenewHold: ErrSessionBound
+	// AcquireHold: ErrSessionNotFound.
+	SessionGone bool
+	Released    bool // ReleaseHold
 
 	// GetHolds: the holders as listed, the waiters, the limit, and the
 	// single-holder fields (Held, Owner, Fence).
@@ -91,10 +101,12 @@ type hout struct {
 // hholder is a live holder. Fence 0: granted by an AcquireHold of unknown
 // outcome, the fence never seen.
 type hholder struct {
-	Token  string // "" in a GetHolds answer
-	Owner  string
-	Fence  uint64
-	Shared bool
+	Token   string // "" in a GetHolds answer
+	Owner   string
+	Fence   uint64
+	Shared  bool
+	Bound   bool   // session-bound
+	Session string // the session it is bound to; "" in a GetHolds answer
 }
 
 // hticket is a waiting ticket.
@@ -109,16 +121,19 @@ type hstate struct {
 	Queue   []hticket // in arrival order
 	Last    uint64    // the highest fence seen: a new grant's must exceed it
 	Limit   int       // a semaphore's limit while it has holders or waiters; else 0
+	Dead    []string  // the sessions that have expired, sorted
 }
 
 func (s hstate) clone() hstate {
 	s.Holders = slices.Clone(s.Holders)
 	s.Queue = slices.Clone(s.Queue)
+	s.Dead = slices.Clone(s.Dead)
 	return s
 }
 
 func (s hstate) equal(o hstate) bool {
-	return s.Last == o.Last && s.Limit == o.Limit && slices.Equal(s.Holders, o.Holders) && slices.Equal(s.Queue, o.Queue)
+	return s.Last == o.Last && s.Limit == o.Limit && slices.Equal(s.Holders, o.Holders) && slices.Equal(s.Queue, o.Queue) &&
+		slices.Equal(s.Dead, o.Dead)
 }
 
 func (s hstate) hash() uint64 {
@@ -143,6 +158,7 @@ func (s hstate) hash() uint64 {
 		if x.Shared {
 			word(1)
 		}
+		str(x.Session)
 	}
 	word(uint64(len(s.Holders)))
 	for _, t := range s.Queue {
@@ -153,11 +169,22 @@ func (s hstate) hash() uint64 {
 	}
 	word(s.Last)
 	word(uint64(s.Limit))
+	for _, d := range s.Dead {
+		str(d)
+	}
 	return h
 }
 
 func (s hstate) holder(tok string) int {
 	return slices.IndexFunc(s.Holders, func(x hholder) bool { return x.Token == tok })
+}
+
+// bound returns the index of the holder bound to session, or -1.
+func (s hstate) bound(session string) int {
+	if session == "" {
+		return -1
+	}
+	return slices.IndexFunc(s.Holders, func(x hholder) bool { return x.Session == session })
 }
 
 func (s hstate) queued(ticket string) int {
@@ -272,7 +299,9 @@ func (v hvariant) step(s hstate, in hin, out hout) []hstate {
 		switch {
 		case out.Unknown:
 			return []hstate{s}
-		case out.OK != (i >= 0):
+		case out.Bound != (i >= 0 && s.Holders[i].Bound):
+			return nil
+		case out.OK != (i >= 0 && !s.Holders[i].Bound):
 			return nil
 		case out.OK && s.Holders[i].Fence != 0 && out.Fence != s.Holders[i].Fence:
 			return nil
@@ -295,11 +324,41 @@ func (v hvariant) step(s hstate, in hin, out hout) []hstate {
 			return []hstate{s, gone}
 		}
 		return []hstate{gone}
+	case hExpire:
+		next := s.clone()
+		next.Holders = slices.DeleteFunc(next.Holders, func(x hholder) bool { return x.Session == in.Session })
+		if i, found := slices.BinarySearch(next.Dead, in.Session); !found {
+			next.Dead = slices.Insert(next.Dead, i, in.Session)
+		}
+		return []hstate{next.settle()}
 	}
 	panic(fmt.Sprintf("unknown operation %d", in.Op))
 }
 
 func (v hvariant) acquire(s hstate, in hin, out hout) []hstate {
+	// An expired session is ErrSessionNotFound, or not granted (the store
+	// may look at the session only for a request it would grant).
+	if _, dead := slices.BinarySearch(s.Dead, in.Session); dead && in.Session != "" {
+		if out.Unknown || out.SessionGone {
+			return []hstate{s}
+		}
+		if out.Acquired {
+			return nil
+		}
+	} else if out.SessionGone {
+		return nil
+	}
+	// A session asking again for what it holds is answered with that grant.
+	if i := s.bound(in.Session); i >= 0 {
+		switch {
+		case out.Unknown:
+		case !out.AlreadyHeld || !out.Acquired:
+			return nil
+		case s.Holders[i].Fence != 0 && out.Fence != s.Holders[i].Fence:
+			return nil
+		}
+		return []hstate{s}
+	}
 	d := v.decide(s, in)
 	if d.mismatch {
 		if out.Unknown || out.Mismatch {
@@ -308,7 +367,7 @@ func (v hvariant) acquire(s hstate, in hin, out hout) []hstate {
 		return nil
 	}
 	if out.Mismatch || out.AlreadyHeld {
-		return nil // no sessions here: never AlreadyHeld
+		return nil
 	}
 	next := s.clone()
 	if in.Kind == store.HoldSemaphore {
@@ -322,7 +381,7 @@ func (v hvariant) acquire(s hstate, in hin, out hout) []hstate {
 			next.Queue = slices.Delete(next.Queue, i, i+1)
 		}
 		next.Holders = append(next.Holders, hholder{Token: in.Token, Owner: in.Owner, Fence: out.Fence,
-			Shared: in.Kind == store.HoldLock && in.Shared})
+			Shared: in.Kind == store.HoldLock && in.Shared, Bound: in.Session != "", Session: in.Session})
 		if out.Fence > next.Last {
 			next.Last = out.Fence
 		}
@@ -387,15 +446,18 @@ func (v hvariant) infoFits(s hstate, in hin, out hout) bool {
 			unseen = append(unseen, x)
 			continue
 		}
-		if m := s.Holders[i]; m.Owner != x.Owner || m.Shared != x.Shared {
+		if m := s.Holders[i]; m.Owner != x.Owner || m.Shared != x.Shared || m.Bound != x.Bound {
 			return false
 		}
 		used[i] = true
 	}
 	for _, x := range unseen {
-		i := slices.IndexFunc(s.Holders, func(m hholder) bool { return m.Fence == 0 && m.Owner == x.Owner && m.Shared == x.Shared })
+		like := func(m hholder) bool {
+			return m.Fence == 0 && m.Owner == x.Owner && m.Shared == x.Shared && m.Bound == x.Bound
+		}
+		i := slices.IndexFunc(s.Holders, like)
 		for i >= 0 && used[i] {
-			j := slices.IndexFunc(s.Holders[i+1:], func(m hholder) bool { return m.Fence == 0 && m.Owner == x.Owner && m.Shared == x.Shared })
+			j := slices.IndexFunc(s.Holders[i+1:], like)
 			if j < 0 {
 				return false
 			}
@@ -416,7 +478,12 @@ func holdsModel(v hvariant) porcupine.Model {
 		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 			byName := map[string][]porcupine.Operation{}
 			var names []string
+			var expiries []porcupine.Operation // every name's
 			for _, op := range history {
+				if op.Input.(hin).Op == hExpire {
+					expiries = append(expiries, op)
+					continue
+				}
 				n := op.Input.(hin).Name
 				if _, ok := byName[n]; !ok {
 					names = append(names, n)
@@ -425,7 +492,7 @@ func holdsModel(v hvariant) porcupine.Model {
 			}
 			out := make([][]porcupine.Operation, 0, len(names))
 			for _, n := range names {
-				out = append(out, byName[n])
+				out = append(out, append(byName[n], expiries...))
 			}
 			return out
 		},
@@ -451,7 +518,11 @@ func holdsModel(v hvariant) porcupine.Model {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				fmt.Fprintf(&b, "%s (%s, fence %d%s)", x.Owner, short(x.Token), x.Fence, mode(x.Shared))
+				fmt.Fprintf(&b, "%s (%s, fence %d%s", x.Owner, short(x.Token), x.Fence, mode(x.Shared))
+				if x.Session != "" {
+					fmt.Fprintf(&b, ", session %s", short(x.Session))
+				}
+				b.WriteString(")")
 			}
 			if len(st.Queue) > 0 {
 				b.WriteString("; queue")
@@ -499,6 +570,11 @@ func describeHold(i, o interface{}) string {
 		call = fmt.Sprintf("GetHolds(%s)", in.Name)
 	case hLeave:
 		call = fmt.Sprintf("LeaveQueue(%s, ticket %s)", in.Name, short(in.Ticket))
+	case hExpire:
+		return fmt.Sprintf("session %s expires", short(in.Session))
+	}
+	if in.Op == hAcquire && in.Session != "" {
+		call += " in session " + short(in.Session)
 	}
 	var res string
 	switch {
@@ -506,12 +582,18 @@ func describeHold(i, o interface{}) string {
 		res = "unknown: " + out.Err
 	case in.Op == hAcquire && out.Mismatch:
 		res = "ErrLimitMismatch"
+	case in.Op == hAcquire && out.SessionGone:
+		res = "ErrSessionNotFound"
+	case in.Op == hAcquire && out.AlreadyHeld:
+		res = fmt.Sprintf("already held, fence %d", out.Fence)
 	case in.Op == hAcquire && out.Acquired:
 		res = fmt.Sprintf("acquired, fence %d, holders %d", out.Fence, out.Holders)
 	case in.Op == hAcquire:
 		res = fmt.Sprintf("not acquired, holder %q, queued %t", out.Holder, out.Queued)
 	case in.Op == hRenew && out.OK:
 		res = fmt.Sprintf("renewed, fence %d", out.Fence)
+	case in.Op == hRenew && out.Bound:
+		res = "ErrSessionBound"
 	case in.Op == hRenew:
 		res = "ErrLockNotHeld"
 	case in.Op == hRelease:
@@ -519,7 +601,11 @@ func describeHold(i, o interface{}) string {
 	case in.Op == hGet:
 		var hs []string
 		for _, x := range out.Info {
-			hs = append(hs, fmt.Sprintf("%s@%d%s", x.Owner, x.Fence, mode(x.Shared)))
+			b := ""
+			if x.Bound {
+				b = ", bound"
+			}
+			hs = append(hs, fmt.Sprintf("%s@%d%s%s", x.Owner, x.Fence, mode(x.Shared), b))
 		}
 		res = fmt.Sprintf("holders [%s], waiters %d, limit %d", strings.Join(hs, " "), out.Waiters, out.Limit)
 	default:

@@ -50,6 +50,17 @@ type holdsWorkload struct {
 	// maxLength, if longer than length, lets the clients go on until the
 	// history has every outcome (holdsOutcomes) at least minOutcomes times.
 	maxLength time.Duration
+	// session, if not 0, is the TTL of a session each client keeps (no
+	// lock-delay): half its requests that do not wait are bound to it; it
+	// is renewed every session/5, and now and then dropped, left to expire
+	// while the client goes on with a new one.
+	session time.Duration
+}
+
+// withSessions gives w's clients sessions of ttl.
+func (w holdsWorkload) withSessions(ttl time.Duration) holdsWorkload {
+	w.session = ttl
+	return w
 }
 
 func sharedWorkload(length time.Duration) holdsWorkload {
@@ -69,6 +80,9 @@ func (w holdsWorkload) covering(maxLength time.Duration) holdsWorkload {
 // must see, as holdsHistory.counts names them.
 func (w holdsWorkload) outcomes() []string {
 	o := []string{"acquire+", "acquire-", "queued", "acquire+queued", "release+", "release-", "renew+", "renew-", "get", "get+", "leave"}
+	if w.session > 0 {
+		o = append(o, "acquire+bound", "get+bound", "renew-bound", "expire")
+	}
 	if w.kind == store.HoldSemaphore {
 		return append(o, "mismatch", "holders>1")
 	}
@@ -130,8 +144,13 @@ func (r *holdsRecorder) add(client int, in hin, call int64, out hout, ret int64)
 			switch {
 			case out.Mismatch:
 				c["mismatch"]++
+			case out.SessionGone:
+				c["session-gone"]++
 			case out.Acquired:
 				c["acquire+"]++
+				if in.Session != "" {
+					c["acquire+bound"]++
+				}
 				if in.Ticket != "" && in.Which == "retry" {
 					c["acquire+queued"]++
 				}
@@ -153,11 +172,19 @@ func (r *holdsRecorder) add(client int, in hin, call int64, out hout, ret int64)
 			c[sign("release", out.Released)]++
 		case hRenew:
 			c[sign("renew", out.OK)]++
+			if out.Bound {
+				c["renew-bound"]++
+			}
 		case hGet:
 			c["get"]++
 			if len(out.Info) > 0 {
 				c["get+"]++
 			}
+			if slices.ContainsFunc(out.Info, func(x hholder) bool { return x.Bound }) {
+				c["get+bound"]++
+			}
+		case hExpire:
+			c["expire"]++
 		case hLeave:
 			c["leave"]++
 		}
@@ -187,6 +214,7 @@ func (r *holdsRecorder) done() bool {
 
 // recordHolds runs w against st and returns the history; warm, if not
 // nil, is st's store without the faults or the breakage, warmed up first.
+// A workload with sessions needs st to be a store.Sessions too.
 func recordHolds(t testing.TB, st, warm store.Holds, w holdsWorkload) holdsHistory {
 	t.Helper()
 	s := *seed
@@ -204,6 +232,10 @@ func recordHolds(t testing.TB, st, warm store.Holds, w holdsWorkload) holdsHisto
 		wg.Go(func() {
 			cl := &hclient{id: c, owner: fmt.Sprintf("c%02d", c), instance: fmt.Sprintf("inst%02d", c), st: st, rec: r, w: w,
 				rng: rand.New(rand.NewPCG(s, uint64(c))), own: map[string]string{}}
+			if w.session > 0 {
+				cl.sessions, cl.bound = st.(store.Sessions), map[string]bool{}
+				cl.newSession()
+			}
 			cl.run()
 		})
 	}
@@ -249,10 +281,24 @@ type hclient struct {
 	rng      *rand.Rand
 	own      map[string]string // name → the token the client believes holds it
 	stale    []string
+
+	sessions store.Sessions  // with w.session
+	session  string          // the client's session ("": none yet)
+	bound    map[string]bool // the tokens of the holds bound to it
+	// renewed: the call and return of the session's last renewal (or of
+	// its creation) known to have taken effect; its deadline was set
+	// between them. renewedBy: the latest instant a renewal of unknown
+	// outcome after it may have taken effect (0: none).
+	renewed   [2]int64
+	renewedBy int64
+	nextRenew time.Time
 }
 
 func (c *hclient) run() {
 	for !c.rec.done() {
+		if c.sessions != nil {
+			c.tendSession()
+		}
 		name := c.w.names[c.rng.IntN(len(c.w.names))]
 		p := c.rng.IntN(100)
 		if c.own[name] != "" {
@@ -327,6 +373,8 @@ func (c *hclient) acquire(name string) {
 	}
 	if c.rng.IntN(100) < 35 {
 		in.Ticket = token.New()
+	} else if c.session != "" && c.rng.IntN(100) < 50 {
+		in.Session = c.session
 	}
 	tries := 1 + c.rng.IntN(6)
 	for try := 0; ; try++ {
@@ -334,11 +382,21 @@ func (c *hclient) acquire(name string) {
 		if try > 0 {
 			in.Which = "retry"
 		}
-		out := c.callAcquire(in)
+		out, adopted := c.callAcquire(in)
 		switch {
+		case out.SessionGone:
+			c.sessionEnded()
+			return
+		case out.AlreadyHeld:
+			c.lose(name)
+			c.own[name], c.bound[adopted] = adopted, true
+			return
 		case out.Acquired:
 			c.lose(name)
 			c.own[name] = in.Token
+			if in.Session != "" {
+				c.bound[in.Token] = true
+			}
 			return
 		case out.Unknown:
 			// It may have granted, or queued: undo both, until the undoing
@@ -368,10 +426,11 @@ func (c *hclient) acquire(name string) {
 	}
 }
 
-func (c *hclient) callAcquire(in hin) hout {
+// callAcquire also returns the token of a grant AlreadyHeld.
+func (c *hclient) callAcquire(in hin) (hout, string) {
 	req := store.HoldRequest{
 		Name: in.Name, Token: in.Token, Owner: in.Owner, TTL: ttl,
-		Kind: in.Kind, Shared: in.Shared, MaxHolders: in.MaxHolders, Limit: in.Limit,
+		Kind: in.Kind, Shared: in.Shared, MaxHolders: in.MaxHolders, Limit: in.Limit, SessionID: in.Session,
 	}
 	if in.Ticket != "" {
 		req.Wait = &store.WaitTicket{Ticket: in.Ticket, Instance: c.instance, Lease: ttl}
@@ -385,6 +444,8 @@ func (c *hclient) callAcquire(in hin) hout {
 	switch {
 	case errors.Is(err, store.ErrLimitMismatch):
 		out = hout{Mismatch: true}
+	case errors.Is(err, store.ErrSessionNotFound):
+		out = hout{SessionGone: true}
 	case err != nil:
 		out = hout{Unknown: true, Err: err.Error()}
 	default:
@@ -392,7 +453,7 @@ func (c *hclient) callAcquire(in hin) hout {
 			RetryAt: !g.RetryAt.IsZero(), Holders: g.Holders, Limit: g.Limit}
 	}
 	c.rec.add(c.id, in, call, out, ret)
-	return out
+	return out, g.Token
 }
 
 // release reports whether its outcome is known.
@@ -429,6 +490,8 @@ func (c *hclient) renew(name, which string) {
 		if which == "own" {
 			c.lose(name)
 		}
+	case errors.Is(err, store.ErrSessionBound):
+		out = hout{Bound: true}
 	default:
 		out = hout{Unknown: true, Err: err.Error()}
 	}
@@ -444,7 +507,7 @@ func (c *hclient) get(name string) {
 	ret := c.rec.now()
 	out := hout{Waiters: info.Waiters, Limit: info.Limit, Held: info.Held, Owner: info.Owner, Fence: info.Fence}
 	for _, x := range info.Holders {
-		out.Info = append(out.Info, hholder{Owner: x.Owner, Fence: x.Fence, Shared: x.Shared})
+		out.Info = append(out.Info, hholder{Owner: x.Owner, Fence: x.Fence, Shared: x.Shared, Bound: x.SessionBound})
 	}
 	if err != nil {
 		out = hout{Unknown: true, Err: err.Error()}
@@ -466,6 +529,74 @@ func (c *hclient) leave(name, ticket string) bool {
 	}
 	c.rec.add(c.id, in, call, out, ret)
 	return !out.Unknown
+}
+
+// newSession starts a session for the client, trying until one is known
+// to be created.
+func (c *hclient) newSession() {
+	for {
+		id := token.New()
+		ctx, cancel := callCtx()
+		call := c.rec.now()
+		_, err := c.sessions.CreateSession(ctx, id, c.w.session, 0, 0)
+		ret := c.rec.now()
+		cancel()
+		if err == nil {
+			c.session, c.renewed, c.renewedBy = id, [2]int64{call, ret}, 0
+			c.nextRenew = time.Now().Add(c.w.session / 5)
+			return
+		}
+	}
+}
+
+// tendSession renews the client's session when it is due, and one time
+// in a hundred drops it instead.
+func (c *hclient) tendSession() {
+	if c.rng.IntN(100) == 0 {
+		c.sessionEnded()
+		return
+	}
+	if time.Now().Before(c.nextRenew) {
+		return
+	}
+	ctx, cancel := callCtx()
+	defer cancel()
+	call := c.rec.now()
+	st, err := c.sessions.KeepAliveSession(ctx, store.SessionRef{ID: c.session}, c.w.session)
+	ret := c.rec.now()
+	deadline, _ := ctx.Deadline()
+	switch {
+	case err == nil && !st.Expired:
+		c.renewed, c.renewedBy = [2]int64{call, ret}, 0
+		c.nextRenew = time.Now().Add(c.w.session / 5)
+	case err == nil || errors.Is(err, store.ErrSessionNotFound):
+		c.sessionEnded()
+	default: // it may have renewed, until its deadline
+		c.renewedBy = max(c.renewedBy, call+int64(time.Until(deadline)))
+		c.sessionEnded()
+	}
+}
+
+// sessionEnded records the expiry of the client's session, dropped or
+// found expired, and starts a new one. The session expires one TTL after
+// its last renewal took effect: between the call and the return of the
+// last renewal known to have taken effect (or up to the end of a later
+// one of unknown outcome), plus the TTL, give or take expiryMargin for the
+// clocks (the store's may be Redis's; the recorder's is this process's
+// monotonic clock).
+func (c *hclient) sessionEnded() {
+	const expiryMargin = 2 * time.Millisecond
+	ttl := int64(c.w.session)
+	in := hin{Op: hExpire, Session: c.session, ID: c.rec.nextID()}
+	c.rec.add(c.w.clients+c.id, in, c.renewed[0]+ttl-int64(expiryMargin), hout{},
+		max(c.renewed[1], c.renewedBy)+ttl+int64(expiryMargin))
+	for name, tok := range c.own {
+		if c.bound[tok] {
+			c.lose(name)
+		}
+	}
+	clear(c.bound)
+	c.newSession()
 }
 
 // checkHolds checks a recorded history against the holds model, wanting

@@ -3,8 +3,10 @@ package linearizability
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -207,4 +209,116 @@ func (f *failing) LeaveQueue(ctx context.Context, kind store.HoldKind, name, tic
 		return nil, errInjected
 	}
 	return hs, err
+}
+
+// Session-bound holds: clients bind half their requests that do not wait
+// to sessions of 500 ms, renewed every 100 ms and now and then dropped, so
+// that holds end by their session's expiry, which no coordd sweeps: the
+// store applies the liveness rule wherever it reads a hold.
+
+func TestSessionSharedLocksMemory(t *testing.T) {
+	testHolds(t, memoryStore(), sharedWorkload(2*time.Second).withSessions(sessionTTL).covering(8*time.Second))
+}
+
+func TestSessionSharedLocksRedis(t *testing.T) {
+	testHolds(t, standaloneStore(t), sharedWorkload(2*time.Second).withSessions(sessionTTL).covering(8*time.Second))
+}
+
+func TestSessionSharedLocksRedisCluster(t *testing.T) {
+	testHolds(t, clusterStore(t), sharedWorkload(2*time.Second).withSessions(sessionTTL).covering(8*time.Second))
+}
+
+func TestSessionSemaphoreMemory(t *testing.T) {
+	testHolds(t, memoryStore(), semaphoreWorkload(2*time.Second).withSessions(sessionTTL).covering(8*time.Second))
+}
+
+func TestSessionSemaphoreRedis(t *testing.T) {
+	testHolds(t, standaloneStore(t), semaphoreWorkload(2*time.Second).withSessions(sessionTTL).covering(8*time.Second))
+}
+
+func TestSessionSemaphoreRedisCluster(t *testing.T) {
+	testHolds(t, clusterStore(t), semaphoreWorkload(2*time.Second).withSessions(sessionTTL).covering(8*time.Second))
+}
+
+const sessionTTL = 500 * time.Millisecond
+
+// TestHoldsOutlivingSessionsAreCaught: a store that breaks the liveness
+// rule, keeping a session-bound hold on a lease of its own (as a store
+// would that renewed holds apart from their session and forgot them when
+// the session ended), and otherwise describes them as bound, lets holds
+// outlive their session; the checker says so.
+func TestHoldsOutlivingSessionsAreCaught(t *testing.T) {
+	st := memoryStore()
+	t.Cleanup(func() { _ = st.Close() })
+	w := sharedWorkload(time.Second).withSessions(sessionTTL / 2)
+	checkHolds(t, w, recordHolds(t, &outlivesSession{Store: st, bound: map[string]bool{}}, st, w), porcupine.Illegal)
+}
+
+// TestLiveSessionsHoldsHiddenAreCaught: a store that reports the holds of
+// live sessions as ended (GetHolds leaves out every session-bound holder,
+// as would one that took the recorded deadline for the session's) is
+// caught.
+func TestLiveSessionsHoldsHiddenAreCaught(t *testing.T) {
+	st := memoryStore()
+	t.Cleanup(func() { _ = st.Close() })
+	w := semaphoreWorkload(time.Second).withSessions(sessionTTL / 2)
+	checkHolds(t, w, recordHolds(t, hidesBound{st}, st, w), porcupine.Illegal)
+}
+
+type outlivesSession struct {
+	store.Store
+	mu    sync.Mutex
+	bound map[string]bool // the tokens and "name/fence"s of the holds it unbound
+}
+
+func (s *outlivesSession) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
+	if req.SessionID == "" {
+		return s.Store.AcquireHold(ctx, req)
+	}
+	if st, err := s.Store.CheckSession(ctx, store.SessionRef{ID: req.SessionID}); err != nil || st.Expired {
+		return store.Grant{}, store.ErrSessionNotFound
+	}
+	req.SessionID, req.TTL = "", ttl
+	g, err := s.Store.AcquireHold(ctx, req)
+	if err == nil && g.Acquired {
+		s.mu.Lock()
+		s.bound[req.Token], s.bound[fmt.Sprint(req.Name, "/", g.Fence)] = true, true
+		s.mu.Unlock()
+	}
+	return g, err
+}
+
+func (s *outlivesSession) RenewHold(ctx context.Context, kind store.HoldKind, name, token string, d time.Duration) (store.Lease, error) {
+	s.mu.Lock()
+	b := s.bound[token]
+	s.mu.Unlock()
+	l, err := s.Store.RenewHold(ctx, kind, name, token, d)
+	if err == nil && b {
+		return store.Lease{}, store.ErrSessionBound
+	}
+	return l, err
+}
+
+func (s *outlivesSession) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
+	info, err := s.Store.GetHolds(ctx, kind, name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range info.Holders {
+		if s.bound[fmt.Sprint(name, "/", x.Fence)] {
+			info.Holders[i].SessionBound = true
+		}
+	}
+	return info, err
+}
+
+type hidesBound struct{ store.Store }
+
+func (s hidesBound) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
+	info, err := s.Store.GetHolds(ctx, kind, name)
+	info.Holders = slices.DeleteFunc(info.Holders, func(x store.HolderInfo) bool { return x.SessionBound })
+	info.Held = len(info.Holders) > 0
+	if info.Held {
+		info.Owner, info.Fence = info.Holders[0].Owner, info.Holders[0].Fence
+	}
+	return info, err
 }

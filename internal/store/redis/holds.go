@@ -389,13 +389,9 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 			if err != nil {
 				return store.Grant{}, a, err
 			}
-			dl := a.deadline
-			if sdl, ok := dls[a.holderHold.session]; ok {
-				dl = a.holderHold.until(a.deadline, sdl)
-			}
-			// A session that ended since leaves only its record's deadline,
-			// passed or about to: never a negative TTL.
-			dl = max(dl, a.now)
+			// A session that ended since leaves its last deadline, passed
+			// or about to: never a negative TTL.
+			dl := max(a.holderHold.until(a.deadline, dls[a.holderHold.session]), a.now)
 			if a.retry == a.deadline {
 				a.retry = dl
 			}
@@ -552,7 +548,8 @@ func (h boundHold) until(recorded, sessionDeadline int64) int64 {
 
 // leaderLives gives a session-bound leader its session's deadline (capped
 // by its max hold): its record knows that only as of its last renewal. A
-// leader whose session ended since is no leader.
+// leader whose session ended since the script read it stays the answer
+// (sessionDeadlines), with its session's last deadline.
 func (s *Store) leaderLives(ctx context.Context, l *store.LeaderInfo, lh boundHold) error {
 	if !l.HasLeader || lh.session == "" {
 		return nil
@@ -561,12 +558,7 @@ func (s *Store) leaderLives(ctx context.Context, l *store.LeaderInfo, lh boundHo
 	if err != nil {
 		return err
 	}
-	sdl, ok := dls[lh.session]
-	if !ok {
-		*l = store.LeaderInfo{Rev: l.Rev}
-		return nil
-	}
-	l.ExpireTime = unixMicro(lh.until(l.ExpireTime.UnixMicro(), sdl))
+	l.ExpireTime = unixMicro(lh.until(l.ExpireTime.UnixMicro(), dls[lh.session]))
 	return nil
 }
 
@@ -767,11 +759,8 @@ func (s *Store) getHolds(ctx context.Context, op string, kind store.HoldKind, na
 		for _, h := range g.holders {
 			dl := h.deadline
 			if h.session != "" {
-				sdl, ok := dls[h.session]
-				if !ok {
-					continue
-				}
-				dl = boundHold{h.session, h.hold}.until(dl, sdl)
+				// Live when the script ran, whatever its session did since.
+				dl = max(boundHold{h.session, h.hold}.until(dl, dls[h.session]), g.now)
 			}
 			info.Holders = append(info.Holders, store.HolderInfo{
 				Fence: h.fence, Shared: h.shared, SessionBound: h.session != "",
@@ -797,9 +786,17 @@ func (s *Store) getHolds(ctx context.Context, op string, kind store.HoldKind, na
 	return info, err
 }
 
-// sessionDeadlines reads the deadlines (µs) of the live ones among the
-// sessions ids (a session being closed included: its holds live until the
-// close drops them), one pipelined script each (session_lives.lua).
+// sessionDeadlines reads the deadlines (µs) of the sessions ids, one
+// pipelined script each (session_lives.lua): a live one's (a session being
+// closed included: its holds live until the close drops them), or an ended
+// one's last (0 if it is unknown by now).
+//
+// A script that read a session-bound holder as live (holdEval) settled
+// that for the instant it ran: what is read here, later, only tells how
+// long it lived or lives, and a session that has ended since takes the
+// holder out of nothing the script answered (that would describe a state
+// the name was never in, e.g. with the tickets queued before the expiry
+// but without the holder).
 func (s *Store) sessionDeadlines(ctx context.Context, ids []string) (map[string]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -814,9 +811,8 @@ func (s *Store) sessionDeadlines(ctx context.Context, ids []string) (map[string]
 		if err != nil {
 			return nil, err
 		}
-		if r.code(codeOK, codeNo) == codeOK {
-			out[ids[i]] = r.int(1)
-		}
+		r.code(codeOK, codeNo)
+		out[ids[i]] = r.int(1)
 		if err := r.done(); err != nil {
 			return nil, err
 		}

@@ -50,6 +50,7 @@ func holdTests() []test {
 		{"WakeOnLeaveQueue", holdsWakeOnLeaveQueue},
 		{"LockDelay", holdsLockDelay},
 		{"LockDelayRetryAtLater", holdsLockDelayRetryAtLater},
+		{"LockDelayThenFIFO", holdsLockDelayThenFIFO},
 		{"NoLockDelay", holdsNoLockDelay},
 		{"CheckFence", holdsCheckFence},
 		{"SessionPermits", holdsSessionPermits},
@@ -1298,6 +1299,54 @@ func holdsLockDelay(e *env) {
 		e.grant(exclusiveReq(e.name("other"), "next", time.Minute))
 		e.grant(permitReq(n, "next", 1, time.Minute)) // same name, other kind
 	})
+}
+
+// holdsLockDelayThenFIFO: a session-bound hold whose session expires with
+// nothing running that could notice (no sweep, no call until the delay's
+// last microsecond) is granted to no one, waiters included, until the
+// session's deadline + its lock-delay; then the name goes to the waiters
+// in the order they queued, whoever asks first.
+func holdsLockDelayThenFIFO(e *env) {
+	const d = 5 * time.Second
+	cases := []struct {
+		name string
+		req  func(n, owner string) store.HoldRequest
+	}{
+		{"Lock", func(n, owner string) store.HoldRequest { return exclusiveReq(n, owner, time.Minute) }},
+		{"Semaphore", func(n, owner string) store.HoldRequest { return permitReq(n, owner, 1, time.Minute) }},
+	}
+	for _, c := range cases {
+		e.sub(c.name, func(e *env) {
+			n := e.name("fifo")
+			t0 := e.now()
+			id := e.sessionWithDelay(10*time.Second, d)
+			e.grant(inSession(c.req(n, "bound"), id))
+			dl := t0.Add(10 * time.Second)
+			inst := newInstance()
+			var ws []store.HoldRequest
+			for i := range 3 {
+				w := waitingFor(c.req(n, fmt.Sprint("waiter", i)), inst, time.Minute)
+				e.refused(fmt.Sprint("waiter ", i, " while the session lives"), w, refusal{holder: "bound", expire: dl, retryAt: dl, queued: true})
+				ws = append(ws, w)
+			}
+			e.advance(10*time.Second + d - us)
+			e.refused("waiter 2, 1µs before the delay ends", ws[2], refusal{retryAt: dl.Add(d), queued: true})
+			e.refused("a newcomer, 1µs before the delay ends", c.req(n, "late"), refusal{retryAt: dl.Add(d)})
+			e.advance(us)
+			e.refused("waiter 2, when the delay has ended", ws[2], refusal{queued: true})
+			e.refused("waiter 1", ws[1], refusal{queued: true})
+			e.refused("a newcomer", c.req(n, "late"), refusal{})
+			for i, w := range ws {
+				e.grant(w)
+				if i+1 < len(ws) {
+					e.refused(fmt.Sprint("a newcomer while waiter ", i, " holds"), c.req(n, "late"),
+						refusal{holder: w.Owner, expire: e.now().Add(time.Minute), retryAt: e.now().Add(time.Minute)})
+				}
+				e.free(w)
+			}
+			e.grant(c.req(n, "late"))
+		})
+	}
 }
 
 // holdsLockDelayRetryAtLater: RetryAt is the later of the blocking holder's
