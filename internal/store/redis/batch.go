@@ -26,6 +26,15 @@ import (
 // rest, so that a heartbeat waits for the heartbeats of its batch, not for
 // a long pipeline of new work.
 //
+// Heartbeats linger (withLinger): they have a queue of their own per node,
+// and the one that finds it idle waits heartbeatLinger before sending, so
+// that the heartbeats arriving meanwhile share its round trip. Heartbeats
+// come spread over time, one every TTL/3 per session (3,000 sessions of
+// 10 s: 900 a second), so without the wait nearly every one would be a
+// round trip of its own, each with its own system calls on coordd and on
+// Redis; 10 ms is nothing to a TTL of at least a second, and nothing else
+// waits for them.
+//
 // Traces: the batch has no span of its own. Each caller's store span
 // (Store.do) covers its script's wait in the queue and the shared round
 // trip, so a caller's span is as long as the caller waited, and spans of
@@ -50,6 +59,7 @@ type batcher struct {
 	client  redis.UniversalClient
 	max     int
 	timeout time.Duration
+	linger  time.Duration // how long a lingering script waits for others
 
 	mu     sync.Mutex
 	queues map[string]*batchQueue // by node address ("" for a single Redis)
@@ -75,8 +85,18 @@ type batchItem struct {
 }
 
 func newBatcher(client redis.UniversalClient, max int, timeout time.Duration) *batcher {
-	return &batcher{client: client, max: max, timeout: timeout, queues: make(map[string]*batchQueue)}
+	return &batcher{client: client, max: max, timeout: timeout, linger: heartbeatLinger, queues: make(map[string]*batchQueue)}
 }
+
+// heartbeatLinger is how long a heartbeat that finds its queue idle waits
+// for others to share its round trip.
+const heartbeatLinger = 10 * time.Millisecond
+
+type lingerKey struct{}
+
+// withLinger marks ctx's script as one that may wait for others (see
+// batcher).
+func withLinger(ctx context.Context) context.Context { return context.WithValue(ctx, lingerKey{}, true) }
 
 // run sends cmd, which touches key, in the next batch to key's node, and
 // returns when it is done; its result is in cmd. If ctx ends before the
@@ -86,13 +106,22 @@ func (b *batcher) run(ctx context.Context, key string, cmd noRetry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	q := b.queueFor(ctx, key)
+	lingers := b.linger > 0 && ctx.Value(lingerKey{}) != nil
+	q := b.queueFor(ctx, key, lingers)
 	it := &batchItem{ctx: ctx, cmd: cmd, urgent: store.IsUrgent(ctx), done: make(chan struct{})}
 	q.mu.Lock()
 	q.pending = append(q.pending, it)
 	lead := !q.busy
 	q.busy = true
 	q.mu.Unlock()
+	if lead && lingers {
+		t := time.NewTimer(b.linger)
+		select {
+		case <-t.C:
+		case <-ctx.Done(): // flush sends the others' and drops this one
+		}
+		t.Stop()
+	}
 	if lead && b.flush(q) {
 		b.mu.Lock()
 		if b.closed {
@@ -221,13 +250,17 @@ func (b *batcher) close() {
 	b.wg.Wait()
 }
 
-// queueFor returns the queue of the node that serves key.
-func (b *batcher) queueFor(ctx context.Context, key string) *batchQueue {
+// queueFor returns the queue of the node that serves key: its lingering
+// scripts' or the others'.
+func (b *batcher) queueFor(ctx context.Context, key string, lingers bool) *batchQueue {
 	node := ""
 	if cc, ok := b.client.(*redis.ClusterClient); ok {
 		if c, err := cc.MasterForKey(ctx, key); err == nil {
 			node = c.Options().Addr
 		}
+	}
+	if lingers {
+		node += " lingering"
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -325,7 +325,7 @@ func batchWithdraw(t *testing.T, addrs []string) {
 		_, err := s.Allow(ctx, b, lim, 1, false)
 		bDone <- err
 	}()
-	q := s.batch.queueFor(context.Background(), s.keys.limit(b, lim)[0])
+	q := s.batch.queueFor(context.Background(), s.keys.limit(b, lim)[0], false)
 	if err := eventually(5*time.Second, func() error {
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -538,5 +538,68 @@ func TestBatchSendsHeartbeatsAhead(t *testing.T) {
 	t.Logf("%d round trips, %d of them heartbeats'", len(p.trips), heartbeatTrips)
 	if heartbeatTrips == 0 || heartbeatTrips == sessions {
 		t.Fatalf("%d round trips carried the %d heartbeats: want them gathered behind the batch in flight, in a round trip of their own", heartbeatTrips, sessions)
+	}
+}
+
+// TestHeartbeatsLinger: heartbeats that come one at a time, 1 ms apart (as
+// the heartbeats of many sessions do), share round trips: the one that
+// finds its queue idle waits heartbeatLinger for the others. Allow calls
+// that come the same way are not held back: each goes at once, alone.
+func TestHeartbeatsLinger(t *testing.T) {
+	p := &pipelines{}
+	s := openStore(t, Config{Addrs: []string{redistest.Standalone(t)}, Prefix: "t" + token.New()[:12], MaxBatch: 64, Hooks: []goredis.Hook{p}})
+	ctx := context.Background()
+	const n = 30
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "ns:" + token.New()
+		if _, err := s.CreateSession(ctx, ids[i], time.Minute, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trips := func(sha string) (trips, scripts int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, trip := range p.trips {
+			if c := strings.Count(strings.Join(trip, " "), sha); c > 0 {
+				trips, scripts = trips+1, scripts+c
+			}
+		}
+		return trips, scripts
+	}
+	paced := func(call func(i int) error) time.Duration {
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range n {
+			wg.Go(func() {
+				if err := call(i); err != nil {
+					t.Error(err)
+				}
+			})
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	took := paced(func(i int) error {
+		_, err := s.KeepAliveSession(store.Urgent(ctx), store.SessionRef{ID: ids[i]}, time.Minute)
+		return err
+	})
+	hbTrips, hbs := trips(sessionRefresh.Hash())
+	lim := store.Limit{Algorithm: store.TokenBucket, Limit: 1_000_000, Period: time.Second}
+	paced(func(i int) error {
+		_, err := s.Allow(ctx, fmt.Sprint("ns:k", i), lim, 1, false)
+		return err
+	})
+	allowTrips, allows := trips(limitAllow.Hash())
+	t.Logf("%d heartbeats 1 ms apart in %d round trips (%v); %d Allow calls in %d", hbs, hbTrips, took.Round(time.Millisecond), allows, allowTrips)
+	// 30 ms of arrivals, and a round trip at most every 10 ms plus the
+	// round trip itself: a loaded machine may split them more, never
+	// anywhere near one each.
+	if hbs != n || hbTrips > n/3 {
+		t.Errorf("%d heartbeats in %d round trips: want them to share round trips (at most %d)", hbs, hbTrips, n/3)
+	}
+	if allows != n || allowTrips < n*2/3 {
+		t.Errorf("%d Allow calls 1 ms apart in %d round trips: want nearly each alone, at once", allows, allowTrips)
 	}
 }

@@ -251,7 +251,7 @@ func (s *Store) ResumeSession(ctx context.Context, id string, ttl time.Duration)
 // (session_holds_kept.lua); and, if any hold was lost, one more turns the
 // lost ones into reports. The namespace's index is touched now and then.
 func (s *Store) KeepAliveSession(ctx context.Context, ref store.SessionRef, ttl time.Duration) (store.SessionState, error) {
-	return s.refreshSession(ctx, "KeepAliveSession", ref, ttl, "renew")
+	return s.refreshSession(withLinger(ctx), "KeepAliveSession", ref, ttl, "renew")
 }
 
 // CheckSession implements store.Sessions.
