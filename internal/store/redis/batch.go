@@ -96,7 +96,9 @@ type lingerKey struct{}
 
 // withLinger marks ctx's script as one that may wait for others (see
 // batcher).
-func withLinger(ctx context.Context) context.Context { return context.WithValue(ctx, lingerKey{}, true) }
+func withLinger(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lingerKey{}, true)
+}
 
 // run sends cmd, which touches key, in the next batch to key's node, and
 // returns when it is done; its result is in cmd. If ctx ends before the

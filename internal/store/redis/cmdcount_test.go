@@ -215,11 +215,11 @@ func TestEnqueueCommandBudget(t *testing.T) {
 }
 
 // TestHeartbeatCommandBudget: a heartbeat (KeepAliveSession) of a session
-// with one session-bound lock, and with four, in Redis commands. A
-// heartbeat renews every hold of the session (one script each), so its cost
-// grows with the holds; holds that lived by their session's liveness, asked
-// by whoever finds one's recorded deadline passed, would make it one script
-// whatever their number.
+// with one session-bound lock, and with four, in Redis commands: one script
+// on the session's slot whatever the number of holds, which live by the
+// session's liveness (asked by whoever finds a hold's recorded deadline
+// passed) and whose keys are renewed only every few TTLs (not in this
+// test's 3 s). An Allow runs 5.
 func TestHeartbeatCommandBudget(t *testing.T) {
 	// A clock of the test's, 100 ms a heartbeat from the start of a 30 s
 	// expiry step, so that no heartbeat here moves a key's TTL into the
@@ -259,12 +259,8 @@ func TestHeartbeatCommandBudget(t *testing.T) {
 	four, fourWhat := perHeartbeat(4)
 	t.Logf("a heartbeat with 1 lock: %.1f commands:%s", one, oneWhat)
 	t.Logf("a heartbeat with 4 locks: %.1f commands:%s", four, fourWhat)
-	// The budgets as measured when the loss reports stopped being read by
-	// heartbeats that have none to read (10 and 25; 11 and 26 before).
-	if one > 10 {
-		t.Errorf("a heartbeat with 1 lock costs %.1f commands, want at most 10", one)
-	}
-	if four > 25 {
-		t.Errorf("a heartbeat with 4 locks costs %.1f commands, want at most 25", four)
+	// 4 each as measured (10 and 25 when a heartbeat renewed every hold).
+	if one > 4 || four > 4 {
+		t.Errorf("a heartbeat costs %.1f commands with 1 lock, %.1f with 4: want at most 4 each", one, four)
 	}
 }
