@@ -124,12 +124,8 @@ var keyPrefix = redis.DefaultConfig().Prefix
 // namespace: for redistest.ClusterProc.MasterFor, and to read a replica's
 // copy.
 func lockKey(name string) string {
-	hash, _ := redis.LockKeys(keyPrefix, defaultNS(name))
-	return hash
-}
-func fenceKey(name string) string {
-	_, fence := redis.LockKeys(keyPrefix, defaultNS(name))
-	return fence
+	meta, _ := redis.LockKeys(keyPrefix, defaultNS(name))
+	return meta
 }
 func queueKey(name string) string  { return redis.QueueKeys(keyPrefix, defaultNS(name)).Pending }
 func dedupKey(queue string) string { return redis.QueueKeys(keyPrefix, defaultNS(queue)).Dedup }

@@ -28,6 +28,7 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/store/redis"
 )
 
 const (
@@ -279,7 +280,7 @@ func replicaState(t *testing.T, addr string, readonly bool, names lossNames) (ma
 	defer cancel()
 	fences := map[string]uint64{}
 	for _, name := range names.locks {
-		v, err := c.Get(ctx, fenceKey(name)).Result()
+		v, err := c.HGet(ctx, lockKey(name), redis.LockFenceField).Result()
 		if err != nil && err != goredis.Nil {
 			t.Fatalf("GET on the replica %s: %v", addr, err)
 		}

@@ -321,7 +321,7 @@ func (e *env) forEachNode(ctx context.Context, fn func(context.Context, *goredis
 }
 
 // redisKeys returns the soak's keys, grouped by kind (the object's tag
-// kind and the key's suffix, e.g. "l:fence"), with up to 3 examples each
+// kind and the key's suffix, e.g. "l:m"), with up to 3 examples each
 // and their PTTL.
 func (e *env) redisKeys() (map[string]int, map[string][]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -570,15 +570,16 @@ func verify(t *testing.T, l *load, dt *tally) verified {
 		}
 		v.redisKeys = counts
 		// Meant to outlive everything: the fence counters of the lock names
-		// and the enqueue counters of the queues (the load's and the
-		// warm-up's, one per connection), the namespace's session index.
+		// (in their meta) and the enqueue counters of the queues (the load's
+		// and the warm-up's, one per connection), the namespace's session
+		// index.
 		warm := len(l.e.stable) + 1
 		// And the expired sessions within their grace (the session's hash
 		// and its loss reports: at least once, until acknowledged).
 		// And the stored layout's version: a key on each master from the
 		// start, and one more on a master checked on a call's path
 		// (internal/store/redis/layout.go): at most six on three masters.
-		allowed := map[string]int{"l:fence": len(l.lockNames) + warm, "q:seq": len(l.queues) + warm, "sn": 1, "s": 2 * v.inGrace, "v": 6}
+		allowed := map[string]int{"l:m": len(l.lockNames) + warm, "q:seq": len(l.queues) + warm, "sn": 1, "s": 2 * v.inGrace, "v": 6}
 		for kind, n := range counts {
 			if n <= allowed[kind] {
 				continue

@@ -145,7 +145,7 @@ func TestCheckAcked(t *testing.T) {
 
 func TestKeyLayoutMatchesCoordd(t *testing.T) {
 	k := keyLayout{prefix: "coord"}
-	if got := k.lock("default:a"); len(got) != 10 || got[0] != "coord:{l:default:a}:h" || got[1] != "coord:{l:default:a}:fence" || got[9] != "coord:{l:default:a}:log" {
+	if got := k.lock("default:a"); len(got) != 9 || got[0] != "coord:{l:default:a}:h" || got[7] != "coord:{l:default:a}:m" || got[8] != "coord:{l:default:a}:log" {
 		t.Errorf("lock keys %v", got)
 	}
 	if got := k.limit("default:k", limitSpecs["token_bucket"]); !slices.Equal(got, []string{"coord:{r:default:k}:4:1000000:1000000:0"}) {

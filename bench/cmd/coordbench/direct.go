@@ -230,7 +230,7 @@ func (k keyLayout) tag(kind, name string) string { return k.prefix + ":{" + kind
 // lock is keys.hold for a lock: the order lua/hold_prelude.lua documents.
 func (k keyLayout) lock(name string) []string {
 	t := k.lockBase(name)
-	return []string{t + ":h", t + ":fence", t + ":dl", t + ":hs", t + ":q", t + ":ql", t + ":qi", t + ":qx", t + ":m", t + ":log"}
+	return []string{t + ":h", t + ":dl", t + ":hs", t + ":q", t + ":ql", t + ":qi", t + ":qx", t + ":m", t + ":log"}
 }
 
 // lockBase is a lock's tag base, the hold scripts' ARGV[3].

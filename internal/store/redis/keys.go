@@ -68,7 +68,7 @@ func build(t string, parts []keyPart) []string {
 // holdKeyParts are the keys of one (kind, name), as lua/hold_prelude.lua
 // documents them.
 var holdKeyParts = []keyPart{
-	{"kHolders", ":h"}, {"kFence", ":fence"}, {"kByDeadline", ":dl"}, {"kBySession", ":hs"},
+	{"kHolders", ":h"}, {"kByDeadline", ":dl"}, {"kBySession", ":hs"},
 	{"kTickets", ":q"}, {"kTicketLeases", ":ql"}, {"kTicketInfo", ":qi"}, {"kExclusive", ":qx"},
 	{"kMeta", ":m"}, {"kLog", ":log"},
 }

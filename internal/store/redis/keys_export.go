@@ -6,13 +6,21 @@ import "github.com/coordd/coordd/internal/store"
 // key's Cluster node, or to read or change a key behind the store's back.
 // These only wrap keys; the layout itself is keys.go's.
 
-// LockKeys returns lock name's holders hash (token -> record) and fence
-// counter under prefix. name is
-// the store's name of the lock: "namespace:name" for the server's locks.
-func LockKeys(prefix, name string) (hash, fence string) {
+// LockKeys returns lock name's meta hash, which holds its fence counter
+// (field LockFenceField) and a plain exclusive holder's token (field
+// LockHolderField), and its holders hash (token -> record) for the others
+// (shared, session-bound), under prefix. name is the store's name of the
+// lock: "namespace:name" for the server's locks.
+func LockKeys(prefix, name string) (meta, holders string) {
 	k := keys{prefix: prefix}.hold(store.HoldLock, name)
-	return k[0], k[1]
+	return k[7], k[0]
 }
+
+// The fields of a lock's meta hash that LockKeys names (lua/hold_prelude.lua).
+const (
+	LockFenceField  = "f"
+	LockHolderField = "ht"
+)
 
 // SessionKeys returns session id's hash, set of holds and loss reports under
 // prefix.

@@ -28,8 +28,10 @@ import (
 // a Redis that holds their keys cannot be told from an empty one. Version
 // 2: session-bound holds live by their session (a version 1 coordd, which
 // renews every hold on every heartbeat and asks no session, would take
-// them for expired).
-const LayoutVersion = 2
+// them for expired). Version 3: a lock's plain exclusive holder and every
+// name's fence counter live in the name's meta hash (a version 2 coordd
+// would take such a lock for free and start its fences over).
+const LayoutVersion = 3
 
 // LayoutError refuses every call: a master holds another layout version
 // under the store's prefix. It wraps store.ErrUnavailable: the store cannot

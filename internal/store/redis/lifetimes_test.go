@@ -191,65 +191,81 @@ func TestKeyLifetimes(t *testing.T) {
 	})
 }
 
-// TestHoldKeyLifetimes: a lock's keys end with what they hold. Released
-// with nobody waiting, a lock leaves its fence counter only, which ends
-// the idle name ttl after the last grant; while it is held and a waiter
-// queues, every other key has a TTL: the holder's keys its deadline plus
-// its lock-delay (none for a plain lock) rounded up to prelude.lua's
-// expiryStep, the queue's (and meta, which keeps the arrival counter) the
-// ticket's lease; the woken grant empties the queue and leaves the
-// holder's keys.
+// TestHoldKeyLifetimes: a lock's keys end with what they hold. A lock's
+// plain exclusive holder lives in its meta beside the fence counter, which
+// lasts the idle name ttl after the last grant (or as long as a longer
+// lease needs it, and then, released, that ttl after its grant); while it
+// is held and a waiter queues, the queue's keys have the ticket's lease;
+// the woken grant empties the queue. A shared holder lives in the holder
+// keys, until its deadline (a plain lock has no lock-delay) rounded up to
+// prelude.lua's expiryStep, and meta (which says the holder keys are in
+// use) lasts as long.
 func TestHoldKeyLifetimes(t *testing.T) {
 	s, c := privateStore(t, "lt")
 	ctx := context.Background()
 	k := s.keys.hold(store.HoldLock, "n")
-	h, fence, dl, q, ql, qi, qx, meta := k[0], k[1], k[2], k[4], k[5], k[6], k[7], k[8]
+	h, dl, q, ql, qi, qx, meta := k[0], k[1], k[3], k[4], k[5], k[6], k[7]
 	pattern := s.keys.prefix + ":{l:*"
-	lock := func(tok string, w *store.WaitTicket) store.Grant {
+	lockFor := func(tok string, ttl time.Duration, shared bool, w *store.WaitTicket) store.Grant {
 		t.Helper()
-		g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "n", Token: tok, TTL: time.Minute, Owner: "o", Wait: w})
+		g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: "n", Token: tok, TTL: ttl, Owner: "o", Shared: shared, Wait: w})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return g
 	}
+	lock := func(tok string, w *store.WaitTicket) store.Grant { return lockFor(tok, time.Minute, false, w) }
 	release := func(tok string) {
 		t.Helper()
 		if ok, _, err := storetest.ReleaseLock(ctx, s, "n", tok); err != nil || !ok {
 			t.Fatalf("ReleaseLock = %v, %v", ok, err)
 		}
 	}
-	// held is the TTL the holder's keys must have: until its deadline (a
+	// held is the TTL a holder's keys must have: until its deadline (a
 	// plain lock has no lock-delay), rounded up to a whole step.
-	held := func(g store.Grant) time.Duration {
+	held := func(g store.Grant, ttl time.Duration) time.Duration {
 		need := g.ExpireTime.UnixMicro()
 		step := ltExpiryStep.Microseconds()
 		// From the grant's time (its deadline less its TTL), a millisecond
 		// more, rounded up (prelude.lua).
-		at := g.ExpireTime.Add(-time.Minute)
+		at := g.ExpireTime.Add(-ttl)
 		return time.UnixMicro(need-need%step+step).Sub(at) + 2*time.Millisecond
 	}
+	idle := DefaultIdleNameTTL + time.Millisecond
 
 	a := token.New()
-	g := lock(a, nil)
-	ltWant(t, "held", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: DefaultIdleNameTTL})
+	lock(a, nil)
+	ltWant(t, "held", ltKeys(t, c, pattern), map[string]time.Duration{meta: idle})
 	release(a)
-	ltWant(t, "released", ltKeys(t, c, pattern), map[string]time.Duration{fence: DefaultIdleNameTTL})
+	ltWant(t, "released", ltKeys(t, c, pattern), map[string]time.Duration{meta: idle})
 
 	a, b := token.New(), token.New()
 	w := &store.WaitTicket{Ticket: token.New(), Instance: "i", Lease: store.WaitLease}
-	g = lock(a, nil)
+	lock(a, nil)
 	if g := lock(b, w); g.Acquired || !g.Queued {
 		t.Fatalf("second lock = %+v, want queued", g)
 	}
 	lease := store.WaitLease + time.Millisecond
-	ltWant(t, "held, one waiting", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: DefaultIdleNameTTL,
-		q: lease, ql: lease, qi: lease, qx: lease, meta: lease})
+	ltWant(t, "held, one waiting", ltKeys(t, c, pattern), map[string]time.Duration{meta: idle,
+		q: lease, ql: lease, qi: lease, qx: lease})
 	release(a)
-	if g = lock(b, w); !g.Acquired {
+	if g := lock(b, w); !g.Acquired {
 		t.Fatalf("woken lock = %+v, want acquired", g)
 	}
-	ltWant(t, "the waiter holds it", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g), dl: held(g), fence: DefaultIdleNameTTL})
+	ltWant(t, "the waiter holds it", ltKeys(t, c, pattern), map[string]time.Duration{meta: idle})
 	release(b)
-	ltWant(t, "all released", ltKeys(t, c, pattern), map[string]time.Duration{fence: DefaultIdleNameTTL})
+	ltWant(t, "all released", ltKeys(t, c, pattern), map[string]time.Duration{meta: idle})
+
+	long := DefaultIdleNameTTL + 10*time.Minute
+	g := lockFor(a, long, false, nil)
+	ltWant(t, "held longer than the idle ttl", ltKeys(t, c, pattern), map[string]time.Duration{meta: held(g, long)})
+	release(a)
+	ltWant(t, "released after that", ltKeys(t, c, pattern), map[string]time.Duration{meta: idle})
+
+	g = lockFor(a, long, true, nil)
+	ltWant(t, "shared", ltKeys(t, c, pattern), map[string]time.Duration{h: held(g, long), dl: held(g, long), meta: held(g, long)})
+	release(a)
+	// The holder keys are empty, so gone; meta keeps its TTL (x until the
+	// next clean-up finds them empty).
+	ltWant(t, "shared, released", ltKeys(t, c, pattern), map[string]time.Duration{meta: held(g, long)})
 }

@@ -319,11 +319,11 @@ func outageScenario(t *testing.T, addrs []string, stop, start func()) {
 	}
 }
 
-// fenceKey is the fence counter of a store lock under the default prefix
-// (the store's layout, redis.LockKeys).
+// fenceKey is the key of a store lock's fence counter under the default
+// prefix: its meta (the store's layout, redis.LockKeys).
 func fenceKey(name string) string {
-	_, fence := redis.LockKeys("coord", name)
-	return fence
+	meta, _ := redis.LockKeys("coord", name)
+	return meta
 }
 
 // TestFenceSurvivesDataLoss acquires locks, loses Redis' data in three ways

@@ -1082,10 +1082,10 @@ func TestHeartbeatsRarelyMoveTTLs(t *testing.T) {
 	}
 	sessionKeys := s.keys.session(sid)
 	hk := s.keys.hold(store.HoldLock, "n")
-	holdKeys := []string{hk[0], hk[2], hk[3]} // holders, by deadline, by session
-	slack := time.Hour.Milliseconds() + 1     // timeArgs' slack, and prelude.lua's millisecond
-	expiry := map[string]int64{}              // PEXPIRETIME last seen
-	setAt := map[string]time.Duration{}       // simulated minus real time when it was set
+	holdKeys := []string{hk[0], hk[1], hk[2], hk[7]} // holders, by deadline, by session, meta
+	slack := time.Hour.Milliseconds() + 1            // timeArgs' slack, and prelude.lua's millisecond
+	expiry := map[string]int64{}                     // PEXPIRETIME last seen
+	setAt := map[string]time.Duration{}              // simulated minus real time when it was set
 	check := func(beat int, dl time.Time) {
 		t.Helper()
 		offset := time.Until(clk.Now())

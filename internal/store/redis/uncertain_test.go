@@ -123,7 +123,7 @@ func TestLostAnswerIsUncertain(t *testing.T) {
 		t.Fatalf("AcquireLock with its answer lost = %v, want store.ErrUnavailable", err)
 	}
 	// It ran once, for this token.
-	if held, err := direct.HExists(ctx, lockHolders(prefix, "ns:l"), tok).Result(); err != nil || !held {
+	if held, err := lockHeld(ctx, direct, prefix, "ns:l", tok); err != nil || !held {
 		t.Fatalf("lock holder %s in Redis = %v, %v; want held (the script ran)", "of the call's token", held, err)
 	}
 	if ok, _, err := storetest.ReleaseLock(ctx, s, "ns:l", tok); err != nil || !ok {
@@ -195,7 +195,7 @@ func TestUncertainSessionBindingIsNeverRenewed(t *testing.T) {
 		t.Fatalf("AcquireLock with the binding's answer lost = %v, want store.ErrUnavailable", err)
 	}
 	proxy.down.Store(true) // and the clean-up cannot reach Redis either
-	if held, err := direct.HExists(ctx, lockHolders(prefix, "ns:l"), tok).Result(); err != nil || !held {
+	if held, err := lockHeld(ctx, direct, prefix, "ns:l", tok); err != nil || !held {
 		t.Fatalf("the uncertain grant's holder in Redis = %v, %v; want held (the scripts ran)", held, err)
 	}
 	ref := store.SessionRef{ID: sid, Stream: st.Stream}
@@ -274,8 +274,15 @@ func sessionHoldsKey(prefix, id string) string {
 	return holds
 }
 
-// lockHolders is lock name's holders hash (token -> record) under prefix.
-func lockHolders(prefix, name string) string {
-	h, _ := redis.LockKeys(prefix, name)
-	return h
+// lockHeld reports whether tok is a holder of lock name under prefix in
+// Redis (the store's layout, redis.LockKeys): its plain exclusive holder in
+// its meta, or one in its holders hash.
+func lockHeld(ctx context.Context, c *goredis.Client, prefix, name, tok string) (bool, error) {
+	meta, holders := redis.LockKeys(prefix, name)
+	if h, err := c.HGet(ctx, meta, redis.LockHolderField).Result(); err == nil && h == tok {
+		return true, nil
+	} else if err != nil && err != goredis.Nil {
+		return false, err
+	}
+	return c.HExists(ctx, holders, tok).Result()
 }

@@ -31,7 +31,7 @@ func staleHolder(t *testing.T, s *Store, c goredis.Cmdable, kind store.HoldKind,
 	if err := c.HSet(ctx, keys[0], tok, rec).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ZAdd(ctx, keys[2], goredis.Z{Score: float64(deadline), Member: tok}).Err(); err != nil {
+	if err := c.ZAdd(ctx, keys[1], goredis.Z{Score: float64(deadline), Member: tok}).Err(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -39,7 +39,7 @@ if ses == '' and ticket ~= '' then
     return leave({OK, r.fence, r.dl, now, liveCount(), lim})
   end
 elseif ses ~= '' then
-  local t = redis.call('HGET', kBySession, ses)
+  local t = keyed() and redis.call('HGET', kBySession, ses)
   local r = t and holder(t)
   if r and r.dl > now then
     -- Answered: a ticket this request queued leaves (it would block others).

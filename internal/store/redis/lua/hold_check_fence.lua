@@ -5,9 +5,7 @@
 -- bound plus those expired and not yet cleaned up.
 local asked = resolve() -- session-bound holders past their recorded deadline (hold_prelude.lua)
 if asked then return asked end
-local recs = redis.call('HVALS', kHolders)
-for i = 1, #recs do
-  local r = dec(recs[i])
+for _, r in ipairs(holderRecords()) do
   if r.fence == fence and r.dl > now then return OK end
 end
 return NO

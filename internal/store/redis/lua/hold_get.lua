@@ -11,9 +11,7 @@ local asked = resolve() -- session-bound holders past their recorded deadline (h
 if asked then return asked end
 local waiters = redis.call('ZCOUNT', kTicketLeases, '(' .. s(now), '+inf')
 local out = {OK, now, waiters, 0}
-local recs = redis.call('HVALS', kHolders)
-for i = 1, #recs do
-  local r = dec(recs[i])
+for _, r in ipairs(holderRecords()) do
   if r.dl > now then
     out[#out + 1] = r.fence
     out[#out + 1] = r.shared and 1 or 0

@@ -3,18 +3,21 @@
 -- tickets and meta — and the steps every kind shares: clean-up, eligibility,
 -- wake-ups, removing a holder, granting. All keys share the name's hash tag
 -- (keys.go, holdKeyParts):
--- kHolders: holders (hash: token -> record, see enc)
--- kFence: fence counter (string; expires idleTTL after the last grant)
+-- kHolders: holders (hash: token -> record, see enc), but a lock's solo
+--           holder (see solo)
 -- kByDeadline: holders by deadline (zset: token, score deadline µs)
 -- kBySession: holders by session (hash: session ID -> token)
 -- kTickets: tickets by arrival (zset: ticket, score arrival seq)
 -- kTicketLeases: tickets by lease end (zset: ticket, score µs)
 -- kTicketInfo: ticket info (hash: ticket -> "x|s maxHolders instance")
 -- kExclusive: exclusive tickets (zset: ticket, score arrival seq)
--- kMeta: meta (hash: seq (arrival counter; present while tickets may be
+-- kMeta: meta (hash: f (the fence counter: meta lasts idleTTL after the
+--        last grant), seq (arrival counter; present while tickets may be
 --        queued, deleted when the queue empties), lim (a semaphore's
 --        limit), du (lock-delay end µs), lead (the leader the election's
---        log names), val (its value), rev (the election's last revision))
+--        log names), val (its value), rev (the election's last revision),
+--        ht and hr (a lock's solo holder's token and record, see solo),
+--        x (a lock's holder keys may hold holders, see keyed))
 -- kLog: the election's log (list of changes, oldest first, at most
 --       logSize; see change)
 -- The arguments every hold script starts with (holdArgs in holds.go):
@@ -53,15 +56,9 @@ local function dec(rec)
   return {fence = tonumber(f), dl = tonumber(dl), hold = tonumber(hold), acq = tonumber(acq),
     shared = sh == '1', delay = tonumber(delay), ses = string.sub(rest, 1, n), own = string.sub(rest, n + 1)}
 end
-local function holder(tok)
-  local rec = redis.call('HGET', kHolders, tok)
-  if not rec then return nil end
-  seen[kHolders] = true
-  return dec(rec)
-end
 -- Meta's small fields, read once (one HMGET) and kept in step with the
 -- script's writes (setMeta); val, which may be large, is read apart.
-local metaFields = {'seq', 'lim', 'du', 'lead', 'rev'}
+local metaFields = {'f', 'seq', 'lim', 'du', 'lead', 'rev', 'ht', 'hr', 'x'}
 local M
 local function meta(f)
   if f == 'val' then return redis.call('HGET', kMeta, f) end
@@ -87,6 +84,54 @@ local function mayQueue()
   if meta('seq') == nil then return false end
   seen[kTickets], seen[kTicketLeases], seen[kTicketInfo] = true, true, true -- written together with seq
   return true
+end
+
+-- keyed: whether the holder keys may hold holders. Always for a semaphore
+-- or an election; a lock's meta has x from its first such holder's grant
+-- (written with the fence) until a clean-up finds the keys empty, and
+-- outlives its holders (holderNeed), so that an uncontended lock reads
+-- nothing but its meta.
+local function keyed()
+  return kind ~= 'lock' or meta('x') ~= nil
+end
+
+-- The common case, a lock's plain exclusive holder (no session, not
+-- shared), is kept in meta beside the fence counter (fields ht: its token,
+-- hr: its record), so that an uncontended lock and its release touch one
+-- key. It is the only holder: the holder keys are empty while it is there
+-- (it is granted only with no live holder, after clean() removed the
+-- expired ones, and nothing is granted beside it; clean() removes it once
+-- it has expired, before anything else can be granted). solo returns its
+-- token and record (r.solo set), or nil.
+local function solo()
+  if kind ~= 'lock' then return nil end
+  local t = meta('ht')
+  if not t then return nil end
+  local r = dec(meta('hr'))
+  r.solo = true
+  return t, r
+end
+local function holder(tok)
+  local st, sr = solo()
+  if st then
+    if st == tok then return sr end
+    return nil
+  end
+  if not keyed() then return nil end
+  local rec = redis.call('HGET', kHolders, tok)
+  if not rec then return nil end
+  seen[kHolders] = true
+  return dec(rec)
+end
+-- holderRecords: every holder's record, live or expired and not yet
+-- cleaned up (at most the kind's bound plus those).
+local function holderRecords()
+  local _, sr = solo()
+  if sr then return {sr} end
+  local out = {}
+  if not keyed() then return out end
+  for _, rec in ipairs(redis.call('HVALS', kHolders)) do out[#out + 1] = dec(rec) end
+  return out
 end
 
 -- Physical expiry: a script notes (need) how long what it wrote must last,
@@ -158,7 +203,7 @@ local function holderNeed(dl, bound, delay)
   need(kHolders, t)
   need(kByDeadline, t)
   if bound then need(kBySession, t) end
-  if kind == 'semaphore' then need(kMeta, t) end
+  if kind ~= 'election' then need(kMeta, t) end -- a semaphore's limit, a lock's x
   if kind == 'election' then
     need(kMeta, t + idleTTL)
     need(kLog, t + idleTTL)
@@ -179,14 +224,30 @@ end
 -- none; nil: not known). Scripts that change holders keep them in step.
 local liveN, firstTok
 local function liveCount()
-  if not liveN then liveN = redis.call('ZCOUNT', kByDeadline, '(' .. s(now), '+inf') end
+  if not liveN then
+    local _, sr = solo()
+    if sr then
+      liveN = sr.dl > now and 1 or 0
+    elseif not keyed() then
+      liveN = 0
+    else
+      liveN = redis.call('ZCOUNT', kByDeadline, '(' .. s(now), '+inf')
+    end
+  end
   return liveN
 end
 -- The live holder whose deadline comes first (token, record), or nil.
 local function firstLive()
   if firstTok == nil then
-    local t = redis.call('ZRANGEBYSCORE', kByDeadline, '(' .. s(now), '+inf', 'LIMIT', 0, 1)
-    firstTok = t[1] or false
+    local st, sr = solo()
+    if sr then
+      firstTok = sr.dl > now and st
+    elseif not keyed() then
+      firstTok = false
+    else
+      local t = redis.call('ZRANGEBYSCORE', kByDeadline, '(' .. s(now), '+inf', 'LIMIT', 0, 1)
+      firstTok = t[1] or false
+    end
   end
   if not firstTok then return nil end
   return firstTok, holder(firstTok)
@@ -229,6 +290,21 @@ end
 -- removal is logged (no leader).
 local function removeHolder(tok, r)
   removed = true
+  if r.solo then
+    redis.call('HDEL', kMeta, 'ht', 'hr')
+    setMeta('ht', nil)
+    setMeta('hr', nil)
+    liveN, firstTok = 0, false -- it was the only holder
+    -- Meta lasted as long as the holder needed. Left with no other
+    -- content than the fence counter, it needs to last only idleTTL after
+    -- the last grant, this holder's (as long as meta would anyway, but for
+    -- a lease longer than that).
+    local fenceUntil = r.acq + idleTTL
+    if holderUntil(r.dl, r.delay, false) > fenceUntil and not keyed() and not mayQueue() and delayUntil() <= now then
+      expireAt(kMeta, fenceUntil)
+    end
+    return
+  end
   if headCache and #headCache < 2 * headN then
     -- The head held every holder: without tok it still does.
     for i = 1, #headCache, 2 do
@@ -278,12 +354,30 @@ end
 -- Returns whether it removed anything (someone may be let in).
 -- The first few holders by deadline tell, in the usual case, everything:
 -- the expired ones, the live count and the first live one (headN).
-local function clean()
+local function cleanHolders()
   local any = false
+  local st, sr = solo()
+  if sr then
+    headCache = nil
+    if sr.dl > now then
+      liveN, firstTok = 1, st
+      return false
+    end
+    removeHolder(st, sr)
+    return true
+  end
+  if not keyed() then
+    headCache, liveN, firstTok = nil, 0, false
+    return false
+  end
   local z = headCache or redis.call('ZRANGE', kByDeadline, 0, headN - 1, 'WITHSCORES')
   headCache = nil
   local n, gone = #z / 2, {}
   if n > 0 then seen[kByDeadline] = true end
+  if n == 0 and kind == 'lock' then
+    redis.call('HDEL', kMeta, 'x')
+    setMeta('x', nil)
+  end
   for i = 1, n do
     if tonumber(z[2 * i]) > now then
       if firstTok == nil then firstTok = z[2 * i - 1] end
@@ -302,6 +396,10 @@ local function clean()
     if r then removeHolder(gone[i], r) else redis.call('ZREM', kByDeadline, gone[i]) end
     any = true
   end
+  return any
+end
+local function clean()
+  local any = cleanHolders()
   if mayQueue() then
     local lapsed = redis.call('ZRANGEBYSCORE', kTicketLeases, '-inf', s(now), 'LIMIT', 0, cleanBatch)
     for i = 1, #lapsed do
@@ -381,25 +479,40 @@ end
 -- not stepped back by more than idleTTL (a fence is at most the time it was
 -- issued at, but for the few a script hands off in one microsecond).
 local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, ticket)
-  -- Usually the floor is above the counter: one SET, which answers the
-  -- old value; a second SET when the counter was at or above it.
-  local fence, px = floor, s(math.ceil(idleTTL / 1000) + slack)
-  local old = tonumber(redis.call('SET', kFence, s(floor), 'PX', px, 'GET') or '0')
-  if old + 1 > fence then
-    fence = old + 1
-    redis.call('SET', kFence, s(fence), 'PX', px)
-  end
+  local fence = floor
+  local old = tonumber(meta('f') or '0')
+  if old + 1 > fence then fence = old + 1 end
   local r = {fence = fence, dl = deadline, hold = hold, acq = now, shared = shared, delay = delay, ses = ses, own = owner}
   local live = liveCount()
-  -- Without a live holder the holders' keys may have gone with the last
-  -- one: keep() tries NX first.
-  if live == 0 then seen[kHolders], seen[kByDeadline] = nil, nil end
-  redis.call('HSET', kHolders, tok, enc(r))
-  redis.call('ZADD', kByDeadline, s(deadline), tok)
+  if kind == 'lock' and not shared and ses == '' then
+    -- The solo holder: the counter and the holder in one write.
+    r.solo = true
+    local rec = enc(r)
+    redis.call('HSET', kMeta, 'f', s(fence), 'ht', tok, 'hr', rec)
+    setMeta('ht', tok)
+    setMeta('hr', rec)
+    need(kMeta, holderUntil(deadline, delay, false))
+    firstTok = tok
+  else
+    if kind == 'lock' then
+      redis.call('HSET', kMeta, 'f', s(fence), 'x', '1')
+      setMeta('x', '1')
+    else
+      redis.call('HSET', kMeta, 'f', s(fence))
+    end
+    -- Without a live holder the holders' keys may have gone with the last
+    -- one: keep() tries NX first.
+    if live == 0 then seen[kHolders], seen[kByDeadline] = nil, nil end
+    redis.call('HSET', kHolders, tok, enc(r))
+    redis.call('ZADD', kByDeadline, s(deadline), tok)
+    if ses ~= '' then redis.call('HSET', kBySession, ses, tok) end
+    holderNeed(deadline, ses ~= '', delay)
+    firstTok = nil
+  end
+  setMeta('f', s(fence))
+  need(kMeta, now + idleTTL)
   headCache = nil
-  if ses ~= '' then redis.call('HSET', kBySession, ses, tok) end
-  holderNeed(deadline, ses ~= '', delay)
-  liveN, firstTok = live + 1, nil
+  liveN = live + 1
   if ticket ~= '' and mayQueue() then dropTicket(ticket) end
   return r
 end
@@ -407,6 +520,14 @@ end
 -- setDeadline moves holder tok (record r) to deadline.
 local function setDeadline(tok, r, deadline)
   r.dl = deadline
+  if r.solo then
+    local rec = enc(r)
+    redis.call('HSET', kMeta, 'hr', rec)
+    setMeta('hr', rec)
+    need(kMeta, holderUntil(deadline, r.delay, false))
+    firstTok = tok
+    return
+  end
   redis.call('HSET', kHolders, tok, enc(r))
   redis.call('ZADD', kByDeadline, s(deadline), tok)
   headCache = nil
@@ -517,6 +638,7 @@ for tok, live, dl in string.gmatch(factsArg, '(%S+) ([01]) (%d+)') do
   facts[tok] = {live = live == '1', dl = tonumber(dl)}
 end
 local function resolve()
+  if solo() or not keyed() then return nil end -- a solo holder is the only one, never session-bound
   local z = redis.call('ZRANGE', kByDeadline, 0, headN - 1, 'WITHSCORES')
   local due = {}
   for i = 1, #z, 2 do
