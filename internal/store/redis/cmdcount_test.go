@@ -129,6 +129,19 @@ func TestHoldCommandBudget(t *testing.T) {
 	t.Logf("Lock+Release: %.1f commands:%s", per, what)
 	plain := per
 
+	held := token.New()
+	lock("held", held, nil)
+	refused, refusedWhat := measure(t, raw, n, func(int) {
+		if g := lock("held", token.New(), nil); g.Acquired {
+			t.Fatalf("lock of a held name granted: %+v", g)
+		}
+	})
+	t.Logf("Lock refused by a live holder: %.1f commands:%s", refused, refusedWhat)
+	release("held", held)
+	if refused > 3 {
+		t.Errorf("a Lock refused by a live holder costs %.1f commands, want at most 3 (the script, its TIME, the meta read)", refused)
+	}
+
 	var queue, handoff float64
 	var queueWhat, handoffWhat string
 	for i := range n {
