@@ -192,19 +192,24 @@ func TestHoldCommandBudget(t *testing.T) {
 	t.Logf("contended: queue %.1f (%s), release+wake %.1f (%s), woken grant %.1f (%s)",
 		queue/n, queueWhat, wake/n, wakeWhat, grant/n, grantWhat)
 	// The budgets, as measured: a lock's plain exclusive holder lives in
-	// its meta beside the fence (9.3: a script each, its TIME, the meta
-	// read, and the grant's write and TTL or the release's delete; 15 when
-	// it had holder keys and a fence key of its own, 90 for the woken cycle
-	// before the hold scripts expired only what they wrote); a hand-off
-	// saves the woken retry and the wake-up.
+	// its meta beside the fence, and a plain exclusive request or release
+	// first runs a solo script that reads that meta only (9: a script
+	// each, its TIME, the meta read, and the grant's write and TTL or the
+	// release's delete; 15 when the holder had keys of its own and the
+	// fence a key of its own). A request the solo script cannot decide (a
+	// queue, a holder in the holder keys) runs the full script after it:
+	// 3 commands more per plain call while the name is contended (38 and
+	// 48 before the solo holder, 31 and 38 with it but no solo scripts; 90
+	// for the woken cycle before the hold scripts expired only what they
+	// wrote). A hand-off saves the woken retry and the wake-up.
 	if plain > 10 {
 		t.Errorf("Lock+Release costs %.1f commands, want at most 10", plain)
 	}
-	if handedOff > 32 {
-		t.Errorf("a contended grant handed off (queue, release) costs %.1f commands, want at most 32", handedOff)
+	if handedOff > 37 {
+		t.Errorf("a contended grant handed off (queue, release) costs %.1f commands, want at most 37", handedOff)
 	}
-	if c := (queue + wake + grant) / n; c > 39 {
-		t.Errorf("a contended grant woken (queue, release, woken grant) costs %.1f commands, want at most 39", c)
+	if c := (queue + wake + grant) / n; c > 47 {
+		t.Errorf("a contended grant woken (queue, release, woken grant) costs %.1f commands, want at most 47", c)
 	}
 }
 

@@ -98,6 +98,53 @@ type holdAcquireArgs struct {
 	Value      string `lua:"value"`          // an election's value
 }
 
+// holdAcquireSoloArgs are lua/hold_acquire_solo.lua's: holdAcquireArgs'
+// fields that a plain exclusive lock's request (no session, not shared)
+// sets.
+type holdAcquireSoloArgs struct {
+	IdleTTL  int64  `lua:"idleTTL,int"`
+	Token    string `lua:"tok"`
+	Owner    string `lua:"owner"`
+	TTL      int64  `lua:"ttl,int"`
+	MaxHold  int64  `lua:"maxHold,int"`
+	TimeSeen int64  `lua:"timeSeen,int"`
+	Ticket   string `lua:"ticket"`
+}
+
+// holdReleaseSoloArgs are lua/hold_release_solo.lua's.
+type holdReleaseSoloArgs struct {
+	IdleTTL int64  `lua:"idleTTL,int"`
+	Token   string `lua:"tok"`
+}
+
+// soloFirst returns run, but that its first call runs fast instead (a
+// lock's solo script, lua/hold_*_solo.lua, which reads the lock's meta
+// only: the uncontended case), and the call it is given only if fast
+// answered SLOW. fast nil: run.
+func soloFirst(fast *call, run func(call) *redis.Cmd) func(call) *redis.Cmd {
+	if fast == nil {
+		return run
+	}
+	return func(c call) *redis.Cmd {
+		if f := fast; f != nil {
+			fast = nil
+			if cmd := run(*f); !isSlow(cmd) {
+				return cmd
+			}
+		}
+		return run(c)
+	}
+}
+
+func isSlow(cmd *redis.Cmd) bool {
+	v, err := cmd.Slice()
+	if err != nil || len(v) == 0 {
+		return false
+	}
+	code, ok := v[0].(int64)
+	return ok && code == codeSlow
+}
+
 // holdRenewArgs are lua/hold_renew.lua's: the token and the new ttl µs.
 type holdRenewArgs struct {
 	holdArgs
@@ -181,6 +228,7 @@ var errAskRounds = fmt.Errorf("%w: the holders' sessions could not all be asked 
 // an ASK.
 func (s *Store) holdEval(ctx context.Context, kind store.HoldKind, name string, c call, run func(call) *redis.Cmd) *redis.Cmd {
 	var facts strings.Builder
+	facts.WriteString(reflect.ValueOf(c.args).FieldByName("Facts").String()) // what the caller knows already
 	for round := 0; ; round++ {
 		cmd := run(c)
 		asks, ok := asksOf(cmd)
@@ -194,7 +242,7 @@ func (s *Store) holdEval(ctx context.Context, kind store.HoldKind, name string, 
 		}
 		calls := make([]call, len(asks))
 		for i, a := range asks {
-			calls[i] = call{sessionVouch, s.keys.session(a.session)[:2], sessionVouchArgs{holdField(kind, name), a.token}}
+			calls[i] = call{sessionVouch, s.keys.session(a.session)[:2], sessionVouchArgs{holdField(kind, name), a.token, false}}
 		}
 		for i, vc := range s.evalPipelined(ctx, calls) {
 			live, deadline, err := decodeVouch(vc)
@@ -203,14 +251,21 @@ func (s *Store) holdEval(ctx context.Context, kind store.HoldKind, name string, 
 				cmd.SetErr(err)
 				return cmd
 			}
-			bit := "0"
-			if live {
-				bit = "1"
-			}
-			fmt.Fprintf(&facts, "%s %s %d ", asks[i].token, bit, deadline)
+			facts.WriteString(fact(asks[i].token, live, deadline))
 		}
 		c.args = withFacts(c.args, facts.String())
 	}
+}
+
+// fact is what a hold script learns of holder token's session (its
+// facts, hold_prelude.lua's resolve): whether the holder lives, and the
+// session's deadline.
+func fact(token string, live bool, deadline int64) string {
+	bit := "0"
+	if live {
+		bit = "1"
+	}
+	return fmt.Sprintf("%s %s %d ", token, bit, deadline)
 }
 
 // ask is one holder an ASK names: its token and its session's ID.
@@ -238,10 +293,12 @@ func asksOf(cmd *redis.Cmd) ([]ask, bool) {
 }
 
 // sessionVouchArgs are lua/session_vouch.lua's: the hold's field
-// ("kind:name") and the holder's token.
+// ("kind:name"), the holder's token, and whether the hold leaves the
+// session's set (its own release).
 type sessionVouchArgs struct {
-	Field string `lua:"field"`
-	Token string `lua:"tok"`
+	Field  string `lua:"field"`
+	Token  string `lua:"tok"`
+	Unbind bool   `lua:"unbind,bool"`
 }
 
 // decodeVouch reads session_vouch.lua's reply: whether the holder lives,
@@ -348,16 +405,22 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 		ticket, instance, lease = req.Wait.Ticket, req.Wait.Instance, req.Wait.Lease.Microseconds()
 	}
 	var replicated bool
-	cmd := s.holdEval(ctx, req.Kind, req.Name, call{holdAcquire, s.keys.hold(req.Kind, req.Name), holdAcquireArgs{
+	keys, timeSeen := s.keys.hold(req.Kind, req.Name), s.timeSeen.Load()
+	var fast *call
+	if req.Kind == store.HoldLock && !req.Shared && req.SessionID == "" {
+		fast = &call{holdAcquireSolo, keys[holdMeta : holdMeta+1], holdAcquireSoloArgs{hargs.IdleTTL, req.Token, req.Owner,
+			req.TTL.Microseconds(), req.MaxHold.Microseconds(), timeSeen, ticket}}
+	}
+	cmd := s.holdEval(ctx, req.Kind, req.Name, call{holdAcquire, keys, holdAcquireArgs{
 		holdArgs: hargs, Token: req.Token, Owner: req.Owner,
 		TTL: req.TTL.Microseconds(), MaxHold: req.MaxHold.Microseconds(), Session: req.SessionID, SessionDeadline: sessDeadline,
-		TimeSeen: s.timeSeen.Load(), Full: full, Shared: req.Shared, MaxHolders: req.MaxHolders, Limit: req.Limit,
+		TimeSeen: timeSeen, Full: full, Shared: req.Shared, MaxHolders: req.MaxHolders, Limit: req.Limit,
 		Ticket: ticket, Instance: instance, Lease: lease, Delay: delay, Value: string(value),
-	}}, func(c call) *redis.Cmd {
+	}}, soloFirst(fast, func(c call) *redis.Cmd {
 		cmd, rep := s.evalReplicated(ctx, c.script, c.keys, c.args)
 		replicated = rep
 		return cmd
-	})
+	}))
 	a, err := decodeAcquire(cmd, req.Kind == store.HoldElection)
 	if err != nil {
 		return store.Grant{}, a, err
@@ -424,7 +487,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 	_, replicated, err = s.bindHold(ctx, req.SessionID, h, req.MaxSessionHolds)
 	if errors.Is(err, store.ErrSessionNotFound) || errors.Is(err, store.ErrTooManyHolds) {
 		// The session ended, or filled up, since it was read: undo the grant.
-		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {
+		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", "", ""); err != nil {
 			return store.Grant{}, a, err
 		}
 		return store.Grant{}, a, err
@@ -439,7 +502,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 	newDeadline, replicated, err := s.confirmHold(ctx, req.SessionID, h, sessDeadline+keep.Microseconds())
 	if errors.Is(err, store.ErrSessionNotFound) {
 		// The session ended, or lost the hold, since the add.
-		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", ""); err != nil {
+		if _, err := s.release(ctx, req.Kind, req.Name, req.Token, true, "", "", ""); err != nil {
 			return store.Grant{}, a, err
 		}
 		return store.Grant{}, a, err
@@ -460,7 +523,7 @@ func (s *Store) acquireOnce(ctx context.Context, req store.HoldRequest, value []
 		}
 		if !held {
 			// Its lease ran out before it could be extended: it is gone.
-			_ = s.unbindHold(ctx, req.SessionID, req.Kind, req.Name, req.Token)
+			_, _, _ = s.unbindHold(ctx, req.SessionID, req.Kind, req.Name, req.Token)
 			return store.Grant{}, a, errLostInFlight
 		}
 		dl = newDeadline
@@ -634,13 +697,18 @@ func (s *Store) ReleaseHold(ctx context.Context, kind store.HoldKind, name, toke
 func (s *Store) releaseHold(ctx context.Context, op string, kind store.HoldKind, name, token, instance string) (store.Released, error) {
 	var rel released
 	err := s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) (err error) {
-		if rel, err = s.release(ctx, kind, name, token, false, instance, ""); err != nil || rel.code != codeSessionBound {
+		if rel, err = s.release(ctx, kind, name, token, false, instance, "", ""); err != nil || rel.code != codeSessionBound {
 			return err
 		}
-		if err := s.unbindHold(ctx, rel.session, kind, name, token); err != nil {
+		// The hold leaves its session's set with the session's word on it
+		// (live, or expired then), which is the fact the release decides
+		// by if the holder's recorded deadline has passed: asked after the
+		// hold left the set, the session would say it holds nothing.
+		live, deadline, err := s.unbindHold(ctx, rel.session, kind, name, token)
+		if err != nil {
 			return err
 		}
-		rel, err = s.release(ctx, kind, name, token, true, instance, "")
+		rel, err = s.release(ctx, kind, name, token, true, instance, "", fact(token, live, deadline))
 		return err
 	})
 	if err != nil {
@@ -659,14 +727,14 @@ func (s *Store) AbandonHold(ctx context.Context, kind store.HoldKind, name, toke
 // (waking the session's stream), then the hold is deleted.
 func (s *Store) abandonHold(ctx context.Context, op string, kind store.HoldKind, name, token, ticket string) error {
 	return s.do(ctx, op, s.keys.hold(kind, name)[0], func(ctx context.Context) error {
-		rel, err := s.release(ctx, kind, name, token, false, "", ticket)
+		rel, err := s.release(ctx, kind, name, token, false, "", ticket, "")
 		if err != nil || rel.code != codeSessionBound {
 			return err // released, or not held
 		}
 		if err := s.holdGone(ctx, rel.session, kind, name, token); err != nil {
 			return err
 		}
-		_, err = s.release(ctx, kind, name, token, true, "", "")
+		_, err = s.release(ctx, kind, name, token, true, "", "", "")
 		return err
 	})
 }
@@ -676,8 +744,16 @@ func (s *Store) abandonHold(ctx context.Context, op string, kind store.HoldKind,
 // that lets in (instance's plain tickets are handed off); a session-bound
 // one only if bound (its session's entry is gone), else it is answered
 // codeSessionBound.
-func (s *Store) release(ctx context.Context, kind store.HoldKind, name, token string, bound bool, instance, ticket string) (released, error) {
-	rel, err := decodeRelease(s.evalHold(ctx, holdRelease, kind, name, holdReleaseArgs{s.holdArgs(kind, name), token, bound, instance, s.timeSeen.Load(), ticket}))
+func (s *Store) release(ctx context.Context, kind store.HoldKind, name, token string, bound bool, instance, ticket, facts string) (released, error) {
+	keys, hargs := s.keys.hold(kind, name), s.holdArgs(kind, name)
+	hargs.Facts = facts
+	var fast *call
+	if kind == store.HoldLock && ticket == "" {
+		fast = &call{holdReleaseSolo, keys[holdMeta : holdMeta+1], holdReleaseSoloArgs{s.idleTTL.Microseconds(), token}}
+	}
+	rel, err := decodeRelease(s.holdEval(ctx, kind, name,
+		call{holdRelease, keys, holdReleaseArgs{hargs, token, bound, instance, s.timeSeen.Load(), ticket}},
+		soloFirst(fast, func(c call) *redis.Cmd { return s.eval(ctx, c.script, c.keys, c.args) })))
 	if err == nil && len(rel.handoffs) > 0 {
 		s.sawTime(rel.now)
 	}

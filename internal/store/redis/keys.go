@@ -3,6 +3,7 @@ package redis
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,6 +75,9 @@ var holdKeyParts = []keyPart{
 }
 
 var holdKeyNames = names(holdKeyParts)
+
+// holdMeta is the index of kMeta in holdKeyParts.
+var holdMeta = slices.Index(holdKeyNames, "kMeta")
 
 // hold returns the keys of (kind, name), in holdKeyParts' order.
 func (k keys) hold(kind store.HoldKind, name string) []string {

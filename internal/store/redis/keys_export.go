@@ -13,7 +13,7 @@ import "github.com/coordd/coordd/internal/store"
 // lock: "namespace:name" for the server's locks.
 func LockKeys(prefix, name string) (meta, holders string) {
 	k := keys{prefix: prefix}.hold(store.HoldLock, name)
-	return k[7], k[0]
+	return k[holdMeta], k[0]
 }
 
 // The fields of a lock's meta hash that LockKeys names (lua/hold_prelude.lua).

@@ -332,7 +332,7 @@ func TestRegressionSessionDeadlineNeverShortens(t *testing.T) {
 // with token t1) and its pipeline of renewals, the hook releases L and, in the
 // second case, acquires it again for the session (token t2). The pipeline's
 // renewal of (L, t1) answers 0. The old code reported L lost whatever
-// session_remove_holds found; now only the entries it removed are lost, and
+// the removal of its entries found; now only the entries it removed are lost, and
 // (L, t1) was no longer there.
 func TestRegressionKeepAliveFalseLoss(t *testing.T) {
 	for _, relock := range []bool{false, true} {

@@ -36,6 +36,7 @@ const (
 	codeQueueFull      = -12 // the queue holds as many messages as it may
 	codeMemoryHigh     = -13 // the node is past its memory high-water mark
 	codeAsk            = -14 // a hold script needs the sessions of holders it names (holdEval)
+	codeSlow           = -15 // a solo script cannot decide: the full script must (soloFirst)
 )
 
 // replyCodes names the codes as the prelude does.
@@ -45,7 +46,7 @@ var replyCodes = map[string]int64{
 	"SUPERSEDED": codeSuperseded, "EXPIRED": codeExpired,
 	"MISMATCH": codeMismatch, "DUPLICATE": codeDuplicate, "DEAD": codeDead,
 	"LIMIT_MISMATCH": codeLimitMismatch, "TOO_MANY_WAITERS": codeTooManyWaiters, "NOT_LEADER": codeNotLeader,
-	"QUEUE_FULL": codeQueueFull, "MEMORY_HIGH": codeMemoryHigh, "ASK": codeAsk,
+	"QUEUE_FULL": codeQueueFull, "MEMORY_HIGH": codeMemoryHigh, "ASK": codeAsk, "SLOW": codeSlow,
 }
 
 // reply reads one array reply field by field. The first field that is

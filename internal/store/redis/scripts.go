@@ -179,7 +179,12 @@ func queueScript(name string, args scriptArgs) *script {
 }
 
 func holdScript(name string, args scriptArgs) *script {
-	return newScript(name, holdKeyNames, args, "hold_prelude")
+	return newScript(name, holdKeyNames, args, "hold_record", "hold_prelude")
+}
+
+// soloScript: a lock's solo script (lua/hold_*_solo.lua), on its meta only.
+func soloScript(name string, args scriptArgs) *script {
+	return newScript(name, []string{"kMeta"}, args, "hold_record")
 }
 
 var (
@@ -192,6 +197,9 @@ var (
 	holdTickets    = holdScript("hold_tickets", holdTicketsArgs{})
 	holdCheckFence = holdScript("hold_check_fence", holdCheckFenceArgs{})
 
+	holdAcquireSolo = soloScript("hold_acquire_solo", holdAcquireSoloArgs{})
+	holdReleaseSolo = soloScript("hold_release_solo", holdReleaseSoloArgs{})
+
 	electionProclaim = holdScript("election_proclaim", electionProclaimArgs{})
 	electionGet      = holdScript("election_get", electionGetArgs{})
 
@@ -199,7 +207,6 @@ var (
 	sessionRefresh     = newScript("session_refresh", sessionKeyNames, sessionRefreshArgs{})
 	sessionAddHold     = newScript("session_add_hold", sessionKeyNames, sessionAddHoldArgs{})
 	sessionDeadline    = newScript("session_deadline", sessionKeyNames, noArgs{})
-	sessionRemoveHolds = newScript("session_remove_holds", sessionKeyNames[1:2], sessionRemoveHoldsArgs{})
 	sessionMarkLost    = newScript("session_mark_lost", sessionKeyNames, sessionMarkLostArgs{})
 	sessionConfirmHold = newScript("session_confirm_hold", sessionKeyNames[:2], sessionConfirmHoldArgs{})
 	sessionClose       = newScript("session_close", sessionKeyNames, sessionCloseArgs{})

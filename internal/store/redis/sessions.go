@@ -80,12 +80,6 @@ type sessionHoldsKeptArgs struct {
 	NextAt  int64  `lua:"nl,int"`
 }
 
-// sessionRemoveHoldsArgs are lua/session_remove_holds.lua's: pairs of
-// field ("kind:name") and token.
-type sessionRemoveHoldsArgs struct {
-	FieldTokens []string `lua:"fieldTokens,rest"`
-}
-
 // sessionMarkLostArgs are lua/session_mark_lost.lua's: the session's
 // wake-up channel, published to if a report was made ("": none; the
 // session's own stream is the caller), and triples of field ("kind:name"),
@@ -643,16 +637,11 @@ func (s *Store) confirmHold(ctx context.Context, id string, h sessionHold, horiz
 }
 
 // unbindHold takes a hold out of session id's set if token still has it
-// (a hold being released, or lost on its way in).
-func (s *Store) unbindHold(ctx context.Context, id string, kind store.HoldKind, name, token string) error {
-	r, err := replyOf(sessionRemoveHolds, s.eval(ctx, sessionRemoveHolds, s.keys.session(id)[1:2], sessionRemoveHoldsArgs{[]string{holdField(kind, name), token}}))
-	if err != nil {
-		return err
-	}
-	for i := range r.len() {
-		r.str(i) // the fields removed
-	}
-	return r.done()
+// (a hold being released, or lost on its way in), and answers what the
+// session said of it then, as session_vouch.lua: whether the holder lived,
+// and the session's deadline.
+func (s *Store) unbindHold(ctx context.Context, id string, kind store.HoldKind, name, token string) (live bool, deadline int64, err error) {
+	return decodeVouch(s.eval(ctx, sessionVouch, s.keys.session(id)[:2], sessionVouchArgs{holdField(kind, name), token, true}))
 }
 
 // holdGone turns a hold of session id that token no longer has into a loss

@@ -115,3 +115,66 @@ func TestSessionHolderLivesBySession(t *testing.T) {
 		t.Fatalf("the first waiter after the lock-delay = %+v; want granted", g)
 	}
 }
+
+// TestSessionHolderReleasedPastItsRecordedDeadline: a session-bound hold
+// released by its token is released, with no lock-delay (the next
+// contender gets it at once), even when its recorded deadline passes
+// between the release's steps (releaseHold: a try that finds it bound,
+// the hold out of its session's set, the release). The hold leaves the set
+// with its session's word on it (session_vouch.lua with unbind), which the
+// release decides by. The steps are run here as releaseHold runs them,
+// with the record made stale between them; without that word (the
+// release asking the session afresh, which by then holds nothing) the
+// release answers "not held", as the linearizability check of
+// session-bound semaphores once caught.
+func TestSessionHolderReleasedPastItsRecordedDeadline(t *testing.T) {
+	addr := redistest.Standalone(t)
+	ctx := context.Background()
+	const name = "ns:released"
+	run := func(withWord bool) (released released, contender store.Grant) {
+		t.Helper()
+		clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+		s := openStore(t, Config{Addrs: []string{addr}, Prefix: "rel" + token.New()[:8], Clock: clk, Timeout: 5 * time.Second})
+		c := goredis.NewClient(redistest.Options(addr))
+		t.Cleanup(func() { _ = c.Close() })
+		id := "ns:" + token.New()
+		if _, err := s.CreateSession(ctx, id, 10*time.Second, 0, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		tok := token.New()
+		if g, err := s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, Owner: "s", SessionID: id}); err != nil || !g.Acquired {
+			t.Fatalf("session-bound grant = %+v, %v", g, err)
+		}
+		clk.Advance(6 * time.Second)
+		if _, err := s.KeepAliveSession(ctx, store.SessionRef{ID: id}, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		rel, err := s.release(ctx, store.HoldLock, name, tok, false, "", "", "")
+		if err != nil || rel.code != codeSessionBound {
+			t.Fatalf("release of a bound hold by its token = %+v, %v; want SESSION_BOUND", rel, err)
+		}
+		live, deadline, err := s.unbindHold(ctx, id, store.HoldLock, name, tok)
+		if err != nil || !live {
+			t.Fatalf("the hold leaving its live session = %v, %v; want live", live, err)
+		}
+		staleHolder(t, s, c, store.HoldLock, name, tok, clk.Now().Add(-5*time.Second).UnixMicro())
+		facts := ""
+		if withWord {
+			facts = fact(tok, live, deadline)
+		}
+		if released, err = s.release(ctx, store.HoldLock, name, tok, true, "", "", facts); err != nil {
+			t.Fatal(err)
+		}
+		contender, err = s.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: token.New(), Owner: "c", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return released, contender
+	}
+	if rel, g := run(true); rel.code != codeOK || !g.Acquired {
+		t.Errorf("released past the recorded deadline, with the session's word: %+v, then a contender %+v; want released, then granted", rel, g)
+	}
+	if rel, _ := run(false); rel.code != codeNo {
+		t.Errorf("without the session's word: %+v; want not released (what the word prevents)", rel)
+	}
+}

@@ -41,21 +41,6 @@ local headCache
 local headN = 4
 local settled = {}
 
--- A holder's record: "fence deadline hold acquired shared delay sesLen
--- session owner" (µs; hold 0: no max hold; shared 0/1; the session ID's
--- length, then the ID and the owner label, which may contain anything).
-local function enc(r)
-  return s(r.fence) .. ' ' .. s(r.dl) .. ' ' .. s(r.hold) .. ' ' .. s(r.acq) .. ' ' ..
-    (r.shared and '1' or '0') .. ' ' .. s(r.delay) .. ' ' .. s(#r.ses) .. ' ' .. r.ses .. r.own
-end
-local function dec(rec)
-  local f, dl, hold, acq, sh, delay, n, rest =
-    string.match(rec, '^(%d+) (%d+) (%d+) (%d+) ([01]) (%d+) (%d+) (.*)$')
-  if not f then corrupt('holder record') end
-  n = tonumber(n)
-  return {fence = tonumber(f), dl = tonumber(dl), hold = tonumber(hold), acq = tonumber(acq),
-    shared = sh == '1', delay = tonumber(delay), ses = string.sub(rest, 1, n), own = string.sub(rest, n + 1)}
-end
 -- Meta's small fields, read once (one HMGET) and kept in step with the
 -- script's writes (setMeta); val, which may be large, is read apart.
 local metaFields = {'f', 'seq', 'lim', 'du', 'lead', 'rev', 'ht', 'hr', 'x'}
@@ -295,14 +280,7 @@ local function removeHolder(tok, r)
     setMeta('ht', nil)
     setMeta('hr', nil)
     liveN, firstTok = 0, false -- it was the only holder
-    -- Meta lasted as long as the holder needed. Left with no other
-    -- content than the fence counter, it needs to last only idleTTL after
-    -- the last grant, this holder's (as long as meta would anyway, but for
-    -- a lease longer than that).
-    local fenceUntil = r.acq + idleTTL
-    if holderUntil(r.dl, r.delay, false) > fenceUntil and not keyed() and not mayQueue() and delayUntil() <= now then
-      expireAt(kMeta, fenceUntil)
-    end
+    if not keyed() and not mayQueue() and delayUntil() <= now then soloLeft(r) end
     return
   end
   if headCache and #headCache < 2 * headN then
@@ -479,9 +457,7 @@ end
 -- not stepped back by more than idleTTL (a fence is at most the time it was
 -- issued at, but for the few a script hands off in one microsecond).
 local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, ticket)
-  local fence = floor
-  local old = tonumber(meta('f') or '0')
-  if old + 1 > fence then fence = old + 1 end
+  local fence = nextFence(tonumber(meta('f') or '0'), floor)
   local r = {fence = fence, dl = deadline, hold = hold, acq = now, shared = shared, delay = delay, ses = ses, own = owner}
   local live = liveCount()
   if kind == 'lock' and not shared and ses == '' then
@@ -491,7 +467,7 @@ local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, tick
     redis.call('HSET', kMeta, 'f', s(fence), 'ht', tok, 'hr', rec)
     setMeta('ht', tok)
     setMeta('hr', rec)
-    need(kMeta, holderUntil(deadline, delay, false))
+    need(kMeta, soloMetaUntil(r))
     firstTok = tok
   else
     if kind == 'lock' then
@@ -524,7 +500,7 @@ local function setDeadline(tok, r, deadline)
     local rec = enc(r)
     redis.call('HSET', kMeta, 'hr', rec)
     setMeta('hr', rec)
-    need(kMeta, holderUntil(deadline, r.delay, false))
+    need(kMeta, soloMetaUntil(r))
     firstTok = tok
     return
   end
@@ -533,16 +509,6 @@ local function setDeadline(tok, r, deadline)
   headCache = nil
   holderNeed(deadline, r.ses ~= '', r.delay)
   firstTok = nil
-end
-
--- fenceFloor: a grant's fence is at least the server time, or, when the
--- clock is behind the highest time this coordd has seen (timeSeen, an ARGV:
--- a failover promoted a node whose clock is behind the old master's),
--- timeSeen + 1, so that fences stay above those the old master issued and
--- lost.
-local function fenceFloor(timeSeen)
-  if timeSeen > now then return timeSeen + 1 end
-  return now
 end
 
 -- wake lets in the tickets at the head of the queue that may be granted

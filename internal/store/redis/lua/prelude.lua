@@ -40,7 +40,7 @@ local NO, OK, SESSION_GONE, ALREADY_HELD, FULL = 0, 1, -1, -2, -3
 local SESSION_BOUND, CLOSING, SUPERSEDED, EXPIRED = -4, -5, -6, -7
 local MISMATCH, DUPLICATE, DEAD = -8, 3, 4
 local LIMIT_MISMATCH, TOO_MANY_WAITERS, NOT_LEADER = -9, -10, -11
-local QUEUE_FULL, MEMORY_HIGH, ASK = -12, -13, -14
+local QUEUE_FULL, MEMORY_HIGH, ASK, SLOW = -12, -13, -14, -15
 -- Loss reasons, as store.LossReason.
 local lostMaxHold, lostExpired, lostGone = 1, 2, 3
 -- A session's loss report of the hold whose field ("kind:name") is given
