@@ -214,3 +214,57 @@ func TestHoldsAtomicElection(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldsAtomicPlainLock: 64 goroutines try one lock without waiting,
+// three quarters of them exclusive (the solo scripts' path: a plain
+// exclusive holder lives in the name's meta), the rest shared (the holder
+// keys): never an exclusive holder beside anyone, and each exclusive
+// grant's fence above every exclusive one before it.
+func TestHoldsAtomicPlainLock(t *testing.T) {
+	for mode, st := range atomicStores(t) {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			name := "ns:plain" + token.New()[:8]
+			var readers, writers atomic.Int64
+			var last uint64 // the last exclusive grant's fence, written by its holder alone
+			var wg sync.WaitGroup
+			for w := range atomicWorkers {
+				wg.Go(func() {
+					shared := w%4 == 0
+					for got := 0; got < atomicRounds; {
+						tok := token.New()
+						g, err := st.AcquireHold(ctx, store.HoldRequest{Kind: store.HoldLock, Name: name, Token: tok, Owner: "w", TTL: time.Minute, Shared: shared})
+						if err != nil {
+							t.Errorf("AcquireHold: %v", err)
+							return
+						}
+						if !g.Acquired {
+							time.Sleep(time.Millisecond)
+							continue
+						}
+						got++
+						if shared {
+							if readers.Add(1); writers.Load() != 0 {
+								t.Errorf("a shared holder beside %d exclusive ones", writers.Load())
+							}
+							readers.Add(-1)
+						} else {
+							if writers.Add(1) != 1 || readers.Load() != 0 {
+								t.Errorf("an exclusive holder beside others: %d exclusive, %d shared", writers.Load(), readers.Load())
+							}
+							if g.Fence <= last {
+								t.Errorf("exclusive fence %d after %d", g.Fence, last)
+							}
+							last = g.Fence
+							writers.Add(-1)
+						}
+						if rel, err := st.ReleaseHold(ctx, store.HoldLock, name, tok, ""); err != nil || !rel.Released {
+							t.Errorf("ReleaseHold = %+v, %v", rel, err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
