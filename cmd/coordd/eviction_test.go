@@ -14,6 +14,7 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/redistest"
+	"github.com/coordd/coordd/internal/store/redis"
 	"github.com/coordd/coordd/internal/token"
 )
 
@@ -131,5 +132,5 @@ func TestRedisLayoutRefusesToStart(t *testing.T) {
 	if err := c.Set(context.Background(), key, "0", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	wantRefusedToStart(t, cfg, "a Redis with layout version 0", key, "stored layout version 0", "version 2", "stop every coordd", "redis.key_prefix")
+	wantRefusedToStart(t, cfg, "a Redis with layout version 0", key, "stored layout version 0", "version "+strconv.Itoa(redis.LayoutVersion), "stop every coordd", "redis.key_prefix")
 }
