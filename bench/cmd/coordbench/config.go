@@ -45,6 +45,7 @@ type config struct {
 	KeyPrefix   string        `json:"key_prefix"`
 	LuaDir      string        `json:"lua_dir,omitempty"`
 	Concurrency int           `json:"concurrency"`
+	Rate        float64       `json:"rate,omitempty"`
 	Duration    time.Duration `json:"-"`
 	Warmup      time.Duration `json:"-"`
 	Keys        int           `json:"keys"`
@@ -173,6 +174,7 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.Concurrency, "concurrency", 64, "concurrent callers (and queue producers and consumers, and asynq's Concurrency)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measured time per scenario and target")
 	fs.DurationVar(&c.Warmup, "warmup", time.Second, "unmeasured time before each measurement")
+	fs.Float64Var(&c.Rate, "rate", 0, "operations per second the --concurrency callers start together, for every target of the closed-loop scenarios (0: as fast as they can), so that targets compare at the same rate: e.g. an Allow paced as the sessions scenario's heartbeats are")
 	fs.IntVar(&c.Keys, "keys", 10000, "key space: rate-limit keys, lock names")
 	fs.IntVar(&c.Queues, "queues", 16, "queues the enqueue scenario spreads over")
 	fs.StringVar(&scenarios, "scenarios", "all", "scenarios to run, comma separated (see above)")
@@ -256,6 +258,8 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("--duration must be positive")
 	case c.Warmup < 0:
 		return nil, errors.New("--warmup must not be negative")
+	case c.Rate < 0:
+		return nil, errors.New("--rate must not be negative")
 	case c.Keys < 1:
 		return nil, errors.New("--keys must be at least 1")
 	case c.Queues < 1:

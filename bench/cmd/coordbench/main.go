@@ -279,13 +279,13 @@ func (b *bench) measureWith(ctx context.Context, scenario, target string, pid in
 	}
 	b.progress("%s/%s", scenario, b.targetName(target))
 	if b.cfg.Warmup > 0 {
-		runLoop(ctx, b.cfg.Concurrency, b.cfg.Warmup, op, b.seed^1)
+		runPaced(ctx, b.cfg.Concurrency, b.cfg.Rate, b.cfg.Warmup, op, b.seed^1)
 	}
 	if reset != nil {
 		reset()
 	}
 	before := b.snapshot(pid)
-	lr := runLoop(ctx, b.cfg.Concurrency, b.cfg.Duration, op, b.seed)
+	lr := runPaced(ctx, b.cfg.Concurrency, b.cfg.Rate, b.cfg.Duration, op, b.seed)
 	after := b.snapshot(pid)
 	res := phaseResult(scenario, target, lr)
 	res.setProc(before, after)

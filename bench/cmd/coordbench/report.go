@@ -453,6 +453,9 @@ func (rep *Report) writeText(out io.Writer) {
 		fmt.Fprintf(out, "coordd %s (%s store), %d callers, %d conn(s), %v per target after %v warm-up, %d keys\n",
 			c.Addr, c.Store, c.Concurrency, c.Conns, c.Duration, c.Warmup, c.Keys)
 	}
+	if c.Rate > 0 {
+		fmt.Fprintf(out, "paced: at most %g operations a second started by the callers of every closed-loop target (--rate)\n", c.Rate)
+	}
 	fmt.Fprintf(out, "machine: %d CPUs (%s), %s, %s/%s", m.NumCPU, m.CPUModel, m.GoVersion, m.GOOS, m.GOARCH)
 	if m.RedisVersion != "" {
 		fmt.Fprintf(out, ", Redis %s (%s: %s)", m.RedisVersion, c.RedisMode, strings.Join(c.Redis, ","))

@@ -36,10 +36,19 @@ type loopResult struct {
 // operation in progress then finishes) or ctx ends, and merges what they
 // measured. record=false only exercises (warm-up).
 func runLoop(ctx context.Context, conc int, d time.Duration, op opFunc, seed uint64) *loopResult {
+	return runPaced(ctx, conc, 0, d, op, seed)
+}
+
+// runPaced is runLoop with the workers starting at most rate operations a
+// second between them (0: no limit): the n-th operation starts no earlier
+// than n/rate after the start. An operation's latency is counted from its
+// start, not from when it was due.
+func runPaced(ctx context.Context, conc int, rate float64, d time.Duration, op opFunc, seed uint64) *loopResult {
 	workers := make([]*worker, conc)
 	var wg sync.WaitGroup
 	start := time.Now()
 	deadline := start.Add(d)
+	var started atomic.Int64
 	for i := range workers {
 		w := &worker{id: i, rng: rand.New(rand.NewPCG(seed, uint64(i)))}
 		workers[i] = w
@@ -47,6 +56,19 @@ func runLoop(ctx context.Context, conc int, d time.Duration, op opFunc, seed uin
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				if rate > 0 {
+					due := start.Add(time.Duration(float64(started.Add(1)-1) / rate * float64(time.Second)))
+					if !due.Before(deadline) {
+						return
+					}
+					if wait := time.Until(due); wait > 0 {
+						select {
+						case <-time.After(wait):
+						case <-ctx.Done():
+							return
+						}
+					}
+				}
 				t0 := time.Now()
 				if !t0.Before(deadline) {
 					return
