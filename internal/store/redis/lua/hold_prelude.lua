@@ -460,7 +460,9 @@ local function grant(tok, owner, ses, deadline, hold, shared, delay, floor, tick
   local fence = nextFence(tonumber(meta('f') or '0'), floor)
   local r = {fence = fence, dl = deadline, hold = hold, acq = now, shared = shared, delay = delay, ses = ses, own = owner}
   local live = liveCount()
-  if kind == 'lock' and not shared and ses == '' then
+  -- (Only while the holder keys are known empty: a clean-up removes at
+  -- most a batch of expired holders, and what it left must stay in view.)
+  if kind == 'lock' and not shared and ses == '' and not keyed() then
     -- The solo holder: the counter and the holder in one write.
     r.solo = true
     local rec = enc(r)

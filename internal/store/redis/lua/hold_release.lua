@@ -10,6 +10,10 @@
 -- resolve) matter only to whom this lets in and to a session-bound holder:
 -- the release of a plain lease with nobody queued needs no word from any
 -- session.
+-- A bound release's own fact (holds.go releaseHold) is the session's word
+-- when the hold left its set: live then, it is live until this release,
+-- however late the release comes.
+if bound and facts[tok] and facts[tok].live and facts[tok].dl <= now then facts[tok].dl = now + 1 end
 local r = holder(tok)
 if kind == 'election' or mayQueue() or not r or r.ses ~= '' then
   local asked = resolve()
