@@ -51,6 +51,8 @@ func holdTests() []test {
 		{"LockDelay", holdsLockDelay},
 		{"LockDelayRetryAtLater", holdsLockDelayRetryAtLater},
 		{"LockDelayThenFIFO", holdsLockDelayThenFIFO},
+		{"ReleasedAfterRecordedDeadline", holdsReleasedAfterRecordedDeadline},
+		{"PlainAndSharedTakeTurns", holdsPlainAndSharedTakeTurns},
 		{"NoLockDelay", holdsNoLockDelay},
 		{"CheckFence", holdsCheckFence},
 		{"SessionPermits", holdsSessionPermits},
@@ -1346,6 +1348,80 @@ func holdsLockDelayThenFIFO(e *env) {
 			}
 			e.grant(c.req(n, "late"))
 		})
+	}
+}
+
+// holdsReleasedAfterRecordedDeadline: a session-bound hold whose session
+// lives on by heartbeats, released by its token long after the deadline it
+// was granted with, is released, and sets no lock-delay: the next
+// request is granted at once.
+func holdsReleasedAfterRecordedDeadline(e *env) {
+	const d = 5 * time.Second
+	cases := []struct {
+		name string
+		req  func(n, owner string) store.HoldRequest
+	}{
+		{"Lock", func(n, owner string) store.HoldRequest { return exclusiveReq(n, owner, time.Minute) }},
+		{"Semaphore", func(n, owner string) store.HoldRequest { return permitReq(n, owner, 1, time.Minute) }},
+	}
+	for _, c := range cases {
+		e.sub(c.name, func(e *env) {
+			n := e.name("late-release")
+			id := e.sessionWithDelay(10*time.Second, d)
+			r := inSession(c.req(n, "bound"), id)
+			e.grant(r)
+			for range 3 { // 18 s: the grant's deadline (10 s) long past, the session live
+				e.advance(6 * time.Second)
+				e.keepAlive(id, 10*time.Second)
+			}
+			e.free(r)
+			e.grant(c.req(n, "next"))
+		})
+	}
+}
+
+// holdsPlainAndSharedTakeTurns: one lock name held in turn by a plain
+// exclusive holder and by shared ones (a backend may keep the two apart):
+// each blocks the other while it holds, GetHolds and CheckFence see
+// whichever holds, and fences go up across the turns.
+func holdsPlainAndSharedTakeTurns(e *env) {
+	n := e.name("turns")
+	var last uint64
+	fenceUp := func(what string, g store.Grant) {
+		e.Helper()
+		if g.Fence <= last {
+			e.Errorf("%s: fence %d, want above %d", what, g.Fence, last)
+		}
+		last = g.Fence
+	}
+	for round := range 2 {
+		x := exclusiveReq(n, "x", time.Minute)
+		gx := e.grant(x)
+		fenceUp(fmt.Sprint("exclusive, round ", round), gx)
+		e.refused("shared beside the exclusive holder", sharedReq(n, "s", time.Minute),
+			refusal{holder: "x", expire: gx.ExpireTime, retryAt: gx.ExpireTime})
+		if info := e.holds(store.HoldLock, n); !info.Held || info.Fence != gx.Fence {
+			e.Errorf("GetHolds while x holds = %+v; want held with fence %d", info, gx.Fence)
+		}
+		if !e.checkFence(store.HoldLock, n, gx.Fence) {
+			e.Errorf("CheckFence(%d) while x holds = false", gx.Fence)
+		}
+		e.free(x)
+		if e.checkFence(store.HoldLock, n, gx.Fence) {
+			e.Errorf("CheckFence(%d) after x released = true", gx.Fence)
+		}
+		var shared []store.HoldRequest
+		for i := range 2 { // s0's deadline first
+			r := sharedReq(n, fmt.Sprint("s", i), time.Duration(i+1)*time.Minute)
+			fenceUp(fmt.Sprint("shared ", i, ", round ", round), e.grant(r))
+			shared = append(shared, r)
+		}
+		e.refused("exclusive beside shared holders", exclusiveReq(n, "y", time.Minute),
+			refusal{holder: "s0", expire: e.now().Add(time.Minute), retryAt: e.now().Add(time.Minute)})
+		for _, r := range shared {
+			e.free(r)
+		}
+		e.advance(time.Second)
 	}
 }
 
