@@ -1352,9 +1352,9 @@ func holdsLockDelayThenFIFO(e *env) {
 }
 
 // holdsReleasedAfterRecordedDeadline: a session-bound hold whose session
-// lives on by heartbeats, released by its token long after the deadline it
-// was granted with, is released, and sets no lock-delay: the next
-// request is granted at once.
+// lives on by heartbeats, long after the deadline it was granted with, is
+// refused a renewal by its token as bound (not "not held"), is released by
+// its token, and sets no lock-delay: the next request is granted at once.
 func holdsReleasedAfterRecordedDeadline(e *env) {
 	const d = 5 * time.Second
 	cases := []struct {
@@ -1373,6 +1373,15 @@ func holdsReleasedAfterRecordedDeadline(e *env) {
 			for range 3 { // 18 s: the grant's deadline (10 s) long past, the session live
 				e.advance(6 * time.Second)
 				e.keepAlive(id, 10*time.Second)
+			}
+			// Held, and bound: a renewal by its token is refused as
+			// bound (its session renews it), not answered "not held".
+			kind := store.HoldLock
+			if c.name == "Semaphore" {
+				kind = store.HoldSemaphore
+			}
+			if _, err := e.s.RenewHold(e.ctx, kind, n, r.Token, time.Minute); !errors.Is(err, store.ErrSessionBound) {
+				e.Errorf("RenewHold by the token of a bound hold past its recorded deadline, its session live = %v, want ErrSessionBound", err)
 			}
 			e.free(r)
 			e.grant(c.req(n, "next"))
