@@ -97,22 +97,23 @@ var limits = server.Limits{
 // env is coordd in this process, wired as cmd/coordd's newDaemon wires it,
 // with the stable client connections.
 type env struct {
-	t       *testing.T
-	backend string
-	st      store.Store
-	mem     *memory.Store           // the memory backend's store; else nil
-	rdb     goredis.UniversalClient // the Redis store's client (Client); else nil
-	prefix  string                  // the Redis backends' key prefix
-	reg     *prometheus.Registry
-	logs    *logCounter
-	gs      *grpc.Server
-	hs      *health.Server
-	drain   chan struct{}
-	locks   *lock.Service
-	served  chan struct{}
-	addr    string
-	stable  []*grpc.ClientConn
-	down    bool
+	t        *testing.T
+	backend  string
+	st       store.Store
+	mem      *memory.Store           // the memory backend's store; else nil
+	rdb      goredis.UniversalClient // the Redis store's client (Client); else nil
+	prefix   string                  // the Redis backends' key prefix
+	reg      *prometheus.Registry
+	logs     *logCounter
+	gs       *grpc.Server
+	hs       *health.Server
+	drain    context.Context // done when the test drains the server (drainNow)
+	drainNow context.CancelFunc
+	locks    *lock.Service
+	served   chan struct{}
+	addr     string
+	stable   []*grpc.ClientConn
+	down     bool
 
 	// sessions are the IDs of every session the server answered for, seen
 	// by a stream interceptor: a session created for a client that never
@@ -144,9 +145,10 @@ func (e *env) spy(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grp
 
 func newEnv(t *testing.T, backend string, conns int) *env {
 	e := &env{
-		t: t, backend: backend, drain: make(chan struct{}), served: make(chan struct{}), logs: newLogCounter(),
+		t: t, backend: backend, served: make(chan struct{}), logs: newLogCounter(),
 		sessions: map[string]struct{}{},
 	}
+	e.drain, e.drainNow = context.WithCancel(context.Background())
 	switch backend {
 	case "memory":
 		e.mem = memory.New(memory.Options{Clock: clock.Real{}, SweepInterval: sweepInterval})
@@ -263,7 +265,7 @@ func (e *env) shutdown() {
 		_ = c.Close()
 	}
 	e.hs.Shutdown()
-	close(e.drain)
+	e.drainNow()
 	stopped := make(chan struct{})
 	go func() {
 		e.gs.GracefulStop()

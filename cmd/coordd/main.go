@@ -178,7 +178,8 @@ type daemon struct {
 	http     *http.Server
 	grpcLis  net.Listener
 	httpLis  net.Listener
-	drain    chan struct{}
+	drain    context.Context // done when the daemon drains (drainNow)
+	drainNow context.CancelFunc
 	draining atomic.Bool
 	services server.Services // their waits and background clean-ups end with the drain
 	auth     *server.Authenticator
@@ -208,7 +209,8 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{cfg: cfg, log: log, drain: make(chan struct{})}
+	d := &daemon{cfg: cfg, log: log}
+	d.drain, d.drainNow = context.WithCancel(context.Background())
 	if d.tp, err = newTracerProvider(context.Background(), os.Getenv, log); err != nil {
 		return nil, err
 	}
@@ -398,7 +400,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	d.log.Info("coordd shutting down")
 	d.draining.Store(true)
 	d.health.Shutdown()
-	close(d.drain)
+	d.drainNow()
 	stopped := make(chan struct{})
 	go func() {
 		d.grpc.GracefulStop()

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestConfigValidate(t *testing.T) {
 			err := cfg.Validate()
 			st := memory.New(memory.Options{})
 			defer st.Close()
-			_, newErr := server.NewServices(st, clock.Real{}, cfg, make(chan struct{}))
+			_, newErr := server.NewServices(st, clock.Real{}, cfg, context.Background())
 			if tt.want == "" {
 				if err != nil || newErr != nil {
 					t.Fatalf("Validate() = %v, NewServices = %v; want nil", err, newErr)

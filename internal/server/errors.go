@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
@@ -114,6 +115,16 @@ func (e errorMapper) toStatus(ctx context.Context, method string, err error) err
 	}
 	e.log.ErrorContext(ctx, "unexpected error", "method", method, "err", err)
 	return withDetails(codes.Internal, "internal error", reasonInternal, nil)
+}
+
+// keepAliveStatus is the status of a KeepAlive stream ended by err, as
+// the server's stream interceptors answer it: a revoked credential's
+// (authStream), or toStatus's.
+func (e errorMapper) keepAliveStatus(ctx context.Context, err error) error {
+	if r := revoked(ctx); r != nil {
+		return r
+	}
+	return e.toStatus(ctx, coordv1.SessionService_KeepAlive_FullMethodName, err)
 }
 
 // withDetails builds a status with an ErrorInfo and any further details.

@@ -23,7 +23,8 @@ import (
 func ExampleNew() {
 	st := memory.New(memory.Options{})
 	defer st.Close()
-	drain := make(chan struct{})
+	drain, drainNow := context.WithCancel(context.Background())
+	defer drainNow()
 	svc, err := server.NewServices(st, clock.Real{}, server.DefaultConfig(), drain)
 	if err != nil {
 		log.Fatal(err)

@@ -101,8 +101,8 @@ type fuzzEnv struct {
 func newFuzzEnv(t *testing.T) *fuzzEnv {
 	clk := clock.NewFake(fuzzEpoch)
 	st := storetest.NewFaulty(memory.New(memory.Options{Clock: clk, SweepInterval: time.Hour}))
-	drain := make(chan struct{})
-	close(drain)
+	drain, drainNow := context.WithCancel(context.Background())
+	drainNow()
 	cfg := DefaultConfig()
 	cfg.Policies = fuzzPolicies
 	svc, err := NewServices(st, clk, cfg, drain)

@@ -31,7 +31,7 @@ const panicSecret = "redis://admin:hunter2-S3CR3T-7f3a@10.0.0.7:6379"
 // panicky is a store whose chosen methods panic, for the next n calls each.
 type panicky struct {
 	store.Store
-	getLock, acquireLock, createSession atomic.Int32
+	getLock, acquireLock, createSession, checkSession atomic.Int32
 }
 
 func (p *panicky) trip(n *atomic.Int32) {
@@ -59,6 +59,11 @@ func (p *panicky) AcquireHold(ctx context.Context, req store.HoldRequest) (store
 func (p *panicky) CreateSession(ctx context.Context, id string, ttl time.Duration, max int, lockDelay time.Duration) (store.SessionState, error) {
 	p.trip(&p.createSession)
 	return p.Store.CreateSession(ctx, id, ttl, max, lockDelay)
+}
+
+func (p *panicky) CheckSession(ctx context.Context, ref store.SessionRef) (store.SessionState, error) {
+	p.trip(&p.checkSession)
+	return p.Store.CheckSession(ctx, ref)
 }
 
 func withPanicky(p **panicky) func(*config) {
@@ -224,6 +229,30 @@ func TestPanicInStream(t *testing.T) {
 	k.cancel()
 	if got := counterValue(t, reg, "coordd_panics_total"); got != 1 {
 		t.Errorf("coordd_panics_total = %v, want 1", got)
+	}
+}
+
+// TestPanicInStreamCheck: a panic in a check a KeepAlive stream makes
+// unasked (on its timer's goroutine, not the stream's: the one after it
+// subscribed to its session's topic, or at the expiry) ends that stream with INTERNAL and is counted, like a panic
+// in a heartbeat; it does not take the process down.
+func TestPanicInStreamCheck(t *testing.T) {
+	var p *panicky
+	var reg *prometheus.Registry
+	h := newHarness(t, withPanicky(&p), withMetrics(&reg))
+	p.checkSession.Store(1)
+	k, first := h.openSession(t, "", 200*time.Millisecond)
+	if first.GetSessionId() == "" {
+		t.Fatalf("first response = %v", first)
+	}
+	_, err := k.stream.Recv() // no heartbeat: a check panics
+	header, _ := k.stream.Header()
+	wantInternal(t, err, header, k.stream.Trailer())
+	if got := counterValue(t, reg, "coordd_panics_total"); got != 1 {
+		t.Errorf("coordd_panics_total = %v, want 1", got)
+	}
+	if got := gaugeValue(t, reg, "coordd_session_streams"); got != 0 {
+		t.Errorf("coordd_session_streams after the panicked stream = %v, want 0", got)
 	}
 }
 

@@ -50,9 +50,9 @@ type Services struct {
 	// Waiting is the instance's one coordinator of waiting acquisitions,
 	// shared by locks, semaphores and elections.
 	Waiting *hold.Waiters
-	// Drain, when closed, ends waits, KeepAlive and Observe streams so that
+	// Drain, when done, ends waits, KeepAlive and Observe streams so that
 	// the server can stop gracefully.
-	Drain waiter.Drain
+	Drain context.Context
 }
 
 // Wait returns when the services' background work has ended: the waits
@@ -88,12 +88,14 @@ func DefaultConfig() Config {
 }
 
 // NewServices builds the domain services over st, if cfg is valid
-// (Config.Validate). clk should tell the store's time; waits end when drain
-// is closed.
-func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain) (Services, error) {
+// (Config.Validate). clk should tell the store's time; waits and
+// KeepAlive streams end when drainCtx is done (the daemon cancels it when
+// it drains).
+func NewServices(st store.Store, clk clock.Clock, cfg Config, drainCtx context.Context) (Services, error) {
 	if err := cfg.Validate(); err != nil {
 		return Services{}, err
 	}
+	drain := waiter.Drain(drainCtx.Done())
 	lim, err := limiter.New(st, cfg.Limiter, cfg.Policies, limiter.WithClock(clk), limiter.WithDrain(drain))
 	if err != nil {
 		return Services{}, err
@@ -108,7 +110,7 @@ func NewServices(st store.Store, clk clock.Clock, cfg Config, drain waiter.Drain
 		Idem:       idem.New(st, st, cfg.Idem, drain),
 		Queues:     queue.New(st, st, clk, cfg.Queue, drain),
 		Waiting:    waiting,
-		Drain:      drain,
+		Drain:      drainCtx,
 	}, nil
 }
 
@@ -198,8 +200,8 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	names := newQueueNames(maxQueueNames)
 	register(&coordv1.LockService_ServiceDesc, &lockServer{svc: svc.Locks, metrics: m})
 	register(&coordv1.SemaphoreService_ServiceDesc, &semaphoreServer{svc: svc.Semaphores, metrics: m})
-	register(&coordv1.ElectionService_ServiceDesc, &electionServer{svc: svc.Elections, drain: svc.Drain, metrics: m})
-	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, metrics: m, rate: o.Limits.MaxStreamMessageRate, max: o.Limits.MaxSessions, latency: o.StoreLatency})
+	register(&coordv1.ElectionService_ServiceDesc, &electionServer{svc: svc.Elections, drain: svc.Drain.Done(), metrics: m})
+	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, final: e.keepAliveStatus, metrics: m, rate: o.Limits.MaxStreamMessageRate, max: o.Limits.MaxSessions, latency: o.StoreLatency})
 	register(&coordv1.RateLimitService_ServiceDesc, &rateLimitServer{svc: svc.Limiter, metrics: m})
 	register(&coordv1.IdempotencyService_ServiceDesc, &idempotencyServer{svc: svc.Idem, metrics: m})
 	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names})
@@ -290,11 +292,20 @@ func (c calls) authStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInf
 		defer stop()
 	}
 	err = h(srv, &contextStream{ServerStream: ss, ctx: ctx})
-	if errors.Is(context.Cause(ctx), errRevoked) {
+	if r := revoked(ctx); r != nil {
 		c.metrics.AuthFailure("REVOKED")
-		return withDetails(codes.Unauthenticated, errRevoked.Error(), "UNAUTHENTICATED", map[string]string{"cause": "revoked"})
+		return r
 	}
 	return err
+}
+
+// revoked returns the status of a stream whose credential a reload
+// revoked (its context's cause), or nil.
+func revoked(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), errRevoked) {
+		return withDetails(codes.Unauthenticated, errRevoked.Error(), "UNAUTHENTICATED", map[string]string{"cause": "revoked"})
+	}
+	return nil
 }
 
 func (c calls) limitUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -1,22 +1,28 @@
 package server
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
-	"github.com/coordd/coordd/internal/waiter"
 )
 
 type sessionServer struct {
 	coordv1.UnimplementedSessionServiceServer
-	svc     *session.Service
-	drain   waiter.Drain
+	svc   *session.Service
+	drain context.Context // done when the server drains
+	// final turns the error that ends a stream into its status, as the
+	// server's interceptors do (nil: unchanged).
+	final   func(context.Context, error) error
 	metrics *metrics.Metrics
 	rate    float64       // most heartbeats per second (0: no limit)
 	max     int           // most sessions opened while streams are open here (limits.max_sessions; 0: no limit)
@@ -31,7 +37,16 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 	defer s.metrics.SessionStreams(-1)
 	s.open.Add(1)
 	defer s.open.Add(-1)
-	return s.svc.Run(stream.Context(), namespace(stream.Context()), keepAliveWire{stream, newMessageRate(s.rate), s.metrics}, s.drain,
+	drain := s.drain
+	if drain == nil {
+		drain = context.Background()
+	}
+	final := s.final
+	if final == nil {
+		final = func(_ context.Context, err error) error { return err }
+	}
+	wire := &keepAliveWire{stream: stream, rate: newMessageRate(s.rate), metrics: s.metrics, final: final}
+	err := s.svc.Run(stream.Context(), namespace(stream.Context()), wire, drain,
 		session.Hooks{
 			Lost: func(l store.LostHold) {
 				if _, ok := wireKinds[l.Kind]; ok {
@@ -53,6 +68,10 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 				return nil
 			},
 		})
+	if st := wire.written(); st != nil {
+		return st // what the client was told
+	}
+	return err
 }
 
 // keepAliveWire is a KeepAlive stream as session.Transport.
@@ -60,9 +79,49 @@ type keepAliveWire struct {
 	stream  coordv1.SessionService_KeepAliveServer
 	rate    *messageRate
 	metrics *metrics.Metrics
+	// final is the status a handler's error becomes (the server's
+	// interceptors' mapping).
+	final func(context.Context, error) error
+
+	mu     sync.Mutex
+	status error // written by Stop
 }
 
-func (w keepAliveWire) Recv() (session.Request, error) {
+// Stop writes the status of err (as the server's interceptors would
+// answer it: final) to the client at once, which ends the stream's
+// context, so that the Recv blocked in Run returns. grpc-go writes a
+// Canceled status of its own when a Recv fails on a cancelled context;
+// writing the status first makes that write, and the handler's, do
+// nothing. The stream's transport has the method (both of grpc-go's
+// server transports do); a stream without it (a test's) only records the
+// status.
+func (w *keepAliveWire) Stop(err error) {
+	ctx := w.stream.Context()
+	st := w.final(ctx, err)
+	w.mu.Lock()
+	if w.status == nil {
+		w.status = st
+	}
+	w.mu.Unlock()
+	if sw, ok := grpc.ServerTransportStreamFromContext(ctx).(statusWriter); ok {
+		_ = sw.WriteStatus(status.Convert(st))
+	}
+}
+
+// statusWriter is the method of grpc-go's server stream that ends it with
+// a status.
+type statusWriter interface {
+	WriteStatus(*status.Status) error
+}
+
+// written is the status Stop wrote, or nil.
+func (w *keepAliveWire) written() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
+func (w *keepAliveWire) Recv() (session.Request, error) {
 	req, err := w.stream.Recv()
 	if err != nil {
 		return session.Request{}, err
@@ -82,7 +141,7 @@ func (w keepAliveWire) Recv() (session.Request, error) {
 	return session.Request{SessionID: req.GetSessionId(), TTL: ttl, LockDelay: lockDelay}, nil
 }
 
-func (w keepAliveWire) Send(r session.Reply) error { return w.stream.Send(keepAliveResponse(r)) }
+func (w *keepAliveWire) Send(r session.Reply) error { return w.stream.Send(keepAliveResponse(r)) }
 
 func keepAliveResponse(r session.Reply) *coordv1.KeepAliveResponse {
 	if r.Superseded {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -564,4 +566,56 @@ func TestSlowStoreShedsOnlyNewWork(t *testing.T) {
 	if _, r := h.openSession(t, "", 10*time.Second); r.GetSessionId() == "" {
 		t.Fatalf("a new session once the latency decayed = %v", r)
 	}
+}
+
+// TestOneGoroutinePerStream: an open KeepAlive stream between heartbeats
+// costs the server one goroutine, its handler's, blocked receiving: the
+// check at the session's expiry waits on a timer, a wake-up of its topic
+// calls back, a drain or a revoked credential is followed by
+// context.AfterFunc. The streams still answer heartbeats, are told of a
+// bound lock's loss and end as before (the other session tests).
+func TestOneGoroutinePerStream(t *testing.T) {
+	h := newHarness(t)
+	const n = 50
+	streams := make([]*keepAlive, n)
+	for i := range streams {
+		streams[i], _ = h.openSession(t, "", 10*time.Second)
+	}
+	// The subscriptions made in the background after each open end their
+	// goroutines within a few store round trips.
+	var got int
+	var stacks string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got, stacks = sessionGoroutines()
+		if got <= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got > n {
+		t.Fatalf("%d goroutines of the session code with %d streams open, want at most one each:\n%s", got, n, stacks)
+	}
+	for _, k := range streams {
+		if resp := k.beat("", 0); resp.GetSessionId() == "" {
+			t.Fatalf("heartbeat after the count = %v", resp)
+		}
+	}
+}
+
+// sessionGoroutines counts this process's goroutines that run the server's
+// session code, and returns their stacks.
+func sessionGoroutines() (int, string) {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	var b strings.Builder
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "coordd/internal/session.") || strings.Contains(g, "coordd/internal/server.(*sessionServer)") {
+			n++
+			if n <= 3 {
+				b.WriteString(g + "\n\n")
+			}
+		}
+	}
+	return n, b.String()
 }

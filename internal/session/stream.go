@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
@@ -33,13 +35,20 @@ type Request struct {
 	TTL, LockDelay time.Duration
 }
 
-// Transport is a stream's connection to its client.
+// Transport is a stream's connection to its client. Send may be called
+// while a Recv is blocked (from another goroutine), never by two
+// goroutines at once.
 type Transport interface {
 	// Recv returns the next request: io.EOF when the client half-closed;
 	// any other error ends the stream and is returned (the session lives
 	// until its TTL).
 	Recv() (Request, error)
 	Send(Reply) error
+	// Stop ends the stream with err (the client is told it now, as if Run
+	// had returned it), so that a Recv blocked now, or called later,
+	// returns an error at once. It may be called from any goroutine, while
+	// Recv is blocked, more than once (the first err counts).
+	Stop(err error)
 }
 
 // Hooks tell the caller, for its metrics, of each loss report (once,
@@ -57,128 +66,217 @@ type Hooks struct {
 // session on another instance.
 var ErrDraining = errors.New("coordd is shutting down; resume on another instance")
 
+// errEnded marks a stream whose Run has returned, for a timer or a
+// wake-up that fires after it.
+var errEnded = errors.New("the stream ended")
+
 // Run runs a KeepAlive stream in namespace ns over t until it ends: the
 // client half-closes (the session ends; nil), the stream breaks (t's error;
 // the session lives until its TTL), the session expires
 // (store.ErrSessionNotFound after it was reported), another stream
-// supersedes it (store.ErrSuperseded after it was told), drain is closed
-// (ErrDraining) or ctx ends. One goroutine receives; this one runs every
-// step and is the only one that sends.
-func (s *Service) Run(ctx context.Context, ns string, t Transport, drain <-chan struct{}, h Hooks) error {
-	reqs := make(chan Request)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			req, err := t.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	st := &stream{svc: s, ns: ns, send: t.Send, lost: h.Lost, admit: h.Admit}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	// The session's topic (a hold bound, a resume elsewhere) is subscribed
-	// to in the background once the session is open, so that a slow
-	// subscription never holds up a heartbeat; subscribed hands it over,
-	// and Run closes it. Without it the timer and the heartbeats still
-	// tell.
-	var wake <-chan struct{}
-	subscribed := make(chan *store.Subscription)
-	var sub *store.Subscription
+// supersedes it (store.ErrSuperseded after it was told), drain ends
+// (ErrDraining) or ctx ends.
+//
+// An open stream costs one goroutine, the caller's, blocked in t.Recv:
+// the check at the session's expiry runs on a timer's goroutine, a
+// wake-up of the session's topic (a hold bound, a resume elsewhere) only
+// sets that timer to now, and ctx and drain are followed by
+// context.AfterFunc; whichever of them ends the stream calls t.Stop, so
+// that Recv returns. Steps (a heartbeat, a check, the half-close) run one
+// at a time, and each on a goroutine that ends with it.
+func (s *Service) Run(ctx context.Context, ns string, t Transport, drain context.Context, h Hooks) error {
+	st := &stream{svc: s, ns: ns, ctx: ctx, t: t, lost: h.Lost, admit: h.Admit}
+	st.timer = time.AfterFunc(time.Hour, st.wake)
+	st.timer.Stop()
+	stopCtx := context.AfterFunc(ctx, func() { st.end(ctx.Err()) })
+	stopDrain := context.AfterFunc(drain, func() { st.end(ErrDraining) })
 	defer func() {
-		if sub != nil {
-			sub.Close()
-		}
+		stopCtx()
+		stopDrain()
+		st.finish()
 	}()
-	// step runs one step and sets the timer by it. The step itself runs on
-	// a goroutine of its own, which ends with it: the store call, the
-	// encoding and the send grow a stack several kilobytes deep, and were
-	// they run here, this goroutine, which lives as long as the stream,
-	// would keep that stack between heartbeats (the runtime shrinks an idle
-	// stack only at a GC, and a heartbeat every TTL/3 grows it back): an
-	// open session would cost that much more memory.
-	step := func(do func() error) error {
-		opened := st.ref.ID != ""
-		done := make(chan error, 1)
-		var panicked *stepPanic
-		go func() {
-			defer func() {
-				if p := recover(); p != nil {
-					panicked = &stepPanic{value: p, stack: debug.Stack()}
-					done <- nil
-				}
-			}()
-			done <- do()
-		}()
-		err := <-done
-		if panicked != nil {
-			panic(*panicked) // on the stream's goroutine, where the server recovers it
-		}
-		if err != nil {
-			return err
-		}
-		if !opened && st.ref.ID != "" {
-			go func(id string) {
-				sub, err := s.Subscribe(ctx, ns, id)
-				if err != nil {
-					return
-				}
-				select {
-				case subscribed <- sub:
-				case <-ctx.Done():
-					sub.Close() // the stream ended first
-				}
-			}(st.ref.ID)
-		}
-		if st.next > 0 {
-			timer.Reset(st.next)
-		}
-		return nil
-	}
-	check := func() error { return step(func() error { return st.check(ctx) }) }
 	for {
-		select {
-		case req := <-reqs:
-			if err := step(func() error { return st.heartbeat(ctx, req) }); err != nil {
+		req, err := t.Recv()
+		if ended := st.ended(); ended != nil {
+			return ended.raise()
+		}
+		if errors.Is(err, io.EOF) {
+			var released []store.ReleasedHold
+			err = st.step(func() (err error) {
+				released, err = st.halfClose(ctx)
+				st.finish() // no check after the session's close
 				return err
-			}
-		case <-timer.C:
-			if err := check(); err != nil {
-				return err
-			}
-		case sub = <-subscribed:
-			wake = sub.C()
-			// A resume or a binding between the open and now was missed.
-			if err := check(); err != nil {
-				return err
-			}
-		case <-wake:
-			if err := check(); err != nil {
-				return err
-			}
-		case err := <-recvErr:
-			if !errors.Is(err, io.EOF) {
-				return err
-			}
-			released, err := st.halfClose(ctx)
+			})
 			for _, r := range released {
 				h.Released(r)
 			}
 			return err
-		case <-drain:
-			return ErrDraining
-		case <-ctx.Done():
-			return ctx.Err()
+		}
+		if err == nil {
+			err = st.step(func() error { return st.heartbeat(ctx, req) })
+		} else {
+			st.end(err)
+		}
+		if err != nil {
+			return st.ended().raise()
 		}
 	}
+}
+
+// step runs do, under the stream's lock, on a goroutine of its own, and
+// waits for it: the store call, the encoding and the send grow a stack
+// several kilobytes deep, and were they run on the caller's goroutine,
+// which lives as long as the stream, it would keep that stack between
+// heartbeats (the runtime shrinks an idle stack only at a GC, and a
+// heartbeat every TTL/3 grows it back). A panic of do is raised again
+// here, where the server recovers it.
+func (st *stream) step(do func() error) error {
+	done := make(chan error, 1)
+	var panicked *stepPanic
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				panicked = &stepPanic{value: p, stack: debug.Stack()}
+				done <- nil
+			}
+		}()
+		done <- st.locked(do)
+	}()
+	err := <-done
+	if panicked != nil {
+		panic(*panicked)
+	}
+	return err
+}
+
+// locked runs do under the stream's lock, unless the stream has ended;
+// do's error ends the stream. Then it sets the timer by the step, and
+// subscribes to the session's topic once it is first known.
+func (st *stream) locked(do func() error) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if ended := st.ended(); ended != nil {
+		return ended.err
+	}
+	opened := st.ref.ID != ""
+	if err := do(); err != nil {
+		st.end(err) // before another step can run
+		return err
+	}
+	if !opened && st.ref.ID != "" {
+		go st.subscribe(st.ref.ID)
+	}
+	switch {
+	case st.woken.Load():
+		st.timer.Reset(0) // a wake-up came during the step: check again
+	case st.next > 0:
+		st.due.Store(int64(monotonic() + st.next))
+		st.timer.Reset(st.next)
+	}
+	return nil
+}
+
+// wake is the timer's function: it checks the session unasked if the
+// check is due (a heartbeat since the timer was set moves it later), and
+// ends the stream if the check says so. A panic ends the stream with it,
+// raised again on Run's goroutine.
+func (st *stream) wake() {
+	if !st.woken.Swap(false) && monotonic() < time.Duration(st.due.Load()) {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			st.end(stepPanic{value: p, stack: debug.Stack()})
+		}
+	}()
+	_ = st.locked(func() error { return st.check(st.ctx) }) // an error ends the stream
+}
+
+// poke makes the timer check the session now (a wake-up of its topic).
+func (st *stream) poke() {
+	st.woken.Store(true)
+	st.timer.Reset(0)
+}
+
+// subscribe subscribes to the session's topic, in the background so that
+// a slow subscription never holds up a heartbeat, then checks the session
+// once for what came between the open and now. Without a subscription the
+// timer and the heartbeats still tell.
+func (st *stream) subscribe(id string) {
+	sub, err := st.svc.Subscribe(st.ctx, st.ns, id)
+	if err != nil {
+		return
+	}
+	st.endMu.Lock()
+	if st.err != nil {
+		st.endMu.Unlock()
+		sub.Close() // the stream ended first
+		return
+	}
+	st.sub = sub
+	st.endMu.Unlock()
+	sub.OnWake(st.poke)
+	st.poke()
+}
+
+// end ends the stream with err, unless it has ended: Run's Recv returns
+// and Run returns err.
+func (st *stream) end(err error) {
+	if !st.stop(err) {
+		return
+	}
+	if _, ok := err.(stepPanic); ok {
+		err = errPanicked // its text and stack are for the server's log, when Run raises it again
+	}
+	st.t.Stop(err)
+}
+
+// errPanicked is what the client of a stream is told when a step panics.
+var errPanicked = errors.New("internal error")
+
+// finish is Run's last step: a timer or a wake-up that fires later finds
+// the stream ended. The transport is left alone: it ends with Run.
+func (st *stream) finish() { st.stop(errEnded) }
+
+// stop records err as the stream's end, stops its timer and closes its
+// subscription, and reports whether it was the first.
+func (st *stream) stop(err error) bool {
+	st.endMu.Lock()
+	defer st.endMu.Unlock()
+	if st.err != nil {
+		return false
+	}
+	st.err = &ending{err}
+	st.timer.Stop()
+	if st.sub != nil {
+		st.sub.Close()
+	}
+	return true
+}
+
+// monotonic is the time on the monotonic clock (a step of the wall clock
+// does not move it), as a duration since an arbitrary start.
+func monotonic() time.Duration { return time.Since(start) }
+
+var start = time.Now()
+
+// ended returns how the stream ended, or nil.
+func (st *stream) ended() *ending {
+	st.endMu.Lock()
+	defer st.endMu.Unlock()
+	return st.err
+}
+
+// ending is why a stream ended.
+type ending struct{ err error }
+
+// raise returns the error Run returns, or panics again with a step's
+// panic, on Run's goroutine, where the server recovers it.
+func (e *ending) raise() error {
+	if p, ok := e.err.(stepPanic); ok {
+		panic(p)
+	}
+	return e.err
 }
 
 // stepPanic is a panic of a step's goroutine, raised again on the
@@ -189,6 +287,8 @@ type stepPanic struct {
 }
 
 func (p stepPanic) String() string { return fmt.Sprintf("%v\n%s", p.value, p.stack) }
+
+func (p stepPanic) Error() string { return p.String() }
 
 // Reply is what a stream sends: the session's state, or that another
 // stream superseded this one (the last reply before the stream ends).
@@ -201,9 +301,20 @@ type Reply struct {
 type stream struct {
 	svc   *Service
 	ns    string
-	send  func(Reply) error
+	ctx   context.Context
+	t     Transport
 	lost  func(store.LostHold)
 	admit func() error
+	timer *time.Timer  // checks the session unasked (wake)
+	due   atomic.Int64 // when the timer's check is due (monotonic)
+	woken atomic.Bool  // a wake-up of the session's topic is not checked yet
+
+	endMu sync.Mutex
+	err   *ending             // set once, when the stream ends
+	sub   *store.Subscription // the session's topic, once subscribed
+
+	// mu is held by a step, and guards what follows.
+	mu sync.Mutex
 
 	ref     store.SessionRef // the stream's session, once opened
 	sent    uint64           // the last report sent on this stream
@@ -253,6 +364,9 @@ func (st *stream) heartbeat(ctx context.Context, r Request) error {
 // check looks at the session unasked (at next, or on a wake-up of its
 // topic) and sends only news: a new loss report, or the session's expiry.
 func (st *stream) check(ctx context.Context) error {
+	if st.ref.ID == "" {
+		return nil // not open yet: nothing to check
+	}
 	state, err := st.svc.Check(ctx, st.ns, st.ref)
 	if err != nil {
 		return st.failed(err)
@@ -263,7 +377,7 @@ func (st *stream) check(ctx context.Context) error {
 // failed tells a superseded stream so before it ends.
 func (st *stream) failed(err error) error {
 	if errors.Is(err, store.ErrSuperseded) {
-		_ = st.send(Reply{Superseded: true})
+		_ = st.t.Send(Reply{Superseded: true})
 	}
 	return err
 }
@@ -284,7 +398,7 @@ func (st *stream) report(state store.SessionState, asked bool) error {
 	if !asked && !news {
 		return nil
 	}
-	if err := st.send(Reply{State: state}); err != nil {
+	if err := st.t.Send(Reply{State: state}); err != nil {
 		return err
 	}
 	if asked {

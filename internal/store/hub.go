@@ -16,14 +16,35 @@ type Hub struct {
 // Subscription receives the wake-ups of one topic.
 type Subscription struct {
 	c      chan struct{}
+	f      func() // set by OnWake: called instead of filling c
 	hub    *Hub
 	topic  string
 	onLast func() // called when the last subscription of the topic closes
 	once   sync.Once
 }
 
-// C receives a value after each wake-up (merged while unread).
+// C receives a value after each wake-up (merged while unread), until OnWake
+// is called.
 func (s *Subscription) C() <-chan struct{} { return s.c }
+
+// OnWake makes every later wake-up call f instead of filling C, and calls f
+// at once if a wake-up is waiting in C, so that a subscriber needs no
+// goroutine of its own to wait. f runs with the hub locked: it must not
+// block, nor call the hub (Close). A subscription without a hub (no
+// backend wakes it) never calls f.
+func (s *Subscription) OnWake(f func()) {
+	if s.hub == nil {
+		return
+	}
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.f = f
+	select {
+	case <-s.c:
+		f()
+	default:
+	}
+}
 
 // Close stops the subscription. It is safe to call more than once.
 func (s *Subscription) Close() {
@@ -58,6 +79,10 @@ func (h *Hub) Notify(topic string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[topic] {
+		if s.f != nil {
+			s.f()
+			continue
+		}
 		select {
 		case s.c <- struct{}{}:
 		default:

@@ -7,6 +7,7 @@
 package servertest
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"testing"
@@ -68,9 +69,10 @@ func Start(st store.Store, clk clock.Clock, opts ...Option) (conn *grpc.ClientCo
 	for _, opt := range opts {
 		opt(&o)
 	}
-	drain := make(chan struct{})
+	drain, drainNow := context.WithCancel(context.Background())
 	svc, err := server.NewServices(st, clk, o.config, drain)
 	if err != nil {
+		drainNow()
 		return nil, nil, err
 	}
 	gs, _ := server.New(svc, o.server)
@@ -79,6 +81,8 @@ func Start(st store.Store, clk clock.Clock, opts ...Option) (conn *grpc.ClientCo
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		drainNow()
+		svc.Wait()
 		return nil, nil, err
 	}
 	served := make(chan struct{})
@@ -87,7 +91,7 @@ func Start(st store.Store, clk clock.Clock, opts ...Option) (conn *grpc.ClientCo
 		_ = gs.Serve(lis)
 	}()
 	stopServer := func() {
-		close(drain)
+		drainNow()
 		gs.Stop()
 		<-served
 		svc.Wait()
