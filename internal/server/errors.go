@@ -124,6 +124,10 @@ func (e errorMapper) keepAliveStatus(ctx context.Context, err error) error {
 	if r := revoked(ctx); r != nil {
 		return r
 	}
+	if errors.Is(err, session.ErrPanicked) {
+		// The panic itself is logged and counted when the handler raises it.
+		return withDetails(codes.Internal, "internal error", reasonInternal, nil)
+	}
 	return e.toStatus(ctx, coordv1.SessionService_KeepAlive_FullMethodName, err)
 }
 

@@ -94,11 +94,22 @@ func (s *Service) Run(ctx context.Context, ns string, t Transport, drain context
 		stopCtx()
 		stopDrain()
 		st.finish()
+		// A check under way on the timer's goroutine finds the stream
+		// ended before it could send; wait for it, so that nothing is sent
+		// after the handler returns.
+		st.mu.Lock()
+		//lint:ignore SA2001 an empty critical section: a barrier
+		st.mu.Unlock()
 	}()
 	for {
 		req, err := t.Recv()
-		if ended := st.ended(); ended != nil {
-			return ended.raise()
+		// Between a Recv's return and the next Recv the handler is in a
+		// step: an end decided meanwhile elsewhere is only recorded, and
+		// returned after the step (so a drain does not cut a half-close
+		// or an open short, and a status is written once).
+		if e := st.enter(); e != nil {
+			<-e.told
+			return e.raise()
 		}
 		if errors.Is(err, io.EOF) {
 			var released []store.ReleasedHold
@@ -110,15 +121,16 @@ func (s *Service) Run(ctx context.Context, ns string, t Transport, drain context
 			for _, r := range released {
 				h.Released(r)
 			}
-			return err
-		}
-		if err == nil {
-			err = st.step(func() error { return st.heartbeat(ctx, req) })
-		} else {
-			st.end(err)
+			return err // what the half-close did, whatever else ended the stream meanwhile
 		}
 		if err != nil {
-			return st.ended().raise()
+			return err
+		}
+		if err := st.step(func() error { return st.heartbeat(ctx, req) }); err != nil {
+			return st.ended().raise() // err, or an end recorded before it
+		}
+		if e := st.leave(); e != nil {
+			return e.raise()
 		}
 	}
 }
@@ -168,12 +180,22 @@ func (st *stream) locked(do func() error) error {
 	}
 	switch {
 	case st.woken.Load():
-		st.timer.Reset(0) // a wake-up came during the step: check again
+		st.arm(0) // a wake-up came during the step: check again
 	case st.next > 0:
 		st.due.Store(int64(monotonic() + st.next))
-		st.timer.Reset(st.next)
+		st.arm(st.next)
 	}
 	return nil
+}
+
+// arm sets the timer to d from now, unless the stream has ended (an armed
+// timer keeps the stream, and its transport, from being collected).
+func (st *stream) arm(d time.Duration) {
+	st.endMu.Lock()
+	defer st.endMu.Unlock()
+	if st.err == nil {
+		st.timer.Reset(d)
+	}
 }
 
 // wake is the timer's function: it checks the session unasked if the
@@ -193,6 +215,8 @@ func (st *stream) wake() {
 }
 
 // poke makes the timer check the session now (a wake-up of its topic).
+// It runs with the hub locked, so it does not take endMu: a timer set
+// after the stream ended only finds it ended.
 func (st *stream) poke() {
 	st.woken.Store(true)
 	st.timer.Reset(0)
@@ -219,46 +243,70 @@ func (st *stream) subscribe(id string) {
 	st.poke()
 }
 
-// end ends the stream with err, unless it has ended: Run's Recv returns
-// and Run returns err.
-func (st *stream) end(err error) {
-	if !st.stop(err) {
-		return
-	}
-	if _, ok := err.(stepPanic); ok {
-		err = errPanicked // its text and stack are for the server's log, when Run raises it again
-	}
-	st.t.Stop(err)
-}
-
-// errPanicked is what the client of a stream is told when a step panics.
-var errPanicked = errors.New("internal error")
+// end ends the stream with err, unless it has ended. If Run's goroutine
+// is blocked in Recv, the transport is told (Stop: the client gets err's
+// status, and the Recv returns); if it is in a step, err is only recorded,
+// and Run returns it after the step.
+func (st *stream) end(err error) { st.record(err, true) }
 
 // finish is Run's last step: a timer or a wake-up that fires later finds
 // the stream ended. The transport is left alone: it ends with Run.
-func (st *stream) finish() { st.stop(errEnded) }
+func (st *stream) finish() { st.record(errEnded, false) }
 
-// stop records err as the stream's end, stops its timer and closes its
-// subscription, and reports whether it was the first.
-func (st *stream) stop(err error) bool {
+// record records err as the stream's end unless it has one, stops its
+// timer, closes its subscription and, if tell and Run is in Recv, tells
+// the transport.
+func (st *stream) record(err error, tell bool) {
+	st.endMu.Lock()
+	if st.err != nil {
+		st.endMu.Unlock()
+		return
+	}
+	e := &ending{err: err, told: make(chan struct{})}
+	st.err = e
+	st.timer.Stop()
+	sub := st.sub
+	tell = tell && !st.inStep
+	st.endMu.Unlock()
+	defer close(e.told)
+	if sub != nil {
+		sub.Close()
+	}
+	if tell {
+		if _, ok := err.(stepPanic); ok {
+			err = ErrPanicked // its text and stack are for the server's log, when Run raises it again
+		}
+		st.t.Stop(err)
+	}
+}
+
+// ErrPanicked is what Transport.Stop is given when a step that ends the
+// stream panicked: Run raises the panic again on its goroutine.
+var ErrPanicked = errors.New("internal error")
+
+// enter marks Run's goroutine as out of Recv, in a step; it returns the
+// stream's end instead if one was recorded.
+func (st *stream) enter() *ending {
 	st.endMu.Lock()
 	defer st.endMu.Unlock()
 	if st.err != nil {
-		return false
+		return st.err
 	}
-	st.err = &ending{err}
-	st.timer.Stop()
-	if st.sub != nil {
-		st.sub.Close()
-	}
-	return true
+	st.inStep = true
+	return nil
 }
 
-// monotonic is the time on the monotonic clock (a step of the wall clock
-// does not move it), as a duration since an arbitrary start.
-func monotonic() time.Duration { return time.Since(start) }
-
-var start = time.Now()
+// leave marks Run's goroutine as going back to Recv; it returns the
+// stream's end instead if one was recorded during the step.
+func (st *stream) leave() *ending {
+	st.endMu.Lock()
+	defer st.endMu.Unlock()
+	if st.err != nil {
+		return st.err
+	}
+	st.inStep = false
+	return nil
+}
 
 // ended returns how the stream ended, or nil.
 func (st *stream) ended() *ending {
@@ -267,8 +315,12 @@ func (st *stream) ended() *ending {
 	return st.err
 }
 
-// ending is why a stream ended.
-type ending struct{ err error }
+// ending is why a stream ended; told is closed once the transport was told
+// (or need not be).
+type ending struct {
+	err  error
+	told chan struct{}
+}
 
 // raise returns the error Run returns, or panics again with a step's
 // panic, on Run's goroutine, where the server recovers it.
@@ -290,6 +342,12 @@ func (p stepPanic) String() string { return fmt.Sprintf("%v\n%s", p.value, p.sta
 
 func (p stepPanic) Error() string { return p.String() }
 
+// monotonic is the time on the monotonic clock (a step of the wall clock
+// does not move it), as a duration since an arbitrary start.
+func monotonic() time.Duration { return time.Since(start) }
+
+var start = time.Now()
+
 // Reply is what a stream sends: the session's state, or that another
 // stream superseded this one (the last reply before the stream ends).
 type Reply struct {
@@ -309,9 +367,10 @@ type stream struct {
 	due   atomic.Int64 // when the timer's check is due (monotonic)
 	woken atomic.Bool  // a wake-up of the session's topic is not checked yet
 
-	endMu sync.Mutex
-	err   *ending             // set once, when the stream ends
-	sub   *store.Subscription // the session's topic, once subscribed
+	endMu  sync.Mutex
+	err    *ending             // set once, when the stream ends
+	sub    *store.Subscription // the session's topic, once subscribed
+	inStep bool                // Run's goroutine is out of Recv (enter, leave)
 
 	// mu is held by a step, and guards what follows.
 	mu sync.Mutex
