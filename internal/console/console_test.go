@@ -34,13 +34,15 @@ const (
 	keyB = "key-of-team-b-0123456789"
 )
 
-// fakeNodes is a store of two nodes with addresses.
+// fakeNodes is a store of two nodes with addresses, and one without an
+// address or a breaker (as the memory store's).
 type fakeNodes struct{}
 
 func (fakeNodes) NodeHealth(context.Context) []store.Node {
 	return []store.Node{
 		{Addr: "10.1.2.3:6379", Role: "master", Reachable: true, Latency: time.Millisecond, Breaker: "closed"},
 		{Addr: "10.1.2.4:6379", Role: "replica", Breaker: "open"},
+		{Role: "memory", Reachable: true},
 	}
 }
 
@@ -216,6 +218,11 @@ func TestHealthAuthOff(t *testing.T) {
 	_, h, _ := f.do(t, "GET", "/ui/api/health", "", "")
 	if !strings.Contains(h, `"addr":"10.1.2.3:6379"`) || !strings.Contains(h, `"breaker":"open"`) {
 		t.Errorf("health with auth off: %s", h)
+	}
+	// A node without a breaker (the memory store's) says so, for the page
+	// to show, instead of leaving the field out.
+	if !strings.Contains(h, `"role":"memory","reachable":true,"latency_ms":0,"breaker":"none"`) {
+		t.Errorf("health of a node without a breaker: %s", h)
 	}
 }
 

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"encoding/base64"
 	"fmt"
 	"slices"
@@ -70,7 +71,7 @@ type nodeJSON struct {
 	Role      string  `json:"role"`
 	Reachable bool    `json:"reachable"`
 	LatencyMS float64 `json:"latency_ms"`
-	Breaker   string  `json:"breaker,omitempty"`
+	Breaker   string  `json:"breaker"` // "closed", "open" or "none"
 }
 
 type streamsJSON struct {
@@ -309,7 +310,7 @@ func (c *Console) health(r request) (any, error) {
 	nodes := []nodeJSON{}
 	if c.o.Nodes != nil {
 		for i, n := range c.o.Nodes.NodeHealth(r.ctx) {
-			j := nodeJSON{Index: i, Role: n.Role, Reachable: n.Reachable, LatencyMS: float64(n.Latency.Microseconds()) / 1000, Breaker: n.Breaker}
+			j := nodeJSON{Index: i, Role: n.Role, Reachable: n.Reachable, LatencyMS: float64(n.Latency.Microseconds()) / 1000, Breaker: cmp.Or(n.Breaker, "none")}
 			if !c.authEnabled() {
 				j.Addr = n.Addr
 			}
