@@ -102,19 +102,36 @@ func (c *denyCache) put(k denyKey, cost int64, d store.Decision, now time.Time) 
 	p := c.part(k.key)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.m) >= c.perPart {
-		// Full: drop what has expired, or else any entry (map order is
-		// random), which only costs that key a round trip.
-		n := 0
-		for old, oe := range p.m {
-			if !now.Before(oe.expire) || n == 0 {
-				delete(p.m, old)
-				n++
-			}
-			if n >= 8 {
-				break
-			}
+	// Each put looks at a few entries (map order is random) and drops the
+	// expired ones, so that denials, which expire within maxAge, do not
+	// pile up until the part is full: the cache stays about the size of
+	// what was denied within maxAge. Full, it drops what has expired, or
+	// else any entry, which only costs that key a round trip.
+	full := len(p.m) >= c.perPart
+	n, seen := 0, 0
+	for old, oe := range p.m {
+		seen++
+		if !now.Before(oe.expire) || (full && n == 0) {
+			delete(p.m, old)
+			n++
+		}
+		if n >= 8 || (!full && seen >= sweepPerPut) {
+			break
 		}
 	}
 	p.m[k] = e
+}
+
+// sweepPerPut is how many entries a put that has room looks at.
+const sweepPerPut = 2
+
+// len is how many entries the cache holds, expired ones included.
+func (c *denyCache) len() int {
+	n := 0
+	for i := range c.parts {
+		c.parts[i].mu.Lock()
+		n += len(c.parts[i].m)
+		c.parts[i].mu.Unlock()
+	}
+	return n
 }
