@@ -286,25 +286,19 @@ var ErrPanicked = errors.New("internal error")
 
 // enter marks Run's goroutine as out of Recv, in a step; it returns the
 // stream's end instead if one was recorded.
-func (st *stream) enter() *ending {
-	st.endMu.Lock()
-	defer st.endMu.Unlock()
-	if st.err != nil {
-		return st.err
-	}
-	st.inStep = true
-	return nil
-}
+func (st *stream) enter() *ending { return st.setInStep(true) }
 
 // leave marks Run's goroutine as going back to Recv; it returns the
 // stream's end instead if one was recorded during the step.
-func (st *stream) leave() *ending {
+func (st *stream) leave() *ending { return st.setInStep(false) }
+
+func (st *stream) setInStep(in bool) *ending {
 	st.endMu.Lock()
 	defer st.endMu.Unlock()
 	if st.err != nil {
 		return st.err
 	}
-	st.inStep = false
+	st.inStep = in
 	return nil
 }
 
