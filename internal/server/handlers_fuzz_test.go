@@ -118,12 +118,13 @@ func newFuzzEnv(t *testing.T) *fuzzEnv {
 	return &fuzzEnv{
 		t: t, ctx: ctx, clk: clk, store: st, svc: svc,
 		locks: &lockServer{svc: svc.Locks, metrics: m},
-		// A stream ends on a drain: its own is never closed.
-		sessions: &sessionServer{svc: svc.Sessions, metrics: m},
-		limits:   &rateLimitServer{svc: svc.Limiter, metrics: m},
-		idem:     &idempotencyServer{svc: svc.Idem, metrics: m},
-		queues:   &queueServer{svc: svc.Queues, metrics: m},
-		errs:     errorMapper{log: slog.New(slog.DiscardHandler), metrics: m},
+		// A stream ends on a drain: its own is never done.
+		sessions: &sessionServer{svc: svc.Sessions, metrics: m, drain: context.Background(),
+			final: errorMapper{log: slog.New(slog.DiscardHandler), metrics: m}.keepAliveStatus},
+		limits: &rateLimitServer{svc: svc.Limiter, metrics: m},
+		idem:   &idempotencyServer{svc: svc.Idem, metrics: m},
+		queues: &queueServer{svc: svc.Queues, metrics: m},
+		errs:   errorMapper{log: slog.New(slog.DiscardHandler), metrics: m},
 	}
 }
 

@@ -21,7 +21,7 @@ type sessionServer struct {
 	svc   *session.Service
 	drain context.Context // done when the server drains
 	// final turns the error that ends a stream into its status, as the
-	// server's interceptors do (nil: unchanged).
+	// server's interceptors do.
 	final   func(context.Context, error) error
 	metrics *metrics.Metrics
 	rate    float64       // most heartbeats per second (0: no limit)
@@ -37,16 +37,8 @@ func (s *sessionServer) KeepAlive(stream coordv1.SessionService_KeepAliveServer)
 	defer s.metrics.SessionStreams(-1)
 	s.open.Add(1)
 	defer s.open.Add(-1)
-	drain := s.drain
-	if drain == nil {
-		drain = context.Background()
-	}
-	final := s.final
-	if final == nil {
-		final = func(_ context.Context, err error) error { return err }
-	}
-	wire := &keepAliveWire{stream: stream, rate: newMessageRate(s.rate), metrics: s.metrics, final: final}
-	err := s.svc.Run(stream.Context(), namespace(stream.Context()), wire, drain,
+	wire := &keepAliveWire{stream: stream, rate: newMessageRate(s.rate), metrics: s.metrics, final: s.final}
+	err := s.svc.Run(stream.Context(), namespace(stream.Context()), wire, s.drain,
 		session.Hooks{
 			Lost: func(l store.LostHold) {
 				if _, ok := wireKinds[l.Kind]; ok {
