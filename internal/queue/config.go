@@ -18,6 +18,7 @@ func (c Config) Validate() error {
 	v.Positive("queue.max_delay", c.MaxDelay)
 	v.Positive("queue.dedup_window", c.DedupWindow)
 	v.AtLeast1("queue.max_messages", int64(c.MaxMessages))
+	v.AtLeast1("queue.max_in_flight_limit", int64(c.MaxInFlightLimit))
 	v.Positive("queue.dead_letter_ttl", c.DeadLetterTTL)
 	v.Positive("queue.nack_backoff_base", c.BackoffBase)
 	v.Ordered("queue.nack_backoff_base", c.BackoffBase, "queue.nack_backoff_max", c.BackoffMax)

@@ -29,11 +29,13 @@ type Config struct {
 	// MaxMessages caps the messages one queue holds, dead letters
 	// included (a partitioned queue: each of its K partitions holds at
 	// most MaxMessages/K, rounded up).
-	MaxMessages  int           `mapstructure:"max_messages"`
-	BackoffBase  time.Duration `mapstructure:"nack_backoff_base"` // the first Nack's delay (with jitter)
-	BackoffMax   time.Duration `mapstructure:"nack_backoff_max"`
-	MaxWait      time.Duration `mapstructure:"-"`
-	MaxNameBytes int           `mapstructure:"-"` // the longest queue name and dedup_id
+	MaxMessages int           `mapstructure:"max_messages"`
+	BackoffBase time.Duration `mapstructure:"nack_backoff_base"` // the first Nack's delay (with jitter)
+	BackoffMax  time.Duration `mapstructure:"nack_backoff_max"`
+	// MaxInFlightLimit bounds a queue's max_in_flight (ConfigureQueue).
+	MaxInFlightLimit int           `mapstructure:"max_in_flight_limit"`
+	MaxWait          time.Duration `mapstructure:"-"`
+	MaxNameBytes     int           `mapstructure:"-"` // the longest queue name and dedup_id
 
 	// DeadLetterTTL is how long a dead letter is kept after it died. The
 	// store keeps it (memory.Options, redis.Options); it is here to be
@@ -59,6 +61,7 @@ func DefaultConfig() Config {
 		DeadLetterTTL:      store.DefaultDeadLetterTTL,
 		BackoffBase:        time.Second,
 		BackoffMax:         5 * time.Minute,
+		MaxInFlightLimit:   1_000_000,
 		MaxWait:            time.Minute,
 		MaxNameBytes:       256,
 	}
@@ -353,10 +356,13 @@ func (s *Service) Stats(ctx context.Context, ns, queue string) (store.QueueStats
 		return store.QueueStats{}, err
 	}
 	var sum store.QueueStats
-	for _, pt := range parts {
+	for i, pt := range parts {
 		st, err := s.st.Stats(ctx, pt.name)
 		if err != nil {
 			return store.QueueStats{}, err
+		}
+		if i == 0 {
+			sum.Paused = st.Paused // Pause sets every partition alike
 		}
 		sum.Ready += st.Ready
 		sum.Delayed += st.Delayed

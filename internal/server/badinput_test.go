@@ -217,7 +217,12 @@ func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
 	if st, err := h.queues.Stats(c, &coordv1.StatsRequest{Queue: fx.queue}); err != nil {
 		s.Queue = "Stats: " + err.Error()
 	} else {
-		s.Queue = fmt.Sprintf("ready=%d delayed=%d in_flight=%d dead=%d", st.GetReady(), st.GetDelayed(), st.GetInFlight(), st.GetDead())
+		s.Queue = fmt.Sprintf("ready=%d delayed=%d in_flight=%d dead=%d paused=%v", st.GetReady(), st.GetDelayed(), st.GetInFlight(), st.GetDead(), st.GetPaused())
+	}
+	if qs, err := h.queues.GetQueueSettings(c, &coordv1.GetQueueSettingsRequest{Queue: fx.queue}); err != nil {
+		s.Queue += " GetQueueSettings: " + err.Error()
+	} else {
+		s.Queue += " settings=" + qs.GetSettings().String()
 	}
 	if a, err := h.limits.Allow(c, &coordv1.AllowRequest{Key: fx.rlKey, Policy: "log", Peek: true}); err != nil {
 		s.Limits = "Allow: " + err.Error()
@@ -722,6 +727,48 @@ var (
 	}
 )
 
+// The queue settings RPCs.
+var (
+	biPause = biRPC[*coordv1.PauseQueueRequest]{
+		name: "QueueService.PauseQueue",
+		base: func(fx *biFixture) *coordv1.PauseQueueRequest { return &coordv1.PauseQueueRequest{Queue: fx.queue} },
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.PauseQueueRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.PauseQueue(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if !resp.(*coordv1.PauseQueueResponse).GetSettings().GetPaused() {
+				return fmt.Errorf("PauseQueue = %v, want paused", resp)
+			}
+			return nil
+		},
+	}
+	biResume = biRPC[*coordv1.ResumeQueueRequest]{
+		name: "QueueService.ResumeQueue",
+		base: func(fx *biFixture) *coordv1.ResumeQueueRequest { return &coordv1.ResumeQueueRequest{Queue: fx.queue} },
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ResumeQueueRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.ResumeQueue(c, r, o...)
+		},
+	}
+	biConfigure = biRPC[*coordv1.ConfigureQueueRequest]{
+		name: "QueueService.ConfigureQueue",
+		base: func(fx *biFixture) *coordv1.ConfigureQueueRequest {
+			return &coordv1.ConfigureQueueRequest{Queue: fx.queue, MaxInFlight: 5, ClaimRate: &coordv1.ClaimRate{Limit: 10, Period: biD(time.Second)}}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ConfigureQueueRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.ConfigureQueue(c, r, o...)
+		},
+	}
+	biQueueSettings = biRPC[*coordv1.GetQueueSettingsRequest]{
+		name: "QueueService.GetQueueSettings",
+		base: func(fx *biFixture) *coordv1.GetQueueSettingsRequest {
+			return &coordv1.GetQueueSettingsRequest{Queue: fx.queue}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.GetQueueSettingsRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.GetQueueSettings(c, r, o...)
+		},
+	}
+)
+
 // The RPCs added with semaphores, elections and fence checks.
 var (
 	biCheckFence = biRPC[*coordv1.CheckFenceRequest]{
@@ -1214,6 +1261,23 @@ func biCases() []biCase {
 		biPurgeDead.bad("max_messages=10001", "max_messages", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = 10001 }),
 		biPurgeDead.bad("max_messages=MinInt32", "max_messages", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = math.MinInt32 }),
 	)
+
+	// The queue's settings.
+	addAll(biNameCases(biPause, "queue", 1, func(r *coordv1.PauseQueueRequest, s string) { r.Queue = s }))
+	addAll(biNameCases(biResume, "queue", 1, func(r *coordv1.ResumeQueueRequest, s string) { r.Queue = s }))
+	addAll(biNameCases(biQueueSettings, "queue", 1, func(r *coordv1.GetQueueSettingsRequest, s string) { r.Queue = s }))
+	addAll(biNameCases(biConfigure, "queue", 1, func(r *coordv1.ConfigureQueueRequest, s string) { r.Queue = s }))
+	add(
+		biConfigure.bad("max_in_flight=-1", "max_in_flight", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.MaxInFlight = -1 }),
+		biConfigure.bad("max_in_flight=1000001", "max_in_flight", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.MaxInFlight = 1_000_001 }),
+		biConfigure.bad("claim_rate.limit=0", "claim_rate.limit", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.ClaimRate.Limit = 0 }),
+		biConfigure.bad("claim_rate.limit=-1", "claim_rate.limit", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.ClaimRate.Limit = -1 }),
+		biConfigure.bad("claim_rate.limit=1000001", "claim_rate.limit", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.ClaimRate.Limit = 1_000_001 }),
+		biConfigure.bad("claim_rate.period unset", "claim_rate.period", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.ClaimRate.Period = nil }),
+		biConfigure.bad("claim_rate.period=1µs", "claim_rate.period", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.ClaimRate.Period = biD(time.Microsecond) }),
+		biConfigure.bad("claim_rate.period=25h", "claim_rate.period", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.ClaimRate.Period = biD(25 * time.Hour) }),
+		biConfigure.bad("claim_rate.period=-1s", "claim_rate.period", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.ClaimRate.Period = biD(-time.Second) }),
+	)
 	return cs
 }
 
@@ -1312,7 +1376,7 @@ var biVisible = map[string]bool{
 	"SessionService.KeepAlive/later": true, "RateLimitService.Allow": true,
 	"IdempotencyService.BeginIdempotent": true, "IdempotencyService.Finish": true, "IdempotencyService.ExtendIdempotent": true,
 	"QueueService.Enqueue": true, "QueueService.Claim": true, "QueueService.Ack": true, "QueueService.Nack": true,
-	"QueueService.Redrive":     true,
+	"QueueService.Redrive": true, "QueueService.PauseQueue": true, "QueueService.ConfigureQueue": true,
 	"SemaphoreService.Acquire": true, "SemaphoreService.Renew": true, "SemaphoreService.Release": true,
 	"ElectionService.Campaign": true, "ElectionService.Proclaim": true, "ElectionService.Resign": true,
 }
@@ -1414,6 +1478,17 @@ func TestBadInputControl(t *testing.T) {
 		}),
 		biClaim.control("defaults", func(_ *biFixture, r *coordv1.ClaimRequest) { r.MaxMessages, r.VisibilityTimeout, r.Wait = 0, nil, nil }),
 		biAck.control("base", nil),
+		biPause.control("base", nil),
+		biResume.control("base", nil),
+		biConfigure.control("base", nil),
+		biConfigure.control("no caps", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) { r.MaxInFlight, r.ClaimRate = 0, nil }),
+		biConfigure.control("at the bounds", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) {
+			r.MaxInFlight, r.ClaimRate = 1_000_000, &coordv1.ClaimRate{Limit: 1_000_000, Period: biD(24 * time.Hour)}
+		}),
+		biConfigure.control("at the lower bounds", func(_ *biFixture, r *coordv1.ConfigureQueueRequest) {
+			r.MaxInFlight, r.ClaimRate = 1, &coordv1.ClaimRate{Limit: 1, Period: biD(time.Millisecond)}
+		}),
+		biQueueSettings.control("base", nil),
 		biNack.control("base", nil),
 		biNack.control("delay=0s", func(_ *biFixture, r *coordv1.NackRequest) { r.Delay = biD(0) }),
 		biNack.control("delay=max", func(_ *biFixture, r *coordv1.NackRequest) { r.Delay = biD(168 * time.Hour) }),

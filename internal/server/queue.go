@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
@@ -160,7 +162,62 @@ func (s *queueServer) Stats(ctx context.Context, req *coordv1.StatsRequest) (*co
 		return nil, err
 	}
 	s.names.saw(namespace(ctx), req.GetQueue())
-	return &coordv1.StatsResponse{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, nil
+	return &coordv1.StatsResponse{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead, Paused: st.Paused}, nil
+}
+
+func (s *queueServer) PauseQueue(ctx context.Context, req *coordv1.PauseQueueRequest) (*coordv1.PauseQueueResponse, error) {
+	c, err := s.svc.Pause(ctx, namespace(ctx), req.GetQueue(), true)
+	if err != nil {
+		return nil, err
+	}
+	s.names.saw(namespace(ctx), req.GetQueue())
+	return &coordv1.PauseQueueResponse{Settings: queueSettings(c)}, nil
+}
+
+func (s *queueServer) ResumeQueue(ctx context.Context, req *coordv1.ResumeQueueRequest) (*coordv1.ResumeQueueResponse, error) {
+	c, err := s.svc.Pause(ctx, namespace(ctx), req.GetQueue(), false)
+	if err != nil {
+		return nil, err
+	}
+	s.names.saw(namespace(ctx), req.GetQueue())
+	return &coordv1.ResumeQueueResponse{Settings: queueSettings(c)}, nil
+}
+
+func (s *queueServer) ConfigureQueue(ctx context.Context, req *coordv1.ConfigureQueueRequest) (*coordv1.ConfigureQueueResponse, error) {
+	c := store.QueueSettings{MaxInFlight: int(req.GetMaxInFlight())}
+	if r := req.GetClaimRate(); r != nil {
+		p, err := required("claim_rate.period", r.GetPeriod())
+		if err != nil {
+			return nil, err
+		}
+		c.RateLimit, c.RatePeriod = r.GetLimit(), p
+		if c.RateLimit == 0 {
+			return nil, validate.Errorf("claim_rate.limit", "is 0; set claim_rate with a limit, or leave it unset for no rate")
+		}
+	}
+	got, err := s.svc.Configure(ctx, namespace(ctx), req.GetQueue(), c)
+	if err != nil {
+		return nil, err
+	}
+	s.names.saw(namespace(ctx), req.GetQueue())
+	return &coordv1.ConfigureQueueResponse{Settings: queueSettings(got)}, nil
+}
+
+func (s *queueServer) GetQueueSettings(ctx context.Context, req *coordv1.GetQueueSettingsRequest) (*coordv1.GetQueueSettingsResponse, error) {
+	c, err := s.svc.Settings(ctx, namespace(ctx), req.GetQueue())
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.GetQueueSettingsResponse{Settings: queueSettings(c)}, nil
+}
+
+// queueSettings converts a queue's settings to the API's.
+func queueSettings(c store.QueueSettings) *coordv1.QueueSettings {
+	out := &coordv1.QueueSettings{Paused: c.Paused, MaxInFlight: int32(c.MaxInFlight)}
+	if c.RateLimit > 0 {
+		out.ClaimRate = &coordv1.ClaimRate{Limit: c.RateLimit, Period: durationpb.New(c.RatePeriod)}
+	}
+	return out
 }
 
 func (s *queueServer) Redrive(ctx context.Context, req *coordv1.RedriveRequest) (*coordv1.RedriveResponse, error) {

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -496,6 +497,19 @@ type Queues interface {
 	// that passes validate.Name) or another (p, k) never gives the same
 	// name. A pure function of its arguments.
 	PartitionName(queue string, p, k int) string
+	// QueueSettings returns queue's settings (the zero QueueSettings if
+	// none were set). It creates nothing.
+	QueueSettings(ctx context.Context, queue string) (QueueSettings, error)
+	// PauseQueue pauses (paused true) or resumes queue and returns its
+	// settings; its caps stay as they are. Resuming wakes
+	// QueueTopic(queue).
+	PauseQueue(ctx context.Context, queue string, paused bool) (QueueSettings, error)
+	// ConfigureQueue replaces queue's caps (MaxInFlight, RateLimit and
+	// RatePeriod of c; its Paused is ignored and stays as it is) and
+	// returns its settings. A new or changed claim rate starts with a
+	// full bucket. It wakes QueueTopic(queue). A queue whose settings are
+	// the zero QueueSettings keeps no record of them.
+	ConfigureQueue(ctx context.Context, queue string, c QueueSettings) (QueueSettings, error)
 	// Partitionings records that queue is spread over k partitions, besides
 	// every k recorded for it before, and returns every k recorded, in
 	// increasing order, 1 among them: the partitionings that may hold the
@@ -503,6 +517,25 @@ type Queues interface {
 	// so that a partition is visited as long as it may hold a message.
 	Partitionings(ctx context.Context, queue string, k int) ([]int, error)
 }
+
+// QueueSettings are a queue's settings, enforced by Claim in the same
+// step as the claim: a paused queue hands out nothing; with MaxInFlight >
+// 0, a Claim hands out at most MaxInFlight minus the queue's live claims;
+// with RateLimit > 0, at most RateLimit messages are handed out per
+// RatePeriod (a token bucket of RateLimit tokens refilled at RateLimit
+// per RatePeriod, starting full). A Claim that the caps stop from handing
+// out all it asked for reports in NextDue when the next token comes (a
+// freed slot wakes QueueTopic: Ack, Nack and the claim expiries that
+// NextDue already counts).
+type QueueSettings struct {
+	Paused      bool
+	MaxInFlight int
+	RateLimit   int64
+	RatePeriod  time.Duration
+}
+
+// Capped reports whether the settings limit claims at all.
+func (c QueueSettings) Capped() bool { return c.Paused || c.MaxInFlight > 0 || c.RateLimit > 0 }
 
 // MaxPartitions is the most partitions a queue may be spread over.
 const MaxPartitions = 64
@@ -622,9 +655,11 @@ type DeadPos struct {
 	ID       string
 }
 
-// QueueStats counts a queue's messages by state.
+// QueueStats counts a queue's messages by state, and tells whether it is
+// paused (QueueSettings.Paused).
 type QueueStats struct {
 	Ready, Delayed, InFlight, Dead int64
+	Paused                         bool
 }
 
 // Node is one store node's health, as NodeHealther reports it.
@@ -641,4 +676,23 @@ type Node struct {
 // answered or ctx has ended; a node that did not answer is not Reachable.
 type NodeHealther interface {
 	NodeHealth(ctx context.Context) []Node
+}
+
+// RateTake takes up to n tokens of the claim rate of c (RateLimit > 0)
+// from a bucket whose state is tat, its theoretical arrival time in µs
+// (GCRA: the bucket is full when tat <= now; 0 is full), at now µs. It
+// returns how many it took, the new tat, and, when it took fewer than n,
+// the µs until the next token (at least 1; 0 otherwise). The Redis store's
+// scripts compute the same (lua/queue_prelude.lua, rateTake).
+func RateTake(c QueueSettings, tat, now float64, n int) (took int, newTat, next float64) {
+	period := float64(c.RatePeriod.Microseconds())
+	t := period / float64(c.RateLimit)
+	tat = math.Max(tat, now)
+	avail := math.Floor((now+period-tat)/t + 1e-9)
+	took = int(math.Max(0, math.Min(float64(n), avail)))
+	tat += float64(took) * t
+	if took < n {
+		next = math.Max(1, math.Ceil(tat+t-period-now))
+	}
+	return took, tat, next
 }

@@ -164,6 +164,24 @@ func (t traced) Nack(ctx context.Context, a1 string, a2 string, a3 time.Duration
 	return t.inner.Nack(ctx, a1, a2, a3)
 }
 
+func (t traced) QueueSettings(ctx context.Context, a1 string) (r0 store.QueueSettings, err error) {
+	ctx, span := t.spans.Start(ctx, "QueueSettings")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.QueueSettings(ctx, a1)
+}
+
+func (t traced) PauseQueue(ctx context.Context, a1 string, a2 bool) (r0 store.QueueSettings, err error) {
+	ctx, span := t.spans.Start(ctx, "PauseQueue")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.PauseQueue(ctx, a1, a2)
+}
+
+func (t traced) ConfigureQueue(ctx context.Context, a1 string, a2 store.QueueSettings) (r0 store.QueueSettings, err error) {
+	ctx, span := t.spans.Start(ctx, "ConfigureQueue")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ConfigureQueue(ctx, a1, a2)
+}
+
 func (t traced) Partitionings(ctx context.Context, a1 string, a2 int) (r0 []int, err error) {
 	ctx, span := t.spans.Start(ctx, "Partitionings")
 	defer func() { t.spans.End(span, Failure(err)) }()

@@ -60,6 +60,10 @@ type queueRec struct {
 	dedup  map[string]dedupRec
 	groups map[string][]*message // head first
 	wait   int                   // messages in stWaiting
+	// conf: the queue's settings; tat, its claim rate's theoretical
+	// arrival time (rateTake). A record with settings is kept when empty.
+	conf store.QueueSettings
+	tat  float64
 	// gone: the sweep dropped the record (it was empty); a call that
 	// locked it before seeing that looks it up again (writeQueue).
 	gone bool
@@ -181,7 +185,7 @@ func (s *Store) dropEmptyQueues() {
 	defer s.qm.Unlock()
 	for name, q := range s.queues {
 		q.mu.Lock()
-		if len(q.msgs) == 0 && len(q.dedup) == 0 {
+		if len(q.msgs) == 0 && len(q.dedup) == 0 && !q.conf.Capped() {
 			q.gone = true
 			delete(s.queues, name)
 		}
@@ -309,7 +313,8 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 	var out store.Claimed
 	deadline := now.Add(us(req.Visibility))
 	ready := q.heap(stReady)
-	for _, tok := range req.Tokens {
+	n, rateNext := q.allowed(min(ready.Len(), len(req.Tokens)), now)
+	for _, tok := range req.Tokens[:n] {
 		if ready.Len() == 0 {
 			break
 		}
@@ -327,11 +332,36 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 		})
 	}
 	out.NextDue = q.nextDue(now)
+	if rateNext > 0 && (out.NextDue == 0 || rateNext < out.NextDue) {
+		out.NextDue = rateNext
+	}
 	q.mu.Unlock()
 	if woke {
 		s.hub.Notify(store.QueueTopic(queue))
 	}
 	return out, nil
+}
+
+// allowed is how many of ready messages a Claim may hand out under the
+// queue's settings, and takes that many of the claim rate's tokens;
+// rateNext is how long until the next token when the rate held some back
+// (0 otherwise). q.mu is held and upkeep done.
+func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Duration) {
+	c := q.conf
+	if c.Paused {
+		return 0, 0
+	}
+	n = ready
+	if c.MaxInFlight > 0 {
+		live := q.heap(stInFlight).Len() - q.heap(stInFlight).countDue(now) + q.heap(stLast).Len() - q.heap(stLast).countDue(now)
+		n = max(0, min(n, c.MaxInFlight-live))
+	}
+	if c.RateLimit > 0 {
+		var next float64
+		n, q.tat, next = store.RateTake(c, q.tat, float64(now.UnixMicro()), n)
+		rateNext = time.Duration(next) * time.Microsecond
+	}
+	return n, rateNext
 }
 
 // claimed returns the message of a live claim. q.mu must be held.
@@ -365,6 +395,7 @@ func (s *Store) Ack(_ context.Context, queue string, receipts []string) ([]bool,
 		delete(q.msgs, m.id)
 		woke = q.advance(m, now) || woke
 		acked[i] = true
+		woke = woke || q.conf.MaxInFlight > 0 // a slot freed
 	}
 	q.mu.Unlock()
 	if woke {
@@ -389,7 +420,7 @@ func (s *Store) Nack(_ context.Context, queue, receipt string, delay time.Durati
 	m.receipt = ""
 	if m.state == stLast {
 		q.put(m, stDead, now)
-		woke := q.advance(m, now)
+		woke := q.advance(m, now) || q.conf.MaxInFlight > 0
 		q.mu.Unlock()
 		if woke {
 			s.hub.Notify(store.QueueTopic(queue))
@@ -397,10 +428,11 @@ func (s *Store) Nack(_ context.Context, queue, receipt string, delay time.Durati
 		return store.Nacked{Dead: true}, nil
 	}
 	m.deliver = now.Add(us(delay))
+	deliver := m.deliver // m is the queue's, read under its lock only
 	q.place(m, now, now)
 	q.mu.Unlock()
 	s.hub.Notify(store.QueueTopic(queue))
-	return store.Nacked{DeliverTime: m.deliver}, nil
+	return store.Nacked{DeliverTime: deliver}, nil
 }
 
 // ExtendClaim implements store.Queues.
@@ -438,6 +470,7 @@ func (s *Store) Stats(_ context.Context, queue string) (store.QueueStats, error)
 		Delayed:  int64(delayed.Len() - dueDelayed + q.wait),
 		InFlight: int64(inFlight.Len() - expired + last.Len() - ended),
 		Dead:     int64(dead.Len() - dead.countDue(forgotten) + ended - last.countDue(forgotten)),
+		Paused:   q.conf.Paused,
 	}, nil
 }
 
@@ -714,6 +747,45 @@ func (h *msgHeap) countDue(t time.Time) int {
 // PartitionName implements store.Queues: one process has one shard, so
 // the base name.
 func (s *Store) PartitionName(queue string, p, k int) string { return store.PartitionBase(queue, p, k) }
+
+// QueueSettings implements store.Queues.
+func (s *Store) QueueSettings(_ context.Context, queue string) (store.QueueSettings, error) {
+	q := s.readQueue(queue)
+	if q == nil {
+		return store.QueueSettings{}, nil
+	}
+	defer q.mu.Unlock()
+	return q.conf, nil
+}
+
+// PauseQueue implements store.Queues.
+func (s *Store) PauseQueue(_ context.Context, queue string, paused bool) (store.QueueSettings, error) {
+	return s.setConf(queue, func(c *store.QueueSettings) { c.Paused = paused }), nil
+}
+
+// ConfigureQueue implements store.Queues.
+func (s *Store) ConfigureQueue(_ context.Context, queue string, caps store.QueueSettings) (store.QueueSettings, error) {
+	return s.setConf(queue, func(c *store.QueueSettings) {
+		caps.Paused = c.Paused
+		*c = caps
+	}), nil
+}
+
+// setConf changes queue's settings by f and wakes the queue's waiters
+// (a resume or a raised cap may let them claim). A new or changed rate
+// starts with a full bucket.
+func (s *Store) setConf(queue string, f func(*store.QueueSettings)) store.QueueSettings {
+	q := s.writeQueue(queue)
+	old := q.conf
+	f(&q.conf)
+	if q.conf.RateLimit != old.RateLimit || q.conf.RatePeriod != old.RatePeriod {
+		q.tat = 0
+	}
+	c := q.conf
+	q.mu.Unlock()
+	s.hub.Notify(store.QueueTopic(queue))
+	return c
+}
 
 // Partitionings implements store.Queues.
 func (s *Store) Partitionings(_ context.Context, queue string, k int) ([]int, error) {

@@ -193,7 +193,7 @@ func (s *Store) Keeps(horizon time.Duration, names ...string) []string {
 	s.qm.Unlock()
 	for n, q := range queues {
 		q.mu.Lock()
-		keeps := horizon == 0 || len(q.msgs) > 0
+		keeps := horizon == 0 || len(q.msgs) > 0 || q.conf.Capped()
 		for _, d := range q.dedup {
 			keeps = keeps || d.expire.After(t)
 		}

@@ -115,7 +115,7 @@ var queueKeyParts = []keyPart{
 	{"kPending", ":pending"}, {"kInflight", ":inflight"}, {"kLast", ":last"}, {"kDead", ":dead"},
 	{"kMsg", ":msg"}, {"kMeta", ":meta"}, {"kDeadMsg", ":deadmsg"}, {"kDedup", ":dedup"},
 	{"kDedupExp", ":dedupexp"}, {"kSeq", ":seq"}, {"kReady", ":ready"}, {"kGroupHeads", ":gheads"},
-	{"kGroupWait", ":gwait"},
+	{"kGroupWait", ":gwait"}, {"kConf", ":conf"},
 }
 
 var queueKeyNames = names(queueKeyParts)

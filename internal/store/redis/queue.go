@@ -115,6 +115,56 @@ type queuePartitioningsArgs struct {
 	Partitions int `lua:"partitions"`
 }
 
+// queueConfArgs are lua/queue_conf.lua's: the mode ("get", "pause" or
+// "caps") and the values it sets.
+type queueConfArgs struct {
+	queueArgs
+	Mode   string `lua:"mode"`
+	Paused bool   `lua:"paused,bool"`
+	Max    int    `lua:"max,int"`
+	Limit  int64  `lua:"rl,int"`
+	Period int64  `lua:"rp,int"` // µs
+}
+
+// QueueSettings implements store.Queues.
+func (s *Store) QueueSettings(ctx context.Context, queue string) (store.QueueSettings, error) {
+	return s.queueConf(ctx, "QueueSettings", queue, queueConfArgs{Mode: "get"})
+}
+
+// PauseQueue implements store.Queues.
+func (s *Store) PauseQueue(ctx context.Context, queue string, paused bool) (store.QueueSettings, error) {
+	return s.queueConf(ctx, "PauseQueue", queue, queueConfArgs{Mode: "pause", Paused: paused})
+}
+
+// ConfigureQueue implements store.Queues.
+func (s *Store) ConfigureQueue(ctx context.Context, queue string, c store.QueueSettings) (store.QueueSettings, error) {
+	return s.queueConf(ctx, "ConfigureQueue", queue, queueConfArgs{Mode: "caps", Max: c.MaxInFlight, Limit: c.RateLimit, Period: c.RatePeriod.Microseconds()})
+}
+
+func (s *Store) queueConf(ctx context.Context, op, queue string, a queueConfArgs) (store.QueueSettings, error) {
+	var c store.QueueSettings
+	err := s.do(ctx, op, s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
+		a.queueArgs = s.queueArgs(queue)
+		c, err = decodeQueueConf(s.queueEval(ctx, queueConf, queue, a))
+		return err
+	})
+	return c, err
+}
+
+// decodeQueueConf reads queue_conf.lua's reply.
+func decodeQueueConf(cmd *redis.Cmd) (store.QueueSettings, error) {
+	r, err := replyOf(queueConf, cmd)
+	if err != nil {
+		return store.QueueSettings{}, err
+	}
+	r.need(4)
+	p, max, rl, rp := r.int(0), r.int(1), r.int(2), r.int(3)
+	if err := r.done(); err != nil {
+		return store.QueueSettings{}, err
+	}
+	return store.QueueSettings{Paused: p == 1, MaxInFlight: int(max), RateLimit: rl, RatePeriod: time.Duration(rp) * time.Microsecond}, nil
+}
+
 // Enqueue implements store.Queues.
 func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (store.Enqueued, error) {
 	var e store.Enqueued
@@ -322,7 +372,7 @@ func decodeStats(cmd *redis.Cmd) (store.QueueStats, error) {
 	if err != nil {
 		return store.QueueStats{}, err
 	}
-	st := store.QueueStats{Ready: r.int(0), Delayed: r.int(1), InFlight: r.int(2), Dead: r.int(3)}
+	st := store.QueueStats{Ready: r.int(0), Delayed: r.int(1), InFlight: r.int(2), Dead: r.int(3), Paused: r.int(4) == 1}
 	if err := r.done(); err != nil {
 		return store.QueueStats{}, err
 	}

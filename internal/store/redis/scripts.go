@@ -231,6 +231,7 @@ var (
 	queueRedriveIDs = queueScript("queue_redrive_ids", queueRedriveIDsArgs{})
 	queueListDead   = queueScript("queue_list_dead", queueListDeadArgs{})
 	queuePurgeDead  = queueScript("queue_purge_dead", queueRedriveArgs{})
+	queueConf       = queueScript("queue_conf", queueConfArgs{})
 
 	queuePartitionings = newScript("queue_partitionings", []string{"kParts"}, queuePartitioningsArgs{})
 

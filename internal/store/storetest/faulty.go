@@ -348,6 +348,21 @@ func (f *Faulty) PartitionName(queue string, p, k int) string {
 	return f.inner.PartitionName(queue, p, k)
 }
 
+// QueueSettings implements store.Queues.
+func (f *Faulty) QueueSettings(ctx context.Context, queue string) (store.QueueSettings, error) {
+	return do(ctx, f, "QueueSettings", func() (store.QueueSettings, error) { return f.inner.QueueSettings(ctx, queue) }, nil)
+}
+
+// PauseQueue implements store.Queues.
+func (f *Faulty) PauseQueue(ctx context.Context, queue string, paused bool) (store.QueueSettings, error) {
+	return do(ctx, f, "PauseQueue", func() (store.QueueSettings, error) { return f.inner.PauseQueue(ctx, queue, paused) }, nil)
+}
+
+// ConfigureQueue implements store.Queues.
+func (f *Faulty) ConfigureQueue(ctx context.Context, queue string, c store.QueueSettings) (store.QueueSettings, error) {
+	return do(ctx, f, "ConfigureQueue", func() (store.QueueSettings, error) { return f.inner.ConfigureQueue(ctx, queue, c) }, nil)
+}
+
 // Partitionings implements store.Queues.
 func (f *Faulty) Partitionings(ctx context.Context, queue string, k int) ([]int, error) {
 	return do(ctx, f, "Partitionings", func() ([]int, error) { return f.inner.Partitionings(ctx, queue, k) }, nil)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -41,7 +42,7 @@ func queueTests() []test {
 		{"DeadLetterTTL", queueDeadLetterTTL},
 		{"SeqRestart", queueSeqRestart},
 		{"RedriveAfterManyForgotten", queueRedriveAfterManyForgotten},
-	}, append(queueGroupTests(), deadLetterTests()...)...)
+	}, slices.Concat(queueGroupTests(), deadLetterTests(), queueSettingsTests())...)
 }
 
 // msg is a new message with a fresh ID, 3 attempts and no delay.

@@ -28,6 +28,514 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PauseQueueRequest names the queue to pause.
+type PauseQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name.
+	Queue         string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueueRequest) Reset() {
+	*x = PauseQueueRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueueRequest) ProtoMessage() {}
+
+func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
+func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PauseQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// ResumeQueueRequest names the queue to resume.
+type ResumeQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name.
+	Queue         string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueueRequest) Reset() {
+	*x = ResumeQueueRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueueRequest) ProtoMessage() {}
+
+func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
+func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ResumeQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// ConfigureQueueRequest sets a queue's caps.
+type ConfigureQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name.
+	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	// At most this many messages in flight (claimed, not acked, nacked or
+	// expired) at once: 0 is no cap; at most config
+	// queue.max_in_flight_limit (1,000,000).
+	MaxInFlight int32 `protobuf:"varint,2,opt,name=max_in_flight,json=maxInFlight" json:"max_in_flight,omitempty"`
+	// At most claim_rate.limit messages claimed per claim_rate.period; unset
+	// is no rate.
+	ClaimRate     *ClaimRate `protobuf:"bytes,3,opt,name=claim_rate,json=claimRate" json:"claim_rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureQueueRequest) Reset() {
+	*x = ConfigureQueueRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureQueueRequest) ProtoMessage() {}
+
+func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureQueueRequest.ProtoReflect.Descriptor instead.
+func (*ConfigureQueueRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ConfigureQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ConfigureQueueRequest) GetMaxInFlight() int32 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+func (x *ConfigureQueueRequest) GetClaimRate() *ClaimRate {
+	if x != nil {
+		return x.ClaimRate
+	}
+	return nil
+}
+
+// ClaimRate is a token bucket for Claim.
+type ClaimRate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tokens per period, and the bucket's size: 1 to 1,000,000.
+	Limit int64 `protobuf:"varint,1,opt,name=limit" json:"limit,omitempty"`
+	// The period: 1ms to 24h.
+	Period        *durationpb.Duration `protobuf:"bytes,2,opt,name=period" json:"period,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimRate) Reset() {
+	*x = ClaimRate{}
+	mi := &file_coord_v1_queue_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimRate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimRate) ProtoMessage() {}
+
+func (x *ClaimRate) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimRate.ProtoReflect.Descriptor instead.
+func (*ClaimRate) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ClaimRate) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ClaimRate) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+// GetQueueSettingsRequest names the queue.
+type GetQueueSettingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name.
+	Queue         string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueSettingsRequest) Reset() {
+	*x = GetQueueSettingsRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueSettingsRequest) ProtoMessage() {}
+
+func (x *GetQueueSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueSettingsRequest.ProtoReflect.Descriptor instead.
+func (*GetQueueSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetQueueSettingsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// PauseQueueResponse tells the queue's settings after the pause.
+type PauseQueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's settings.
+	Settings      *QueueSettings `protobuf:"bytes,1,opt,name=settings" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseQueueResponse) Reset() {
+	*x = PauseQueueResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseQueueResponse) ProtoMessage() {}
+
+func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
+func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PauseQueueResponse) GetSettings() *QueueSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// ResumeQueueResponse tells the queue's settings after the resume.
+type ResumeQueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's settings.
+	Settings      *QueueSettings `protobuf:"bytes,1,opt,name=settings" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeQueueResponse) Reset() {
+	*x = ResumeQueueResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeQueueResponse) ProtoMessage() {}
+
+func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
+func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ResumeQueueResponse) GetSettings() *QueueSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// ConfigureQueueResponse tells the queue's settings as configured.
+type ConfigureQueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's settings.
+	Settings      *QueueSettings `protobuf:"bytes,1,opt,name=settings" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureQueueResponse) Reset() {
+	*x = ConfigureQueueResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureQueueResponse) ProtoMessage() {}
+
+func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureQueueResponse.ProtoReflect.Descriptor instead.
+func (*ConfigureQueueResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConfigureQueueResponse) GetSettings() *QueueSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// GetQueueSettingsResponse tells the queue's settings.
+type GetQueueSettingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's settings.
+	Settings      *QueueSettings `protobuf:"bytes,1,opt,name=settings" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQueueSettingsResponse) Reset() {
+	*x = GetQueueSettingsResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQueueSettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQueueSettingsResponse) ProtoMessage() {}
+
+func (x *GetQueueSettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQueueSettingsResponse.ProtoReflect.Descriptor instead.
+func (*GetQueueSettingsResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetQueueSettingsResponse) GetSettings() *QueueSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// QueueSettings are a queue's pause and caps.
+type QueueSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True: Claim hands out nothing (PauseQueue).
+	Paused bool `protobuf:"varint,1,opt,name=paused" json:"paused,omitempty"`
+	// The cap on messages in flight; 0: none.
+	MaxInFlight int32 `protobuf:"varint,2,opt,name=max_in_flight,json=maxInFlight" json:"max_in_flight,omitempty"`
+	// The claim rate; unset: none.
+	ClaimRate     *ClaimRate `protobuf:"bytes,3,opt,name=claim_rate,json=claimRate" json:"claim_rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueSettings) Reset() {
+	*x = QueueSettings{}
+	mi := &file_coord_v1_queue_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueSettings) ProtoMessage() {}
+
+func (x *QueueSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueSettings.ProtoReflect.Descriptor instead.
+func (*QueueSettings) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QueueSettings) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *QueueSettings) GetMaxInFlight() int32 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+func (x *QueueSettings) GetClaimRate() *ClaimRate {
+	if x != nil {
+		return x.ClaimRate
+	}
+	return nil
+}
+
 // EnqueueRequest adds a message.
 type EnqueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -64,7 +572,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[0]
+	mi := &file_coord_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -76,7 +584,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[0]
+	mi := &file_coord_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -89,7 +597,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{0}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EnqueueRequest) GetQueue() string {
@@ -164,7 +672,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[1]
+	mi := &file_coord_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -176,7 +684,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[1]
+	mi := &file_coord_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -189,7 +697,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{1}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EnqueueResponse) GetMessageId() string {
@@ -234,7 +742,7 @@ type ClaimRequest struct {
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[2]
+	mi := &file_coord_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +754,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[2]
+	mi := &file_coord_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +767,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ClaimRequest) GetQueue() string {
@@ -319,7 +827,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_coord_v1_queue_proto_msgTypes[3]
+	mi := &file_coord_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +839,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[3]
+	mi := &file_coord_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +852,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{3}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Message) GetMessageId() string {
@@ -428,7 +936,7 @@ type ClaimResponse struct {
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[4]
+	mi := &file_coord_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +948,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[4]
+	mi := &file_coord_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +961,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{4}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ClaimResponse) GetMessages() []*Message {
@@ -480,7 +988,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[5]
+	mi := &file_coord_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -492,7 +1000,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[5]
+	mi := &file_coord_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -505,7 +1013,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{5}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -545,7 +1053,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[6]
+	mi := &file_coord_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +1065,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[6]
+	mi := &file_coord_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +1078,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{6}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckResponse) GetAcked() bool {
@@ -610,7 +1118,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[7]
+	mi := &file_coord_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +1130,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[7]
+	mi := &file_coord_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +1143,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NackRequest) GetQueue() string {
@@ -672,7 +1180,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[8]
+	mi := &file_coord_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +1192,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[8]
+	mi := &file_coord_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +1205,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NackResponse) GetDeliverTime() *timestamppb.Timestamp {
@@ -730,7 +1238,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[9]
+	mi := &file_coord_v1_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1250,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[9]
+	mi := &file_coord_v1_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1263,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExtendRequest) GetQueue() string {
@@ -790,7 +1298,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[10]
+	mi := &file_coord_v1_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +1310,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[10]
+	mi := &file_coord_v1_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +1323,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExtendResponse) GetExpireTime() *timestamppb.Timestamp {
@@ -836,7 +1344,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[11]
+	mi := &file_coord_v1_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1356,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[11]
+	mi := &file_coord_v1_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1369,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatsRequest) GetQueue() string {
@@ -881,14 +1389,16 @@ type StatsResponse struct {
 	// Claimed, within their visibility timeout.
 	InFlight int64 `protobuf:"varint,3,opt,name=in_flight,json=inFlight" json:"in_flight,omitempty"`
 	// Dead letters.
-	Dead          int64 `protobuf:"varint,4,opt,name=dead" json:"dead,omitempty"`
+	Dead int64 `protobuf:"varint,4,opt,name=dead" json:"dead,omitempty"`
+	// True: the queue is paused (PauseQueue).
+	Paused        bool `protobuf:"varint,5,opt,name=paused" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[12]
+	mi := &file_coord_v1_queue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1410,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[12]
+	mi := &file_coord_v1_queue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1423,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatsResponse) GetReady() int64 {
@@ -944,6 +1454,13 @@ func (x *StatsResponse) GetDead() int64 {
 	return 0
 }
 
+func (x *StatsResponse) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
 // RedriveRequest moves dead letters back to ready.
 type RedriveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -965,7 +1482,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[13]
+	mi := &file_coord_v1_queue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1494,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[13]
+	mi := &file_coord_v1_queue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1507,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -1025,7 +1542,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[14]
+	mi := &file_coord_v1_queue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1554,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[14]
+	mi := &file_coord_v1_queue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1567,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RedriveResponse) GetMoved() int64 {
@@ -1080,7 +1597,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[15]
+	mi := &file_coord_v1_queue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1609,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[15]
+	mi := &file_coord_v1_queue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1622,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListDeadLettersRequest) GetQueue() string {
@@ -1149,7 +1666,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[16]
+	mi := &file_coord_v1_queue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1678,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[16]
+	mi := &file_coord_v1_queue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1691,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
@@ -1217,7 +1734,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_coord_v1_queue_proto_msgTypes[17]
+	mi := &file_coord_v1_queue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1746,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[17]
+	mi := &file_coord_v1_queue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1759,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{17}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeadLetter) GetMessageId() string {
@@ -1314,7 +1831,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[18]
+	mi := &file_coord_v1_queue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1843,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[18]
+	mi := &file_coord_v1_queue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1856,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{18}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PurgeDeadLettersRequest) GetQueue() string {
@@ -1369,7 +1886,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[19]
+	mi := &file_coord_v1_queue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1898,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[19]
+	mi := &file_coord_v1_queue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1911,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{19}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() int64 {
@@ -1415,7 +1932,34 @@ var File_coord_v1_queue_proto protoreflect.FileDescriptor
 
 const file_coord_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x14coord/v1/queue.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x02\n" +
+	"\x14coord/v1/queue.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n" +
+	"\x11PauseQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"*\n" +
+	"\x12ResumeQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x85\x01\n" +
+	"\x15ConfigureQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\"\n" +
+	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\x122\n" +
+	"\n" +
+	"claim_rate\x18\x03 \x01(\v2\x13.coord.v1.ClaimRateR\tclaimRate\"T\n" +
+	"\tClaimRate\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x03R\x05limit\x121\n" +
+	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\"/\n" +
+	"\x17GetQueueSettingsRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"I\n" +
+	"\x12PauseQueueResponse\x123\n" +
+	"\bsettings\x18\x01 \x01(\v2\x17.coord.v1.QueueSettingsR\bsettings\"J\n" +
+	"\x13ResumeQueueResponse\x123\n" +
+	"\bsettings\x18\x01 \x01(\v2\x17.coord.v1.QueueSettingsR\bsettings\"M\n" +
+	"\x16ConfigureQueueResponse\x123\n" +
+	"\bsettings\x18\x01 \x01(\v2\x17.coord.v1.QueueSettingsR\bsettings\"O\n" +
+	"\x18GetQueueSettingsResponse\x123\n" +
+	"\bsettings\x18\x01 \x01(\v2\x17.coord.v1.QueueSettingsR\bsettings\"\x7f\n" +
+	"\rQueueSettings\x12\x16\n" +
+	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\"\n" +
+	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\x122\n" +
+	"\n" +
+	"claim_rate\x18\x03 \x01(\v2\x13.coord.v1.ClaimRateR\tclaimRate\"\xa0\x02\n" +
 	"\x0eEnqueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12/\n" +
@@ -1476,12 +2020,13 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\"$\n" +
 	"\fStatsRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"p\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x88\x01\n" +
 	"\rStatsResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\x03R\x05ready\x12\x18\n" +
 	"\adelayed\x18\x02 \x01(\x03R\adelayed\x12\x1b\n" +
 	"\tin_flight\x18\x03 \x01(\x03R\binFlight\x12\x12\n" +
-	"\x04dead\x18\x04 \x01(\x03R\x04dead\"j\n" +
+	"\x04dead\x18\x04 \x01(\x03R\x04dead\x12\x16\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\"j\n" +
 	"\x0eRedriveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x12\x1f\n" +
@@ -1514,7 +2059,7 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\"P\n" +
 	"\x18PurgeDeadLettersResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x03R\x06purged\x12\x1c\n" +
-	"\tremaining\x18\x02 \x01(\x03R\tremaining2\xdd\x04\n" +
+	"\tremaining\x18\x02 \x01(\x03R\tremaining2\xa2\a\n" +
 	"\fQueueService\x12>\n" +
 	"\aEnqueue\x12\x18.coord.v1.EnqueueRequest\x1a\x19.coord.v1.EnqueueResponse\x128\n" +
 	"\x05Claim\x12\x16.coord.v1.ClaimRequest\x1a\x17.coord.v1.ClaimResponse\x122\n" +
@@ -1524,7 +2069,12 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\x05Stats\x12\x16.coord.v1.StatsRequest\x1a\x17.coord.v1.StatsResponse\x12>\n" +
 	"\aRedrive\x12\x18.coord.v1.RedriveRequest\x1a\x19.coord.v1.RedriveResponse\x12V\n" +
 	"\x0fListDeadLetters\x12 .coord.v1.ListDeadLettersRequest\x1a!.coord.v1.ListDeadLettersResponse\x12Y\n" +
-	"\x10PurgeDeadLetters\x12!.coord.v1.PurgeDeadLettersRequest\x1a\".coord.v1.PurgeDeadLettersResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
+	"\x10PurgeDeadLetters\x12!.coord.v1.PurgeDeadLettersRequest\x1a\".coord.v1.PurgeDeadLettersResponse\x12G\n" +
+	"\n" +
+	"PauseQueue\x12\x1b.coord.v1.PauseQueueRequest\x1a\x1c.coord.v1.PauseQueueResponse\x12J\n" +
+	"\vResumeQueue\x12\x1c.coord.v1.ResumeQueueRequest\x1a\x1d.coord.v1.ResumeQueueResponse\x12S\n" +
+	"\x0eConfigureQueue\x12\x1f.coord.v1.ConfigureQueueRequest\x1a .coord.v1.ConfigureQueueResponse\x12Y\n" +
+	"\x10GetQueueSettings\x12!.coord.v1.GetQueueSettingsRequest\x1a\".coord.v1.GetQueueSettingsResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_coord_v1_queue_proto_rawDescOnce sync.Once
@@ -1538,71 +2088,96 @@ func file_coord_v1_queue_proto_rawDescGZIP() []byte {
 	return file_coord_v1_queue_proto_rawDescData
 }
 
-var file_coord_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_coord_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_coord_v1_queue_proto_goTypes = []any{
-	(*EnqueueRequest)(nil),           // 0: coord.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),          // 1: coord.v1.EnqueueResponse
-	(*ClaimRequest)(nil),             // 2: coord.v1.ClaimRequest
-	(*Message)(nil),                  // 3: coord.v1.Message
-	(*ClaimResponse)(nil),            // 4: coord.v1.ClaimResponse
-	(*AckRequest)(nil),               // 5: coord.v1.AckRequest
-	(*AckResponse)(nil),              // 6: coord.v1.AckResponse
-	(*NackRequest)(nil),              // 7: coord.v1.NackRequest
-	(*NackResponse)(nil),             // 8: coord.v1.NackResponse
-	(*ExtendRequest)(nil),            // 9: coord.v1.ExtendRequest
-	(*ExtendResponse)(nil),           // 10: coord.v1.ExtendResponse
-	(*StatsRequest)(nil),             // 11: coord.v1.StatsRequest
-	(*StatsResponse)(nil),            // 12: coord.v1.StatsResponse
-	(*RedriveRequest)(nil),           // 13: coord.v1.RedriveRequest
-	(*RedriveResponse)(nil),          // 14: coord.v1.RedriveResponse
-	(*ListDeadLettersRequest)(nil),   // 15: coord.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 16: coord.v1.ListDeadLettersResponse
-	(*DeadLetter)(nil),               // 17: coord.v1.DeadLetter
-	(*PurgeDeadLettersRequest)(nil),  // 18: coord.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil), // 19: coord.v1.PurgeDeadLettersResponse
-	(*durationpb.Duration)(nil),      // 20: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 21: google.protobuf.Timestamp
+	(*PauseQueueRequest)(nil),        // 0: coord.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),       // 1: coord.v1.ResumeQueueRequest
+	(*ConfigureQueueRequest)(nil),    // 2: coord.v1.ConfigureQueueRequest
+	(*ClaimRate)(nil),                // 3: coord.v1.ClaimRate
+	(*GetQueueSettingsRequest)(nil),  // 4: coord.v1.GetQueueSettingsRequest
+	(*PauseQueueResponse)(nil),       // 5: coord.v1.PauseQueueResponse
+	(*ResumeQueueResponse)(nil),      // 6: coord.v1.ResumeQueueResponse
+	(*ConfigureQueueResponse)(nil),   // 7: coord.v1.ConfigureQueueResponse
+	(*GetQueueSettingsResponse)(nil), // 8: coord.v1.GetQueueSettingsResponse
+	(*QueueSettings)(nil),            // 9: coord.v1.QueueSettings
+	(*EnqueueRequest)(nil),           // 10: coord.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),          // 11: coord.v1.EnqueueResponse
+	(*ClaimRequest)(nil),             // 12: coord.v1.ClaimRequest
+	(*Message)(nil),                  // 13: coord.v1.Message
+	(*ClaimResponse)(nil),            // 14: coord.v1.ClaimResponse
+	(*AckRequest)(nil),               // 15: coord.v1.AckRequest
+	(*AckResponse)(nil),              // 16: coord.v1.AckResponse
+	(*NackRequest)(nil),              // 17: coord.v1.NackRequest
+	(*NackResponse)(nil),             // 18: coord.v1.NackResponse
+	(*ExtendRequest)(nil),            // 19: coord.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 20: coord.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 21: coord.v1.StatsRequest
+	(*StatsResponse)(nil),            // 22: coord.v1.StatsResponse
+	(*RedriveRequest)(nil),           // 23: coord.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 24: coord.v1.RedriveResponse
+	(*ListDeadLettersRequest)(nil),   // 25: coord.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 26: coord.v1.ListDeadLettersResponse
+	(*DeadLetter)(nil),               // 27: coord.v1.DeadLetter
+	(*PurgeDeadLettersRequest)(nil),  // 28: coord.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil), // 29: coord.v1.PurgeDeadLettersResponse
+	(*durationpb.Duration)(nil),      // 30: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
 }
 var file_coord_v1_queue_proto_depIdxs = []int32{
-	20, // 0: coord.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
-	21, // 1: coord.v1.EnqueueRequest.deliver_time:type_name -> google.protobuf.Timestamp
-	21, // 2: coord.v1.EnqueueResponse.deliver_time:type_name -> google.protobuf.Timestamp
-	20, // 3: coord.v1.ClaimRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	20, // 4: coord.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	21, // 5: coord.v1.Message.enqueue_time:type_name -> google.protobuf.Timestamp
-	21, // 6: coord.v1.Message.deliver_time:type_name -> google.protobuf.Timestamp
-	21, // 7: coord.v1.Message.expire_time:type_name -> google.protobuf.Timestamp
-	3,  // 8: coord.v1.ClaimResponse.messages:type_name -> coord.v1.Message
-	20, // 9: coord.v1.NackRequest.delay:type_name -> google.protobuf.Duration
-	21, // 10: coord.v1.NackResponse.deliver_time:type_name -> google.protobuf.Timestamp
-	20, // 11: coord.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	21, // 12: coord.v1.ExtendResponse.expire_time:type_name -> google.protobuf.Timestamp
-	17, // 13: coord.v1.ListDeadLettersResponse.dead_letters:type_name -> coord.v1.DeadLetter
-	21, // 14: coord.v1.DeadLetter.enqueue_time:type_name -> google.protobuf.Timestamp
-	21, // 15: coord.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
-	0,  // 16: coord.v1.QueueService.Enqueue:input_type -> coord.v1.EnqueueRequest
-	2,  // 17: coord.v1.QueueService.Claim:input_type -> coord.v1.ClaimRequest
-	5,  // 18: coord.v1.QueueService.Ack:input_type -> coord.v1.AckRequest
-	7,  // 19: coord.v1.QueueService.Nack:input_type -> coord.v1.NackRequest
-	9,  // 20: coord.v1.QueueService.Extend:input_type -> coord.v1.ExtendRequest
-	11, // 21: coord.v1.QueueService.Stats:input_type -> coord.v1.StatsRequest
-	13, // 22: coord.v1.QueueService.Redrive:input_type -> coord.v1.RedriveRequest
-	15, // 23: coord.v1.QueueService.ListDeadLetters:input_type -> coord.v1.ListDeadLettersRequest
-	18, // 24: coord.v1.QueueService.PurgeDeadLetters:input_type -> coord.v1.PurgeDeadLettersRequest
-	1,  // 25: coord.v1.QueueService.Enqueue:output_type -> coord.v1.EnqueueResponse
-	4,  // 26: coord.v1.QueueService.Claim:output_type -> coord.v1.ClaimResponse
-	6,  // 27: coord.v1.QueueService.Ack:output_type -> coord.v1.AckResponse
-	8,  // 28: coord.v1.QueueService.Nack:output_type -> coord.v1.NackResponse
-	10, // 29: coord.v1.QueueService.Extend:output_type -> coord.v1.ExtendResponse
-	12, // 30: coord.v1.QueueService.Stats:output_type -> coord.v1.StatsResponse
-	14, // 31: coord.v1.QueueService.Redrive:output_type -> coord.v1.RedriveResponse
-	16, // 32: coord.v1.QueueService.ListDeadLetters:output_type -> coord.v1.ListDeadLettersResponse
-	19, // 33: coord.v1.QueueService.PurgeDeadLetters:output_type -> coord.v1.PurgeDeadLettersResponse
-	25, // [25:34] is the sub-list for method output_type
-	16, // [16:25] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	3,  // 0: coord.v1.ConfigureQueueRequest.claim_rate:type_name -> coord.v1.ClaimRate
+	30, // 1: coord.v1.ClaimRate.period:type_name -> google.protobuf.Duration
+	9,  // 2: coord.v1.PauseQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	9,  // 3: coord.v1.ResumeQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	9,  // 4: coord.v1.ConfigureQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	9,  // 5: coord.v1.GetQueueSettingsResponse.settings:type_name -> coord.v1.QueueSettings
+	3,  // 6: coord.v1.QueueSettings.claim_rate:type_name -> coord.v1.ClaimRate
+	30, // 7: coord.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
+	31, // 8: coord.v1.EnqueueRequest.deliver_time:type_name -> google.protobuf.Timestamp
+	31, // 9: coord.v1.EnqueueResponse.deliver_time:type_name -> google.protobuf.Timestamp
+	30, // 10: coord.v1.ClaimRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	30, // 11: coord.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	31, // 12: coord.v1.Message.enqueue_time:type_name -> google.protobuf.Timestamp
+	31, // 13: coord.v1.Message.deliver_time:type_name -> google.protobuf.Timestamp
+	31, // 14: coord.v1.Message.expire_time:type_name -> google.protobuf.Timestamp
+	13, // 15: coord.v1.ClaimResponse.messages:type_name -> coord.v1.Message
+	30, // 16: coord.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	31, // 17: coord.v1.NackResponse.deliver_time:type_name -> google.protobuf.Timestamp
+	30, // 18: coord.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	31, // 19: coord.v1.ExtendResponse.expire_time:type_name -> google.protobuf.Timestamp
+	27, // 20: coord.v1.ListDeadLettersResponse.dead_letters:type_name -> coord.v1.DeadLetter
+	31, // 21: coord.v1.DeadLetter.enqueue_time:type_name -> google.protobuf.Timestamp
+	31, // 22: coord.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
+	10, // 23: coord.v1.QueueService.Enqueue:input_type -> coord.v1.EnqueueRequest
+	12, // 24: coord.v1.QueueService.Claim:input_type -> coord.v1.ClaimRequest
+	15, // 25: coord.v1.QueueService.Ack:input_type -> coord.v1.AckRequest
+	17, // 26: coord.v1.QueueService.Nack:input_type -> coord.v1.NackRequest
+	19, // 27: coord.v1.QueueService.Extend:input_type -> coord.v1.ExtendRequest
+	21, // 28: coord.v1.QueueService.Stats:input_type -> coord.v1.StatsRequest
+	23, // 29: coord.v1.QueueService.Redrive:input_type -> coord.v1.RedriveRequest
+	25, // 30: coord.v1.QueueService.ListDeadLetters:input_type -> coord.v1.ListDeadLettersRequest
+	28, // 31: coord.v1.QueueService.PurgeDeadLetters:input_type -> coord.v1.PurgeDeadLettersRequest
+	0,  // 32: coord.v1.QueueService.PauseQueue:input_type -> coord.v1.PauseQueueRequest
+	1,  // 33: coord.v1.QueueService.ResumeQueue:input_type -> coord.v1.ResumeQueueRequest
+	2,  // 34: coord.v1.QueueService.ConfigureQueue:input_type -> coord.v1.ConfigureQueueRequest
+	4,  // 35: coord.v1.QueueService.GetQueueSettings:input_type -> coord.v1.GetQueueSettingsRequest
+	11, // 36: coord.v1.QueueService.Enqueue:output_type -> coord.v1.EnqueueResponse
+	14, // 37: coord.v1.QueueService.Claim:output_type -> coord.v1.ClaimResponse
+	16, // 38: coord.v1.QueueService.Ack:output_type -> coord.v1.AckResponse
+	18, // 39: coord.v1.QueueService.Nack:output_type -> coord.v1.NackResponse
+	20, // 40: coord.v1.QueueService.Extend:output_type -> coord.v1.ExtendResponse
+	22, // 41: coord.v1.QueueService.Stats:output_type -> coord.v1.StatsResponse
+	24, // 42: coord.v1.QueueService.Redrive:output_type -> coord.v1.RedriveResponse
+	26, // 43: coord.v1.QueueService.ListDeadLetters:output_type -> coord.v1.ListDeadLettersResponse
+	29, // 44: coord.v1.QueueService.PurgeDeadLetters:output_type -> coord.v1.PurgeDeadLettersResponse
+	5,  // 45: coord.v1.QueueService.PauseQueue:output_type -> coord.v1.PauseQueueResponse
+	6,  // 46: coord.v1.QueueService.ResumeQueue:output_type -> coord.v1.ResumeQueueResponse
+	7,  // 47: coord.v1.QueueService.ConfigureQueue:output_type -> coord.v1.ConfigureQueueResponse
+	8,  // 48: coord.v1.QueueService.GetQueueSettings:output_type -> coord.v1.GetQueueSettingsResponse
+	36, // [36:49] is the sub-list for method output_type
+	23, // [23:36] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_queue_proto_init() }
@@ -1616,7 +2191,7 @@ func file_coord_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coord_v1_queue_proto_rawDesc), len(file_coord_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,10 @@ const (
 	QueueService_Redrive_FullMethodName          = "/coord.v1.QueueService/Redrive"
 	QueueService_ListDeadLetters_FullMethodName  = "/coord.v1.QueueService/ListDeadLetters"
 	QueueService_PurgeDeadLetters_FullMethodName = "/coord.v1.QueueService/PurgeDeadLetters"
+	QueueService_PauseQueue_FullMethodName       = "/coord.v1.QueueService/PauseQueue"
+	QueueService_ResumeQueue_FullMethodName      = "/coord.v1.QueueService/ResumeQueue"
+	QueueService_ConfigureQueue_FullMethodName   = "/coord.v1.QueueService/ConfigureQueue"
+	QueueService_GetQueueSettings_FullMethodName = "/coord.v1.QueueService/GetQueueSettings"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -138,6 +142,32 @@ type QueueServiceClient interface {
 	// Uncertain outcome: after UNAVAILABLE some dead letters may have been
 	// purged; Stats or a further call tells how many remain.
 	PurgeDeadLetters(ctx context.Context, in *PurgeDeadLettersRequest, opts ...grpc.CallOption) (*PurgeDeadLettersResponse, error)
+	// PauseQueue pauses a queue: it still takes Enqueue, and the claims
+	// made before the pause stay live (Ack, Nack and Extend work), but Claim
+	// hands out nothing from the moment PauseQueue returns (a Claim with
+	// wait keeps waiting) until ResumeQueue. The pause is stored with the
+	// queue, so every instance honours it. Retry: safe.
+	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
+	// ResumeQueue ends a pause and wakes the claims waiting on the queue.
+	// Retry: safe.
+	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	// ConfigureQueue replaces the queue's caps (a field left unset, or 0,
+	// is no cap; a pause stays as it is): max_in_flight, the most messages
+	// in flight at once across every consumer and instance, and claim_rate,
+	// the most messages claimed per period (a token bucket that starts
+	// full, refilled evenly). Claim enforces both in the same step as the
+	// claim: a Claim that a cap stops returns what fits (maybe nothing)
+	// and, with wait, waits without polling until a slot frees up (an Ack,
+	// a Nack, a claim's expiry) or a token comes. The settings are stored
+	// with the queue, in force on every instance from the moment this
+	// returns. On a queue spread over partitions (config
+	// queue.partitioned) caps are FAILED_PRECONDITION reason
+	// QUEUE_PARTITIONED (pause and resume work). Retry: safe (a retry
+	// refills the bucket only if the rate changed).
+	ConfigureQueue(ctx context.Context, in *ConfigureQueueRequest, opts ...grpc.CallOption) (*ConfigureQueueResponse, error)
+	// GetQueueSettings tells the queue's settings (all unset for a queue
+	// never configured). Retry: safe.
+	GetQueueSettings(ctx context.Context, in *GetQueueSettingsRequest, opts ...grpc.CallOption) (*GetQueueSettingsResponse, error)
 }
 
 type queueServiceClient struct {
@@ -232,6 +262,46 @@ func (c *queueServiceClient) PurgeDeadLetters(ctx context.Context, in *PurgeDead
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PurgeDeadLettersResponse)
 	err := c.cc.Invoke(ctx, QueueService_PurgeDeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseQueueResponse)
+	err := c.cc.Invoke(ctx, QueueService_PauseQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeQueueResponse)
+	err := c.cc.Invoke(ctx, QueueService_ResumeQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ConfigureQueue(ctx context.Context, in *ConfigureQueueRequest, opts ...grpc.CallOption) (*ConfigureQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigureQueueResponse)
+	err := c.cc.Invoke(ctx, QueueService_ConfigureQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) GetQueueSettings(ctx context.Context, in *GetQueueSettingsRequest, opts ...grpc.CallOption) (*GetQueueSettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetQueueSettingsResponse)
+	err := c.cc.Invoke(ctx, QueueService_GetQueueSettings_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -341,6 +411,32 @@ type QueueServiceServer interface {
 	// Uncertain outcome: after UNAVAILABLE some dead letters may have been
 	// purged; Stats or a further call tells how many remain.
 	PurgeDeadLetters(context.Context, *PurgeDeadLettersRequest) (*PurgeDeadLettersResponse, error)
+	// PauseQueue pauses a queue: it still takes Enqueue, and the claims
+	// made before the pause stay live (Ack, Nack and Extend work), but Claim
+	// hands out nothing from the moment PauseQueue returns (a Claim with
+	// wait keeps waiting) until ResumeQueue. The pause is stored with the
+	// queue, so every instance honours it. Retry: safe.
+	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
+	// ResumeQueue ends a pause and wakes the claims waiting on the queue.
+	// Retry: safe.
+	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	// ConfigureQueue replaces the queue's caps (a field left unset, or 0,
+	// is no cap; a pause stays as it is): max_in_flight, the most messages
+	// in flight at once across every consumer and instance, and claim_rate,
+	// the most messages claimed per period (a token bucket that starts
+	// full, refilled evenly). Claim enforces both in the same step as the
+	// claim: a Claim that a cap stops returns what fits (maybe nothing)
+	// and, with wait, waits without polling until a slot frees up (an Ack,
+	// a Nack, a claim's expiry) or a token comes. The settings are stored
+	// with the queue, in force on every instance from the moment this
+	// returns. On a queue spread over partitions (config
+	// queue.partitioned) caps are FAILED_PRECONDITION reason
+	// QUEUE_PARTITIONED (pause and resume work). Retry: safe (a retry
+	// refills the bucket only if the rate changed).
+	ConfigureQueue(context.Context, *ConfigureQueueRequest) (*ConfigureQueueResponse, error)
+	// GetQueueSettings tells the queue's settings (all unset for a queue
+	// never configured). Retry: safe.
+	GetQueueSettings(context.Context, *GetQueueSettingsRequest) (*GetQueueSettingsResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -377,6 +473,18 @@ func (UnimplementedQueueServiceServer) ListDeadLetters(context.Context, *ListDea
 }
 func (UnimplementedQueueServiceServer) PurgeDeadLetters(context.Context, *PurgeDeadLettersRequest) (*PurgeDeadLettersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurgeDeadLetters not implemented")
+}
+func (UnimplementedQueueServiceServer) PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseQueue not implemented")
+}
+func (UnimplementedQueueServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedQueueServiceServer) ConfigureQueue(context.Context, *ConfigureQueueRequest) (*ConfigureQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfigureQueue not implemented")
+}
+func (UnimplementedQueueServiceServer) GetQueueSettings(context.Context, *GetQueueSettingsRequest) (*GetQueueSettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetQueueSettings not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -561,6 +669,78 @@ func _QueueService_PurgeDeadLetters_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_PauseQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).PauseQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_PauseQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).PauseQueue(ctx, req.(*PauseQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ResumeQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ResumeQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ResumeQueue(ctx, req.(*ResumeQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ConfigureQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigureQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ConfigureQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ConfigureQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ConfigureQueue(ctx, req.(*ConfigureQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_GetQueueSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQueueSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).GetQueueSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_GetQueueSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).GetQueueSettings(ctx, req.(*GetQueueSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -603,6 +783,22 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PurgeDeadLetters",
 			Handler:    _QueueService_PurgeDeadLetters_Handler,
+		},
+		{
+			MethodName: "PauseQueue",
+			Handler:    _QueueService_PauseQueue_Handler,
+		},
+		{
+			MethodName: "ResumeQueue",
+			Handler:    _QueueService_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "ConfigureQueue",
+			Handler:    _QueueService_ConfigureQueue_Handler,
+		},
+		{
+			MethodName: "GetQueueSettings",
+			Handler:    _QueueService_GetQueueSettings_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -8,7 +8,21 @@ upkeep()
 local deadline = now + visibility
 local out = {0}
 local toLast = false
-local members = redis.call('ZRANGE', kReady, 0, #tokens - 1)
+-- The settings bound how many: none while paused, no more than the free
+-- slots, then no more than the rate's tokens.
+local c = conf()
+local want = #tokens
+if c.paused then want = 0 end
+if c.max > 0 then want = math.max(0, math.min(want, c.max - live())) end
+local members = {}
+if want > 0 then members = redis.call('ZRANGE', kReady, 0, want - 1) end
+local rateNext = 0
+if c.rl > 0 and #members > 0 then
+  local took, tat
+  took, tat, rateNext = rateTake(c, #members)
+  for i = #members, took + 1, -1 do members[i] = nil end
+  if took > 0 then redis.call('HSET', kConf, 'tat', string.format('%.17g', tat)) end
+end
 -- Every record is read before anything changes (see corrupt).
 local refs, metas, bodies = {}, {}, {}
 for i = 1, #members do
@@ -35,5 +49,6 @@ for i = 1, #refs do
 end
 if toLast then expireLast() end
 out[1] = nextDue()
+if rateNext > 0 and (out[1] == 0 or rateNext < out[1]) then out[1] = rateNext end
 settle()
 return out

@@ -23,6 +23,10 @@
 --             pending, ready or a claim (its head: one at a time)
 -- kGroupWait  sorted set (by member, scores 0) of "group\0ref": each
 --             group's messages behind its head, in enqueue order
+-- kConf      hash: the queue's settings (store.QueueSettings), no expiry,
+--             none when they are all unset: p paused ("1"), max
+--             MaxInFlight, rl RateLimit, rp RatePeriod µs, tat the claim
+--             rate's theoretical arrival time µs (rateTake)
 -- The arguments every queue script starts with (queueArgs in queue.go):
 -- deadTTL, the dead-letter ttl µs, and wakeChannel, the queue's wake-up
 -- channel.
@@ -344,4 +348,37 @@ local function settle()
   else
     redis.call('DEL', kMsg, kMeta, kSeq, kGroupHeads)
   end
+end
+
+-- conf reads the queue's settings (kConf): paused, max in flight, rate
+-- limit, rate period µs, rate tat µs; unset ones are 0.
+local function conf()
+  local r = redis.call('HMGET', kConf, 'p', 'max', 'rl', 'rp', 'tat')
+  return {paused = r[1] == '1', max = tonumber(r[2]) or 0, rl = tonumber(r[3]) or 0, rp = tonumber(r[4]) or 0,
+    tat = tonumber(r[5]) or 0}
+end
+
+-- live is how many claims of the queue are live (not expired).
+local function live()
+  return redis.call('ZCOUNT', kInflight, '(' .. s(now), '+inf') + redis.call('ZCOUNT', kLast, '(' .. s(now), '+inf')
+end
+
+-- rateTake takes up to n tokens of c's claim rate (c.rl > 0), as
+-- store.RateTake: how many it took, the new tat, and, when it took fewer
+-- than n, µs until the next token (else 0).
+local function rateTake(c, n)
+  local t = c.rp / c.rl
+  local tat = math.max(c.tat, now)
+  local avail = math.floor((now + c.rp - tat) / t + 1e-9)
+  local took = math.max(0, math.min(n, avail))
+  tat = tat + took * t
+  local nxt = 0
+  if took < n then nxt = math.max(1, math.ceil(tat + t - c.rp - now)) end
+  return took, tat, nxt
+end
+
+-- wakeIfCapped wakes the queue's waiters when it has a cap on claims in
+-- flight: a claim that ended freed a slot.
+local function wakeIfCapped()
+  if redis.call('HGET', kConf, 'max') then redis.call('SPUBLISH', wakeChannel, '') end
 end

@@ -1,0 +1,144 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+)
+
+// TestQueuePauseResume: a paused queue takes messages, keeps its claims
+// live and hands out nothing, even to a Claim waiting before the pause;
+// ResumeQueue wakes that Claim. Stats and GetQueueSettings say paused.
+func TestQueuePauseResume(t *testing.T) {
+	h := newHarness(t)
+	h.enqueue(t, &coordv1.EnqueueRequest{Queue: "q", Payload: []byte("a")})
+	held := h.claim(t, &coordv1.ClaimRequest{Queue: "q"})
+	p, err := h.queues.PauseQueue(ctx(t), &coordv1.PauseQueueRequest{Queue: "q"})
+	if err != nil || !p.GetSettings().GetPaused() {
+		t.Fatalf("PauseQueue: %v, %v", p, err)
+	}
+	h.enqueue(t, &coordv1.EnqueueRequest{Queue: "q", Payload: []byte("b")})
+	if got := h.claim(t, &coordv1.ClaimRequest{Queue: "q"}); len(got) != 0 {
+		t.Fatalf("claimed %d from a paused queue", len(got))
+	}
+	if _, err := h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "q", Receipt: held[0].GetReceipt()}); err != nil {
+		t.Fatalf("Ack of a claim made before the pause: %v", err)
+	}
+	st, err := h.queues.Stats(ctx(t), &coordv1.StatsRequest{Queue: "q"})
+	if err != nil || !st.GetPaused() || st.GetReady() != 1 {
+		t.Fatalf("Stats of the paused queue: %v, %v", st, err)
+	}
+	got := make(chan []*coordv1.Message, 1)
+	go func() {
+		resp, err := h.queues.Claim(ctx(t), &coordv1.ClaimRequest{Queue: "q", Wait: dur(10 * time.Second)})
+		if err != nil {
+			t.Errorf("waiting Claim: %v", err)
+		}
+		got <- resp.GetMessages()
+	}()
+	time.Sleep(100 * time.Millisecond) // the Claim waits (a later start would only make it find b at once)
+	if _, err := h.queues.ResumeQueue(ctx(t), &coordv1.ResumeQueueRequest{Queue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ms := <-got:
+		if len(ms) != 1 || string(ms[0].GetPayload()) != "b" {
+			t.Fatalf("the waiting Claim got %v, want b", ms)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ResumeQueue did not wake the waiting Claim")
+	}
+	s, err := h.queues.GetQueueSettings(ctx(t), &coordv1.GetQueueSettingsRequest{Queue: "q"})
+	if err != nil || s.GetSettings().GetPaused() {
+		t.Fatalf("GetQueueSettings after the resume: %v, %v", s, err)
+	}
+}
+
+// TestQueueCapWakesWaiter: with max_in_flight 1, a Claim waiting behind
+// the one claim in flight gets the next message when that claim is acked,
+// without polling (its wait is far longer than the test's).
+func TestQueueCapWakesWaiter(t *testing.T) {
+	h := newHarness(t)
+	c, err := h.queues.ConfigureQueue(ctx(t), &coordv1.ConfigureQueueRequest{Queue: "q", MaxInFlight: 1,
+		ClaimRate: &coordv1.ClaimRate{Limit: 100, Period: dur(time.Second)}})
+	if err != nil || c.GetSettings().GetMaxInFlight() != 1 || c.GetSettings().GetClaimRate().GetLimit() != 100 {
+		t.Fatalf("ConfigureQueue: %v, %v", c, err)
+	}
+	for _, p := range []string{"a", "b"} {
+		h.enqueue(t, &coordv1.EnqueueRequest{Queue: "q", Payload: []byte(p)})
+	}
+	first := h.claim(t, &coordv1.ClaimRequest{Queue: "q", MaxMessages: 10})
+	if len(first) != 1 {
+		t.Fatalf("claimed %d under max_in_flight 1", len(first))
+	}
+	got := make(chan []*coordv1.Message, 1)
+	start := time.Now()
+	go func() {
+		resp, err := h.queues.Claim(ctx(t), &coordv1.ClaimRequest{Queue: "q", MaxMessages: 10, Wait: dur(30 * time.Second)})
+		if err != nil {
+			t.Errorf("waiting Claim: %v", err)
+		}
+		got <- resp.GetMessages()
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "q", Receipt: first[0].GetReceipt()}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ms := <-got:
+		if len(ms) != 1 || string(ms[0].GetPayload()) != "b" {
+			t.Fatalf("the waiting Claim got %v, want b", ms)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the Ack did not wake the waiting Claim (%v)", time.Since(start))
+	}
+}
+
+// TestQueueSettingsBadInput: each bad setting is INVALID_ARGUMENT naming
+// its field, and changes nothing; caps on a partitioned queue are
+// FAILED_PRECONDITION QUEUE_PARTITIONED, a pause works there.
+func TestQueueSettingsBadInput(t *testing.T) {
+	h := newHarness(t, withPartitions(3))
+	for _, tc := range []struct {
+		req   *coordv1.ConfigureQueueRequest
+		field string
+	}{
+		{&coordv1.ConfigureQueueRequest{Queue: "", MaxInFlight: 1}, "queue"},
+		{&coordv1.ConfigureQueueRequest{Queue: "q", MaxInFlight: -1}, "max_in_flight"},
+		{&coordv1.ConfigureQueueRequest{Queue: "q", MaxInFlight: 1_000_001}, "max_in_flight"},
+		{&coordv1.ConfigureQueueRequest{Queue: "q", ClaimRate: &coordv1.ClaimRate{Limit: 5}}, "claim_rate.period"},
+		{&coordv1.ConfigureQueueRequest{Queue: "q", ClaimRate: &coordv1.ClaimRate{Period: dur(time.Second)}}, "claim_rate.limit"},
+		{&coordv1.ConfigureQueueRequest{Queue: "q", ClaimRate: &coordv1.ClaimRate{Limit: -1, Period: dur(time.Second)}}, "claim_rate.limit"},
+		{&coordv1.ConfigureQueueRequest{Queue: "q", ClaimRate: &coordv1.ClaimRate{Limit: 1_000_001, Period: dur(time.Second)}}, "claim_rate.limit"},
+		{&coordv1.ConfigureQueueRequest{Queue: "q", ClaimRate: &coordv1.ClaimRate{Limit: 5, Period: dur(time.Microsecond)}}, "claim_rate.period"},
+		{&coordv1.ConfigureQueueRequest{Queue: "q", ClaimRate: &coordv1.ClaimRate{Limit: 5, Period: dur(25 * time.Hour)}}, "claim_rate.period"},
+	} {
+		_, err := h.queues.ConfigureQueue(ctx(t), tc.req)
+		if st := wantStatus(t, err, codes.InvalidArgument, "INVALID_ARGUMENT"); !strings.Contains(st.Message(), tc.field) {
+			t.Errorf("%v: message %q does not name %s", tc.req, st.Message(), tc.field)
+		}
+	}
+	s, err := h.queues.GetQueueSettings(ctx(t), &coordv1.GetQueueSettingsRequest{Queue: "q"})
+	if err != nil || s.GetSettings().GetMaxInFlight() != 0 || s.GetSettings().GetClaimRate() != nil {
+		t.Fatalf("settings after refused calls: %v, %v", s, err)
+	}
+	_, err = h.queues.ConfigureQueue(ctx(t), &coordv1.ConfigureQueueRequest{Queue: "parts", MaxInFlight: 2})
+	wantStatus(t, err, codes.FailedPrecondition, "QUEUE_PARTITIONED")
+	h.enqueue(t, &coordv1.EnqueueRequest{Queue: "parts", Payload: []byte("x")})
+	if _, err := h.queues.PauseQueue(ctx(t), &coordv1.PauseQueueRequest{Queue: "parts"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.claim(t, &coordv1.ClaimRequest{Queue: "parts", MaxMessages: 10}); len(got) != 0 {
+		t.Fatalf("claimed %d from a paused partitioned queue", len(got))
+	}
+	if _, err := h.queues.ResumeQueue(ctx(t), &coordv1.ResumeQueueRequest{Queue: "parts"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.claim(t, &coordv1.ClaimRequest{Queue: "parts", MaxMessages: 10}); len(got) != 1 {
+		t.Fatalf("claimed %d after the resume, want 1", len(got))
+	}
+}

@@ -1,0 +1,242 @@
+package storetest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/token"
+)
+
+func queueSettingsTests() []test {
+	return []test{
+		{"Pause", queuePause},
+		{"SettingsKeepNoRecord", queueSettingsKeepNoRecord},
+		{"MaxInFlight", queueMaxInFlight},
+		{"MaxInFlightConcurrent", queueMaxInFlightConcurrent},
+		{"ClaimRate", queueClaimRate},
+		{"ClaimRateWindows", queueClaimRateWindows},
+	}
+}
+
+func (e *env) pause(q string, paused bool) store.QueueSettings {
+	e.Helper()
+	c, err := e.s.PauseQueue(e.ctx, q, paused)
+	noErr(e, "PauseQueue", err)
+	eq(e, "PauseQueue: Paused", c.Paused, paused)
+	return c
+}
+
+func (e *env) configure(q string, c store.QueueSettings) {
+	e.Helper()
+	got, err := e.s.ConfigureQueue(e.ctx, q, c)
+	noErr(e, "ConfigureQueue", err)
+	c.Paused = got.Paused
+	eq(e, "ConfigureQueue's settings", got, c)
+	read, err := e.s.QueueSettings(e.ctx, q)
+	noErr(e, "QueueSettings", err)
+	eq(e, "QueueSettings", read, got)
+}
+
+// queuePause: a paused queue takes messages and hands out none; claims
+// made before the pause stay live (acked, extended) and its caps stay;
+// resuming wakes the queue's waiters and hands out what waited.
+func queuePause(e *env) {
+	q := e.name("q")
+	a, b := msg("a"), msg("b")
+	e.enqueue(q, a)
+	ca := e.claimOne(q, time.Minute)
+	e.configure(q, store.QueueSettings{MaxInFlight: 7})
+	got := e.pause(q, true)
+	eq(e, "a pause keeps the caps", got.MaxInFlight, 7)
+	e.enqueue(q, b)
+	e.claimNone(q, time.Minute) // a's claim expires then
+	e.wantStats(q, store.QueueStats{Ready: 1, InFlight: 1, Paused: true})
+	_, err := e.s.ExtendClaim(e.ctx, q, ca.Receipt, 2*time.Minute)
+	noErr(e, "ExtendClaim while paused", err)
+	e.ack(q, ca.Receipt)
+	e.configure(q, store.QueueSettings{MaxInFlight: 9})
+	got, err = e.s.QueueSettings(e.ctx, q)
+	noErr(e, "QueueSettings", err)
+	eq(e, "ConfigureQueue keeps the pause", got.Paused, true)
+	e.claimNone(q, 0)
+	sub := e.subscribe(store.QueueTopic(q))
+	drain(sub)
+	e.pause(q, false)
+	e.wantWake(sub, "QueueTopic after a resume")
+	e.wantIDs("after the resume", e.claim(q, 10, time.Minute).Messages, b)
+}
+
+// queueSettingsKeepNoRecord: settings set back to none leave nothing, and
+// reading a queue's settings creates nothing.
+func queueSettingsKeepNoRecord(e *env) {
+	q := e.name("q")
+	got, err := e.s.QueueSettings(e.ctx, q)
+	noErr(e, "QueueSettings", err)
+	eq(e, "a new queue's settings", got, store.QueueSettings{})
+	e.pause(q, true)
+	e.configure(q, store.QueueSettings{MaxInFlight: 1, RateLimit: 5, RatePeriod: time.Second})
+	e.pause(q, false)
+	if got := e.residue(time.Hour, q); len(got) == 0 {
+		e.Errorf("a queue with settings: the store keeps nothing of them")
+	}
+	e.configure(q, store.QueueSettings{})
+	e.wantNoResidue("queue settings set back to none", time.Minute, q)
+}
+
+// queueMaxInFlight: a Claim hands out no more than the free slots; an
+// Ack, a Nack and an expired claim free one, and the first two wake the
+// queue.
+func queueMaxInFlight(e *env) {
+	q := e.name("q")
+	e.configure(q, store.QueueSettings{MaxInFlight: 2})
+	ms := make([]store.NewMessage, 5)
+	for i := range ms {
+		ms[i] = msg(fmt.Sprint(i))
+		e.enqueue(q, ms[i])
+	}
+	c := e.claim(q, 10, time.Minute)
+	e.wantIDs("the first claim", c.Messages, ms[0], ms[1])
+	e.claimNone(q, time.Minute)
+	sub := e.subscribe(store.QueueTopic(q))
+	drain(sub)
+	e.ack(q, c.Messages[0].Receipt)
+	e.wantWake(sub, "QueueTopic after an Ack freed a slot")
+	c2 := e.claim(q, 10, time.Minute)
+	e.wantIDs("after the Ack", c2.Messages, ms[2])
+	drain(sub)
+	_, err := e.s.Nack(e.ctx, q, c2.Messages[0].Receipt, time.Hour)
+	noErr(e, "Nack", err)
+	e.wantWake(sub, "QueueTopic after a Nack freed a slot")
+	e.wantIDs("after the Nack", e.claim(q, 10, time.Minute).Messages, ms[3])
+	e.advance(time.Minute) // both claims expire: two slots, and both ready again after 4
+	e.wantIDs("after the expiries", e.claim(q, 10, time.Minute).Messages, ms[4], ms[1])
+	e.configure(q, store.QueueSettings{MaxInFlight: 3})
+	e.wantIDs("after the cap rose", e.claim(q, 10, time.Minute).Messages, ms[3])
+	e.configure(q, store.QueueSettings{})
+	e.wantStats(q, store.QueueStats{Delayed: 1, InFlight: 3})
+}
+
+// queueMaxInFlightConcurrent: 32 claimers under a cap of 5, acking,
+// nacking and letting claims expire while the clock moves: at every
+// claim, the claims held (claimed, not yet given back, not expired) stay
+// within the cap.
+func queueMaxInFlightConcurrent(e *env) {
+	q := e.name("q")
+	const capN, total = 5, 400
+	e.configure(q, store.QueueSettings{MaxInFlight: capN})
+	for i := range total {
+		e.enqueue(q, msg(fmt.Sprint(i)))
+	}
+	var mu sync.Mutex
+	held := map[string]time.Time{} // receipt -> claim deadline
+	acked := map[string]bool{}
+	over := 0
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 40 {
+				req := store.Claim{Tokens: []string{token.New(), token.New()}, Visibility: time.Duration(1+r.IntN(3)) * time.Second}
+				c, err := e.s.Claim(e.ctx, q, req)
+				if err != nil {
+					e.Errorf("Claim: %v", err)
+					return
+				}
+				mu.Lock()
+				now := e.now()
+				for rc, d := range held {
+					if !now.Before(d) {
+						delete(held, rc)
+					}
+				}
+				for _, m := range c.Messages {
+					held[m.Receipt] = m.ExpireTime
+				}
+				if len(held) > capN {
+					over++
+				}
+				mu.Unlock()
+				for _, m := range c.Messages {
+					mu.Lock()
+					delete(held, m.Receipt) // before the store frees it: held stays within the store's claims
+					mu.Unlock()
+					switch r.IntN(3) {
+					case 0:
+						if a, err := e.s.Ack(e.ctx, q, []string{m.Receipt}); err == nil && a[0] {
+							mu.Lock()
+							acked[m.ID] = true
+							mu.Unlock()
+						}
+					case 1:
+						_, _ = e.s.Nack(e.ctx, q, m.Receipt, 0)
+					default:
+						mu.Lock()
+						held[m.Receipt] = m.ExpireTime // left to expire
+						mu.Unlock()
+					}
+				}
+				if r.IntN(8) == 0 {
+					mu.Lock()
+					e.advance(time.Second)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	eq(e, "claims seen over the cap", over, 0)
+	st, err := e.s.Stats(e.ctx, q)
+	noErr(e, "Stats", err)
+	if st.InFlight > capN {
+		e.Errorf("Stats: %d in flight, over the cap of %d", st.InFlight, capN)
+	}
+	eq(e, "messages kept", st.Ready+st.Delayed+st.InFlight+st.Dead+int64(len(acked)), int64(total))
+}
+
+// queueClaimRate: a Claim hands out no more than the bucket's tokens and
+// says when the next one comes.
+func queueClaimRate(e *env) {
+	q := e.name("q")
+	e.configure(q, store.QueueSettings{RateLimit: 3, RatePeriod: time.Second})
+	for i := range 10 {
+		e.enqueue(q, msg(fmt.Sprint(i)))
+	}
+	c := e.claim(q, 10, time.Minute)
+	eq(e, "claimed from a full bucket", len(c.Messages), 3)
+	eq(e, "NextDue: the next token", c.NextDue, 333334*time.Microsecond)
+	e.advance(333334 * time.Microsecond)
+	eq(e, "claimed a third of a period later", len(e.claim(q, 10, time.Minute).Messages), 1)
+	e.advance(10 * time.Second)
+	eq(e, "claimed after a long pause (the bucket holds 3)", len(e.claim(q, 10, time.Minute).Messages), 3)
+	e.configure(q, store.QueueSettings{RateLimit: 2, RatePeriod: time.Second})
+	eq(e, "claimed after the rate changed (a full bucket)", len(e.claim(q, 10, time.Minute).Messages), 2)
+}
+
+// queueClaimRateWindows: over 60 periods of random claims and clock steps,
+// the messages claimed up to any instant never pass the bucket: limit +
+// limit per period since the start.
+func queueClaimRateWindows(e *env) {
+	q := e.name("q")
+	const limit, period = 5, time.Second
+	for i := range 400 {
+		e.enqueue(q, msg(fmt.Sprint(i)))
+	}
+	e.configure(q, store.QueueSettings{RateLimit: limit, RatePeriod: period})
+	start := e.now()
+	claimed := 0
+	r := rand.New(rand.NewPCG(7, 7))
+	for e.now().Sub(start) < 60*period {
+		claimed += len(e.claim(q, 1+r.IntN(4), time.Hour).Messages)
+		max := limit + int(int64(limit)*int64(e.now().Sub(start))/int64(period))
+		if claimed > max {
+			e.Fatalf("%d claimed %v after the start; the bucket allows %d", claimed, e.now().Sub(start), max)
+		}
+		e.advance(time.Duration(r.IntN(150)) * time.Millisecond)
+	}
+	if claimed < 60*limit {
+		e.Errorf("%d claimed over 60 periods; the rate allows %d", claimed, 60*limit)
+	}
+}
