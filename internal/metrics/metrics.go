@@ -44,6 +44,7 @@ type Metrics struct {
 	denyCacheHits prometheus.Counter
 	idem          *prometheus.CounterVec // by outcome
 	queueOps      *prometheus.CounterVec // by op
+	queueHeld     *prometheus.CounterVec // by reason
 	storeDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec // by op, kind
 	panics        prometheus.Counter
@@ -86,7 +87,8 @@ var (
 	}
 	lossReasons   = []string{"max_hold", "session_expired", "gone"}
 	idemOutcomes  = []string{"execute", "in_progress", "completed", "failed", "fingerprint_mismatch", "stored", "not_owner"}
-	queueOps      = []string{"enqueued", "duplicate", "claimed", "acked", "nacked", "dead_lettered", "redriven", "purged", "receipt_expired"}
+	heldReasons   = []string{"paused", "max_in_flight", "claim_rate"} // store.HeldBackReasons
+	queueOps      = []string{"enqueued", "duplicate", "replaced", "claimed", "acked", "nacked", "dead_lettered", "redriven", "purged", "receipt_expired"}
 	authReasons   = []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "REVOKED"}
 	rejectReasons = []string{"too_many_waiters", "too_many_streams", "too_many_messages", "max_sessions", "store_latency"}
 	// decisionResults are coordd_ratelimit_decisions_total's results.
@@ -106,8 +108,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			"BeginIdempotent outcomes (execute, in_progress, completed, failed, fingerprint_mismatch) and Finish results (stored, not_owner).",
 			"outcome"),
 		queueOps: f.counterVec("queue_operations_total",
-			"Queue operations by kind (enqueued, duplicate, claimed, acked, nacked, dead_lettered, redriven, purged, receipt_expired).",
+			"Queue operations by kind (enqueued, duplicate, replaced, claimed, acked, nacked, dead_lettered, redriven, purged, receipt_expired).",
 			"op"),
+		queueHeld: f.counterVec("queue_claims_held_back_total",
+			"Claim steps in which a queue's settings kept ready messages back, by the setting (paused, max_in_flight, claim_rate).",
+			"reason"),
 		storeDuration: f.histogramVec("store_duration_seconds", "Round trips to the store by operation.",
 			prometheus.ExponentialBuckets(0.0001, 3, 10), "op"),
 		storeErrors: f.counterVec("store_errors_total",
@@ -164,6 +169,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, o := range idemOutcomes {
 		m.idem.WithLabelValues(o)
+	}
+	for _, r := range heldReasons {
+		m.queueHeld.WithLabelValues(r)
 	}
 	for _, op := range queueOps {
 		m.queueOps.WithLabelValues(op)
@@ -344,6 +352,14 @@ func (m *Metrics) Idempotency(outcome string) {
 func (m *Metrics) Queue(op string, n int) {
 	if m != nil && n > 0 {
 		m.queueOps.WithLabelValues(op).Add(float64(n))
+	}
+}
+
+// ClaimHeldBack records a Claim step in which a queue's setting (reason:
+// store.HeldBackReasons) kept ready messages back.
+func (m *Metrics) ClaimHeldBack(reason string) {
+	if m != nil {
+		m.queueHeld.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -3,11 +3,14 @@ package metrics
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coordd/coordd/internal/store"
 )
 
 // series gathers reg: the value of every series, by its name and label
@@ -259,4 +262,12 @@ func TestHoldSeries(t *testing.T) {
 	none.HoldExpired("lock")
 	none.HoldLost("lock", "gone")
 	none.Observers(1)
+}
+
+// TestHeldReasonsAreTheStores: the held-back reasons counted from the
+// start are the ones the store reports.
+func TestHeldReasonsAreTheStores(t *testing.T) {
+	if !slices.Equal(heldReasons, store.HeldBackReasons) {
+		t.Fatalf("heldReasons %q, store.HeldBackReasons %q", heldReasons, store.HeldBackReasons)
+	}
 }

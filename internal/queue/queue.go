@@ -98,6 +98,7 @@ type EnqueueRequest struct {
 	MaxAttempts int
 	Priority    int    // 0 to MaxPriority
 	Group       string // "": none
+	Replace     bool   // DEDUP_MODE_REPLACE (store.NewMessage.Replace)
 }
 
 // MaxPriority is the highest message priority.
@@ -122,6 +123,9 @@ func (s *Service) Enqueue(ctx context.Context, r EnqueueRequest) (store.Enqueued
 	}
 	if err := validate.Label("dedup_id", r.DedupID, s.cfg.MaxNameBytes); err != nil {
 		return store.Enqueued{}, err
+	}
+	if r.Replace && r.DedupID == "" {
+		return store.Enqueued{}, validate.Errorf("dedup_mode", "is DEDUP_MODE_REPLACE without a dedup_id; set dedup_id")
 	}
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = s.cfg.DefaultMaxAttempts
@@ -149,7 +153,7 @@ func (s *Service) Enqueue(ctx context.Context, r EnqueueRequest) (store.Enqueued
 	return s.st.Enqueue(ctx, to.name, store.NewMessage{
 		ID: token.New(), Payload: r.Payload, Delay: r.Delay, DeliverTime: r.DeliverTime,
 		MaxAttempts: r.MaxAttempts, DedupID: r.DedupID, DedupWindow: s.cfg.DedupWindow,
-		Priority: r.Priority, Group: r.Group, MaxMessages: max,
+		Priority: r.Priority, Group: r.Group, MaxMessages: max, Replace: r.Replace,
 	})
 }
 
@@ -158,6 +162,9 @@ type ClaimRequest struct {
 	NS, Queue        string
 	Max              int
 	Visibility, Wait time.Duration
+	// HeldBack, if set, is told each time a setting of the queue kept
+	// ready messages from a step of the claim (store.Claimed.HeldBack).
+	HeldBack func(reason string)
 }
 
 // Claim hands out up to r.Max ready messages, waiting up to r.Wait for one.
@@ -195,7 +202,7 @@ func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, e
 	var msgs []store.Message
 	err = waiter.WaitAny(ctx, s.sub, topics, r.Wait, s.drain, func(ctx context.Context) (bool, time.Duration, error) {
 		var next time.Duration
-		msgs, next, err = s.claimFrom(ctx, pq.rotate(parts), tokens, r.Visibility)
+		msgs, next, err = s.claimFrom(ctx, pq.rotate(parts), tokens, r.Visibility, r.HeldBack)
 		return len(msgs) > 0, next, err
 	})
 	return msgs, err
@@ -206,7 +213,7 @@ func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, e
 // asked. A failure after some messages were claimed is dropped with the
 // partitions not asked: the messages are returned (a failed claim's
 // messages come back when its visibility timeout passes).
-func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, vis time.Duration) ([]store.Message, time.Duration, error) {
+func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, vis time.Duration, held func(string)) ([]store.Message, time.Duration, error) {
 	var msgs []store.Message
 	var next time.Duration
 	for _, pt := range parts {
@@ -216,6 +223,9 @@ func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, 
 				return msgs, 0, nil
 			}
 			return nil, 0, err
+		}
+		if c.HeldBack != "" && held != nil {
+			held(c.HeldBack)
 		}
 		for _, m := range c.Messages {
 			m.Receipt += pt.receiptSuffix()

@@ -42,6 +42,13 @@ func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) 
 		DedupID: req.GetDedupId(), MaxAttempts: int(req.GetMaxAttempts()),
 		Priority: int(req.GetPriority()), Group: req.GetGroup(),
 	}
+	switch req.GetDedupMode() {
+	case coordv1.DedupMode_DEDUP_MODE_UNSPECIFIED, coordv1.DedupMode_DEDUP_MODE_KEEP_FIRST:
+	case coordv1.DedupMode_DEDUP_MODE_REPLACE:
+		r.Replace = true
+	default:
+		return nil, validate.Errorf("dedup_mode", "is %d; it must be DEDUP_MODE_KEEP_FIRST or DEDUP_MODE_REPLACE", req.GetDedupMode())
+	}
 	if t := req.GetDeliverTime(); t != nil {
 		if req.GetDelay() != nil {
 			return nil, validate.Errorf("delay", "and deliver_time are both set; set one")
@@ -56,12 +63,15 @@ func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) 
 		return nil, err
 	}
 	s.names.saw(namespace(ctx), req.GetQueue())
-	if e.Duplicate {
+	switch {
+	case e.Duplicate:
 		s.count("duplicate", 1, nil)
-	} else {
+	case e.Replaced:
+		s.count("replaced", 1, nil)
+	default:
 		s.count("enqueued", 1, nil)
 	}
-	return &coordv1.EnqueueResponse{MessageId: e.ID, DeliverTime: timestamp(e.DeliverTime), Duplicate: e.Duplicate}, nil
+	return &coordv1.EnqueueResponse{MessageId: e.ID, DeliverTime: timestamp(e.DeliverTime), Duplicate: e.Duplicate, Replaced: e.Replaced}, nil
 }
 
 func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*coordv1.ClaimResponse, error) {
@@ -75,6 +85,7 @@ func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*co
 	}
 	msgs, err := s.svc.Claim(ctx, queue.ClaimRequest{
 		NS: namespace(ctx), Queue: req.GetQueue(), Max: int(req.GetMaxMessages()), Visibility: vis, Wait: wait,
+		HeldBack: s.metrics.ClaimHeldBack,
 	})
 	if err != nil {
 		return nil, err

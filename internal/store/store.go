@@ -427,7 +427,8 @@ type IdemState struct {
 type Queues interface {
 	// Enqueue adds a message, or, if DedupID matches a message enqueued within
 	// its DedupWindow, returns that message's ID and deliver time with
-	// Duplicate true and adds nothing. It wakes QueueTopic(queue).
+	// Duplicate true and adds nothing (with Replace, see NewMessage). It
+	// wakes QueueTopic(queue).
 	Enqueue(ctx context.Context, queue string, msg NewMessage) (Enqueued, error)
 	// Claim hands out up to len(req.Tokens) ready messages, the highest
 	// Priority first, then in the order they became ready (came due,
@@ -575,6 +576,14 @@ type NewMessage struct {
 	// order, one at a time: a message is claimable only once every earlier
 	// message of its group is acked or dead.
 	Group string
+	// Replace: a DedupID that names a message not claimed since its
+	// enqueue or redrive (delayed, ready, or waiting behind its group's
+	// head) replaces that message's payload, deliver time and priority
+	// (it keeps its ID, its place in its group and its enqueue order) and
+	// restarts the dedup window, instead of answering Duplicate; one that
+	// names a message since claimed, acked or dead gets a new message,
+	// which the DedupID names from then on.
+	Replace bool
 	// MaxMessages, if > 0, caps the messages the queue holds, dead
 	// letters included: a new message beyond it is ErrQueueFull (a
 	// duplicate is still answered).
@@ -586,6 +595,7 @@ type Enqueued struct {
 	ID          string
 	DeliverTime time.Time
 	Duplicate   bool
+	Replaced    bool // NewMessage.Replace replaced the message ID names
 }
 
 // Claim is a request for ready messages.
@@ -598,7 +608,14 @@ type Claim struct {
 type Claimed struct {
 	Messages []Message
 	NextDue  time.Duration
+	// HeldBack names the setting that kept ready messages from this
+	// Claim: "paused", "max_in_flight", "claim_rate", or "" (none did).
+	HeldBack string
 }
+
+// The settings that hold claims back (Claimed.HeldBack), in the order
+// Claim applies them.
+var HeldBackReasons = []string{"paused", "max_in_flight", "claim_rate"}
 
 // Message is a claimed message.
 type Message struct {

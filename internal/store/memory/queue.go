@@ -126,7 +126,10 @@ func (q *queueRec) advance(head *message, now time.Time) bool {
 	q.groups[head.group] = g
 	next := g[0]
 	q.wait--
-	q.place(next, now, now) // its turn came now
+	if next.deliver.Before(now) {
+		next.deliver = now // claimable from its turn on
+	}
+	q.place(next, now, now)
 	return next.state == stReady
 }
 
@@ -272,21 +275,24 @@ func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (s
 	q := s.writeQueue(queue)
 	if nm.DedupID != "" {
 		if d, ok := q.dedup[nm.DedupID]; ok && now.Before(d.expire) {
-			q.mu.Unlock()
-			return store.Enqueued{ID: d.id, DeliverTime: d.deliver, Duplicate: true}, nil
+			if !nm.Replace {
+				q.mu.Unlock()
+				return store.Enqueued{ID: d.id, DeliverTime: d.deliver, Duplicate: true}, nil
+			}
+			if m := q.msgs[d.id]; m != nil && m.attempt == 0 && (m.state == stDelayed || m.state == stReady || m.state == stWaiting) {
+				deliver := q.replace(m, nm, now)
+				q.dedup[nm.DedupID] = dedupRec{id: m.id, deliver: deliver, expire: now.Add(us(nm.DedupWindow))}
+				q.mu.Unlock()
+				s.hub.Notify(store.QueueTopic(queue))
+				return store.Enqueued{ID: m.id, DeliverTime: deliver, Replaced: true}, nil
+			}
 		}
 	}
 	if nm.MaxMessages > 0 && len(q.msgs) >= nm.MaxMessages {
 		q.mu.Unlock()
 		return store.Enqueued{}, store.ErrQueueFull
 	}
-	deliver := now.Add(us(nm.Delay))
-	if !nm.DeliverTime.IsZero() {
-		deliver = nm.DeliverTime.Truncate(time.Microsecond)
-		if deliver.Before(now) {
-			deliver = now
-		}
-	}
+	deliver := deliverTime(nm, now)
 	m := &message{
 		id: nm.ID, payload: append([]byte{}, nm.Payload...), enqueued: now, deliver: deliver,
 		maxAttempts: nm.MaxAttempts, seq: q.seq, prio: nm.Priority, group: nm.Group,
@@ -302,6 +308,30 @@ func (s *Store) Enqueue(_ context.Context, queue string, nm store.NewMessage) (s
 	return store.Enqueued{ID: m.id, DeliverTime: deliver}, nil
 }
 
+// deliverTime is when nm is due: its DeliverTime (now if past), else now
+// + its Delay.
+func deliverTime(nm store.NewMessage, now time.Time) time.Time {
+	if nm.DeliverTime.IsZero() {
+		return now.Add(us(nm.Delay))
+	}
+	if t := nm.DeliverTime.Truncate(time.Microsecond); t.After(now) {
+		return t
+	}
+	return now
+}
+
+// replace gives m, not claimed since its enqueue or redrive, nm's
+// payload, deliver time and priority, and places it anew (one waiting
+// behind its group's head stays there). It returns the deliver time.
+func (q *queueRec) replace(m *message, nm store.NewMessage, now time.Time) time.Time {
+	m.payload, m.deliver, m.prio = append([]byte{}, nm.Payload...), deliverTime(nm, now), nm.Priority
+	if m.state != stWaiting {
+		q.take(m)
+		q.place(m, now, m.deliver)
+	}
+	return m.deliver
+}
+
 // Claim implements store.Queues.
 func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.Claimed, error) {
 	now := s.now()
@@ -313,7 +343,8 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 	var out store.Claimed
 	deadline := now.Add(us(req.Visibility))
 	ready := q.heap(stReady)
-	n, rateNext := q.allowed(min(ready.Len(), len(req.Tokens)), now)
+	n, rateNext, held := q.allowed(min(ready.Len(), len(req.Tokens)), now)
+	out.HeldBack = held
 	for _, tok := range req.Tokens[:n] {
 		if ready.Len() == 0 {
 			break
@@ -345,23 +376,33 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 // allowed is how many of ready messages a Claim may hand out under the
 // queue's settings, and takes that many of the claim rate's tokens;
 // rateNext is how long until the next token when the rate held some back
-// (0 otherwise). q.mu is held and upkeep done.
-func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Duration) {
+// (0 otherwise), held the setting that held some back. q.mu is held and
+// upkeep done.
+func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Duration, held string) {
 	c := q.conf
 	if c.Paused {
-		return 0, 0
+		if ready > 0 {
+			held = "paused"
+		}
+		return 0, 0, held
 	}
 	n = ready
 	if c.MaxInFlight > 0 {
 		live := q.heap(stInFlight).Len() - q.heap(stInFlight).countDue(now) + q.heap(stLast).Len() - q.heap(stLast).countDue(now)
-		n = max(0, min(n, c.MaxInFlight-live))
+		if n = max(0, min(n, c.MaxInFlight-live)); n < ready {
+			held = "max_in_flight"
+		}
 	}
-	if c.RateLimit > 0 {
+	if c.RateLimit > 0 && n > 0 {
 		var next float64
-		n, q.tat, next = store.RateTake(c, q.tat, float64(now.UnixMicro()), n)
-		rateNext = time.Duration(next) * time.Microsecond
+		var took int
+		took, q.tat, next = store.RateTake(c, q.tat, float64(now.UnixMicro()), n)
+		if took < n {
+			held = "claim_rate"
+		}
+		n, rateNext = took, time.Duration(next)*time.Microsecond
 	}
-	return n, rateNext
+	return n, rateNext, held
 }
 
 // claimed returns the message of a live claim. q.mu must be held.

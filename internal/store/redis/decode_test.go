@@ -33,9 +33,9 @@ func TestScriptReplyDecoders(t *testing.T) {
 	ok, no := int64(codeOK), int64(codeNo)
 	msg := store.Message{ID: "m", Payload: []byte("p"), Receipt: "r", Attempt: 1, MaxAttempts: 3,
 		DeliverTime: unixMicro(10), EnqueueTime: unixMicro(5), ExpireTime: unixMicro(20), Priority: 4, Group: "g"}
-	claimed := []any{int64(7), "m", encodeMessage([]byte("p")), "r", int64(1), int64(3), int64(10), int64(5), int64(20), int64(4), "g"}
+	claimed := []any{int64(7), int64(0), "m", encodeMessage([]byte("p")), "r", int64(1), int64(3), int64(10), int64(5), int64(20), int64(4), "g"}
 	mistyped := append([]any{}, claimed...)
-	mistyped[4] = "1"
+	mistyped[5] = "1"
 	decoders := []decoder{
 		{limitAllow, func(c *redis.Cmd) (any, error) { return decodeDecision(c, 2) },
 			[]good{
@@ -74,11 +74,13 @@ func TestScriptReplyDecoders(t *testing.T) {
 			[]any{[]any{ok, "m"}, []any{int64(codeDuplicate)}, []any{no, "m", int64(100)}, []any{ok, int64(1), int64(100)}, []any{int64(1), "m", "100"}}},
 		{queueClaim, func(c *redis.Cmd) (any, error) { return decodeClaim(c) },
 			[]good{
-				{[]any{int64(0)}, store.Claimed{}, nil},
+				{[]any{int64(0), int64(0)}, store.Claimed{}, nil},
+				{[]any{int64(0), int64(3)}, store.Claimed{HeldBack: "claim_rate"}, nil},
 				{claimed, store.Claimed{NextDue: 7 * time.Microsecond, Messages: []store.Message{msg}}, nil},
-				{append(append([]any{}, claimed...), claimed[1:]...), store.Claimed{NextDue: 7 * time.Microsecond, Messages: []store.Message{msg, msg}}, nil},
+				{append(append([]any{}, claimed...), claimed[2:]...), store.Claimed{NextDue: 7 * time.Microsecond, Messages: []store.Message{msg, msg}}, nil},
 			},
-			[]any{[]any{}, claimed[:2], claimed[:10], append(append([]any{}, claimed...), "m"), mistyped, []any{"7"}}},
+			[]any{[]any{}, []any{int64(0)}, []any{int64(0), int64(4)}, []any{int64(0), int64(-1)}, claimed[:3], claimed[:11],
+				append(append([]any{}, claimed...), "m"), mistyped, []any{"7", int64(0)}}},
 		{queueAck, func(c *redis.Cmd) (any, error) { return decodeAck(c, 2) },
 			[]good{{[]any{ok, no}, []bool{true, false}, nil}, {[]any{no, ok}, []bool{false, true}, nil}},
 			[]any{[]any{ok}, []any{ok, no, ok}, []any{ok, int64(2)}, []any{ok, "1"}, []any{}, int64(1)}},
@@ -93,8 +95,11 @@ func TestScriptReplyDecoders(t *testing.T) {
 			[]good{{[]any{ok, int64(100)}, unixMicro(100), nil}, {[]any{no}, time.Time{}, store.ErrReceiptExpired}},
 			[]any{[]any{ok}, []any{}, []any{ok, "100"}, []any{int64(codeDead)}, int64(0)}},
 		{queueStats, func(c *redis.Cmd) (any, error) { return decodeStats(c) },
-			[]good{{[]any{int64(1), int64(2), int64(3), int64(4)}, store.QueueStats{Ready: 1, Delayed: 2, InFlight: 3, Dead: 4}, nil}},
-			[]any{[]any{int64(1), int64(2), int64(3)}, []any{int64(1), int64(2), "3", int64(4)}, int64(1)}},
+			[]good{
+				{[]any{int64(1), int64(2), int64(3), int64(4), int64(0)}, store.QueueStats{Ready: 1, Delayed: 2, InFlight: 3, Dead: 4}, nil},
+				{[]any{int64(0), int64(0), int64(0), int64(0), int64(1)}, store.QueueStats{Paused: true}, nil},
+			},
+			[]any{[]any{int64(1), int64(2), int64(3), int64(4)}, []any{int64(1), int64(2), "3", int64(4), int64(0)}, int64(1)}},
 		{queueRedrive, func(c *redis.Cmd) (any, error) { return decodeRedrive(c) },
 			[]good{{int64(3), 3, nil}, {int64(0), 0, nil}},
 			[]any{int64(-1), []any{}, "3"}},
@@ -151,7 +156,7 @@ func TestScriptReplyDecoders(t *testing.T) {
 	}
 	// A message record coordd cannot read is errCorrupt too.
 	bad := append([]any{}, claimed...)
-	bad[2] = "\x02p"
+	bad[3] = "\x02p"
 	if _, err := decodeClaim(cmd(bad)); !errors.Is(err, errCorrupt) {
 		t.Errorf("queue_claim with a message record of version 2: %v, want errCorrupt", err)
 	}

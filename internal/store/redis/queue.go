@@ -47,6 +47,7 @@ type queueEnqueueArgs struct {
 	Priority    int    `lua:"prio,int"`        // 0 to 9
 	Group       string `lua:"group"`           // "": none
 	Cap         int    `lua:"cap,int"`         // the most messages the queue may hold, dead letters included (0: no cap)
+	Replace     bool   `lua:"replace,bool"`    // store.NewMessage.Replace
 }
 
 // queueClaimArgs are lua/queue_claim.lua's: the visibility timeout µs and
@@ -179,7 +180,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), queueEnqueueArgs{
 			queueArgs: s.queueArgs(queue), ID: m.ID, Encoded: encodeMessage(m.Payload), Delay: m.Delay.Microseconds(),
 			DeliverAt: deliver, MaxAttempts: m.MaxAttempts, DedupID: m.DedupID, DedupWindow: m.DedupWindow.Microseconds(),
-			Priority: m.Priority, Group: m.Group, Cap: m.MaxMessages,
+			Priority: m.Priority, Group: m.Group, Cap: m.MaxMessages, Replace: m.Replace,
 		})
 		if e, err = decodeEnqueue(cmd); err != nil {
 			return err
@@ -201,7 +202,7 @@ func decodeEnqueue(cmd *redis.Cmd) (store.Enqueued, error) {
 	if err != nil {
 		return store.Enqueued{}, err
 	}
-	c := r.code(codeOK, codeDuplicate, codeQueueFull)
+	c := r.code(codeOK, codeDuplicate, codeReplaced, codeQueueFull)
 	if c == codeQueueFull {
 		if err := r.done(); err != nil {
 			return store.Enqueued{}, err
@@ -213,7 +214,7 @@ func decodeEnqueue(cmd *redis.Cmd) (store.Enqueued, error) {
 	if err := r.done(); err != nil {
 		return store.Enqueued{}, err
 	}
-	return store.Enqueued{ID: id, DeliverTime: unixMicro(deliver), Duplicate: dup}, nil
+	return store.Enqueued{ID: id, DeliverTime: unixMicro(deliver), Duplicate: dup, Replaced: c == codeReplaced}, nil
 }
 
 // Claim implements store.Queues.
@@ -237,10 +238,15 @@ func decodeClaim(cmd *redis.Cmd) (store.Claimed, error) {
 		return store.Claimed{}, err
 	}
 	c := store.Claimed{NextDue: micros(r.int(0))}
-	if (r.len()-1)%claimFields != 0 {
-		r.fail(r.len(), "want 1 + %d values per message", claimFields)
+	if h := r.int(1); h > 0 && int(h) <= len(store.HeldBackReasons) {
+		c.HeldBack = store.HeldBackReasons[h-1]
+	} else if h != 0 {
+		r.fail(1, "want a held-back code from 0 to %d", len(store.HeldBackReasons))
 	}
-	for i := 1; i+claimFields <= r.len(); i += claimFields {
+	if (r.len()-2)%claimFields != 0 {
+		r.fail(r.len(), "want 2 + %d values per message", claimFields)
+	}
+	for i := 2; i+claimFields <= r.len(); i += claimFields {
 		m := store.Message{
 			ID: r.str(i), Receipt: r.str(i + 2),
 			Attempt: int(r.int(i + 3)), MaxAttempts: int(r.int(i + 4)),

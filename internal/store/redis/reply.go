@@ -29,6 +29,7 @@ const (
 	codeMismatch     = -8 // an idempotency key held with another fingerprint
 	codeDuplicate    = 3  // an enqueue found the message its dedup ID names
 	codeDead         = 4  // a nacked message had its last attempt: dead
+	codeReplaced     = 5  // an enqueue replaced the message its dedup ID names
 
 	codeLimitMismatch  = -9  // a semaphore's limit is another
 	codeTooManyWaiters = -10 // a name's queue is full
@@ -44,7 +45,7 @@ var replyCodes = map[string]int64{
 	"NO": codeNo, "OK": codeOK, "SESSION_GONE": codeSessionGone, "ALREADY_HELD": codeAlreadyHeld,
 	"FULL": codeFull, "SESSION_BOUND": codeSessionBound, "CLOSING": codeClosing,
 	"SUPERSEDED": codeSuperseded, "EXPIRED": codeExpired,
-	"MISMATCH": codeMismatch, "DUPLICATE": codeDuplicate, "DEAD": codeDead,
+	"MISMATCH": codeMismatch, "DUPLICATE": codeDuplicate, "DEAD": codeDead, "REPLACED": codeReplaced,
 	"LIMIT_MISMATCH": codeLimitMismatch, "TOO_MANY_WAITERS": codeTooManyWaiters, "NOT_LEADER": codeNotLeader,
 	"QUEUE_FULL": codeQueueFull, "MEMORY_HIGH": codeMemoryHigh, "ASK": codeAsk, "SLOW": codeSlow,
 }

@@ -18,6 +18,9 @@ func queueSettingsTests() []test {
 		{"MaxInFlightConcurrent", queueMaxInFlightConcurrent},
 		{"ClaimRate", queueClaimRate},
 		{"ClaimRateWindows", queueClaimRateWindows},
+		{"Replace", queueReplace},
+		{"ReplaceGroup", queueReplaceGroup},
+		{"ReplaceConcurrent", queueReplaceConcurrent},
 	}
 }
 
@@ -53,6 +56,7 @@ func queuePause(e *env) {
 	eq(e, "a pause keeps the caps", got.MaxInFlight, 7)
 	e.enqueue(q, b)
 	e.claimNone(q, time.Minute) // a's claim expires then
+	eq(e, "HeldBack while paused", e.claim(q, 1, time.Minute).HeldBack, "paused")
 	e.wantStats(q, store.QueueStats{Ready: 1, InFlight: 1, Paused: true})
 	_, err := e.s.ExtendClaim(e.ctx, q, ca.Receipt, 2*time.Minute)
 	noErr(e, "ExtendClaim while paused", err)
@@ -99,6 +103,7 @@ func queueMaxInFlight(e *env) {
 	}
 	c := e.claim(q, 10, time.Minute)
 	e.wantIDs("the first claim", c.Messages, ms[0], ms[1])
+	eq(e, "HeldBack", c.HeldBack, "max_in_flight")
 	e.claimNone(q, time.Minute)
 	sub := e.subscribe(store.QueueTopic(q))
 	drain(sub)
@@ -206,11 +211,16 @@ func queueClaimRate(e *env) {
 	}
 	c := e.claim(q, 10, time.Minute)
 	eq(e, "claimed from a full bucket", len(c.Messages), 3)
+	eq(e, "HeldBack", c.HeldBack, "claim_rate")
 	eq(e, "NextDue: the next token", c.NextDue, 333334*time.Microsecond)
 	e.advance(333334 * time.Microsecond)
 	eq(e, "claimed a third of a period later", len(e.claim(q, 10, time.Minute).Messages), 1)
 	e.advance(10 * time.Second)
 	eq(e, "claimed after a long pause (the bucket holds 3)", len(e.claim(q, 10, time.Minute).Messages), 3)
+	e.advance(10 * time.Second)
+	c = e.claim(q, 1, time.Minute)
+	eq(e, "claimed within the bucket", len(c.Messages), 1)
+	eq(e, "HeldBack when the rate held none back", c.HeldBack, "")
 	e.configure(q, store.QueueSettings{RateLimit: 2, RatePeriod: time.Second})
 	eq(e, "claimed after the rate changed (a full bucket)", len(e.claim(q, 10, time.Minute).Messages), 2)
 }
@@ -238,5 +248,144 @@ func queueClaimRateWindows(e *env) {
 	}
 	if claimed < 60*limit {
 		e.Errorf("%d claimed over 60 periods; the rate allows %d", claimed, 60*limit)
+	}
+}
+
+// replaceMsg is a message with DedupID id to replace, in a window of a
+// minute.
+func replaceMsg(payload, id string, delay time.Duration, prio int) store.NewMessage {
+	m := msg(payload)
+	m.DedupID, m.DedupWindow, m.Replace, m.Delay, m.Priority = id, time.Minute, true, delay, prio
+	return m
+}
+
+// queueReplace: a replacing enqueue of a message not yet claimed changes
+// its payload, deliver time and priority (debounce: each trigger pushes
+// the run later) and restarts the window; once it was claimed (in flight,
+// acked, dead) the next trigger is a new message.
+func queueReplace(e *env) {
+	q := e.name("q")
+	first := replaceMsg("v1", "job", 10*time.Second, 0)
+	r := e.enqueue(q, first)
+	eqEnqueued(e, "the first enqueue adds", r, store.Enqueued{ID: first.ID, DeliverTime: e.now().Add(10 * time.Second)})
+	e.advance(5 * time.Second)
+	r = e.enqueue(q, replaceMsg("v2", "job", 10*time.Second, 3))
+	eqEnqueued(e, "a trigger while it waits replaces", r, store.Enqueued{ID: first.ID, DeliverTime: e.now().Add(10 * time.Second), Replaced: true})
+	e.advance(5 * time.Second)
+	e.claimNone(q, 5*time.Second) // pushed later by the second trigger
+	e.wantStats(q, store.QueueStats{Delayed: 1})
+	other := msg("other")
+	other.Priority = 2
+	e.enqueue(q, other)
+	e.advance(5 * time.Second)
+	c := e.claim(q, 10, time.Minute).Messages
+	e.wantIDs("by the replaced priority", c, first, other)
+	eq(e, "the replaced payload", string(c[0].Payload), "v2")
+	eq(e, "the replaced priority", c[0].Priority, 3)
+
+	// In flight: a trigger adds a run after it.
+	in := replaceMsg("v3", "job", 0, 0)
+	r = e.enqueue(q, in)
+	eqEnqueued(e, "a trigger while it runs adds", r, store.Enqueued{ID: in.ID, DeliverTime: e.now()})
+	again := replaceMsg("v4", "job", 0, 0)
+	r = e.enqueue(q, again)
+	eqEnqueued(e, "and replaces that one while it waits", r, store.Enqueued{ID: in.ID, DeliverTime: e.now(), Replaced: true})
+	e.ack(q, c[0].Receipt)
+	e.ack(q, c[1].Receipt)
+	got := e.claimOne(q, time.Minute)
+	eq(e, "the run after", got.ID, in.ID)
+	eq(e, "its payload", string(got.Payload), "v4")
+	e.ack(q, got.Receipt)
+	done := replaceMsg("v5", "job", 0, 0)
+	r = e.enqueue(q, done)
+	eqEnqueued(e, "a trigger after it was acked adds", r, store.Enqueued{ID: done.ID, DeliverTime: e.now()})
+	e.wantStats(q, store.QueueStats{Ready: 1})
+
+	// Without Replace the dedup ID still keeps the first.
+	keep := msg("keep")
+	keep.DedupID, keep.DedupWindow = "job", time.Minute
+	eqEnqueued(e, "keep first", e.enqueue(q, keep), store.Enqueued{ID: done.ID, DeliverTime: e.now(), Duplicate: true})
+}
+
+// queueReplaceGroup: a replaced message keeps its place in its group,
+// whether it waits behind the head or is the head; a group's next head is
+// claimable from its turn on (its deliver time says so).
+func queueReplaceGroup(e *env) {
+	q := e.name("q")
+	head, behind := groupMsg("h", "g"), replaceMsg("b1", "b", 0, 0)
+	behind.Group = "g"
+	e.enqueue(q, head)
+	e.enqueue(q, behind)
+	again := replaceMsg("b2", "b", time.Second, 0)
+	again.Group = "g"
+	eq(e, "replaced behind the head", e.enqueue(q, again).Replaced, true)
+	c := e.claimOne(q, time.Minute)
+	eq(e, "the head first", c.ID, head.ID)
+	e.advance(2 * time.Second)
+	e.ack(q, c.Receipt)
+	next := e.claimOne(q, time.Minute)
+	eq(e, "then the replaced one", next.ID, behind.ID)
+	eq(e, "with its payload", string(next.Payload), "b2")
+	eqTime(e, "its deliver time: its turn", next.DeliverTime, e.now())
+	e.ack(q, next.Receipt)
+	// The head itself, ready after its turn came.
+	h2, b := groupMsg("h2", "g2"), replaceMsg("x1", "x", 0, 0)
+	b.Group = "g2"
+	e.enqueue(q, h2)
+	e.enqueue(q, b)
+	c = e.claimOne(q, time.Minute)
+	e.advance(time.Second)
+	e.ack(q, c.Receipt) // b is the head, ready since now
+	e.advance(time.Second)
+	x2 := replaceMsg("x2", "x", 0, 0)
+	x2.Group = "g2"
+	eq(e, "the head replaced", e.enqueue(q, x2).Replaced, true)
+	got := e.claimOne(q, time.Minute)
+	eq(e, "the head, replaced", string(got.Payload), "x2")
+	e.ack(q, got.Receipt)
+	e.claimNone(q, 0)
+}
+
+// queueReplaceConcurrent: concurrent replacing enqueues of one dedup ID
+// leave exactly one waiting message, with the last payload.
+func queueReplaceConcurrent(e *env) {
+	q := e.name("q")
+	const workers = 20
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var last string
+	for i := range workers {
+		wg.Go(func() {
+			m := replaceMsg(fmt.Sprint(i), "same", 0, 0)
+			mu.Lock() // the order the store sees them in: under the lock
+			defer mu.Unlock()
+			_, err := e.s.Enqueue(e.ctx, q, m)
+			noErr(e, "Enqueue", err)
+			last = fmt.Sprint(i)
+		})
+	}
+	// And without the lock: whatever the order, one message.
+	for i := range workers {
+		wg.Go(func() {
+			_, err := e.s.Enqueue(e.ctx, q, replaceMsg("free"+fmt.Sprint(i), "other", 0, 0))
+			noErr(e, "Enqueue", err)
+		})
+	}
+	wg.Wait()
+	e.wantStats(q, store.QueueStats{Ready: 2})
+	c := e.claim(q, 10, time.Minute).Messages
+	if len(c) != 2 {
+		e.Fatalf("claimed %d, want 2", len(c))
+	}
+	payloads := map[string]bool{string(c[0].Payload): true, string(c[1].Payload): true}
+	if !payloads[last] {
+		e.Errorf("payloads %v, want the last replacing enqueue's %q among them", payloads, last)
+	}
+}
+
+func eqEnqueued(e *env, what string, got, want store.Enqueued) {
+	e.Helper()
+	if got.ID != want.ID || got.Duplicate != want.Duplicate || got.Replaced != want.Replaced || !got.DeliverTime.Equal(want.DeliverTime) {
+		e.Errorf("%s: Enqueue = %+v, want %+v", what, got, want)
 	}
 }

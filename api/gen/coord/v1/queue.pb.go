@@ -28,6 +28,68 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// DedupMode says what an Enqueue whose dedup_id names an earlier message
+// does.
+type DedupMode int32
+
+const (
+	// As DEDUP_MODE_KEEP_FIRST.
+	DedupMode_DEDUP_MODE_UNSPECIFIED DedupMode = 0
+	// Keep the earlier message and add nothing (duplicate=true).
+	DedupMode_DEDUP_MODE_KEEP_FIRST DedupMode = 1
+	// If the earlier message has not been claimed since it was enqueued (or
+	// redriven), replace its payload, deliver time (this request's delay or
+	// deliver_time, from now: each trigger pushes the run later) and
+	// priority; it keeps its ID, group, max_attempts and place among its
+	// group's messages, and the dedup window starts again. If it is in
+	// flight, acked or dead, enqueue a new message, which the dedup_id
+	// names from then on: a run always follows the last trigger. A retry
+	// after UNAVAILABLE replaces again, or, if the message was claimed in
+	// between, adds one more run.
+	DedupMode_DEDUP_MODE_REPLACE DedupMode = 2
+)
+
+// Enum value maps for DedupMode.
+var (
+	DedupMode_name = map[int32]string{
+		0: "DEDUP_MODE_UNSPECIFIED",
+		1: "DEDUP_MODE_KEEP_FIRST",
+		2: "DEDUP_MODE_REPLACE",
+	}
+	DedupMode_value = map[string]int32{
+		"DEDUP_MODE_UNSPECIFIED": 0,
+		"DEDUP_MODE_KEEP_FIRST":  1,
+		"DEDUP_MODE_REPLACE":     2,
+	}
+)
+
+func (x DedupMode) Enum() *DedupMode {
+	p := new(DedupMode)
+	*p = x
+	return p
+}
+
+func (x DedupMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DedupMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_coord_v1_queue_proto_enumTypes[0].Descriptor()
+}
+
+func (DedupMode) Type() protoreflect.EnumType {
+	return &file_coord_v1_queue_proto_enumTypes[0]
+}
+
+func (x DedupMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DedupMode.Descriptor instead.
+func (DedupMode) EnumDescriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{0}
+}
+
 // PauseQueueRequest names the queue to pause.
 type PauseQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -552,7 +614,8 @@ type EnqueueRequest struct {
 	// now. At most config queue.max_delay from now.
 	DeliverTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deliver_time,json=deliverTime" json:"deliver_time,omitempty"`
 	// Deduplication ID: a repeat within config queue.dedup_window (5m)
-	// returns the first message instead of adding another. At most 256 bytes.
+	// returns the first message instead of adding another (or, with
+	// DEDUP_MODE_REPLACE, replaces it). At most 256 bytes.
 	DedupId string `protobuf:"bytes,5,opt,name=dedup_id,json=dedupId" json:"dedup_id,omitempty"`
 	// Deliveries before the message goes to the dead letters. 0 means config
 	// queue.default_max_attempts (5); at most queue.max_attempts_limit (100).
@@ -565,7 +628,11 @@ type EnqueueRequest struct {
 	// earlier message of its group is acked or dead (a nacked or expired
 	// claim keeps its place at the front). Empty: no group. At most 256 bytes
 	// of UTF-8 without control or format characters.
-	Group         string `protobuf:"bytes,8,opt,name=group" json:"group,omitempty"`
+	Group string `protobuf:"bytes,8,opt,name=group" json:"group,omitempty"`
+	// What a dedup_id that names a message enqueued within the window does:
+	// unset or DEDUP_MODE_KEEP_FIRST keeps that message (duplicate=true);
+	// DEDUP_MODE_REPLACE debounces (replaced=true). REPLACE needs dedup_id.
+	DedupMode     DedupMode `protobuf:"varint,9,opt,name=dedup_mode,json=dedupMode,enum=coord.v1.DedupMode" json:"dedup_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -656,6 +723,13 @@ func (x *EnqueueRequest) GetGroup() string {
 	return ""
 }
 
+func (x *EnqueueRequest) GetDedupMode() DedupMode {
+	if x != nil {
+		return x.DedupMode
+	}
+	return DedupMode_DEDUP_MODE_UNSPECIFIED
+}
+
 // EnqueueResponse identifies the message.
 type EnqueueResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -665,7 +739,11 @@ type EnqueueResponse struct {
 	DeliverTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=deliver_time,json=deliverTime" json:"deliver_time,omitempty"`
 	// True: dedup_id matched an earlier message, whose ID and deliver_time
 	// this is; nothing was added.
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate" json:"duplicate,omitempty"`
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate" json:"duplicate,omitempty"`
+	// True (DEDUP_MODE_REPLACE): dedup_id matched a message not yet
+	// claimed, whose ID this is; its payload, deliver_time (this one) and
+	// priority were replaced.
+	Replaced      bool `protobuf:"varint,4,opt,name=replaced" json:"replaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -717,6 +795,13 @@ func (x *EnqueueResponse) GetDeliverTime() *timestamppb.Timestamp {
 func (x *EnqueueResponse) GetDuplicate() bool {
 	if x != nil {
 		return x.Duplicate
+	}
+	return false
+}
+
+func (x *EnqueueResponse) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
 	}
 	return false
 }
@@ -1959,7 +2044,7 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\x06paused\x18\x01 \x01(\bR\x06paused\x12\"\n" +
 	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\x122\n" +
 	"\n" +
-	"claim_rate\x18\x03 \x01(\v2\x13.coord.v1.ClaimRateR\tclaimRate\"\xa0\x02\n" +
+	"claim_rate\x18\x03 \x01(\v2\x13.coord.v1.ClaimRateR\tclaimRate\"\xd4\x02\n" +
 	"\x0eEnqueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12/\n" +
@@ -1968,12 +2053,15 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\bdedup_id\x18\x05 \x01(\tR\adedupId\x12!\n" +
 	"\fmax_attempts\x18\x06 \x01(\x05R\vmaxAttempts\x12\x1a\n" +
 	"\bpriority\x18\a \x01(\x05R\bpriority\x12\x14\n" +
-	"\x05group\x18\b \x01(\tR\x05group\"\x8d\x01\n" +
+	"\x05group\x18\b \x01(\tR\x05group\x122\n" +
+	"\n" +
+	"dedup_mode\x18\t \x01(\x0e2\x13.coord.v1.DedupModeR\tdedupMode\"\xa9\x01\n" +
 	"\x0fEnqueueResponse\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12=\n" +
 	"\fdeliver_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vdeliverTime\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\xc0\x01\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x1a\n" +
+	"\breplaced\x18\x04 \x01(\bR\breplaced\"\xc0\x01\n" +
 	"\fClaimRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x12H\n" +
@@ -2059,7 +2147,11 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\"P\n" +
 	"\x18PurgeDeadLettersResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x03R\x06purged\x12\x1c\n" +
-	"\tremaining\x18\x02 \x01(\x03R\tremaining2\xa2\a\n" +
+	"\tremaining\x18\x02 \x01(\x03R\tremaining*Z\n" +
+	"\tDedupMode\x12\x1a\n" +
+	"\x16DEDUP_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15DEDUP_MODE_KEEP_FIRST\x10\x01\x12\x16\n" +
+	"\x12DEDUP_MODE_REPLACE\x10\x022\xa2\a\n" +
 	"\fQueueService\x12>\n" +
 	"\aEnqueue\x12\x18.coord.v1.EnqueueRequest\x1a\x19.coord.v1.EnqueueResponse\x128\n" +
 	"\x05Claim\x12\x16.coord.v1.ClaimRequest\x1a\x17.coord.v1.ClaimResponse\x122\n" +
@@ -2088,96 +2180,99 @@ func file_coord_v1_queue_proto_rawDescGZIP() []byte {
 	return file_coord_v1_queue_proto_rawDescData
 }
 
+var file_coord_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_coord_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_coord_v1_queue_proto_goTypes = []any{
-	(*PauseQueueRequest)(nil),        // 0: coord.v1.PauseQueueRequest
-	(*ResumeQueueRequest)(nil),       // 1: coord.v1.ResumeQueueRequest
-	(*ConfigureQueueRequest)(nil),    // 2: coord.v1.ConfigureQueueRequest
-	(*ClaimRate)(nil),                // 3: coord.v1.ClaimRate
-	(*GetQueueSettingsRequest)(nil),  // 4: coord.v1.GetQueueSettingsRequest
-	(*PauseQueueResponse)(nil),       // 5: coord.v1.PauseQueueResponse
-	(*ResumeQueueResponse)(nil),      // 6: coord.v1.ResumeQueueResponse
-	(*ConfigureQueueResponse)(nil),   // 7: coord.v1.ConfigureQueueResponse
-	(*GetQueueSettingsResponse)(nil), // 8: coord.v1.GetQueueSettingsResponse
-	(*QueueSettings)(nil),            // 9: coord.v1.QueueSettings
-	(*EnqueueRequest)(nil),           // 10: coord.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),          // 11: coord.v1.EnqueueResponse
-	(*ClaimRequest)(nil),             // 12: coord.v1.ClaimRequest
-	(*Message)(nil),                  // 13: coord.v1.Message
-	(*ClaimResponse)(nil),            // 14: coord.v1.ClaimResponse
-	(*AckRequest)(nil),               // 15: coord.v1.AckRequest
-	(*AckResponse)(nil),              // 16: coord.v1.AckResponse
-	(*NackRequest)(nil),              // 17: coord.v1.NackRequest
-	(*NackResponse)(nil),             // 18: coord.v1.NackResponse
-	(*ExtendRequest)(nil),            // 19: coord.v1.ExtendRequest
-	(*ExtendResponse)(nil),           // 20: coord.v1.ExtendResponse
-	(*StatsRequest)(nil),             // 21: coord.v1.StatsRequest
-	(*StatsResponse)(nil),            // 22: coord.v1.StatsResponse
-	(*RedriveRequest)(nil),           // 23: coord.v1.RedriveRequest
-	(*RedriveResponse)(nil),          // 24: coord.v1.RedriveResponse
-	(*ListDeadLettersRequest)(nil),   // 25: coord.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 26: coord.v1.ListDeadLettersResponse
-	(*DeadLetter)(nil),               // 27: coord.v1.DeadLetter
-	(*PurgeDeadLettersRequest)(nil),  // 28: coord.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil), // 29: coord.v1.PurgeDeadLettersResponse
-	(*durationpb.Duration)(nil),      // 30: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
+	(DedupMode)(0),                   // 0: coord.v1.DedupMode
+	(*PauseQueueRequest)(nil),        // 1: coord.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),       // 2: coord.v1.ResumeQueueRequest
+	(*ConfigureQueueRequest)(nil),    // 3: coord.v1.ConfigureQueueRequest
+	(*ClaimRate)(nil),                // 4: coord.v1.ClaimRate
+	(*GetQueueSettingsRequest)(nil),  // 5: coord.v1.GetQueueSettingsRequest
+	(*PauseQueueResponse)(nil),       // 6: coord.v1.PauseQueueResponse
+	(*ResumeQueueResponse)(nil),      // 7: coord.v1.ResumeQueueResponse
+	(*ConfigureQueueResponse)(nil),   // 8: coord.v1.ConfigureQueueResponse
+	(*GetQueueSettingsResponse)(nil), // 9: coord.v1.GetQueueSettingsResponse
+	(*QueueSettings)(nil),            // 10: coord.v1.QueueSettings
+	(*EnqueueRequest)(nil),           // 11: coord.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),          // 12: coord.v1.EnqueueResponse
+	(*ClaimRequest)(nil),             // 13: coord.v1.ClaimRequest
+	(*Message)(nil),                  // 14: coord.v1.Message
+	(*ClaimResponse)(nil),            // 15: coord.v1.ClaimResponse
+	(*AckRequest)(nil),               // 16: coord.v1.AckRequest
+	(*AckResponse)(nil),              // 17: coord.v1.AckResponse
+	(*NackRequest)(nil),              // 18: coord.v1.NackRequest
+	(*NackResponse)(nil),             // 19: coord.v1.NackResponse
+	(*ExtendRequest)(nil),            // 20: coord.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 21: coord.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 22: coord.v1.StatsRequest
+	(*StatsResponse)(nil),            // 23: coord.v1.StatsResponse
+	(*RedriveRequest)(nil),           // 24: coord.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 25: coord.v1.RedriveResponse
+	(*ListDeadLettersRequest)(nil),   // 26: coord.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 27: coord.v1.ListDeadLettersResponse
+	(*DeadLetter)(nil),               // 28: coord.v1.DeadLetter
+	(*PurgeDeadLettersRequest)(nil),  // 29: coord.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil), // 30: coord.v1.PurgeDeadLettersResponse
+	(*durationpb.Duration)(nil),      // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 32: google.protobuf.Timestamp
 }
 var file_coord_v1_queue_proto_depIdxs = []int32{
-	3,  // 0: coord.v1.ConfigureQueueRequest.claim_rate:type_name -> coord.v1.ClaimRate
-	30, // 1: coord.v1.ClaimRate.period:type_name -> google.protobuf.Duration
-	9,  // 2: coord.v1.PauseQueueResponse.settings:type_name -> coord.v1.QueueSettings
-	9,  // 3: coord.v1.ResumeQueueResponse.settings:type_name -> coord.v1.QueueSettings
-	9,  // 4: coord.v1.ConfigureQueueResponse.settings:type_name -> coord.v1.QueueSettings
-	9,  // 5: coord.v1.GetQueueSettingsResponse.settings:type_name -> coord.v1.QueueSettings
-	3,  // 6: coord.v1.QueueSettings.claim_rate:type_name -> coord.v1.ClaimRate
-	30, // 7: coord.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
-	31, // 8: coord.v1.EnqueueRequest.deliver_time:type_name -> google.protobuf.Timestamp
-	31, // 9: coord.v1.EnqueueResponse.deliver_time:type_name -> google.protobuf.Timestamp
-	30, // 10: coord.v1.ClaimRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	30, // 11: coord.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	31, // 12: coord.v1.Message.enqueue_time:type_name -> google.protobuf.Timestamp
-	31, // 13: coord.v1.Message.deliver_time:type_name -> google.protobuf.Timestamp
-	31, // 14: coord.v1.Message.expire_time:type_name -> google.protobuf.Timestamp
-	13, // 15: coord.v1.ClaimResponse.messages:type_name -> coord.v1.Message
-	30, // 16: coord.v1.NackRequest.delay:type_name -> google.protobuf.Duration
-	31, // 17: coord.v1.NackResponse.deliver_time:type_name -> google.protobuf.Timestamp
-	30, // 18: coord.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	31, // 19: coord.v1.ExtendResponse.expire_time:type_name -> google.protobuf.Timestamp
-	27, // 20: coord.v1.ListDeadLettersResponse.dead_letters:type_name -> coord.v1.DeadLetter
-	31, // 21: coord.v1.DeadLetter.enqueue_time:type_name -> google.protobuf.Timestamp
-	31, // 22: coord.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
-	10, // 23: coord.v1.QueueService.Enqueue:input_type -> coord.v1.EnqueueRequest
-	12, // 24: coord.v1.QueueService.Claim:input_type -> coord.v1.ClaimRequest
-	15, // 25: coord.v1.QueueService.Ack:input_type -> coord.v1.AckRequest
-	17, // 26: coord.v1.QueueService.Nack:input_type -> coord.v1.NackRequest
-	19, // 27: coord.v1.QueueService.Extend:input_type -> coord.v1.ExtendRequest
-	21, // 28: coord.v1.QueueService.Stats:input_type -> coord.v1.StatsRequest
-	23, // 29: coord.v1.QueueService.Redrive:input_type -> coord.v1.RedriveRequest
-	25, // 30: coord.v1.QueueService.ListDeadLetters:input_type -> coord.v1.ListDeadLettersRequest
-	28, // 31: coord.v1.QueueService.PurgeDeadLetters:input_type -> coord.v1.PurgeDeadLettersRequest
-	0,  // 32: coord.v1.QueueService.PauseQueue:input_type -> coord.v1.PauseQueueRequest
-	1,  // 33: coord.v1.QueueService.ResumeQueue:input_type -> coord.v1.ResumeQueueRequest
-	2,  // 34: coord.v1.QueueService.ConfigureQueue:input_type -> coord.v1.ConfigureQueueRequest
-	4,  // 35: coord.v1.QueueService.GetQueueSettings:input_type -> coord.v1.GetQueueSettingsRequest
-	11, // 36: coord.v1.QueueService.Enqueue:output_type -> coord.v1.EnqueueResponse
-	14, // 37: coord.v1.QueueService.Claim:output_type -> coord.v1.ClaimResponse
-	16, // 38: coord.v1.QueueService.Ack:output_type -> coord.v1.AckResponse
-	18, // 39: coord.v1.QueueService.Nack:output_type -> coord.v1.NackResponse
-	20, // 40: coord.v1.QueueService.Extend:output_type -> coord.v1.ExtendResponse
-	22, // 41: coord.v1.QueueService.Stats:output_type -> coord.v1.StatsResponse
-	24, // 42: coord.v1.QueueService.Redrive:output_type -> coord.v1.RedriveResponse
-	26, // 43: coord.v1.QueueService.ListDeadLetters:output_type -> coord.v1.ListDeadLettersResponse
-	29, // 44: coord.v1.QueueService.PurgeDeadLetters:output_type -> coord.v1.PurgeDeadLettersResponse
-	5,  // 45: coord.v1.QueueService.PauseQueue:output_type -> coord.v1.PauseQueueResponse
-	6,  // 46: coord.v1.QueueService.ResumeQueue:output_type -> coord.v1.ResumeQueueResponse
-	7,  // 47: coord.v1.QueueService.ConfigureQueue:output_type -> coord.v1.ConfigureQueueResponse
-	8,  // 48: coord.v1.QueueService.GetQueueSettings:output_type -> coord.v1.GetQueueSettingsResponse
-	36, // [36:49] is the sub-list for method output_type
-	23, // [23:36] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	4,  // 0: coord.v1.ConfigureQueueRequest.claim_rate:type_name -> coord.v1.ClaimRate
+	31, // 1: coord.v1.ClaimRate.period:type_name -> google.protobuf.Duration
+	10, // 2: coord.v1.PauseQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	10, // 3: coord.v1.ResumeQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	10, // 4: coord.v1.ConfigureQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	10, // 5: coord.v1.GetQueueSettingsResponse.settings:type_name -> coord.v1.QueueSettings
+	4,  // 6: coord.v1.QueueSettings.claim_rate:type_name -> coord.v1.ClaimRate
+	31, // 7: coord.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
+	32, // 8: coord.v1.EnqueueRequest.deliver_time:type_name -> google.protobuf.Timestamp
+	0,  // 9: coord.v1.EnqueueRequest.dedup_mode:type_name -> coord.v1.DedupMode
+	32, // 10: coord.v1.EnqueueResponse.deliver_time:type_name -> google.protobuf.Timestamp
+	31, // 11: coord.v1.ClaimRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	31, // 12: coord.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	32, // 13: coord.v1.Message.enqueue_time:type_name -> google.protobuf.Timestamp
+	32, // 14: coord.v1.Message.deliver_time:type_name -> google.protobuf.Timestamp
+	32, // 15: coord.v1.Message.expire_time:type_name -> google.protobuf.Timestamp
+	14, // 16: coord.v1.ClaimResponse.messages:type_name -> coord.v1.Message
+	31, // 17: coord.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	32, // 18: coord.v1.NackResponse.deliver_time:type_name -> google.protobuf.Timestamp
+	31, // 19: coord.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	32, // 20: coord.v1.ExtendResponse.expire_time:type_name -> google.protobuf.Timestamp
+	28, // 21: coord.v1.ListDeadLettersResponse.dead_letters:type_name -> coord.v1.DeadLetter
+	32, // 22: coord.v1.DeadLetter.enqueue_time:type_name -> google.protobuf.Timestamp
+	32, // 23: coord.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
+	11, // 24: coord.v1.QueueService.Enqueue:input_type -> coord.v1.EnqueueRequest
+	13, // 25: coord.v1.QueueService.Claim:input_type -> coord.v1.ClaimRequest
+	16, // 26: coord.v1.QueueService.Ack:input_type -> coord.v1.AckRequest
+	18, // 27: coord.v1.QueueService.Nack:input_type -> coord.v1.NackRequest
+	20, // 28: coord.v1.QueueService.Extend:input_type -> coord.v1.ExtendRequest
+	22, // 29: coord.v1.QueueService.Stats:input_type -> coord.v1.StatsRequest
+	24, // 30: coord.v1.QueueService.Redrive:input_type -> coord.v1.RedriveRequest
+	26, // 31: coord.v1.QueueService.ListDeadLetters:input_type -> coord.v1.ListDeadLettersRequest
+	29, // 32: coord.v1.QueueService.PurgeDeadLetters:input_type -> coord.v1.PurgeDeadLettersRequest
+	1,  // 33: coord.v1.QueueService.PauseQueue:input_type -> coord.v1.PauseQueueRequest
+	2,  // 34: coord.v1.QueueService.ResumeQueue:input_type -> coord.v1.ResumeQueueRequest
+	3,  // 35: coord.v1.QueueService.ConfigureQueue:input_type -> coord.v1.ConfigureQueueRequest
+	5,  // 36: coord.v1.QueueService.GetQueueSettings:input_type -> coord.v1.GetQueueSettingsRequest
+	12, // 37: coord.v1.QueueService.Enqueue:output_type -> coord.v1.EnqueueResponse
+	15, // 38: coord.v1.QueueService.Claim:output_type -> coord.v1.ClaimResponse
+	17, // 39: coord.v1.QueueService.Ack:output_type -> coord.v1.AckResponse
+	19, // 40: coord.v1.QueueService.Nack:output_type -> coord.v1.NackResponse
+	21, // 41: coord.v1.QueueService.Extend:output_type -> coord.v1.ExtendResponse
+	23, // 42: coord.v1.QueueService.Stats:output_type -> coord.v1.StatsResponse
+	25, // 43: coord.v1.QueueService.Redrive:output_type -> coord.v1.RedriveResponse
+	27, // 44: coord.v1.QueueService.ListDeadLetters:output_type -> coord.v1.ListDeadLettersResponse
+	30, // 45: coord.v1.QueueService.PurgeDeadLetters:output_type -> coord.v1.PurgeDeadLettersResponse
+	6,  // 46: coord.v1.QueueService.PauseQueue:output_type -> coord.v1.PauseQueueResponse
+	7,  // 47: coord.v1.QueueService.ResumeQueue:output_type -> coord.v1.ResumeQueueResponse
+	8,  // 48: coord.v1.QueueService.ConfigureQueue:output_type -> coord.v1.ConfigureQueueResponse
+	9,  // 49: coord.v1.QueueService.GetQueueSettings:output_type -> coord.v1.GetQueueSettingsResponse
+	37, // [37:50] is the sub-list for method output_type
+	24, // [24:37] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_queue_proto_init() }
@@ -2190,13 +2285,14 @@ func file_coord_v1_queue_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coord_v1_queue_proto_rawDesc), len(file_coord_v1_queue_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_coord_v1_queue_proto_goTypes,
 		DependencyIndexes: file_coord_v1_queue_proto_depIdxs,
+		EnumInfos:         file_coord_v1_queue_proto_enumTypes,
 		MessageInfos:      file_coord_v1_queue_proto_msgTypes,
 	}.Build()
 	File_coord_v1_queue_proto = out.File

@@ -38,7 +38,7 @@ local function stepUp(t) return t - t % expiryStep + expiryStep end
 -- Reply codes: the first value of most replies, named alike in reply.go.
 local NO, OK, SESSION_GONE, ALREADY_HELD, FULL = 0, 1, -1, -2, -3
 local SESSION_BOUND, CLOSING, SUPERSEDED, EXPIRED = -4, -5, -6, -7
-local MISMATCH, DUPLICATE, DEAD = -8, 3, 4
+local MISMATCH, DUPLICATE, DEAD, REPLACED = -8, 3, 4, 5
 local LIMIT_MISMATCH, TOO_MANY_WAITERS, NOT_LEADER = -9, -10, -11
 local QUEUE_FULL, MEMORY_HIGH, ASK, SLOW = -12, -13, -14, -15
 -- Loss reasons, as store.LossReason.

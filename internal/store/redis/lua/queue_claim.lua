@@ -1,25 +1,32 @@
 -- Hands out ready messages, the highest priority first, then in the order
 -- they became due, each with a fresh receipt.
 -- Arguments: queueClaimArgs (queue.go).
--- Returns {next due µs, then per message: ID, encoded message, receipt,
+-- Returns {next due µs, the setting that held ready messages back (0
+-- none, 1 paused, 2 max in flight, 3 claim rate), then per message: ID,
+-- encoded message, receipt,
 -- attempt, max attempts, deliver, enqueue time, claim deadline, priority,
 -- group}.
 upkeep()
 local deadline = now + visibility
-local out = {0}
+local out = {0, 0}
 local toLast = false
 -- The settings bound how many: none while paused, no more than the free
 -- slots, then no more than the rate's tokens.
 local c = conf()
-local want = #tokens
-if c.paused then want = 0 end
-if c.max > 0 then want = math.max(0, math.min(want, c.max - live())) end
+local want, held = #tokens, 0
+if c.paused then want, held = 0, 1 end
+if c.max > 0 and want > 0 then
+  local free = math.max(0, c.max - live())
+  if free < want then want, held = free, 2 end
+end
 local members = {}
 if want > 0 then members = redis.call('ZRANGE', kReady, 0, want - 1) end
+if held > 0 and #members == want and redis.call('ZCARD', kReady) <= want then held = 0 end -- none was ready beyond
 local rateNext = 0
 if c.rl > 0 and #members > 0 then
   local took, tat
   took, tat, rateNext = rateTake(c, #members)
+  if took < #members then held = 3 end
   for i = #members, took + 1, -1 do members[i] = nil end
   if took > 0 then redis.call('HSET', kConf, 'tat', string.format('%.17g', tat)) end
 end
@@ -48,7 +55,7 @@ for i = 1, #refs do
   end
 end
 if toLast then expireLast() end
-out[1] = nextDue()
+out[1], out[2] = nextDue(), held
 if rateNext > 0 and (out[1] == 0 or rateNext < out[1]) then out[1] = rateNext end
 settle()
 return out

@@ -113,9 +113,11 @@ end
 -- 2^42 ms until the year 2109: the score stays an exact double); the
 -- member starts with the due time's microseconds within that millisecond,
 -- so that equal scores sort by them, then by ref (readyRef).
+local function readyMember(ref, due)
+  return string.format('%03d', due - math.floor(due / 1000) * 1000) .. ref
+end
 local function makeReady(ref, m, due)
-  local ms = math.floor(due / 1000)
-  redis.call('ZADD', kReady, s((9 - m.prio) * 4398046511104 + ms), string.format('%03d', due - ms * 1000) .. ref)
+  redis.call('ZADD', kReady, s((9 - m.prio) * 4398046511104 + math.floor(due / 1000)), readyMember(ref, due))
 end
 
 -- readyRef is the ref of a ready member.
@@ -147,7 +149,11 @@ local function advance(group)
   if not m then corrupt('queue meta record missing') end
   m = parseMeta(m)
   redis.call('HSET', kGroupHeads, group, ref)
-  place(ref, m, now) -- its turn came now
+  if m.deliver < now then
+    m.deliver = now -- claimable from its turn on
+    setMeta(id, m)
+  end
+  place(ref, m, now)
   return m.deliver <= now
 end
 
