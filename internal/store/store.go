@@ -52,6 +52,9 @@ var (
 	// ErrQueueFull: the queue holds as many messages as it may
 	// (NewMessage.MaxMessages); nothing was enqueued.
 	ErrQueueFull = errors.New("queue full")
+	// ErrTooManySchedules: the namespace has as many schedules as it may;
+	// nothing was stored.
+	ErrTooManySchedules = errors.New("too many schedules in the namespace")
 	// ErrMemoryHigh: the store's memory is past its high-water mark, so a
 	// write that only adds data (a new message, a new idempotency key, a
 	// new session) is refused, and nothing was written; writes that end or
@@ -68,7 +71,7 @@ func IsState(err error) bool {
 	for _, e := range []error{ErrNotHeld, ErrSessionBound, ErrSessionNotFound,
 		ErrFingerprintMismatch, ErrNotOwner, ErrReceiptExpired,
 		ErrTooManySessions, ErrTooManyHolds, ErrSuperseded,
-		ErrLimitMismatch, ErrTooManyWaiters, ErrNotLeader, ErrQueueFull, ErrMemoryHigh} {
+		ErrLimitMismatch, ErrTooManyWaiters, ErrNotLeader, ErrQueueFull, ErrMemoryHigh, ErrTooManySchedules} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -97,6 +100,7 @@ type Store interface {
 	Limits
 	Idempotency
 	Queues
+	Schedules
 	Subscriber
 	// Close releases the backend's resources; the store is unusable after.
 	Close() error
@@ -712,4 +716,45 @@ func RateTake(c QueueSettings, tat, now float64, n int) (took int, newTat, next 
 		next = math.Max(1, math.Ceil(tat+t-period-now))
 	}
 	return took, tat, next
+}
+
+// Schedules is storage of queue schedules (QueueService.PutSchedule): each
+// namespace's, by queue (scoped, as Scope gives it) and name. Records have
+// no expiry: a schedule lives until it is deleted.
+type Schedules interface {
+	// PutSchedule stores s in namespace ns, replacing the schedule of the
+	// same Queue and Name, whose LastTime it keeps if that is later than
+	// s.LastTime. A new schedule in a namespace that has max of them is
+	// ErrTooManySchedules, and nothing changes.
+	PutSchedule(ctx context.Context, ns string, s Schedule, max int) error
+	// DeleteSchedule deletes a schedule and reports whether there was one.
+	DeleteSchedule(ctx context.Context, ns, queue, name string) (bool, error)
+	// ListSchedules returns ns's schedules of queue ("": of every queue),
+	// without their payloads, in no particular order.
+	ListSchedules(ctx context.Context, ns, queue string) ([]Schedule, error)
+	// SchedulePayload returns a schedule's payload; false if there is no
+	// such schedule.
+	SchedulePayload(ctx context.Context, ns, queue, name string) ([]byte, bool, error)
+	// ScheduleNamespaces returns every namespace that has a schedule.
+	ScheduleNamespaces(ctx context.Context) ([]string, error)
+	// ScheduleTicked records that the schedule's tick at t was enqueued:
+	// its LastTime becomes t if that is later. A schedule that is gone
+	// stays gone.
+	ScheduleTicked(ctx context.Context, ns, queue, name string, t time.Time) error
+}
+
+// Schedule is a stored schedule: what each of its ticks enqueues, and
+// the latest tick enqueued.
+type Schedule struct {
+	Queue, Name string // Queue scoped
+	Spec        string // as put
+	TimeZone    string // IANA; "" is UTC
+	Payload     []byte // PutSchedule only: ListSchedules leaves it out
+	PayloadSize int    // ListSchedules: the payload's size
+	Group       string
+	Priority    int
+	MaxAttempts int
+	// LastTime: the latest tick enqueued, or, before the first, when the
+	// schedule was put (ticks come after it).
+	LastTime time.Time
 }

@@ -270,3 +270,39 @@ func (t traced) NodeHealth(ctx context.Context) []store.Node {
 	}
 	return nil
 }
+
+func (t traced) PutSchedule(ctx context.Context, a1 string, a2 store.Schedule, a3 int) (err error) {
+	ctx, span := t.spans.Start(ctx, "PutSchedule")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.PutSchedule(ctx, a1, a2, a3)
+}
+
+func (t traced) DeleteSchedule(ctx context.Context, a1, a2, a3 string) (r0 bool, err error) {
+	ctx, span := t.spans.Start(ctx, "DeleteSchedule")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.DeleteSchedule(ctx, a1, a2, a3)
+}
+
+func (t traced) ListSchedules(ctx context.Context, a1, a2 string) (r0 []store.Schedule, err error) {
+	ctx, span := t.spans.Start(ctx, "ListSchedules")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ListSchedules(ctx, a1, a2)
+}
+
+func (t traced) SchedulePayload(ctx context.Context, a1, a2, a3 string) (r0 []byte, r1 bool, err error) {
+	ctx, span := t.spans.Start(ctx, "SchedulePayload")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.SchedulePayload(ctx, a1, a2, a3)
+}
+
+func (t traced) ScheduleNamespaces(ctx context.Context) (r0 []string, err error) {
+	ctx, span := t.spans.Start(ctx, "ScheduleNamespaces")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ScheduleNamespaces(ctx)
+}
+
+func (t traced) ScheduleTicked(ctx context.Context, a1, a2, a3 string, a4 time.Time) (err error) {
+	ctx, span := t.spans.Start(ctx, "ScheduleTicked")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ScheduleTicked(ctx, a1, a2, a3, a4)
+}

@@ -73,6 +73,9 @@ type Store struct {
 	queues map[string]*queueRec
 	parts  map[string][]int // Partitionings' record, sorted; never forgotten
 
+	sm        sync.Mutex
+	schedules map[string]map[schedKey]store.Schedule // by namespace
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -103,6 +106,8 @@ func New(opts Options) *Store {
 		idem:     make(map[string]*idemRec),
 		queues:   make(map[string]*queueRec),
 		parts:    make(map[string][]int),
+
+		schedules: make(map[string]map[schedKey]store.Schedule),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}

@@ -233,6 +233,11 @@ var (
 	queuePurgeDead  = queueScript("queue_purge_dead", queueRedriveArgs{})
 	queueConf       = queueScript("queue_conf", queueConfArgs{})
 
+	schedulePut    = newScript("schedule_put", scheduleKeyNames, schedulePutArgs{})
+	scheduleDelete = newScript("schedule_delete", scheduleKeyNames, scheduleArgs{})
+	scheduleTicked = newScript("schedule_ticked", scheduleKeyNames, scheduleTickedArgs{})
+	scheduleRead   = newScript("schedule_read", scheduleKeyNames, scheduleReadArgs{})
+
 	queuePartitionings = newScript("queue_partitionings", []string{"kParts"}, queuePartitioningsArgs{})
 
 	layoutCheck = newScript("layout_check", []string{"kLayout"}, layoutArgs{})

@@ -363,6 +363,46 @@ func (f *Faulty) ConfigureQueue(ctx context.Context, queue string, c store.Queue
 	return do(ctx, f, "ConfigureQueue", func() (store.QueueSettings, error) { return f.inner.ConfigureQueue(ctx, queue, c) }, nil)
 }
 
+// PutSchedule implements store.Schedules.
+func (f *Faulty) PutSchedule(ctx context.Context, ns string, sc store.Schedule, max int) error {
+	_, err := do(ctx, f, "PutSchedule", func() (struct{}, error) { return struct{}{}, f.inner.PutSchedule(ctx, ns, sc, max) }, nil)
+	return err
+}
+
+// DeleteSchedule implements store.Schedules.
+func (f *Faulty) DeleteSchedule(ctx context.Context, ns, queue, name string) (bool, error) {
+	return do(ctx, f, "DeleteSchedule", func() (bool, error) { return f.inner.DeleteSchedule(ctx, ns, queue, name) }, nil)
+}
+
+// ListSchedules implements store.Schedules.
+func (f *Faulty) ListSchedules(ctx context.Context, ns, queue string) ([]store.Schedule, error) {
+	return do(ctx, f, "ListSchedules", func() ([]store.Schedule, error) { return f.inner.ListSchedules(ctx, ns, queue) }, nil)
+}
+
+// SchedulePayload implements store.Schedules.
+func (f *Faulty) SchedulePayload(ctx context.Context, ns, queue, name string) ([]byte, bool, error) {
+	type r struct {
+		p  []byte
+		ok bool
+	}
+	got, err := do(ctx, f, "SchedulePayload", func() (r, error) {
+		p, ok, err := f.inner.SchedulePayload(ctx, ns, queue, name)
+		return r{p, ok}, err
+	}, nil)
+	return got.p, got.ok, err
+}
+
+// ScheduleNamespaces implements store.Schedules.
+func (f *Faulty) ScheduleNamespaces(ctx context.Context) ([]string, error) {
+	return do(ctx, f, "ScheduleNamespaces", func() ([]string, error) { return f.inner.ScheduleNamespaces(ctx) }, nil)
+}
+
+// ScheduleTicked implements store.Schedules.
+func (f *Faulty) ScheduleTicked(ctx context.Context, ns, queue, name string, t time.Time) error {
+	_, err := do(ctx, f, "ScheduleTicked", func() (struct{}, error) { return struct{}{}, f.inner.ScheduleTicked(ctx, ns, queue, name, t) }, nil)
+	return err
+}
+
 // Partitionings implements store.Queues.
 func (f *Faulty) Partitionings(ctx context.Context, queue string, k int) ([]int, error) {
 	return do(ctx, f, "Partitionings", func() ([]int, error) { return f.inner.Partitionings(ctx, queue, k) }, nil)

@@ -64,6 +64,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Limits", limitTests()},
 		{"Idempotency", idemTests()},
 		{"Queues", queueTests()},
+		{"Schedules", scheduleTests()},
 		{"Subscribe", subscribeTests()},
 		{"Holds", holdTests()},
 		{"Elections", electionTests()},
