@@ -15,9 +15,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	_ "time/tzdata" // schedules' time zones, on a machine or image without zoneinfo
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +38,7 @@ import (
 	"github.com/coordd/coordd/internal/console"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/metrics"
+	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
@@ -391,6 +394,12 @@ func (d *daemon) serve(ctx context.Context) error {
 			errc <- err
 		}
 	}()
+	schedCtx, stopSchedules := context.WithCancel(context.Background())
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		d.services.Queues.RunSchedules(schedCtx, d.scheduleHooks())
+	}()
 	d.log.Info("coordd serving", "grpc", d.grpcLis.Addr().String(), "http", d.httpLis.Addr().String(), "store", d.cfg.Store)
 	var err error
 	select {
@@ -418,6 +427,8 @@ func (d *daemon) serve(ctx context.Context) error {
 	if herr := d.http.Shutdown(hctx); herr != nil && err == nil {
 		err = herr
 	}
+	stopSchedules()
+	<-schedDone
 	d.services.Wait()
 	if serr := d.closeStore(); serr != nil && err == nil {
 		err = serr
@@ -433,6 +444,35 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	d.log.Info("coordd stopped")
 	return err
+}
+
+// scheduleHooks count what the schedules do, and log a schedule that
+// fails at most once a minute (each instance tries every second).
+func (d *daemon) scheduleHooks() queue.ScheduleHooks {
+	var mu sync.Mutex
+	logged := map[[3]string]time.Time{}
+	return queue.ScheduleHooks{
+		Ticked: d.metrics.ScheduleTicked,
+		Missed: func(n int) {
+			d.metrics.ScheduleMissed(n)
+		},
+		Failed: func(ns, q, name string, err error) {
+			d.metrics.ScheduleFailed()
+			k := [3]string{ns, q, name}
+			mu.Lock()
+			defer mu.Unlock()
+			if time.Since(logged[k]) < time.Minute {
+				return
+			}
+			for old, at := range logged {
+				if time.Since(at) >= time.Minute {
+					delete(logged, old)
+				}
+			}
+			logged[k] = time.Now()
+			d.log.Warn("a schedule's tick could not be enqueued; retrying every second", "namespace", ns, "queue", q, "schedule", name, "err", err)
+		},
+	}
 }
 
 // initPolicies creates the decision series of each policy at 0, so that a

@@ -45,6 +45,9 @@ type Metrics struct {
 	idem          *prometheus.CounterVec // by outcome
 	queueOps      *prometheus.CounterVec // by op
 	queueHeld     *prometheus.CounterVec // by reason
+	schedTicks    prometheus.Counter
+	schedMissed   prometheus.Counter
+	schedFailed   prometheus.Counter
 	storeDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec // by op, kind
 	panics        prometheus.Counter
@@ -113,6 +116,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		queueHeld: f.counterVec("queue_claims_held_back_total",
 			"Claim steps in which a queue's settings kept ready messages back, by the setting (paused, max_in_flight, claim_rate).",
 			"reason"),
+		schedTicks:  f.counter("queue_schedule_ticks_total", "Schedule ticks whose message this instance enqueued (a tick another instance enqueued first is not counted here)."),
+		schedMissed: f.counter("queue_schedule_missed_total", "Schedule ticks skipped after an outage of every instance (only the latest missed tick is enqueued)."),
+		schedFailed: f.counter("queue_schedule_failures_total", "Schedule passes of one schedule that failed to enqueue its tick (retried the next second)."),
 		storeDuration: f.histogramVec("store_duration_seconds", "Round trips to the store by operation.",
 			prometheus.ExponentialBuckets(0.0001, 3, 10), "op"),
 		storeErrors: f.counterVec("store_errors_total",
@@ -352,6 +358,28 @@ func (m *Metrics) Idempotency(outcome string) {
 func (m *Metrics) Queue(op string, n int) {
 	if m != nil && n > 0 {
 		m.queueOps.WithLabelValues(op).Add(float64(n))
+	}
+}
+
+// ScheduleTicked, ScheduleMissed and ScheduleFailed count what the
+// schedules did (queue.ScheduleHooks).
+func (m *Metrics) ScheduleTicked() {
+	if m != nil {
+		m.schedTicks.Inc()
+	}
+}
+
+// ScheduleMissed: see ScheduleTicked.
+func (m *Metrics) ScheduleMissed(n int) {
+	if m != nil {
+		m.schedMissed.Add(float64(n))
+	}
+}
+
+// ScheduleFailed: see ScheduleTicked.
+func (m *Metrics) ScheduleFailed() {
+	if m != nil {
+		m.schedFailed.Inc()
 	}
 }
 

@@ -19,6 +19,7 @@ func (c Config) Validate() error {
 	v.Positive("queue.dedup_window", c.DedupWindow)
 	v.AtLeast1("queue.max_messages", int64(c.MaxMessages))
 	v.AtLeast1("queue.max_in_flight_limit", int64(c.MaxInFlightLimit))
+	v.AtLeast1("queue.max_schedules_per_namespace", int64(c.MaxSchedulesPerNamespace))
 	v.Positive("queue.dead_letter_ttl", c.DeadLetterTTL)
 	v.Positive("queue.nack_backoff_base", c.BackoffBase)
 	v.Ordered("queue.nack_backoff_base", c.BackoffBase, "queue.nack_backoff_max", c.BackoffMax)

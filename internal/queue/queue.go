@@ -32,6 +32,8 @@ type Config struct {
 	MaxMessages int           `mapstructure:"max_messages"`
 	BackoffBase time.Duration `mapstructure:"nack_backoff_base"` // the first Nack's delay (with jitter)
 	BackoffMax  time.Duration `mapstructure:"nack_backoff_max"`
+	// MaxSchedulesPerNamespace bounds the schedules of one namespace.
+	MaxSchedulesPerNamespace int `mapstructure:"max_schedules_per_namespace"`
 	// MaxInFlightLimit bounds a queue's max_in_flight (ConfigureQueue).
 	MaxInFlightLimit int           `mapstructure:"max_in_flight_limit"`
 	MaxWait          time.Duration `mapstructure:"-"`
@@ -49,27 +51,34 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		DefaultVisibility:  30 * time.Second,
-		MaxVisibility:      12 * time.Hour,
-		MaxClaimMessages:   100,
-		DefaultMaxAttempts: 5,
-		MaxAttemptsLimit:   100,
-		MaxPayloadBytes:    256 << 10,
-		MaxDelay:           168 * time.Hour,
-		DedupWindow:        5 * time.Minute,
-		MaxMessages:        1_000_000,
-		DeadLetterTTL:      store.DefaultDeadLetterTTL,
-		BackoffBase:        time.Second,
-		BackoffMax:         5 * time.Minute,
-		MaxInFlightLimit:   1_000_000,
-		MaxWait:            time.Minute,
-		MaxNameBytes:       256,
+		DefaultVisibility:        30 * time.Second,
+		MaxVisibility:            12 * time.Hour,
+		MaxClaimMessages:         100,
+		DefaultMaxAttempts:       5,
+		MaxAttemptsLimit:         100,
+		MaxPayloadBytes:          256 << 10,
+		MaxDelay:                 168 * time.Hour,
+		DedupWindow:              5 * time.Minute,
+		MaxMessages:              1_000_000,
+		DeadLetterTTL:            store.DefaultDeadLetterTTL,
+		BackoffBase:              time.Second,
+		BackoffMax:               5 * time.Minute,
+		MaxInFlightLimit:         1_000_000,
+		MaxSchedulesPerNamespace: 1000,
+		MaxWait:                  time.Minute,
+		MaxNameBytes:             256,
 	}
+}
+
+// Store is what the queues need of the store.
+type Store interface {
+	store.Queues
+	store.Schedules
 }
 
 // Service runs queues.
 type Service struct {
-	st    store.Queues
+	st    Store
 	sub   store.Subscriber
 	clock clock.Clock // checks deliver_time against queue.max_delay
 	cfg   Config
@@ -80,7 +89,7 @@ type Service struct {
 // New returns a Service. clk should tell the store's time (near enough: it
 // only bounds how far ahead deliver_time may be). Waits end early when drain
 // is closed.
-func New(st store.Queues, sub store.Subscriber, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
+func New(st Store, sub store.Subscriber, clk clock.Clock, cfg Config, drain waiter.Drain) *Service {
 	s := &Service{st: st, sub: sub, clock: clk, cfg: cfg, drain: drain, parts: map[string]*partitioned{}}
 	for _, p := range cfg.Partitioned {
 		s.parts[store.Scope(p.Namespace, p.Name)] = &partitioned{k: p.Partitions}

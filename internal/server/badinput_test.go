@@ -224,6 +224,13 @@ func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
 	} else {
 		s.Queue += " settings=" + qs.GetSettings().String()
 	}
+	if ls, err := h.queues.ListSchedules(c, &coordv1.ListSchedulesRequest{}); err != nil {
+		s.Queue += " ListSchedules: " + err.Error()
+	} else {
+		for _, sc := range ls.GetSchedules() {
+			s.Queue += " schedule=" + sc.String()
+		}
+	}
 	if a, err := h.limits.Allow(c, &coordv1.AllowRequest{Key: fx.rlKey, Policy: "log", Peek: true}); err != nil {
 		s.Limits = "Allow: " + err.Error()
 	} else {
@@ -769,6 +776,44 @@ var (
 	}
 )
 
+// The schedule RPCs.
+var (
+	biPutSchedule = biRPC[*coordv1.PutScheduleRequest]{
+		name: "QueueService.PutSchedule",
+		base: func(fx *biFixture) *coordv1.PutScheduleRequest {
+			return &coordv1.PutScheduleRequest{Queue: fx.queue, Name: "nightly", Spec: "0 3 * * *", TimeZone: "Europe/Paris",
+				Payload: []byte("run"), Group: "g", Priority: 2, MaxAttempts: 3}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.PutScheduleRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.PutSchedule(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if s := resp.(*coordv1.PutScheduleResponse).GetSchedule(); s.GetNextTime() == nil || s.GetName() == "" {
+				return fmt.Errorf("PutSchedule = %v, want the schedule with its next tick", resp)
+			}
+			return nil
+		},
+	}
+	biDeleteSchedule = biRPC[*coordv1.DeleteScheduleRequest]{
+		name: "QueueService.DeleteSchedule",
+		base: func(fx *biFixture) *coordv1.DeleteScheduleRequest {
+			return &coordv1.DeleteScheduleRequest{Queue: fx.queue, Name: "nightly"}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.DeleteScheduleRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.DeleteSchedule(c, r, o...)
+		},
+	}
+	biListSchedules = biRPC[*coordv1.ListSchedulesRequest]{
+		name: "QueueService.ListSchedules",
+		base: func(fx *biFixture) *coordv1.ListSchedulesRequest {
+			return &coordv1.ListSchedulesRequest{Queue: fx.queue}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ListSchedulesRequest, o ...grpc.CallOption) (any, error) {
+			return h.queues.ListSchedules(c, r, o...)
+		},
+	}
+)
+
 // The RPCs added with semaphores, elections and fence checks.
 var (
 	biCheckFence = biRPC[*coordv1.CheckFenceRequest]{
@@ -1262,6 +1307,40 @@ func biCases() []biCase {
 		biPurgeDead.bad("max_messages=MinInt32", "max_messages", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = math.MinInt32 }),
 	)
 
+	// Schedules.
+	addAll(biNameCases(biPutSchedule, "queue", 1, func(r *coordv1.PutScheduleRequest, s string) { r.Queue = s }))
+	addAll(biNameCases(biPutSchedule, "name", 2, func(r *coordv1.PutScheduleRequest, s string) { r.Name = s }))
+	addAll(biLabelCases(biPutSchedule, "group", 6, func(r *coordv1.PutScheduleRequest, s string) { r.Group = s }))
+	addAll(biNameCases(biDeleteSchedule, "queue", 1, func(r *coordv1.DeleteScheduleRequest, s string) { r.Queue = s }))
+	addAll(biNameCases(biDeleteSchedule, "name", 2, func(r *coordv1.DeleteScheduleRequest, s string) { r.Name = s }))
+	addAll(biLabelCases(biListSchedules, "queue", 1, func(r *coordv1.ListSchedulesRequest, s string) { r.Queue = s }))
+	for _, v := range []struct{ name, spec, tz, field string }{
+		{"spec empty", "", "", "spec"},
+		{"spec 4 fields", "* * * *", "", "spec"},
+		{"spec 7 fields", "0 0 0 * * * *", "", "spec"},
+		{"spec minute 60", "60 * * * *", "", "spec"},
+		{"spec never fires", "0 0 30 2 *", "", "spec"},
+		{"spec @every 500ms", "@every 500ms", "", "spec"},
+		{"spec @every 1.5s", "@every 1500ms", "", "spec"},
+		{"spec @every -1s", "@every -1s", "", "spec"},
+		{"spec @reboot", "@reboot", "", "spec"},
+		{"spec with CRON_TZ", "CRON_TZ=UTC 0 3 * * *", "", "spec"},
+		{"spec 257 bytes", "0 3 * * *" + strings.Repeat(" ", 248), "", "spec"},
+		{"spec with a control character", "0 3 * * *\x00", "", "spec"},
+		{"time_zone unknown", "0 3 * * *", "Mars/Olympus", "time_zone"},
+		{"time_zone Local", "0 3 * * *", "Local", "time_zone"},
+		{"time_zone a path", "0 3 * * *", "../../etc/passwd", "time_zone"},
+	} {
+		add(biPutSchedule.bad(v.name, v.field, func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.Spec, r.TimeZone = v.spec, v.tz }))
+	}
+	add(
+		biPutSchedule.bad("priority=10", "priority", func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.Priority = 10 }),
+		biPutSchedule.bad("priority=-1", "priority", func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.Priority = -1 }),
+		biPutSchedule.bad("max_attempts=101", "max_attempts", func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.MaxAttempts = 101 }),
+		biPutSchedule.bad("max_attempts=-1", "max_attempts", func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.MaxAttempts = -1 }),
+		biPutSchedule.bad("payload over queue.max_payload_bytes", "payload", func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.Payload = make([]byte, 256<<10+1) }),
+	)
+
 	// The queue's settings.
 	addAll(biNameCases(biPause, "queue", 1, func(r *coordv1.PauseQueueRequest, s string) { r.Queue = s }))
 	addAll(biNameCases(biResume, "queue", 1, func(r *coordv1.ResumeQueueRequest, s string) { r.Queue = s }))
@@ -1376,7 +1455,7 @@ var biVisible = map[string]bool{
 	"SessionService.KeepAlive/later": true, "RateLimitService.Allow": true,
 	"IdempotencyService.BeginIdempotent": true, "IdempotencyService.Finish": true, "IdempotencyService.ExtendIdempotent": true,
 	"QueueService.Enqueue": true, "QueueService.Claim": true, "QueueService.Ack": true, "QueueService.Nack": true,
-	"QueueService.Redrive": true, "QueueService.PauseQueue": true, "QueueService.ConfigureQueue": true,
+	"QueueService.Redrive": true, "QueueService.PauseQueue": true, "QueueService.ConfigureQueue": true, "QueueService.PutSchedule": true,
 	"SemaphoreService.Acquire": true, "SemaphoreService.Renew": true, "SemaphoreService.Release": true,
 	"ElectionService.Campaign": true, "ElectionService.Proclaim": true, "ElectionService.Resign": true,
 }
@@ -1489,6 +1568,15 @@ func TestBadInputControl(t *testing.T) {
 			r.MaxInFlight, r.ClaimRate = 1, &coordv1.ClaimRate{Limit: 1, Period: biD(time.Millisecond)}
 		}),
 		biQueueSettings.control("base", nil),
+		biPutSchedule.control("base", nil),
+		biPutSchedule.control("six fields, UTC, defaults", func(_ *biFixture, r *coordv1.PutScheduleRequest) {
+			r.Spec, r.TimeZone, r.Group, r.Priority, r.MaxAttempts, r.Payload = "30 0 3 * * MON-FRI", "", "", 0, 0, nil
+		}),
+		biPutSchedule.control("@every 1s", func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.Spec = "@every 1s" }),
+		biPutSchedule.control("@hourly", func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.Spec = "@hourly" }),
+		biDeleteSchedule.control("base", nil),
+		biListSchedules.control("base", nil),
+		biListSchedules.control("every queue", func(_ *biFixture, r *coordv1.ListSchedulesRequest) { r.Queue = "" }),
 		biNack.control("base", nil),
 		biNack.control("delay=0s", func(_ *biFixture, r *coordv1.NackRequest) { r.Delay = biD(0) }),
 		biNack.control("delay=max", func(_ *biFixture, r *coordv1.NackRequest) { r.Delay = biD(168 * time.Hour) }),

@@ -47,6 +47,7 @@ var errorTable = []struct {
 	{store.ErrQueueFull, codes.ResourceExhausted, "QUEUE_FULL"},
 	{store.ErrMemoryHigh, codes.ResourceExhausted, "STORE_MEMORY_HIGH"},
 	{queue.ErrPartitioned, codes.FailedPrecondition, "QUEUE_PARTITIONED"},
+	{store.ErrTooManySchedules, codes.ResourceExhausted, "TOO_MANY_SCHEDULES"},
 	{store.ErrSuperseded, codes.FailedPrecondition, "SESSION_SUPERSEDED"},
 	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},

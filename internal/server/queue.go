@@ -265,3 +265,44 @@ func (s *queueServer) PurgeDeadLetters(ctx context.Context, req *coordv1.PurgeDe
 	}
 	return &coordv1.PurgeDeadLettersResponse{Purged: purged, Remaining: remaining}, nil
 }
+
+func (s *queueServer) PutSchedule(ctx context.Context, req *coordv1.PutScheduleRequest) (*coordv1.PutScheduleResponse, error) {
+	sc, err := s.svc.PutSchedule(ctx, queue.ScheduleRequest{
+		NS: namespace(ctx), Queue: req.GetQueue(), Name: req.GetName(), Spec: req.GetSpec(), TimeZone: req.GetTimeZone(),
+		Payload: req.GetPayload(), Group: req.GetGroup(), Priority: int(req.GetPriority()), MaxAttempts: int(req.GetMaxAttempts()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.names.saw(namespace(ctx), req.GetQueue())
+	return &coordv1.PutScheduleResponse{Schedule: schedule(sc)}, nil
+}
+
+func (s *queueServer) DeleteSchedule(ctx context.Context, req *coordv1.DeleteScheduleRequest) (*coordv1.DeleteScheduleResponse, error) {
+	ok, err := s.svc.DeleteSchedule(ctx, namespace(ctx), req.GetQueue(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &coordv1.DeleteScheduleResponse{Deleted: ok}, nil
+}
+
+func (s *queueServer) ListSchedules(ctx context.Context, req *coordv1.ListSchedulesRequest) (*coordv1.ListSchedulesResponse, error) {
+	l, err := s.svc.ListSchedules(ctx, namespace(ctx), req.GetQueue())
+	if err != nil {
+		return nil, err
+	}
+	resp := &coordv1.ListSchedulesResponse{Schedules: make([]*coordv1.Schedule, len(l))}
+	for i, sc := range l {
+		resp.Schedules[i] = schedule(sc)
+	}
+	return resp, nil
+}
+
+// schedule converts a schedule to the API's.
+func schedule(sc queue.ScheduleInfo) *coordv1.Schedule {
+	return &coordv1.Schedule{
+		Queue: sc.Queue, Name: sc.Name, Spec: sc.Spec, TimeZone: sc.TimeZone, Group: sc.Group,
+		Priority: int32(sc.Priority), MaxAttempts: int32(sc.MaxAttempts), PayloadSize: int64(sc.PayloadSize),
+		LastTime: timestamp(sc.LastTime), NextTime: timestamp(sc.NextTime),
+	}
+}

@@ -719,7 +719,7 @@ func RateTake(c QueueSettings, tat, now float64, n int) (took int, newTat, next 
 }
 
 // Schedules is storage of queue schedules (QueueService.PutSchedule): each
-// namespace's, by queue (scoped, as Scope gives it) and name. Records have
+// namespace's, by queue (its name within the namespace) and name. Records have
 // no expiry: a schedule lives until it is deleted.
 type Schedules interface {
 	// PutSchedule stores s in namespace ns, replacing the schedule of the
@@ -746,7 +746,7 @@ type Schedules interface {
 // Schedule is a stored schedule: what each of its ticks enqueues, and
 // the latest tick enqueued.
 type Schedule struct {
-	Queue, Name string // Queue scoped
+	Queue, Name string // Queue: within the namespace
 	Spec        string // as put
 	TimeZone    string // IANA; "" is UTC
 	Payload     []byte // PutSchedule only: ListSchedules leaves it out

@@ -108,8 +108,8 @@ func New(opts Options) *Store {
 		parts:    make(map[string][]int),
 
 		schedules: make(map[string]map[schedKey]store.Schedule),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	for i := range s.limits {
 		s.limits[i].m = make(map[limitKey]*limitState)

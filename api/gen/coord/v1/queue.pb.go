@@ -90,6 +90,486 @@ func (DedupMode) EnumDescriptor() ([]byte, []int) {
 	return file_coord_v1_queue_proto_rawDescGZIP(), []int{0}
 }
 
+// PutScheduleRequest stores a schedule.
+type PutScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue its ticks go to.
+	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	// The schedule's name within the queue: as a queue's name.
+	Name string `protobuf:"bytes,2,opt,name=name" json:"name,omitempty"`
+	// When it ticks: five cron fields (minute hour day-of-month month
+	// day-of-week), or six with seconds first; a descriptor (@yearly,
+	// @monthly, @weekly, @daily, @hourly); or "@every <duration>", a whole
+	// number of seconds, at least 1s, ticking at whole multiples of it since
+	// the Unix epoch (so every instance agrees). At most 256 bytes; shown
+	// by ListSchedules as put.
+	Spec string `protobuf:"bytes,3,opt,name=spec" json:"spec,omitempty"`
+	// Each tick's message body: as EnqueueRequest.payload.
+	Payload []byte `protobuf:"bytes,4,opt,name=payload" json:"payload,omitempty"`
+	// The IANA time zone of a cron spec (Europe/Paris); empty is UTC.
+	TimeZone string `protobuf:"bytes,5,opt,name=time_zone,json=timeZone" json:"time_zone,omitempty"`
+	// Each tick's message group ("": none).
+	Group string `protobuf:"bytes,6,opt,name=group" json:"group,omitempty"`
+	// Each tick's message priority, 0 to 9.
+	Priority int32 `protobuf:"varint,7,opt,name=priority" json:"priority,omitempty"`
+	// Each tick's message max_attempts: as EnqueueRequest.max_attempts.
+	MaxAttempts   int32 `protobuf:"varint,8,opt,name=max_attempts,json=maxAttempts" json:"max_attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleRequest) Reset() {
+	*x = PutScheduleRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleRequest) ProtoMessage() {}
+
+func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PutScheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PutScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PutScheduleRequest) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
+func (x *PutScheduleRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *PutScheduleRequest) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *PutScheduleRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PutScheduleRequest) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *PutScheduleRequest) GetMaxAttempts() int32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+// PutScheduleResponse tells the stored schedule.
+type PutScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule as stored.
+	Schedule      *Schedule `protobuf:"bytes,1,opt,name=schedule" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleResponse) Reset() {
+	*x = PutScheduleResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleResponse) ProtoMessage() {}
+
+func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PutScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// DeleteScheduleRequest names a schedule.
+type DeleteScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name.
+	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	// The schedule's name.
+	Name          string `protobuf:"bytes,2,opt,name=name" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DeleteScheduleRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DeleteScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteScheduleResponse tells whether there was a schedule.
+type DeleteScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True: the schedule was deleted; false: there was none.
+	Deleted       bool `protobuf:"varint,1,opt,name=deleted" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DeleteScheduleResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// ListSchedulesRequest names a queue.
+type ListSchedulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name; empty: every queue of the namespace.
+	Queue         string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_coord_v1_queue_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListSchedulesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// ListSchedulesResponse lists schedules.
+type ListSchedulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedules, by queue and name.
+	Schedules     []*Schedule `protobuf:"bytes,1,rep,name=schedules" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_coord_v1_queue_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// Schedule is a stored schedule (without its payload).
+type Schedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue its ticks go to.
+	Queue string `protobuf:"bytes,1,opt,name=queue" json:"queue,omitempty"`
+	// Its name.
+	Name string `protobuf:"bytes,2,opt,name=name" json:"name,omitempty"`
+	// Its spec, as put.
+	Spec string `protobuf:"bytes,3,opt,name=spec" json:"spec,omitempty"`
+	// Its time zone ("": UTC).
+	TimeZone string `protobuf:"bytes,4,opt,name=time_zone,json=timeZone" json:"time_zone,omitempty"`
+	// Its messages' group.
+	Group string `protobuf:"bytes,5,opt,name=group" json:"group,omitempty"`
+	// Its messages' priority.
+	Priority int32 `protobuf:"varint,6,opt,name=priority" json:"priority,omitempty"`
+	// Its messages' max_attempts.
+	MaxAttempts int32 `protobuf:"varint,7,opt,name=max_attempts,json=maxAttempts" json:"max_attempts,omitempty"`
+	// The payload's size in bytes.
+	PayloadSize int64 `protobuf:"varint,8,opt,name=payload_size,json=payloadSize" json:"payload_size,omitempty"`
+	// The latest tick enqueued, or, before the first, when it was put.
+	LastTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_time,json=lastTime" json:"last_time,omitempty"`
+	// Its next tick after last_time (unset: none in the next five years).
+	NextTime      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=next_time,json=nextTime" json:"next_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Schedule) Reset() {
+	*x = Schedule{}
+	mi := &file_coord_v1_queue_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Schedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Schedule) ProtoMessage() {}
+
+func (x *Schedule) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_queue_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Schedule.ProtoReflect.Descriptor instead.
+func (*Schedule) Descriptor() ([]byte, []int) {
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Schedule) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Schedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Schedule) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
+func (x *Schedule) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Schedule) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Schedule) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *Schedule) GetMaxAttempts() int32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Schedule) GetPayloadSize() int64 {
+	if x != nil {
+		return x.PayloadSize
+	}
+	return 0
+}
+
+func (x *Schedule) GetLastTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTime
+	}
+	return nil
+}
+
+func (x *Schedule) GetNextTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextTime
+	}
+	return nil
+}
+
 // PauseQueueRequest names the queue to pause.
 type PauseQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -101,7 +581,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[0]
+	mi := &file_coord_v1_queue_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +593,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[0]
+	mi := &file_coord_v1_queue_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,7 +606,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{0}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -147,7 +627,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[1]
+	mi := &file_coord_v1_queue_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +639,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[1]
+	mi := &file_coord_v1_queue_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +652,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{1}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -200,7 +680,7 @@ type ConfigureQueueRequest struct {
 
 func (x *ConfigureQueueRequest) Reset() {
 	*x = ConfigureQueueRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[2]
+	mi := &file_coord_v1_queue_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +692,7 @@ func (x *ConfigureQueueRequest) String() string {
 func (*ConfigureQueueRequest) ProtoMessage() {}
 
 func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[2]
+	mi := &file_coord_v1_queue_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +705,7 @@ func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{2}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConfigureQueueRequest) GetQueue() string {
@@ -262,7 +742,7 @@ type ClaimRate struct {
 
 func (x *ClaimRate) Reset() {
 	*x = ClaimRate{}
-	mi := &file_coord_v1_queue_proto_msgTypes[3]
+	mi := &file_coord_v1_queue_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +754,7 @@ func (x *ClaimRate) String() string {
 func (*ClaimRate) ProtoMessage() {}
 
 func (x *ClaimRate) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[3]
+	mi := &file_coord_v1_queue_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +767,7 @@ func (x *ClaimRate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRate.ProtoReflect.Descriptor instead.
 func (*ClaimRate) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{3}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ClaimRate) GetLimit() int64 {
@@ -315,7 +795,7 @@ type GetQueueSettingsRequest struct {
 
 func (x *GetQueueSettingsRequest) Reset() {
 	*x = GetQueueSettingsRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[4]
+	mi := &file_coord_v1_queue_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +807,7 @@ func (x *GetQueueSettingsRequest) String() string {
 func (*GetQueueSettingsRequest) ProtoMessage() {}
 
 func (x *GetQueueSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[4]
+	mi := &file_coord_v1_queue_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +820,7 @@ func (x *GetQueueSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{4}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetQueueSettingsRequest) GetQueue() string {
@@ -361,7 +841,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[5]
+	mi := &file_coord_v1_queue_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +853,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[5]
+	mi := &file_coord_v1_queue_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +866,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{5}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PauseQueueResponse) GetSettings() *QueueSettings {
@@ -407,7 +887,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[6]
+	mi := &file_coord_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -419,7 +899,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[6]
+	mi := &file_coord_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -432,7 +912,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{6}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeQueueResponse) GetSettings() *QueueSettings {
@@ -453,7 +933,7 @@ type ConfigureQueueResponse struct {
 
 func (x *ConfigureQueueResponse) Reset() {
 	*x = ConfigureQueueResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[7]
+	mi := &file_coord_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +945,7 @@ func (x *ConfigureQueueResponse) String() string {
 func (*ConfigureQueueResponse) ProtoMessage() {}
 
 func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[7]
+	mi := &file_coord_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +958,7 @@ func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfigureQueueResponse) GetSettings() *QueueSettings {
@@ -499,7 +979,7 @@ type GetQueueSettingsResponse struct {
 
 func (x *GetQueueSettingsResponse) Reset() {
 	*x = GetQueueSettingsResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[8]
+	mi := &file_coord_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +991,7 @@ func (x *GetQueueSettingsResponse) String() string {
 func (*GetQueueSettingsResponse) ProtoMessage() {}
 
 func (x *GetQueueSettingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[8]
+	mi := &file_coord_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +1004,7 @@ func (x *GetQueueSettingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueSettingsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueSettingsResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetQueueSettingsResponse) GetSettings() *QueueSettings {
@@ -549,7 +1029,7 @@ type QueueSettings struct {
 
 func (x *QueueSettings) Reset() {
 	*x = QueueSettings{}
-	mi := &file_coord_v1_queue_proto_msgTypes[9]
+	mi := &file_coord_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +1041,7 @@ func (x *QueueSettings) String() string {
 func (*QueueSettings) ProtoMessage() {}
 
 func (x *QueueSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[9]
+	mi := &file_coord_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +1054,7 @@ func (x *QueueSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueSettings.ProtoReflect.Descriptor instead.
 func (*QueueSettings) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueueSettings) GetPaused() bool {
@@ -639,7 +1119,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[10]
+	mi := &file_coord_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +1131,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[10]
+	mi := &file_coord_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +1144,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EnqueueRequest) GetQueue() string {
@@ -750,7 +1230,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[11]
+	mi := &file_coord_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +1242,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[11]
+	mi := &file_coord_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1255,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnqueueResponse) GetMessageId() string {
@@ -827,7 +1307,7 @@ type ClaimRequest struct {
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[12]
+	mi := &file_coord_v1_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1319,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[12]
+	mi := &file_coord_v1_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1332,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClaimRequest) GetQueue() string {
@@ -912,7 +1392,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_coord_v1_queue_proto_msgTypes[13]
+	mi := &file_coord_v1_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1404,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[13]
+	mi := &file_coord_v1_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1417,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Message) GetMessageId() string {
@@ -1021,7 +1501,7 @@ type ClaimResponse struct {
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[14]
+	mi := &file_coord_v1_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1513,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[14]
+	mi := &file_coord_v1_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1526,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClaimResponse) GetMessages() []*Message {
@@ -1073,7 +1553,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[15]
+	mi := &file_coord_v1_queue_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1565,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[15]
+	mi := &file_coord_v1_queue_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1578,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -1138,7 +1618,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[16]
+	mi := &file_coord_v1_queue_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1630,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[16]
+	mi := &file_coord_v1_queue_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1643,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{16}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AckResponse) GetAcked() bool {
@@ -1203,7 +1683,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[17]
+	mi := &file_coord_v1_queue_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1695,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[17]
+	mi := &file_coord_v1_queue_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1708,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{17}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NackRequest) GetQueue() string {
@@ -1265,7 +1745,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[18]
+	mi := &file_coord_v1_queue_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1757,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[18]
+	mi := &file_coord_v1_queue_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1770,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{18}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NackResponse) GetDeliverTime() *timestamppb.Timestamp {
@@ -1323,7 +1803,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[19]
+	mi := &file_coord_v1_queue_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1815,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[19]
+	mi := &file_coord_v1_queue_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1828,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{19}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExtendRequest) GetQueue() string {
@@ -1383,7 +1863,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[20]
+	mi := &file_coord_v1_queue_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1875,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[20]
+	mi := &file_coord_v1_queue_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1888,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{20}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExtendResponse) GetExpireTime() *timestamppb.Timestamp {
@@ -1429,7 +1909,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[21]
+	mi := &file_coord_v1_queue_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1921,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[21]
+	mi := &file_coord_v1_queue_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1934,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{21}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatsRequest) GetQueue() string {
@@ -1483,7 +1963,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[22]
+	mi := &file_coord_v1_queue_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1975,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[22]
+	mi := &file_coord_v1_queue_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1988,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{22}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatsResponse) GetReady() int64 {
@@ -1567,7 +2047,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[23]
+	mi := &file_coord_v1_queue_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +2059,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[23]
+	mi := &file_coord_v1_queue_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +2072,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{23}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -1627,7 +2107,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[24]
+	mi := &file_coord_v1_queue_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +2119,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[24]
+	mi := &file_coord_v1_queue_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +2132,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{24}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RedriveResponse) GetMoved() int64 {
@@ -1682,7 +2162,7 @@ type ListDeadLettersRequest struct {
 
 func (x *ListDeadLettersRequest) Reset() {
 	*x = ListDeadLettersRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[25]
+	mi := &file_coord_v1_queue_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +2174,7 @@ func (x *ListDeadLettersRequest) String() string {
 func (*ListDeadLettersRequest) ProtoMessage() {}
 
 func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[25]
+	mi := &file_coord_v1_queue_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +2187,7 @@ func (x *ListDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{25}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListDeadLettersRequest) GetQueue() string {
@@ -1751,7 +2231,7 @@ type ListDeadLettersResponse struct {
 
 func (x *ListDeadLettersResponse) Reset() {
 	*x = ListDeadLettersResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[26]
+	mi := &file_coord_v1_queue_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +2243,7 @@ func (x *ListDeadLettersResponse) String() string {
 func (*ListDeadLettersResponse) ProtoMessage() {}
 
 func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[26]
+	mi := &file_coord_v1_queue_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +2256,7 @@ func (x *ListDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{26}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListDeadLettersResponse) GetDeadLetters() []*DeadLetter {
@@ -1819,7 +2299,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_coord_v1_queue_proto_msgTypes[27]
+	mi := &file_coord_v1_queue_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +2311,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[27]
+	mi := &file_coord_v1_queue_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +2324,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{27}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeadLetter) GetMessageId() string {
@@ -1916,7 +2396,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_coord_v1_queue_proto_msgTypes[28]
+	mi := &file_coord_v1_queue_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2408,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[28]
+	mi := &file_coord_v1_queue_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2421,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{28}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PurgeDeadLettersRequest) GetQueue() string {
@@ -1971,7 +2451,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_coord_v1_queue_proto_msgTypes[29]
+	mi := &file_coord_v1_queue_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2463,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_queue_proto_msgTypes[29]
+	mi := &file_coord_v1_queue_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2476,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_queue_proto_rawDescGZIP(), []int{29}
+	return file_coord_v1_queue_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() int64 {
@@ -2017,7 +2497,39 @@ var File_coord_v1_queue_proto protoreflect.FileDescriptor
 
 const file_coord_v1_queue_proto_rawDesc = "" +
 	"\n" +
-	"\x14coord/v1/queue.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\")\n" +
+	"\x14coord/v1/queue.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x01\n" +
+	"\x12PutScheduleRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04spec\x18\x03 \x01(\tR\x04spec\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12\x1b\n" +
+	"\ttime_zone\x18\x05 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05group\x18\x06 \x01(\tR\x05group\x12\x1a\n" +
+	"\bpriority\x18\a \x01(\x05R\bpriority\x12!\n" +
+	"\fmax_attempts\x18\b \x01(\x05R\vmaxAttempts\"E\n" +
+	"\x13PutScheduleResponse\x12.\n" +
+	"\bschedule\x18\x01 \x01(\v2\x12.coord.v1.ScheduleR\bschedule\"A\n" +
+	"\x15DeleteScheduleRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"2\n" +
+	"\x16DeleteScheduleResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\",\n" +
+	"\x14ListSchedulesRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"I\n" +
+	"\x15ListSchedulesResponse\x120\n" +
+	"\tschedules\x18\x01 \x03(\v2\x12.coord.v1.ScheduleR\tschedules\"\xcf\x02\n" +
+	"\bSchedule\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04spec\x18\x03 \x01(\tR\x04spec\x12\x1b\n" +
+	"\ttime_zone\x18\x04 \x01(\tR\btimeZone\x12\x14\n" +
+	"\x05group\x18\x05 \x01(\tR\x05group\x12\x1a\n" +
+	"\bpriority\x18\x06 \x01(\x05R\bpriority\x12!\n" +
+	"\fmax_attempts\x18\a \x01(\x05R\vmaxAttempts\x12!\n" +
+	"\fpayload_size\x18\b \x01(\x03R\vpayloadSize\x127\n" +
+	"\tlast_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\blastTime\x127\n" +
+	"\tnext_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\bnextTime\")\n" +
 	"\x11PauseQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"*\n" +
 	"\x12ResumeQueueRequest\x12\x14\n" +
@@ -2151,7 +2663,7 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"\tDedupMode\x12\x1a\n" +
 	"\x16DEDUP_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DEDUP_MODE_KEEP_FIRST\x10\x01\x12\x16\n" +
-	"\x12DEDUP_MODE_REPLACE\x10\x022\xa2\a\n" +
+	"\x12DEDUP_MODE_REPLACE\x10\x022\x95\t\n" +
 	"\fQueueService\x12>\n" +
 	"\aEnqueue\x12\x18.coord.v1.EnqueueRequest\x1a\x19.coord.v1.EnqueueResponse\x128\n" +
 	"\x05Claim\x12\x16.coord.v1.ClaimRequest\x1a\x17.coord.v1.ClaimResponse\x122\n" +
@@ -2166,7 +2678,10 @@ const file_coord_v1_queue_proto_rawDesc = "" +
 	"PauseQueue\x12\x1b.coord.v1.PauseQueueRequest\x1a\x1c.coord.v1.PauseQueueResponse\x12J\n" +
 	"\vResumeQueue\x12\x1c.coord.v1.ResumeQueueRequest\x1a\x1d.coord.v1.ResumeQueueResponse\x12S\n" +
 	"\x0eConfigureQueue\x12\x1f.coord.v1.ConfigureQueueRequest\x1a .coord.v1.ConfigureQueueResponse\x12Y\n" +
-	"\x10GetQueueSettings\x12!.coord.v1.GetQueueSettingsRequest\x1a\".coord.v1.GetQueueSettingsResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
+	"\x10GetQueueSettings\x12!.coord.v1.GetQueueSettingsRequest\x1a\".coord.v1.GetQueueSettingsResponse\x12J\n" +
+	"\vPutSchedule\x12\x1c.coord.v1.PutScheduleRequest\x1a\x1d.coord.v1.PutScheduleResponse\x12S\n" +
+	"\x0eDeleteSchedule\x12\x1f.coord.v1.DeleteScheduleRequest\x1a .coord.v1.DeleteScheduleResponse\x12P\n" +
+	"\rListSchedules\x12\x1e.coord.v1.ListSchedulesRequest\x1a\x1f.coord.v1.ListSchedulesResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_coord_v1_queue_proto_rawDescOnce sync.Once
@@ -2181,98 +2696,115 @@ func file_coord_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_coord_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coord_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_coord_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_coord_v1_queue_proto_goTypes = []any{
 	(DedupMode)(0),                   // 0: coord.v1.DedupMode
-	(*PauseQueueRequest)(nil),        // 1: coord.v1.PauseQueueRequest
-	(*ResumeQueueRequest)(nil),       // 2: coord.v1.ResumeQueueRequest
-	(*ConfigureQueueRequest)(nil),    // 3: coord.v1.ConfigureQueueRequest
-	(*ClaimRate)(nil),                // 4: coord.v1.ClaimRate
-	(*GetQueueSettingsRequest)(nil),  // 5: coord.v1.GetQueueSettingsRequest
-	(*PauseQueueResponse)(nil),       // 6: coord.v1.PauseQueueResponse
-	(*ResumeQueueResponse)(nil),      // 7: coord.v1.ResumeQueueResponse
-	(*ConfigureQueueResponse)(nil),   // 8: coord.v1.ConfigureQueueResponse
-	(*GetQueueSettingsResponse)(nil), // 9: coord.v1.GetQueueSettingsResponse
-	(*QueueSettings)(nil),            // 10: coord.v1.QueueSettings
-	(*EnqueueRequest)(nil),           // 11: coord.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),          // 12: coord.v1.EnqueueResponse
-	(*ClaimRequest)(nil),             // 13: coord.v1.ClaimRequest
-	(*Message)(nil),                  // 14: coord.v1.Message
-	(*ClaimResponse)(nil),            // 15: coord.v1.ClaimResponse
-	(*AckRequest)(nil),               // 16: coord.v1.AckRequest
-	(*AckResponse)(nil),              // 17: coord.v1.AckResponse
-	(*NackRequest)(nil),              // 18: coord.v1.NackRequest
-	(*NackResponse)(nil),             // 19: coord.v1.NackResponse
-	(*ExtendRequest)(nil),            // 20: coord.v1.ExtendRequest
-	(*ExtendResponse)(nil),           // 21: coord.v1.ExtendResponse
-	(*StatsRequest)(nil),             // 22: coord.v1.StatsRequest
-	(*StatsResponse)(nil),            // 23: coord.v1.StatsResponse
-	(*RedriveRequest)(nil),           // 24: coord.v1.RedriveRequest
-	(*RedriveResponse)(nil),          // 25: coord.v1.RedriveResponse
-	(*ListDeadLettersRequest)(nil),   // 26: coord.v1.ListDeadLettersRequest
-	(*ListDeadLettersResponse)(nil),  // 27: coord.v1.ListDeadLettersResponse
-	(*DeadLetter)(nil),               // 28: coord.v1.DeadLetter
-	(*PurgeDeadLettersRequest)(nil),  // 29: coord.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil), // 30: coord.v1.PurgeDeadLettersResponse
-	(*durationpb.Duration)(nil),      // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 32: google.protobuf.Timestamp
+	(*PutScheduleRequest)(nil),       // 1: coord.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),      // 2: coord.v1.PutScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 3: coord.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 4: coord.v1.DeleteScheduleResponse
+	(*ListSchedulesRequest)(nil),     // 5: coord.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 6: coord.v1.ListSchedulesResponse
+	(*Schedule)(nil),                 // 7: coord.v1.Schedule
+	(*PauseQueueRequest)(nil),        // 8: coord.v1.PauseQueueRequest
+	(*ResumeQueueRequest)(nil),       // 9: coord.v1.ResumeQueueRequest
+	(*ConfigureQueueRequest)(nil),    // 10: coord.v1.ConfigureQueueRequest
+	(*ClaimRate)(nil),                // 11: coord.v1.ClaimRate
+	(*GetQueueSettingsRequest)(nil),  // 12: coord.v1.GetQueueSettingsRequest
+	(*PauseQueueResponse)(nil),       // 13: coord.v1.PauseQueueResponse
+	(*ResumeQueueResponse)(nil),      // 14: coord.v1.ResumeQueueResponse
+	(*ConfigureQueueResponse)(nil),   // 15: coord.v1.ConfigureQueueResponse
+	(*GetQueueSettingsResponse)(nil), // 16: coord.v1.GetQueueSettingsResponse
+	(*QueueSettings)(nil),            // 17: coord.v1.QueueSettings
+	(*EnqueueRequest)(nil),           // 18: coord.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),          // 19: coord.v1.EnqueueResponse
+	(*ClaimRequest)(nil),             // 20: coord.v1.ClaimRequest
+	(*Message)(nil),                  // 21: coord.v1.Message
+	(*ClaimResponse)(nil),            // 22: coord.v1.ClaimResponse
+	(*AckRequest)(nil),               // 23: coord.v1.AckRequest
+	(*AckResponse)(nil),              // 24: coord.v1.AckResponse
+	(*NackRequest)(nil),              // 25: coord.v1.NackRequest
+	(*NackResponse)(nil),             // 26: coord.v1.NackResponse
+	(*ExtendRequest)(nil),            // 27: coord.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 28: coord.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 29: coord.v1.StatsRequest
+	(*StatsResponse)(nil),            // 30: coord.v1.StatsResponse
+	(*RedriveRequest)(nil),           // 31: coord.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 32: coord.v1.RedriveResponse
+	(*ListDeadLettersRequest)(nil),   // 33: coord.v1.ListDeadLettersRequest
+	(*ListDeadLettersResponse)(nil),  // 34: coord.v1.ListDeadLettersResponse
+	(*DeadLetter)(nil),               // 35: coord.v1.DeadLetter
+	(*PurgeDeadLettersRequest)(nil),  // 36: coord.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil), // 37: coord.v1.PurgeDeadLettersResponse
+	(*timestamppb.Timestamp)(nil),    // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 39: google.protobuf.Duration
 }
 var file_coord_v1_queue_proto_depIdxs = []int32{
-	4,  // 0: coord.v1.ConfigureQueueRequest.claim_rate:type_name -> coord.v1.ClaimRate
-	31, // 1: coord.v1.ClaimRate.period:type_name -> google.protobuf.Duration
-	10, // 2: coord.v1.PauseQueueResponse.settings:type_name -> coord.v1.QueueSettings
-	10, // 3: coord.v1.ResumeQueueResponse.settings:type_name -> coord.v1.QueueSettings
-	10, // 4: coord.v1.ConfigureQueueResponse.settings:type_name -> coord.v1.QueueSettings
-	10, // 5: coord.v1.GetQueueSettingsResponse.settings:type_name -> coord.v1.QueueSettings
-	4,  // 6: coord.v1.QueueSettings.claim_rate:type_name -> coord.v1.ClaimRate
-	31, // 7: coord.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
-	32, // 8: coord.v1.EnqueueRequest.deliver_time:type_name -> google.protobuf.Timestamp
-	0,  // 9: coord.v1.EnqueueRequest.dedup_mode:type_name -> coord.v1.DedupMode
-	32, // 10: coord.v1.EnqueueResponse.deliver_time:type_name -> google.protobuf.Timestamp
-	31, // 11: coord.v1.ClaimRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	31, // 12: coord.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
-	32, // 13: coord.v1.Message.enqueue_time:type_name -> google.protobuf.Timestamp
-	32, // 14: coord.v1.Message.deliver_time:type_name -> google.protobuf.Timestamp
-	32, // 15: coord.v1.Message.expire_time:type_name -> google.protobuf.Timestamp
-	14, // 16: coord.v1.ClaimResponse.messages:type_name -> coord.v1.Message
-	31, // 17: coord.v1.NackRequest.delay:type_name -> google.protobuf.Duration
-	32, // 18: coord.v1.NackResponse.deliver_time:type_name -> google.protobuf.Timestamp
-	31, // 19: coord.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	32, // 20: coord.v1.ExtendResponse.expire_time:type_name -> google.protobuf.Timestamp
-	28, // 21: coord.v1.ListDeadLettersResponse.dead_letters:type_name -> coord.v1.DeadLetter
-	32, // 22: coord.v1.DeadLetter.enqueue_time:type_name -> google.protobuf.Timestamp
-	32, // 23: coord.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
-	11, // 24: coord.v1.QueueService.Enqueue:input_type -> coord.v1.EnqueueRequest
-	13, // 25: coord.v1.QueueService.Claim:input_type -> coord.v1.ClaimRequest
-	16, // 26: coord.v1.QueueService.Ack:input_type -> coord.v1.AckRequest
-	18, // 27: coord.v1.QueueService.Nack:input_type -> coord.v1.NackRequest
-	20, // 28: coord.v1.QueueService.Extend:input_type -> coord.v1.ExtendRequest
-	22, // 29: coord.v1.QueueService.Stats:input_type -> coord.v1.StatsRequest
-	24, // 30: coord.v1.QueueService.Redrive:input_type -> coord.v1.RedriveRequest
-	26, // 31: coord.v1.QueueService.ListDeadLetters:input_type -> coord.v1.ListDeadLettersRequest
-	29, // 32: coord.v1.QueueService.PurgeDeadLetters:input_type -> coord.v1.PurgeDeadLettersRequest
-	1,  // 33: coord.v1.QueueService.PauseQueue:input_type -> coord.v1.PauseQueueRequest
-	2,  // 34: coord.v1.QueueService.ResumeQueue:input_type -> coord.v1.ResumeQueueRequest
-	3,  // 35: coord.v1.QueueService.ConfigureQueue:input_type -> coord.v1.ConfigureQueueRequest
-	5,  // 36: coord.v1.QueueService.GetQueueSettings:input_type -> coord.v1.GetQueueSettingsRequest
-	12, // 37: coord.v1.QueueService.Enqueue:output_type -> coord.v1.EnqueueResponse
-	15, // 38: coord.v1.QueueService.Claim:output_type -> coord.v1.ClaimResponse
-	17, // 39: coord.v1.QueueService.Ack:output_type -> coord.v1.AckResponse
-	19, // 40: coord.v1.QueueService.Nack:output_type -> coord.v1.NackResponse
-	21, // 41: coord.v1.QueueService.Extend:output_type -> coord.v1.ExtendResponse
-	23, // 42: coord.v1.QueueService.Stats:output_type -> coord.v1.StatsResponse
-	25, // 43: coord.v1.QueueService.Redrive:output_type -> coord.v1.RedriveResponse
-	27, // 44: coord.v1.QueueService.ListDeadLetters:output_type -> coord.v1.ListDeadLettersResponse
-	30, // 45: coord.v1.QueueService.PurgeDeadLetters:output_type -> coord.v1.PurgeDeadLettersResponse
-	6,  // 46: coord.v1.QueueService.PauseQueue:output_type -> coord.v1.PauseQueueResponse
-	7,  // 47: coord.v1.QueueService.ResumeQueue:output_type -> coord.v1.ResumeQueueResponse
-	8,  // 48: coord.v1.QueueService.ConfigureQueue:output_type -> coord.v1.ConfigureQueueResponse
-	9,  // 49: coord.v1.QueueService.GetQueueSettings:output_type -> coord.v1.GetQueueSettingsResponse
-	37, // [37:50] is the sub-list for method output_type
-	24, // [24:37] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	7,  // 0: coord.v1.PutScheduleResponse.schedule:type_name -> coord.v1.Schedule
+	7,  // 1: coord.v1.ListSchedulesResponse.schedules:type_name -> coord.v1.Schedule
+	38, // 2: coord.v1.Schedule.last_time:type_name -> google.protobuf.Timestamp
+	38, // 3: coord.v1.Schedule.next_time:type_name -> google.protobuf.Timestamp
+	11, // 4: coord.v1.ConfigureQueueRequest.claim_rate:type_name -> coord.v1.ClaimRate
+	39, // 5: coord.v1.ClaimRate.period:type_name -> google.protobuf.Duration
+	17, // 6: coord.v1.PauseQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	17, // 7: coord.v1.ResumeQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	17, // 8: coord.v1.ConfigureQueueResponse.settings:type_name -> coord.v1.QueueSettings
+	17, // 9: coord.v1.GetQueueSettingsResponse.settings:type_name -> coord.v1.QueueSettings
+	11, // 10: coord.v1.QueueSettings.claim_rate:type_name -> coord.v1.ClaimRate
+	39, // 11: coord.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
+	38, // 12: coord.v1.EnqueueRequest.deliver_time:type_name -> google.protobuf.Timestamp
+	0,  // 13: coord.v1.EnqueueRequest.dedup_mode:type_name -> coord.v1.DedupMode
+	38, // 14: coord.v1.EnqueueResponse.deliver_time:type_name -> google.protobuf.Timestamp
+	39, // 15: coord.v1.ClaimRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	39, // 16: coord.v1.ClaimRequest.wait:type_name -> google.protobuf.Duration
+	38, // 17: coord.v1.Message.enqueue_time:type_name -> google.protobuf.Timestamp
+	38, // 18: coord.v1.Message.deliver_time:type_name -> google.protobuf.Timestamp
+	38, // 19: coord.v1.Message.expire_time:type_name -> google.protobuf.Timestamp
+	21, // 20: coord.v1.ClaimResponse.messages:type_name -> coord.v1.Message
+	39, // 21: coord.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	38, // 22: coord.v1.NackResponse.deliver_time:type_name -> google.protobuf.Timestamp
+	39, // 23: coord.v1.ExtendRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	38, // 24: coord.v1.ExtendResponse.expire_time:type_name -> google.protobuf.Timestamp
+	35, // 25: coord.v1.ListDeadLettersResponse.dead_letters:type_name -> coord.v1.DeadLetter
+	38, // 26: coord.v1.DeadLetter.enqueue_time:type_name -> google.protobuf.Timestamp
+	38, // 27: coord.v1.DeadLetter.dead_time:type_name -> google.protobuf.Timestamp
+	18, // 28: coord.v1.QueueService.Enqueue:input_type -> coord.v1.EnqueueRequest
+	20, // 29: coord.v1.QueueService.Claim:input_type -> coord.v1.ClaimRequest
+	23, // 30: coord.v1.QueueService.Ack:input_type -> coord.v1.AckRequest
+	25, // 31: coord.v1.QueueService.Nack:input_type -> coord.v1.NackRequest
+	27, // 32: coord.v1.QueueService.Extend:input_type -> coord.v1.ExtendRequest
+	29, // 33: coord.v1.QueueService.Stats:input_type -> coord.v1.StatsRequest
+	31, // 34: coord.v1.QueueService.Redrive:input_type -> coord.v1.RedriveRequest
+	33, // 35: coord.v1.QueueService.ListDeadLetters:input_type -> coord.v1.ListDeadLettersRequest
+	36, // 36: coord.v1.QueueService.PurgeDeadLetters:input_type -> coord.v1.PurgeDeadLettersRequest
+	8,  // 37: coord.v1.QueueService.PauseQueue:input_type -> coord.v1.PauseQueueRequest
+	9,  // 38: coord.v1.QueueService.ResumeQueue:input_type -> coord.v1.ResumeQueueRequest
+	10, // 39: coord.v1.QueueService.ConfigureQueue:input_type -> coord.v1.ConfigureQueueRequest
+	12, // 40: coord.v1.QueueService.GetQueueSettings:input_type -> coord.v1.GetQueueSettingsRequest
+	1,  // 41: coord.v1.QueueService.PutSchedule:input_type -> coord.v1.PutScheduleRequest
+	3,  // 42: coord.v1.QueueService.DeleteSchedule:input_type -> coord.v1.DeleteScheduleRequest
+	5,  // 43: coord.v1.QueueService.ListSchedules:input_type -> coord.v1.ListSchedulesRequest
+	19, // 44: coord.v1.QueueService.Enqueue:output_type -> coord.v1.EnqueueResponse
+	22, // 45: coord.v1.QueueService.Claim:output_type -> coord.v1.ClaimResponse
+	24, // 46: coord.v1.QueueService.Ack:output_type -> coord.v1.AckResponse
+	26, // 47: coord.v1.QueueService.Nack:output_type -> coord.v1.NackResponse
+	28, // 48: coord.v1.QueueService.Extend:output_type -> coord.v1.ExtendResponse
+	30, // 49: coord.v1.QueueService.Stats:output_type -> coord.v1.StatsResponse
+	32, // 50: coord.v1.QueueService.Redrive:output_type -> coord.v1.RedriveResponse
+	34, // 51: coord.v1.QueueService.ListDeadLetters:output_type -> coord.v1.ListDeadLettersResponse
+	37, // 52: coord.v1.QueueService.PurgeDeadLetters:output_type -> coord.v1.PurgeDeadLettersResponse
+	13, // 53: coord.v1.QueueService.PauseQueue:output_type -> coord.v1.PauseQueueResponse
+	14, // 54: coord.v1.QueueService.ResumeQueue:output_type -> coord.v1.ResumeQueueResponse
+	15, // 55: coord.v1.QueueService.ConfigureQueue:output_type -> coord.v1.ConfigureQueueResponse
+	16, // 56: coord.v1.QueueService.GetQueueSettings:output_type -> coord.v1.GetQueueSettingsResponse
+	2,  // 57: coord.v1.QueueService.PutSchedule:output_type -> coord.v1.PutScheduleResponse
+	4,  // 58: coord.v1.QueueService.DeleteSchedule:output_type -> coord.v1.DeleteScheduleResponse
+	6,  // 59: coord.v1.QueueService.ListSchedules:output_type -> coord.v1.ListSchedulesResponse
+	44, // [44:60] is the sub-list for method output_type
+	28, // [28:44] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_queue_proto_init() }
@@ -2286,7 +2818,7 @@ func file_coord_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coord_v1_queue_proto_rawDesc), len(file_coord_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,9 @@ const (
 	QueueService_ResumeQueue_FullMethodName      = "/coord.v1.QueueService/ResumeQueue"
 	QueueService_ConfigureQueue_FullMethodName   = "/coord.v1.QueueService/ConfigureQueue"
 	QueueService_GetQueueSettings_FullMethodName = "/coord.v1.QueueService/GetQueueSettings"
+	QueueService_PutSchedule_FullMethodName      = "/coord.v1.QueueService/PutSchedule"
+	QueueService_DeleteSchedule_FullMethodName   = "/coord.v1.QueueService/DeleteSchedule"
+	QueueService_ListSchedules_FullMethodName    = "/coord.v1.QueueService/ListSchedules"
 )
 
 // QueueServiceClient is the client API for QueueService service.
@@ -168,6 +171,26 @@ type QueueServiceClient interface {
 	// GetQueueSettings tells the queue's settings (all unset for a queue
 	// never configured). Retry: safe.
 	GetQueueSettings(ctx context.Context, in *GetQueueSettingsRequest, opts ...grpc.CallOption) (*GetQueueSettingsResponse, error)
+	// PutSchedule stores a schedule (replacing the queue's schedule of that
+	// name): each tick of spec enqueues one message with the schedule's
+	// payload, group, priority and max_attempts, and dedup_id
+	// "schedule:<name>:<the tick as Unix seconds>", exactly once whichever
+	// and however many coordd instances run, as long as one is up (each
+	// instance looks once a second; a tick's message may come up to about a
+	// second after the tick). After an outage of every instance, one message
+	// for the latest missed tick, not one per missed tick. A new schedule's
+	// first tick is the first after the put; a replaced one keeps its last
+	// tick. Schedules are stored in the store and have no expiry.
+	// RESOURCE_EXHAUSTED reason TOO_MANY_SCHEDULES: the namespace has config
+	// queue.max_schedules_per_namespace (1,000); nothing was stored.
+	// Retry: safe.
+	PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error)
+	// DeleteSchedule deletes a schedule; a tick being enqueued at that
+	// moment may still be. Retry: safe.
+	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
+	// ListSchedules lists a queue's schedules, or every queue's of the
+	// namespace, by queue and name, with each one's last and next tick.
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
 }
 
 type queueServiceClient struct {
@@ -308,6 +331,36 @@ func (c *queueServiceClient) GetQueueSettings(ctx context.Context, in *GetQueueS
 	return out, nil
 }
 
+func (c *queueServiceClient) PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutScheduleResponse)
+	err := c.cc.Invoke(ctx, QueueService_PutSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteScheduleResponse)
+	err := c.cc.Invoke(ctx, QueueService_DeleteSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, QueueService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueueServiceServer is the server API for QueueService service.
 // All implementations must embed UnimplementedQueueServiceServer
 // for forward compatibility.
@@ -437,6 +490,26 @@ type QueueServiceServer interface {
 	// GetQueueSettings tells the queue's settings (all unset for a queue
 	// never configured). Retry: safe.
 	GetQueueSettings(context.Context, *GetQueueSettingsRequest) (*GetQueueSettingsResponse, error)
+	// PutSchedule stores a schedule (replacing the queue's schedule of that
+	// name): each tick of spec enqueues one message with the schedule's
+	// payload, group, priority and max_attempts, and dedup_id
+	// "schedule:<name>:<the tick as Unix seconds>", exactly once whichever
+	// and however many coordd instances run, as long as one is up (each
+	// instance looks once a second; a tick's message may come up to about a
+	// second after the tick). After an outage of every instance, one message
+	// for the latest missed tick, not one per missed tick. A new schedule's
+	// first tick is the first after the put; a replaced one keeps its last
+	// tick. Schedules are stored in the store and have no expiry.
+	// RESOURCE_EXHAUSTED reason TOO_MANY_SCHEDULES: the namespace has config
+	// queue.max_schedules_per_namespace (1,000); nothing was stored.
+	// Retry: safe.
+	PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error)
+	// DeleteSchedule deletes a schedule; a tick being enqueued at that
+	// moment may still be. Retry: safe.
+	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
+	// ListSchedules lists a queue's schedules, or every queue's of the
+	// namespace, by queue and name, with each one's last and next tick.
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
 	mustEmbedUnimplementedQueueServiceServer()
 }
 
@@ -485,6 +558,15 @@ func (UnimplementedQueueServiceServer) ConfigureQueue(context.Context, *Configur
 }
 func (UnimplementedQueueServiceServer) GetQueueSettings(context.Context, *GetQueueSettingsRequest) (*GetQueueSettingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetQueueSettings not implemented")
+}
+func (UnimplementedQueueServiceServer) PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutSchedule not implemented")
+}
+func (UnimplementedQueueServiceServer) DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSchedule not implemented")
+}
+func (UnimplementedQueueServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
 }
 func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
 func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
@@ -741,6 +823,60 @@ func _QueueService_GetQueueSettings_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueueService_PutSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).PutSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_PutSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).PutSchedule(ctx, req.(*PutScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_DeleteSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).DeleteSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_DeleteSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).DeleteSchedule(ctx, req.(*DeleteScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -799,6 +935,18 @@ var QueueService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetQueueSettings",
 			Handler:    _QueueService_GetQueueSettings_Handler,
+		},
+		{
+			MethodName: "PutSchedule",
+			Handler:    _QueueService_PutSchedule_Handler,
+		},
+		{
+			MethodName: "DeleteSchedule",
+			Handler:    _QueueService_DeleteSchedule_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _QueueService_ListSchedules_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
