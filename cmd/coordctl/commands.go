@@ -86,6 +86,11 @@ another consumer.`,
 	redriveSpec,
 	deadLettersSpec,
 	purgeSpec,
+	pauseSpec,
+	resumeSpec,
+	configureQueueSpec,
+	queueSettingsSpec,
+	scheduleSpec,
 }
 
 func findCommand(name string) *commandSpec {
@@ -343,7 +348,9 @@ coordd's dedup window adds nothing and prints the first message (duplicate).
 After UNAVAILABLE the message may or may not have been added: retry with the
 same --dedup-id to add it at most once. A --priority from 0 to 9 (higher is
 claimed first); messages of one --group are delivered one at a time, in the
-order they were enqueued.`,
+order they were enqueued. With --replace, a --dedup-id that names a message
+not yet claimed replaces its payload, delay and priority (replaced); one
+that names a message being worked on or done adds a new one.`,
 	setup: func(fs *pflag.FlagSet) func(*pflag.FlagSet) (command, error) {
 		c := &enqueueCmd{}
 		var at string
@@ -353,6 +360,7 @@ order they were enqueued.`,
 		fs.Int32Var(&c.maxAttempts, "max-attempts", 0, "deliveries before the message is a dead letter (0: coordd's default)")
 		fs.Int32Var(&c.priority, "priority", 0, "0 to 9: among ready messages, a higher one is claimed first")
 		fs.StringVar(&c.group, "group", "", "message group: its messages are delivered one at a time, in enqueue order")
+		fs.BoolVar(&c.replace, "replace", false, "with --dedup-id: replace the message it names if not yet claimed (debounce), else add a new one")
 		return func(fs *pflag.FlagSet) (command, error) {
 			args := fs.Args()
 			switch len(args) {
@@ -396,6 +404,18 @@ order they were enqueued.`,
 // (queue.max_payload_bytes, 256 KiB by default) is far lower.
 const maxStdinPayload = 64 << 20
 
+// readAllLimited reads a payload from stdin, at most maxStdinPayload bytes.
+func readAllLimited(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxStdinPayload+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the payload from stdin: %w", err)
+	}
+	if len(b) > maxStdinPayload {
+		return nil, fmt.Errorf("the payload on stdin is over %d bytes", maxStdinPayload)
+	}
+	return b, nil
+}
+
 type enqueueCmd struct {
 	queue       string
 	payload     string
@@ -406,22 +426,23 @@ type enqueueCmd struct {
 	maxAttempts int32
 	priority    int32
 	group       string
+	replace     bool
 }
 
 func (c *enqueueCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error {
 	payload := []byte(c.payload)
 	if c.fromStdin {
-		b, err := io.ReadAll(io.LimitReader(a.stdin, maxStdinPayload+1))
+		b, err := readAllLimited(a.stdin)
 		if err != nil {
-			return fmt.Errorf("reading the payload from stdin: %w", err)
-		}
-		if len(b) > maxStdinPayload {
-			return fmt.Errorf("the payload on stdin is over %d bytes", maxStdinPayload)
+			return err
 		}
 		payload = b
 	}
 	req := &coordv1.EnqueueRequest{Queue: c.queue, Payload: payload, DedupId: c.dedupID, MaxAttempts: c.maxAttempts,
 		Priority: c.priority, Group: c.group}
+	if c.replace {
+		req.DedupMode = coordv1.DedupMode_DEDUP_MODE_REPLACE
+	}
 	if c.delay > 0 {
 		req.Delay = durationpb.New(c.delay)
 	}
@@ -437,6 +458,9 @@ func (c *enqueueCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) err
 	human := fmt.Sprintf("message_id=%s deliver_time=%s", resp.GetMessageId(), fmtTime(resp.GetDeliverTime()))
 	if resp.GetDuplicate() {
 		human += " duplicate"
+	}
+	if resp.GetReplaced() {
+		human += " replaced"
 	}
 	return a.emit(resp, human)
 }
@@ -586,6 +610,9 @@ func (c *statsCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error
 	if err != nil {
 		return &rpcError{"stats", err}
 	}
-	return a.emit(resp, fmt.Sprintf("ready=%d delayed=%d in_flight=%d dead=%d",
-		resp.GetReady(), resp.GetDelayed(), resp.GetInFlight(), resp.GetDead()))
+	human := fmt.Sprintf("ready=%d delayed=%d in_flight=%d dead=%d", resp.GetReady(), resp.GetDelayed(), resp.GetInFlight(), resp.GetDead())
+	if resp.GetPaused() {
+		human += " paused"
+	}
+	return a.emit(resp, human)
 }

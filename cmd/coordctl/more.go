@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
@@ -342,11 +341,8 @@ func (c *idemFinishCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) 
 	}
 	result := []byte(c.result)
 	if c.result == "-" {
-		if result, err = io.ReadAll(io.LimitReader(a.stdin, maxStdinPayload+1)); err != nil {
+		if result, err = readAllLimited(a.stdin); err != nil {
 			return err
-		}
-		if len(result) > maxStdinPayload {
-			return usagef("idem-finish", "RESULT on stdin is over %d bytes", maxStdinPayload)
 		}
 	}
 	req := &coordv1.FinishRequest{Key: c.key, OwnerToken: token, Result: result}
