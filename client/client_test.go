@@ -637,6 +637,68 @@ func TestWorker(t *testing.T) {
 	}
 }
 
+// A Worker honours its queue's pause and max_in_flight with no call of
+// its own: a paused queue's messages wait (the Worker's Claim waits, and
+// the resume wakes it); with 8 slots and max_in_flight 2, at most 2
+// handlers run at once.
+func TestWorkerHonoursPauseAndCaps(t *testing.T) {
+	cc := serve(t)
+	qc := coordv1.NewQueueServiceClient(cc)
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := qc.PauseQueue(ctx, &coordv1.PauseQueueRequest{Queue: "capped"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qc.ConfigureQueue(ctx, &coordv1.ConfigureQueueRequest{Queue: "capped", MaxInFlight: 2}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	for i := range n {
+		if _, err := qc.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "capped", Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var handled, running, most atomic.Int32
+	done := make(chan struct{})
+	wctx, stop := context.WithCancel(ctx)
+	w := client.NewWorker(cc, "capped", func(ctx context.Context, m client.Message) error {
+		r := running.Add(1)
+		defer running.Add(-1)
+		for {
+			if old := most.Load(); r <= old || most.CompareAndSwap(old, r) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		if handled.Add(1) == n {
+			close(done)
+		}
+		return nil
+	}, client.WorkerOptions{Concurrency: 8, Visibility: 10 * time.Second})
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+	time.Sleep(300 * time.Millisecond)
+	if h := handled.Load(); h != 0 {
+		t.Fatalf("%d messages handled from a paused queue", h)
+	}
+	if _, err := qc.ResumeQueue(ctx, &coordv1.ResumeQueueRequest{Queue: "capped"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case err := <-ran:
+		t.Fatalf("Run ended: %v", err)
+	case <-ctx.Done():
+		t.Fatalf("handled %d of %d messages", handled.Load(), n)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if most.Load() > 2 {
+		t.Fatalf("%d handlers at once under max_in_flight 2", most.Load())
+	}
+}
+
 // A Worker stopped while a handler runs lets it finish and acks its
 // message; a handler slower than the visibility timeout keeps its claim.
 func TestWorkerGracefulStop(t *testing.T) {

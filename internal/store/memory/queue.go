@@ -375,9 +375,9 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 
 // allowed is how many of ready messages a Claim may hand out under the
 // queue's settings, and takes that many of the claim rate's tokens;
-// rateNext is how long until the next token when the rate held some back
-// (0 otherwise), held the setting that held some back. q.mu is held and
-// upkeep done.
+// rateNext is how long until what a setting held back may be handed out
+// (the next token, or a claim's end: 0 if nextDue tells already), held
+// the setting that held some back. q.mu is held and upkeep done.
 func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Duration, held string) {
 	c := q.conf
 	if c.Paused {
@@ -391,6 +391,12 @@ func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Durat
 		live := q.heap(stInFlight).Len() - q.heap(stInFlight).countDue(now) + q.heap(stLast).Len() - q.heap(stLast).countDue(now)
 		if n = max(0, min(n, c.MaxInFlight-live)); n < ready {
 			held = "max_in_flight"
+			// A slot frees at the first claim's deadline, a claim on its
+			// last attempt too (which nextDue leaves out: it makes nothing
+			// ready).
+			if h := q.heap(stLast); h.Len() > 0 && h.top().due.After(now) {
+				rateNext = h.top().due.Sub(now)
+			}
 		}
 	}
 	if c.RateLimit > 0 && n > 0 {
@@ -399,8 +405,9 @@ func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Durat
 		took, q.tat, next = store.RateTake(c, q.tat, float64(now.UnixMicro()), n)
 		if took < n {
 			held = "claim_rate"
+			rateNext = time.Duration(next) * time.Microsecond
 		}
-		n, rateNext = took, time.Duration(next)*time.Microsecond
+		n = took
 	}
 	return n, rateNext, held
 }

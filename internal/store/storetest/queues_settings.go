@@ -122,6 +122,19 @@ func queueMaxInFlight(e *env) {
 	e.wantIDs("after the cap rose", e.claim(q, 10, time.Minute).Messages, ms[3])
 	e.configure(q, store.QueueSettings{})
 	e.wantStats(q, store.QueueStats{Delayed: 1, InFlight: 3})
+
+	// A claim on its last attempt frees its slot at its deadline, which
+	// NextDue tells a Claim the cap held back.
+	q2 := e.name("q2")
+	e.configure(q2, store.QueueSettings{MaxInFlight: 1})
+	last, next := msg("last"), msg("next")
+	last.MaxAttempts = 1
+	e.enqueue(q2, last)
+	e.enqueue(q2, next)
+	e.claimOne(q2, 10*time.Second)
+	e.claimNone(q2, 10*time.Second)
+	e.advance(10 * time.Second)
+	e.wantIDs("after the last attempt's deadline", e.claim(q2, 10, time.Minute).Messages, next)
 }
 
 // queueMaxInFlightConcurrent: 32 claimers under a cap of 5, acking,

@@ -13,15 +13,21 @@ local toLast = false
 -- The settings bound how many: none while paused, no more than the free
 -- slots, then no more than the rate's tokens.
 local c = conf()
-local want, held = #tokens, 0
+local want, held, slotNext = #tokens, 0, 0
 if c.paused then want, held = 0, 1 end
 if c.max > 0 and want > 0 then
   local free = math.max(0, c.max - live())
-  if free < want then want, held = free, 2 end
+  if free < want then
+    want, held = free, 2
+    -- A slot frees at the first claim's deadline, a claim on its last
+    -- attempt too (which nextDue leaves out: it makes nothing ready).
+    local _, d = firstIn(kLast, '(' .. s(now), '+inf')
+    if d then slotNext = d - now end
+  end
 end
 local members = {}
 if want > 0 then members = redis.call('ZRANGE', kReady, 0, want - 1) end
-if held > 0 and #members == want and redis.call('ZCARD', kReady) <= want then held = 0 end -- none was ready beyond
+if held > 0 and #members == want and redis.call('ZCARD', kReady) <= want then held, slotNext = 0, 0 end -- none was ready beyond
 local rateNext = 0
 if c.rl > 0 and #members > 0 then
   local took, tat
@@ -56,6 +62,8 @@ for i = 1, #refs do
 end
 if toLast then expireLast() end
 out[1], out[2] = nextDue(), held
-if rateNext > 0 and (out[1] == 0 or rateNext < out[1]) then out[1] = rateNext end
+for _, n in ipairs({rateNext, slotNext}) do
+  if n > 0 and (out[1] == 0 or n < out[1]) then out[1] = n end
+end
 settle()
 return out
