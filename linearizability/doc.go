@@ -85,4 +85,10 @@
 //	go test -race -v ./linearizability
 //
 // The package has no code of its own.
+//
+// A queue's max_in_flight is checked the same way (queue_cap_test.go):
+// histories of 6 clients' Claim, Ack and Nack calls on a store queue with
+// a cap of 3, on each store, against a sequential queue whose Claim hands
+// out exactly min(asked, cap - in flight, ready); a history recorded under
+// a store cap of 4 (a broken cap) is reported not linearizable.
 package linearizability
