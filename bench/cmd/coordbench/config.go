@@ -60,16 +60,19 @@ type config struct {
 	LocksPerSes int           `json:"locks_per_session"`
 	SessionTTL  time.Duration `json:"-"`
 	QueueMsgs   int           `json:"queue_messages"`
-	ClaimMax    int           `json:"claim_max"`
-	AckBatch    bool          `json:"ack_batch"`
-	EmptyServer string        `json:"empty_server"`
-	Quiet       bool          `json:"-"`
-	Label       string        `json:"label,omitempty"`
-	Hold        time.Duration `json:"-"`
-	SemLimit    int           `json:"semaphore_limit"`
-	Bins        []binSpec     `json:"coordd_bins,omitempty"`
-	Peers       []string      `json:"peers"`
-	EnvoyBin    string        `json:"envoy_ratelimit_bin,omitempty"`
+	// QueueMaxInFlight, if > 0, adds queue-e2e's target coordd-capped:
+	// coordd on a queue capped at that many in flight.
+	QueueMaxInFlight int           `json:"queue_max_in_flight,omitempty"`
+	ClaimMax         int           `json:"claim_max"`
+	AckBatch         bool          `json:"ack_batch"`
+	EmptyServer      string        `json:"empty_server"`
+	Quiet            bool          `json:"-"`
+	Label            string        `json:"label,omitempty"`
+	Hold             time.Duration `json:"-"`
+	SemLimit         int           `json:"semaphore_limit"`
+	Bins             []binSpec     `json:"coordd_bins,omitempty"`
+	Peers            []string      `json:"peers"`
+	EnvoyBin         string        `json:"envoy_ratelimit_bin,omitempty"`
 
 	// For the JSON output, durations as strings.
 	DurationS   string `json:"duration"`
@@ -187,6 +190,7 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 	fs.IntVar(&c.LocksPerSes, "locks-per-session", 1, "sessions scenario: session-bound locks per session")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 10*time.Second, "sessions scenario: session TTL (a heartbeat every ttl/3)")
 	fs.IntVar(&c.QueueMsgs, "queue-messages", 50000, "queue-e2e: messages enqueued then processed")
+	fs.IntVar(&c.QueueMaxInFlight, "queue-max-in-flight", 0, "queue-e2e: also run coordd on a queue capped at this many messages in flight (ConfigureQueue; coordd after commit 51b2ed8), as target coordd-capped; 0: not")
 	fs.IntVar(&c.ClaimMax, "claim-max", 32, "queue-e2e: max_messages of each Claim")
 	fs.BoolVar(&c.AckBatch, "ack-batch", false, "queue-e2e: ack each claimed batch in one Ack (AckRequest.receipts; coordd after commit 1438250) instead of one Ack per message")
 	fs.StringVar(&c.EmptyServer, "empty-server", "child", "where the bare gRPC server of the empty floor runs: child (a process of its own, like coordd) or inprocess")

@@ -50,6 +50,9 @@ type luaScripts struct {
 	// answers 10 values a message; else the channel is Enqueue's last
 	// argument and claim answers 8.
 	queueV2 bool
+	// claimHead: the values before the messages in the claim script's
+	// answer.
+	claimHead int
 	// named: the scripts' arguments by script, as lua tags
 	// (coordredis.ScriptSource), when they bind them by name; nil for
 	// scripts that read them by position.
@@ -201,6 +204,10 @@ func loadLua(dir string) (*luaScripts, error) {
 	if p, err := read("queue_prelude"); err == nil && (strings.Contains(p, "gwait") || named != nil) {
 		s.queueV2 = true
 	}
+	s.claimHead = 1
+	if c, err := read("queue_claim"); err == nil && strings.Contains(c, "held back") {
+		s.claimHead = 2 // the next due time, then what held messages back
+	}
 	return s, firstErr
 }
 
@@ -253,10 +260,10 @@ func (k keyLayout) idemChannel(key string) string { return k.tag("i", key) + ":e
 
 func (k keyLayout) queue(name string) []string {
 	t := k.tag("q", name)
-	// The three last keys are unused by queue scripts without priorities
-	// and groups.
+	// The three keys after seq are unused by queue scripts without
+	// priorities and groups, conf by those without settings.
 	return []string{t + ":pending", t + ":inflight", t + ":last", t + ":dead", t + ":msg", t + ":meta",
-		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait"}
+		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait", t + ":conf"}
 }
 
 func (k keyLayout) queueChannel(name string) string { return k.tag("q", name) + ":ev" }

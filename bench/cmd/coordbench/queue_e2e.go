@@ -223,7 +223,7 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 							return nil, err
 						}
 						var receipts []string
-						for i, n := 1, b.lua.claimFields(); i+n <= len(r); i += n {
+						for i, n := b.lua.claimHead, b.lua.claimFields(); i+n <= len(r); i += n {
 							rc, _ := r[i+2].(string)
 							receipts = append(receipts, rc)
 						}
@@ -269,6 +269,19 @@ func (b *bench) runQueueE2E(ctx context.Context) {
 	cq := "cb-e2e-" + b.runID
 	b.usedQueues = append(b.usedQueues, cq)
 	targets = append(targets, b.coorddE2E(cq))
+	if b.cfg.QueueMaxInFlight > 0 {
+		// The same on a capped queue: every Claim counts the queue's live
+		// claims.
+		capped := cq + "-capped"
+		b.usedQueues = append(b.usedQueues, capped)
+		if _, err := b.cl.queues[0].ConfigureQueue(ctx, &coordv1.ConfigureQueueRequest{Queue: capped, MaxInFlight: int32(b.cfg.QueueMaxInFlight)}); err != nil {
+			b.add(&Result{Scenario: scenario, Target: tCoorddCapped, Failed: "ConfigureQueue: " + err.Error()})
+		} else {
+			t := b.coorddE2E(capped)
+			t.name = tCoorddCapped
+			targets = append(targets, t)
+		}
+	}
 	b.runE2E(ctx, scenario, targets)
 }
 

@@ -28,6 +28,8 @@ const (
 	tRedisRate = "redis_rate" // github.com/go-redis/redis_rate/v10
 	tRedislock = "redislock"  // github.com/bsm/redislock
 	tAsynq     = "asynq"      // github.com/hibiken/asynq
+	// tCoorddCapped: coordd on a queue with --queue-max-in-flight.
+	tCoorddCapped = "coordd-capped"
 )
 
 // limitSpec is an inline limit of an allow scenario.

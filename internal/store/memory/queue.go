@@ -373,6 +373,18 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 	return out, nil
 }
 
+// atCap reports whether the queue was at its cap on claims in flight
+// before freed claims ended (then a Claim may have been held back by it,
+// and the freed slots must wake its waiters). q.mu is held.
+func (q *queueRec) atCap(freed int, now time.Time) bool {
+	return freed > 0 && q.conf.MaxInFlight > 0 && q.live(now)+freed >= q.conf.MaxInFlight
+}
+
+// live counts the queue's live claims. q.mu is held.
+func (q *queueRec) live(now time.Time) int {
+	return q.heap(stInFlight).Len() - q.heap(stInFlight).countDue(now) + q.heap(stLast).Len() - q.heap(stLast).countDue(now)
+}
+
 // allowed is how many of ready messages a Claim may hand out under the
 // queue's settings, and takes that many of the claim rate's tokens;
 // rateNext is how long until what a setting held back may be handed out
@@ -388,8 +400,7 @@ func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Durat
 	}
 	n = ready
 	if c.MaxInFlight > 0 {
-		live := q.heap(stInFlight).Len() - q.heap(stInFlight).countDue(now) + q.heap(stLast).Len() - q.heap(stLast).countDue(now)
-		if n = max(0, min(n, c.MaxInFlight-live)); n < ready {
+		if n = max(0, min(n, c.MaxInFlight-q.live(now))); n < ready {
 			held = "max_in_flight"
 			// A slot frees at the first claim's deadline, a claim on its
 			// last attempt too (which nextDue leaves out: it makes nothing
@@ -433,7 +444,7 @@ func (s *Store) Ack(_ context.Context, queue string, receipts []string) ([]bool,
 		return make([]bool, len(receipts)), nil
 	}
 	acked := make([]bool, len(receipts))
-	woke := false
+	woke, freed := false, 0
 	for i, r := range receipts {
 		m := q.claimed(r, now)
 		if m == nil {
@@ -443,8 +454,9 @@ func (s *Store) Ack(_ context.Context, queue string, receipts []string) ([]bool,
 		delete(q.msgs, m.id)
 		woke = q.advance(m, now) || woke
 		acked[i] = true
-		woke = woke || q.conf.MaxInFlight > 0 // a slot freed
+		freed++
 	}
+	woke = woke || q.atCap(freed, now)
 	q.mu.Unlock()
 	if woke {
 		s.hub.Notify(store.QueueTopic(queue))
@@ -468,7 +480,7 @@ func (s *Store) Nack(_ context.Context, queue, receipt string, delay time.Durati
 	m.receipt = ""
 	if m.state == stLast {
 		q.put(m, stDead, now)
-		woke := q.advance(m, now) || q.conf.MaxInFlight > 0
+		woke := q.advance(m, now) || q.atCap(1, now)
 		q.mu.Unlock()
 		if woke {
 			s.hub.Notify(store.QueueTopic(queue))

@@ -177,7 +177,8 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 		if !m.DeliverTime.IsZero() {
 			deliver = m.DeliverTime.Truncate(time.Microsecond).UnixMicro()
 		}
-		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, s.keys.queue(queue), queueEnqueueArgs{
+		ks := s.keys.queue(queue)
+		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, ks[:len(ks)-1], queueEnqueueArgs{
 			queueArgs: s.queueArgs(queue), ID: m.ID, Encoded: encodeMessage(m.Payload), Delay: m.Delay.Microseconds(),
 			DeliverAt: deliver, MaxAttempts: m.MaxAttempts, DedupID: m.DedupID, DedupWindow: m.DedupWindow.Microseconds(),
 			Priority: m.Priority, Group: m.Group, Cap: m.MaxMessages, Replace: m.Replace,

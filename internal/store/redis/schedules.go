@@ -102,7 +102,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, ns, queue, name string) (boo
 func (s *Store) ScheduleTicked(ctx context.Context, ns, queue, name string, t time.Time) error {
 	ks := s.keys.schedules(ns)
 	return s.do(ctx, "ScheduleTicked", ks[0], func(ctx context.Context) error {
-		_, err := codeOf(scheduleTicked, s.eval(ctx, scheduleTicked, ks, scheduleTickedArgs{Field: schedField(queue, name), Tick: t.UnixMicro()}), codeOK)
+		_, err := codeOf(scheduleTicked, s.eval(ctx, scheduleTicked, ks[:1], scheduleTickedArgs{Field: schedField(queue, name), Tick: t.UnixMicro()}), codeOK)
 		return err
 	})
 }

@@ -221,7 +221,7 @@ var (
 	idemFinish = newScript("idem_finish", []string{"kKey"}, idemFinishArgs{})
 	idemExtend = newScript("idem_extend", []string{"kKey"}, idemExtendArgs{})
 
-	queueEnqueue    = queueScript("queue_enqueue", queueEnqueueArgs{})
+	queueEnqueue    = newScript("queue_enqueue", queueKeyNames[:len(queueKeyNames)-1], queueEnqueueArgs{}, "queue_prelude") // all but kConf, which it never reads
 	queueClaim      = queueScript("queue_claim", queueClaimArgs{})
 	queueAck        = queueScript("queue_ack", queueAckArgs{})
 	queueNack       = queueScript("queue_nack", queueNackArgs{})
@@ -235,7 +235,7 @@ var (
 
 	schedulePut    = newScript("schedule_put", scheduleKeyNames, schedulePutArgs{})
 	scheduleDelete = newScript("schedule_delete", scheduleKeyNames, scheduleArgs{})
-	scheduleTicked = newScript("schedule_ticked", scheduleKeyNames, scheduleTickedArgs{})
+	scheduleTicked = newScript("schedule_ticked", scheduleKeyNames[:1], scheduleTickedArgs{})
 	scheduleRead   = newScript("schedule_read", scheduleKeyNames, scheduleReadArgs{})
 
 	queuePartitionings = newScript("queue_partitionings", []string{"kParts"}, queuePartitioningsArgs{})

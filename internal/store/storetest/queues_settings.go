@@ -164,14 +164,17 @@ func queueMaxInFlightConcurrent(e *env) {
 					return
 				}
 				mu.Lock()
+				for _, m := range c.Messages {
+					held[m.Receipt] = m.ExpireTime
+				}
+				// Claims whose deadline has passed are not held (on Redis
+				// a Claim whose time was read before a clock step may
+				// hand out claims that end at once).
 				now := e.now()
 				for rc, d := range held {
 					if !now.Before(d) {
 						delete(held, rc)
 					}
-				}
-				for _, m := range c.Messages {
-					held[m.Receipt] = m.ExpireTime
 				}
 				if len(held) > capN {
 					over++

@@ -10,7 +10,7 @@ end
 m.receipt = ''
 if m.attempt >= m.max then
   redis.call('ZREM', set, ref)
-  if bury(id, m, ref, now) then redis.call('SPUBLISH', wakeChannel, '') else wakeIfCapped() end
+  if bury(id, m, ref, now) then redis.call('SPUBLISH', wakeChannel, '') else wakeIfCapped(1) end
   settle()
   return {DEAD}
 end

@@ -383,8 +383,10 @@ local function rateTake(c, n)
   return took, tat, nxt
 end
 
--- wakeIfCapped wakes the queue's waiters when it has a cap on claims in
--- flight: a claim that ended freed a slot.
-local function wakeIfCapped()
-  if redis.call('HGET', kConf, 'max') then redis.call('SPUBLISH', wakeChannel, '') end
+-- wakeIfCapped wakes the queue's waiters when n claims that just ended
+-- freed slots of a queue that was at its cap on claims in flight (below
+-- it, no claim was held back by it).
+local function wakeIfCapped(n)
+  local max = tonumber(redis.call('HGET', kConf, 'max'))
+  if max and live() + n >= max then redis.call('SPUBLISH', wakeChannel, '') end
 end

@@ -1,6 +1,6 @@
 -- Records that a schedule's tick was enqueued: its last time becomes the
 -- tick's if later (store.Schedules.ScheduleTicked); a schedule that is gone
--- stays gone. Keys as in schedule_put.lua.
+-- stays gone. Keys: kSpec, as in schedule_put.lua.
 -- Arguments: scheduleTickedArgs (schedules.go).
 -- Returns OK.
 local old = redis.call('HGET', kSpec, field)
