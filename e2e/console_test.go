@@ -101,7 +101,18 @@ func (b *browser) eval(expr string) string {
 // browserStep.
 func (b *browser) waitFor(what, expr, want string) {
 	b.t.Helper()
-	deadline := time.Now().Add(browserStep)
+	b.waitWithin(browserStep, what, expr, want)
+}
+
+// activityFlush is how long a queue's counts take to reach the console:
+// an instance adds them to the store every 10 s, and the page refreshes
+// every 2 s.
+const activityFlush = 15 * time.Second
+
+// waitWithin is waitFor within d.
+func (b *browser) waitWithin(d time.Duration, what, expr, want string) {
+	b.t.Helper()
+	deadline := time.Now().Add(d)
 	var got string
 	for time.Now().Before(deadline) {
 		if got = b.eval(`(() => { try { return ` + expr + `; } catch (e) { return 'error: ' + e; } })()`); got == want {
@@ -153,17 +164,21 @@ const consolePolicies = `ratelimit:
 `
 
 // TestConsole: with auth off, on the Redis Cluster: a queue's counts change
-// after an Enqueue; a dead letter redriven is back in ready; a held lock
+// after an Enqueue; a dead letter redriven is back in ready; a queue
+// paused and resumed from the page stops and restarts claims; caps,
+// schedules, the last hour's chart, and a queue only another instance
+// served are shown; a held lock
 // shows its holder and fence, and no token anywhere on the page; the
 // rate-limit policies and a peek; this instance's streams and nodes.
 func TestConsole(t *testing.T) {
 	b := newBrowser(t)
 	addrs := redistest.Cluster(t)
+	prefix := "e2e-" + randomHex(t, 8)
 	in := startCoorddWith(t, daemontest.Options{
 		Name: "console", Args: []string{"--store", "redis"}, Config: consolePolicies,
 		Env: []string{
 			"COORDD_REDIS_ADDRS=" + strings.Join(addrs, ","), "COORDD_REDIS_MODE=cluster",
-			"COORDD_REDIS_KEY_PREFIX=e2e-" + randomHex(t, 8), "COORDD_UI_ENABLED=true",
+			"COORDD_REDIS_KEY_PREFIX=" + prefix, "COORDD_UI_ENABLED=true",
 		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -200,13 +215,44 @@ func TestConsole(t *testing.T) {
 	b.run("open invoices' dead letters", chromedp.Click(chromedp.CSS(`tr[data-queue="invoices"] button.show-dead`)))
 	b.waitFor("the dead letters listed", `document.querySelectorAll('#dl-table tbody tr').length`, "3")
 	b.waitFor("their payload", `document.querySelector('#dl-table tbody td:nth-child(3)').textContent`, `{"to":"ops@example.com"}`)
-	b.screenshot("console-queues.png")
 	b.run("redrive one", chromedp.Click(chromedp.CSS(`#dl-table tbody input[type=checkbox]`)), chromedp.Click(chromedp.CSS(`#redrive-selected`)))
 	b.waitFor("one redriven", `document.getElementById('dead-result').textContent`, "Moved 1 back to ready.")
 	b.waitFor("back in ready", counts, "1/2")
 	b.run("redrive all", chromedp.Click(chromedp.CSS(`#redrive-all`)))
 	b.waitFor("all redriven", `document.getElementById('dead-result').textContent`, "Moved 2 back to ready.")
 	b.waitFor("all back in ready", counts, "3/0")
+
+	// Pause and resume from the page: claims stop, then go on.
+	b.run("pause invoices", chromedp.Click(chromedp.CSS(`tr[data-queue="invoices"] button.pause`)))
+	b.waitFor("invoices paused", `document.querySelector('tr[data-queue="invoices"] td.state')?.textContent`, "paused")
+	if c, err := in.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "invoices"}); err != nil || len(c.GetMessages()) != 0 {
+		t.Fatalf("Claim of the paused queue = %v, %v; want nothing", c, err)
+	}
+	b.run("resume invoices", chromedp.Click(chromedp.CSS(`tr[data-queue="invoices"] button.pause`)))
+	b.waitFor("invoices active", `document.querySelector('tr[data-queue="invoices"] td.state')?.textContent`, "active")
+	if c, err := in.queues.Claim(ctx, &coordv1.ClaimRequest{Queue: "invoices"}); err != nil || len(c.GetMessages()) != 1 {
+		t.Fatalf("Claim after the resume = %v, %v; want a message", c, err)
+	}
+	// Caps and schedules as configured.
+	if _, err := in.queues.ConfigureQueue(ctx, &coordv1.ConfigureQueueRequest{Queue: "emails", MaxInFlight: 5,
+		ClaimRate: &coordv1.ClaimRate{Limit: 10, Period: durationpb.New(time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.queues.PutSchedule(ctx, &coordv1.PutScheduleRequest{Queue: "reports", Name: "nightly", Spec: "0 3 * * *", TimeZone: "Europe/Paris"}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("emails' caps", `document.querySelector('tr[data-queue="emails"] td.caps')?.textContent`, "at most 5 in flight, 10/1s claims")
+	b.waitFor("reports' schedule", `document.querySelector('tr[data-queue="reports"] td.schedules')?.textContent`, "nightly: 0 3 * * * (Europe/Paris)")
+	// The last hour's chart, from the counts every instance adds up every
+	// 10 s; and a queue only another instance served.
+	other := startInstance(t, "other", addrs, prefix)
+	if _, err := other.queues.Enqueue(ctx, &coordv1.EnqueueRequest{Queue: "from-other", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitWithin(activityFlush, "a queue another instance served", cell("from-other", "ready"), "1")
+	b.waitWithin(activityFlush, "invoices' chart", `document.querySelector('tr[data-queue="invoices"] svg.chart title')?.textContent`,
+		"last hour: 3 enqueued, 0 acked, 0 retried, 3 dead")
+	b.screenshot("console-queues.png")
 
 	// A held lock: holder and fence, never its token.
 	g, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: "orders-db", Ttl: durationpb.New(time.Minute), Owner: "worker-7"})

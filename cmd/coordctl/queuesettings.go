@@ -28,7 +28,7 @@ resume (claims made before stay live). Prints the queue's settings.`,
 
 var resumeSpec = &commandSpec{
 	name: "resume", synopsis: "resume QUEUE", summary: "let a paused queue's claims go on",
-	help:  `Resumes QUEUE and wakes its waiting claims. Prints the queue's settings.`,
+	help: `Resumes QUEUE and wakes its waiting claims. Prints the queue's settings.`,
 	setup: func(*pflag.FlagSet) func(*pflag.FlagSet) (command, error) {
 		return nameArgs(func(a []string) command { return &pauseCmd{queue: a[0]} }, "QUEUE")
 	},

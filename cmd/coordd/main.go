@@ -184,7 +184,8 @@ type daemon struct {
 	drain    context.Context // done when the daemon drains (drainNow)
 	drainNow context.CancelFunc
 	draining atomic.Bool
-	services server.Services // their waits and background clean-ups end with the drain
+	services server.Services  // their waits and background clean-ups end with the drain
+	activity *server.Activity // each queue's counts by minute, for the console
 	auth     *server.Authenticator
 	tls      *tlsFiles // nil without TLS
 	metrics  *metrics.Metrics
@@ -316,8 +317,9 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	case -1:
 		limits.MaxSessions = 0 // no limit
 	}
+	d.activity = server.NewActivity(d.store, clock.Real{})
 	d.grpc, d.health = server.New(svc, server.Options{
-		Log: log, Metrics: domain, Auth: d.auth, Limits: limits, Local: local, StoreLatency: storeLatency,
+		Log: log, Metrics: domain, Auth: d.auth, Limits: limits, Local: local, StoreLatency: storeLatency, Activity: d.activity,
 		Unary:         []grpc.UnaryServerInterceptor{grpcMetrics.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{grpcMetrics.StreamServerInterceptor()},
 		ServerOptions: serverOpts, Tracer: tracer,
@@ -370,7 +372,7 @@ func (d *daemon) console(local *server.Local) *console.Console {
 	}
 	nodes, _ := d.store.(store.NodeHealther)
 	return console.New(console.Options{
-		Local: local, Auth: d.auth, Nodes: nodes, Queues: queues, AllowedHosts: d.cfg.UI.AllowedHosts, Log: d.log,
+		Local: local, Auth: d.auth, Nodes: nodes, Queues: queues, Activity: d.store, AllowedHosts: d.cfg.UI.AllowedHosts, Log: d.log,
 	})
 }
 
@@ -399,6 +401,11 @@ func (d *daemon) serve(ctx context.Context) error {
 	go func() {
 		defer close(schedDone)
 		d.services.Queues.RunSchedules(schedCtx, d.scheduleHooks())
+	}()
+	actDone := make(chan struct{})
+	go func() {
+		defer close(actDone)
+		d.activity.Run(schedCtx, func(err error) { d.log.Debug("queue activity not recorded", "err", err) })
 	}()
 	d.log.Info("coordd serving", "grpc", d.grpcLis.Addr().String(), "http", d.httpLis.Addr().String(), "store", d.cfg.Store)
 	var err error
@@ -429,6 +436,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	stopSchedules()
 	<-schedDone
+	<-actDone
 	d.services.Wait()
 	if serr := d.closeStore(); serr != nil && err == nil {
 		err = serr

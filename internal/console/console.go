@@ -70,6 +70,10 @@ type Options struct {
 	// (partitioned queues, metrics.queues): listed even before this
 	// instance serves them.
 	Queues map[string][]string
+	// Activity, if not nil, lists every queue of a namespace any instance
+	// served lately and tells each one's last hour (the queues page and its
+	// charts); nil: this instance's queues only, and no charts.
+	Activity store.QueueActivity
 	// AllowedHosts are the host names (besides IP literals and localhost)
 	// the console answers to: ui.allowed_hosts.
 	AllowedHosts []string
@@ -106,6 +110,7 @@ func New(o Options) *Console {
 	c.mux.HandleFunc("GET /ui/api/deadletters", c.api(c.deadLetters))
 	c.mux.HandleFunc("POST /ui/api/redrive", c.api(c.redrive))
 	c.mux.HandleFunc("POST /ui/api/purge", c.api(c.purge))
+	c.mux.HandleFunc("POST /ui/api/pause", c.api(c.pause))
 	c.mux.HandleFunc("GET /ui/api/lock", c.api(c.lock))
 	c.mux.HandleFunc("GET /ui/api/semaphore", c.api(c.semaphore))
 	c.mux.HandleFunc("GET /ui/api/leader", c.api(c.leader))

@@ -424,3 +424,32 @@ func TestStoreErrorHidesAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestPauseLogged: a pause and a resume from the console change the
+// queue of the key's namespace only, show in the queue list, and are
+// logged with the namespace.
+func TestPauseLogged(t *testing.T) {
+	f := newFixture(t, twoKeys(t))
+	q := coordv1.NewQueueServiceClient(f.conn)
+	if _, err := q.Enqueue(as(keyA), &coordv1.EnqueueRequest{Queue: "jobs", Payload: []byte("p")}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body, _ := f.do(t, "POST", "/ui/api/pause", keyA, `{"queue":"jobs","paused":true}`); code != 200 || strings.TrimSpace(body) != `{"paused":true}` {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	if _, body, _ := f.do(t, "GET", "/ui/api/queues", keyA, ""); !strings.Contains(body, `"paused":true`) {
+		t.Fatalf("team-a's queues after the pause: %s", body)
+	}
+	if st, err := q.Stats(as(keyB), &coordv1.StatsRequest{Queue: "jobs"}); err != nil || st.GetPaused() {
+		t.Fatalf("team-b's queue of the same name: %v, %v", st, err)
+	}
+	if code, body, _ := f.do(t, "POST", "/ui/api/pause", keyA, `{"queue":"jobs","paused":false}`); code != 200 || strings.TrimSpace(body) != `{"paused":false}` {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	if code, _, _ := f.do(t, "POST", "/ui/api/pause", keyA, `{"queue":"","paused":true}`); code != 400 {
+		t.Fatalf("pause of no queue: %d, want 400", code)
+	}
+	if log := f.log.String(); strings.Count(log, "console: pause") < 2 || !strings.Contains(log, "namespace=team-a") {
+		t.Errorf("the pause and resume were not logged with their namespace:\n%s", log)
+	}
+}

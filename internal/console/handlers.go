@@ -12,21 +12,46 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/limiter"
+	"github.com/coordd/coordd/internal/store"
 )
 
 // The JSON the console sends. Each type lists its fields: none of them is
 // a token, a receipt or a session ID.
 
 type queueJSON struct {
-	Name     string `json:"name"`
-	Ready    int64  `json:"ready"`
-	Delayed  int64  `json:"delayed"`
-	InFlight int64  `json:"in_flight"`
-	Dead     int64  `json:"dead"`
-	Error    string `json:"error,omitempty"`
+	Name        string         `json:"name"`
+	Ready       int64          `json:"ready"`
+	Delayed     int64          `json:"delayed"`
+	InFlight    int64          `json:"in_flight"`
+	Dead        int64          `json:"dead"`
+	Paused      bool           `json:"paused"`
+	MaxInFlight int32          `json:"max_in_flight,omitempty"`
+	ClaimRate   string         `json:"claim_rate,omitempty"` // "limit/period"
+	Schedules   []scheduleJSON `json:"schedules,omitempty"`
+	// History: the last hour's minutes with counts, oldest first (none
+	// without the store's activity, or beyond the first maxCharts queues).
+	History []minuteJSON `json:"history,omitempty"`
+	Error   string       `json:"error,omitempty"`
+}
+
+type scheduleJSON struct {
+	Name     string    `json:"name"`
+	Spec     string    `json:"spec"`
+	TimeZone string    `json:"time_zone,omitempty"`
+	LastTime time.Time `json:"last_time"`
+	NextTime time.Time `json:"next_time,omitzero"`
+}
+
+type minuteJSON struct {
+	Minute   time.Time `json:"minute"`
+	Enqueued int64     `json:"enqueued"`
+	Acked    int64     `json:"acked"`
+	Retried  int64     `json:"retried"`
+	Dead     int64     `json:"dead"`
 }
 
 type deadLetterJSON struct {
@@ -84,26 +109,112 @@ func (c *Console) queueClient(ns string) coordv1.QueueServiceClient {
 	return coordv1.NewQueueServiceClient(c.o.Local.Conn(ns))
 }
 
-// queues: the counts of the namespace's queues: those this instance has
-// served, those configured, and those the page asks for (name=…).
+// queues: the counts, settings, schedules and last hour of the
+// namespace's queues: those any instance served lately (the store's
+// registry), those this instance has served, those configured, those with
+// a schedule, and those the page asks for (name=…).
 func (c *Console) queues(r request) (any, error) {
 	extra := r.URL.Query()["name"]
 	if len(extra) > maxExtraQueues {
 		return nil, badRequest{"name: at most 50 queue names"}
 	}
-	all := names(c.o.Local.Queues(r.ns), c.o.Queues[r.ns], extra)
+	var active []string
+	if c.o.Activity != nil {
+		var err error
+		if active, err = c.o.Activity.ActiveQueues(r.ctx, r.ns); err != nil {
+			return nil, err
+		}
+	}
+	scheds := map[string][]scheduleJSON{}
+	ls, err := c.queueClient(r.ns).ListSchedules(r.ctx, &coordv1.ListSchedulesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	var scheduled []string
+	for _, s := range ls.GetSchedules() {
+		scheduled = append(scheduled, s.GetQueue())
+		scheds[s.GetQueue()] = append(scheds[s.GetQueue()], scheduleJSON{Name: s.GetName(), Spec: s.GetSpec(), TimeZone: s.GetTimeZone(),
+			LastTime: s.GetLastTime().AsTime(), NextTime: timeOrZero(s.GetNextTime())})
+	}
+	all := names(active, c.o.Local.Queues(r.ns), c.o.Queues[r.ns], scheduled, extra)
 	out := make([]queueJSON, 0, len(all))
-	for _, q := range all {
-		st, err := c.queueClient(r.ns).Stats(r.ctx, &coordv1.StatsRequest{Queue: q})
-		j := queueJSON{Name: q}
-		if err != nil {
+	for i, q := range all {
+		j := queueJSON{Name: q, Schedules: scheds[q]}
+		if err := c.queueState(r, &j, i < maxCharts); err != nil {
 			j.Error = message(err)
-		} else {
-			j.Ready, j.Delayed, j.InFlight, j.Dead = st.GetReady(), st.GetDelayed(), st.GetInFlight(), st.GetDead()
 		}
 		out = append(out, j)
 	}
 	return map[string]any{"queues": out}, nil
+}
+
+// maxCharts bounds the queues whose history one refresh reads.
+const maxCharts = 100
+
+// queueState fills j with the queue's counts, settings and, with chart,
+// its last hour.
+func (c *Console) queueState(r request, j *queueJSON, chart bool) error {
+	qc := c.queueClient(r.ns)
+	st, err := qc.Stats(r.ctx, &coordv1.StatsRequest{Queue: j.Name})
+	if err != nil {
+		return err
+	}
+	j.Ready, j.Delayed, j.InFlight, j.Dead, j.Paused = st.GetReady(), st.GetDelayed(), st.GetInFlight(), st.GetDead(), st.GetPaused()
+	qs, err := qc.GetQueueSettings(r.ctx, &coordv1.GetQueueSettingsRequest{Queue: j.Name})
+	if err != nil {
+		return err
+	}
+	j.MaxInFlight = qs.GetSettings().GetMaxInFlight()
+	if cr := qs.GetSettings().GetClaimRate(); cr != nil {
+		j.ClaimRate = fmt.Sprintf("%d/%s", cr.GetLimit(), cr.GetPeriod().AsDuration())
+	}
+	if !chart || c.o.Activity == nil {
+		return nil
+	}
+	h, err := c.o.Activity.QueueHistory(r.ctx, r.ns, j.Name, time.Now().Add(-store.ActivityHistory))
+	if err != nil {
+		return err
+	}
+	for _, m := range h {
+		j.History = append(j.History, minuteJSON{Minute: m.Minute, Enqueued: m.Enqueued, Acked: m.Acked, Retried: m.Retried, Dead: m.Dead})
+	}
+	return nil
+}
+
+// timeOrZero is t, or the zero time for none.
+func timeOrZero(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+// pause pauses or resumes a queue.
+func (c *Console) pause(r request) (any, error) {
+	var body struct {
+		Queue  string `json:"queue"`
+		Paused bool   `json:"paused"`
+	}
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	qc := c.queueClient(r.ns)
+	var s *coordv1.QueueSettings
+	var err error
+	if body.Paused {
+		var resp *coordv1.PauseQueueResponse
+		resp, err = qc.PauseQueue(r.ctx, &coordv1.PauseQueueRequest{Queue: body.Queue})
+		s = resp.GetSettings()
+	} else {
+		var resp *coordv1.ResumeQueueResponse
+		resp, err = qc.ResumeQueue(r.ctx, &coordv1.ResumeQueueRequest{Queue: body.Queue})
+		s = resp.GetSettings()
+	}
+	c.o.Log.Info("console: pause", "namespace", r.ns, "queue", body.Queue, "paused", body.Paused, "err", err)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"paused": s.GetPaused()}, nil
 }
 
 func (c *Console) deadLetters(r request) (any, error) {

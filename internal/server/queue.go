@@ -19,6 +19,9 @@ type queueServer struct {
 	svc     *queue.Service
 	metrics *metrics.Metrics
 	names   *queueNames // the queues served, for the console
+	// activity counts each queue's messages by minute, for the console's
+	// charts (nil: not counted).
+	activity *Activity
 }
 
 // count records a queue operation of kind op, or, if the receipt was stale,
@@ -70,6 +73,7 @@ func (s *queueServer) Enqueue(ctx context.Context, req *coordv1.EnqueueRequest) 
 		s.count("replaced", 1, nil)
 	default:
 		s.count("enqueued", 1, nil)
+		s.activity.add(namespace(ctx), req.GetQueue(), store.QueueCounts{Enqueued: 1})
 	}
 	return &coordv1.EnqueueResponse{MessageId: e.ID, DeliverTime: timestamp(e.DeliverTime), Duplicate: e.Duplicate, Replaced: e.Replaced}, nil
 }
@@ -92,6 +96,13 @@ func (s *queueServer) Claim(ctx context.Context, req *coordv1.ClaimRequest) (*co
 	}
 	s.names.saw(namespace(ctx), req.GetQueue())
 	s.count("claimed", len(msgs), nil)
+	retried := 0
+	for _, m := range msgs {
+		if m.Attempt > 1 {
+			retried++
+		}
+	}
+	s.activity.add(namespace(ctx), req.GetQueue(), store.QueueCounts{Retried: int64(retried)})
 	resp := &coordv1.ClaimResponse{Messages: make([]*coordv1.Message, len(msgs))}
 	for i, m := range msgs {
 		resp.Messages[i] = &coordv1.Message{
@@ -126,6 +137,7 @@ func (s *queueServer) Ack(ctx context.Context, req *coordv1.AckRequest) (*coordv
 		}
 	}
 	s.count("acked", int(resp.AckedCount), nil)
+	s.activity.add(namespace(ctx), req.GetQueue(), store.QueueCounts{Acked: int64(resp.AckedCount)})
 	s.count("receipt_expired", len(resp.ExpiredReceipts), nil)
 	if single && resp.AckedCount == 0 {
 		return nil, store.ErrReceiptExpired
@@ -146,6 +158,9 @@ func (s *queueServer) Nack(ctx context.Context, req *coordv1.NackRequest) (*coor
 	n, err := s.svc.Nack(ctx, namespace(ctx), req.GetQueue(), req.GetReceipt(), delay)
 	if n.Dead {
 		s.count("dead_lettered", 1, err)
+		if err == nil {
+			s.activity.add(namespace(ctx), req.GetQueue(), store.QueueCounts{Dead: 1})
+		}
 	} else {
 		s.count("nacked", 1, err)
 	}

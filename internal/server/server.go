@@ -141,6 +141,9 @@ type Options struct {
 	// wait, Observe streams) with OVERLOADED while the store answers
 	// slowly; the store's observer feeds it. nil: no shedding.
 	StoreLatency *StoreLatency
+	// Activity, if set, counts each queue's messages by minute for the
+	// console (NewActivity; the caller runs its Run).
+	Activity *Activity
 }
 
 // New returns a gRPC server with coordd's services, the health service
@@ -204,7 +207,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, final: e.keepAliveStatus, metrics: m, rate: o.Limits.MaxStreamMessageRate, max: o.Limits.MaxSessions, latency: o.StoreLatency})
 	register(&coordv1.RateLimitService_ServiceDesc, &rateLimitServer{svc: svc.Limiter, metrics: m})
 	register(&coordv1.IdempotencyService_ServiceDesc, &idempotencyServer{svc: svc.Idem, metrics: m})
-	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names})
+	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names, activity: o.Activity})
 	traced = fullMethods(gs)
 	if o.Local != nil {
 		*o.Local = *newLocal(services, names, svc.Limiter, c.gate, cl, callTimer{o.Metrics}.unary, recovery.UnaryServerInterceptor(recoveryOpt), c.limitUnary, e.unary)

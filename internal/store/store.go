@@ -101,6 +101,7 @@ type Store interface {
 	Idempotency
 	Queues
 	Schedules
+	QueueActivity
 	Subscriber
 	// Close releases the backend's resources; the store is unusable after.
 	Close() error
@@ -757,4 +758,49 @@ type Schedule struct {
 	// LastTime: the latest tick enqueued, or, before the first, when the
 	// schedule was put (ticks come after it).
 	LastTime time.Time
+}
+
+// QueueCounts are what happened to a queue's messages in one minute, as
+// the instances that served it counted (QueueActivity).
+type QueueCounts struct {
+	Enqueued int64 // new messages (not duplicates)
+	Acked    int64
+	Retried  int64 // deliveries after the first (a Nack's or an expired claim's)
+	Dead     int64 // messages a Nack made dead letters
+}
+
+// IsZero reports whether nothing happened.
+func (c QueueCounts) IsZero() bool { return c == QueueCounts{} }
+
+// QueueMinute is a queue's counts of one minute.
+type QueueMinute struct {
+	Minute time.Time // its start
+	QueueCounts
+}
+
+// ActivityHistory is how long a queue's counts are kept.
+const ActivityHistory = time.Hour
+
+// ActivityRegistry bounds the queue names kept per namespace, and
+// ActivityRegistryTTL how long a name is kept after its last activity.
+const (
+	ActivityRegistry    = 1000
+	ActivityRegistryTTL = 24 * time.Hour
+)
+
+// QueueActivity is storage of what happened to queues, minute by minute,
+// for the operator's console: counts instances add up, and a bounded
+// registry of each namespace's queue names, so that every instance can
+// list every queue of a namespace.
+type QueueActivity interface {
+	// RecordQueueActivity adds counts (by queue name within namespace ns)
+	// to minute's, keeps each queue's last ActivityHistory of minutes, and
+	// notes the queues in ns's registry (the ActivityRegistry most recent,
+	// for ActivityRegistryTTL).
+	RecordQueueActivity(ctx context.Context, ns string, minute time.Time, counts map[string]QueueCounts) error
+	// QueueHistory returns the queue's minutes with counts since since,
+	// oldest first.
+	QueueHistory(ctx context.Context, ns, queue string, since time.Time) ([]QueueMinute, error)
+	// ActiveQueues returns the queue names in ns's registry.
+	ActiveQueues(ctx context.Context, ns string) ([]string, error)
 }

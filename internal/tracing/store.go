@@ -306,3 +306,21 @@ func (t traced) ScheduleTicked(ctx context.Context, a1, a2, a3 string, a4 time.T
 	defer func() { t.spans.End(span, Failure(err)) }()
 	return t.inner.ScheduleTicked(ctx, a1, a2, a3, a4)
 }
+
+func (t traced) RecordQueueActivity(ctx context.Context, a1 string, a2 time.Time, a3 map[string]store.QueueCounts) (err error) {
+	ctx, span := t.spans.Start(ctx, "RecordQueueActivity")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.RecordQueueActivity(ctx, a1, a2, a3)
+}
+
+func (t traced) QueueHistory(ctx context.Context, a1, a2 string, a3 time.Time) (r0 []store.QueueMinute, err error) {
+	ctx, span := t.spans.Start(ctx, "QueueHistory")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.QueueHistory(ctx, a1, a2, a3)
+}
+
+func (t traced) ActiveQueues(ctx context.Context, a1 string) (r0 []string, err error) {
+	ctx, span := t.spans.Start(ctx, "ActiveQueues")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ActiveQueues(ctx, a1)
+}

@@ -90,12 +90,57 @@ async function loadQueues() {
     const tbody = $('queues-table').tBodies[0];
     tbody.replaceChildren(...j.queues.map((q) => el('tr', { 'data-queue': q.name },
       el('td', {}, q.name),
-      ...(q.error ? [el('td', { colspan: 4, class: 'err' }, q.error)] : [
+      ...(q.error ? [el('td', { colspan: 8, class: 'err' }, q.error)] : [
         el('td', { class: 'n ready' }, q.ready), el('td', { class: 'n delayed' }, q.delayed),
-        el('td', { class: 'n inflight' }, q.in_flight), el('td', { class: 'n dead' }, q.dead)]),
-      el('td', {}, el('button', { class: 'show-dead', onclick: () => openDead(q.name) }, 'dead letters')))));
-    if (!j.queues.length) tbody.replaceChildren(el('tr', {}, el('td', { colspan: 6, class: 'note' }, 'No queue yet: add one by name.')));
+        el('td', { class: 'n inflight' }, q.in_flight), el('td', { class: 'n dead' }, q.dead),
+        el('td', { class: q.paused ? 'state paused' : 'state' }, q.paused ? 'paused' : 'active'),
+        el('td', { class: 'caps' }, [q.max_in_flight ? 'at most ' + q.max_in_flight + ' in flight' : '', q.claim_rate ? q.claim_rate + ' claims' : ''].filter(Boolean).join(', ') || 'none'),
+        el('td', { class: 'schedules' }, ...(q.schedules || []).map((s) => el('div', { title: 'last ' + new Date(s.last_time).toLocaleString() + (s.next_time ? ', next ' + new Date(s.next_time).toLocaleString() : '') },
+          s.name + ': ', el('code', {}, s.spec), s.time_zone ? ' (' + s.time_zone + ')' : ''))),
+        el('td', {}, chart(q.history || []))]),
+      el('td', {},
+        el('button', { class: 'pause', onclick: () => pause(q.name, !q.paused) }, q.paused ? 'resume' : 'pause'), ' ',
+        el('button', { class: 'show-dead', onclick: () => openDead(q.name) }, 'dead letters')))));
+    if (!j.queues.length) tbody.replaceChildren(el('tr', {}, el('td', { colspan: 10, class: 'note' }, 'No queue yet: add one by name.')));
     showError(null);
+  } catch (e) { showError(e); }
+}
+
+// chart draws a queue's last hour (a minute a point, one line a count) as
+// an SVG of numbers only.
+function chart(history) {
+  const W = 120, H = 28, NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  svg.setAttribute('class', 'chart');
+  svg.setAttribute('width', W);
+  svg.setAttribute('height', H);
+  const now = Math.floor(Date.now() / 60000);
+  const series = { 'c-enq': 'enqueued', 'c-ack': 'acked', 'c-ret': 'retried', 'c-dead': 'dead' };
+  let max = 1;
+  for (const m of history) for (const k of Object.values(series)) max = Math.max(max, m[k]);
+  for (const [cls, k] of Object.entries(series)) {
+    const byMin = new Map(history.map((m) => [Math.floor(Date.parse(m.minute) / 60000), m[k]]));
+    const pts = [];
+    for (let i = 0; i < 60; i++) {
+      const v = byMin.get(now - 59 + i) || 0;
+      pts.push((i * (W - 1) / 59).toFixed(1) + ',' + (H - 1 - v * (H - 2) / max).toFixed(1));
+    }
+    const line = document.createElementNS(NS, 'polyline');
+    line.setAttribute('class', cls);
+    line.setAttribute('points', pts.join(' '));
+    svg.append(line);
+  }
+  const t = document.createElementNS(NS, 'title');
+  const total = (k) => history.reduce((a, m) => a + m[k], 0);
+  t.textContent = 'last hour: ' + Object.values(series).map((k) => total(k) + ' ' + k).join(', ');
+  svg.append(t);
+  return svg;
+}
+
+async function pause(name, paused) {
+  try {
+    await api('pause', { queue: name, paused });
+    loadQueues();
   } catch (e) { showError(e); }
 }
 

@@ -76,6 +76,9 @@ type Store struct {
 	sm        sync.Mutex
 	schedules map[string]map[schedKey]store.Schedule // by namespace
 
+	am  sync.Mutex
+	act activity
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -108,6 +111,7 @@ func New(opts Options) *Store {
 		parts:    make(map[string][]int),
 
 		schedules: make(map[string]map[schedKey]store.Schedule),
+		act:       activity{minutes: map[string]map[int64]store.QueueCounts{}, registry: map[string]map[string]time.Time{}},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -252,6 +256,9 @@ func (s *Store) sweep() {
 		}
 	}
 	s.dropEmptyQueues()
+	s.am.Lock()
+	s.trimActivity(s.now())
+	s.am.Unlock()
 }
 
 var _ store.NodeHealther = (*Store)(nil)

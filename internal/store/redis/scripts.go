@@ -238,6 +238,9 @@ var (
 	scheduleTicked = newScript("schedule_ticked", scheduleKeyNames[:1], scheduleTickedArgs{})
 	scheduleRead   = newScript("schedule_read", scheduleKeyNames, scheduleReadArgs{})
 
+	queueActivity = newScript("queue_activity", []string{"kHist"}, queueActivityArgs{})
+	queueRegistry = newScript("queue_registry", []string{"kNames"}, queueRegistryArgs{})
+
 	queuePartitionings = newScript("queue_partitionings", []string{"kParts"}, queuePartitioningsArgs{})
 
 	layoutCheck = newScript("layout_check", []string{"kLayout"}, layoutArgs{})

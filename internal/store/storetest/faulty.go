@@ -403,6 +403,24 @@ func (f *Faulty) ScheduleTicked(ctx context.Context, ns, queue, name string, t t
 	return err
 }
 
+// RecordQueueActivity implements store.QueueActivity.
+func (f *Faulty) RecordQueueActivity(ctx context.Context, ns string, minute time.Time, counts map[string]store.QueueCounts) error {
+	_, err := do(ctx, f, "RecordQueueActivity", func() (struct{}, error) {
+		return struct{}{}, f.inner.RecordQueueActivity(ctx, ns, minute, counts)
+	}, nil)
+	return err
+}
+
+// QueueHistory implements store.QueueActivity.
+func (f *Faulty) QueueHistory(ctx context.Context, ns, queue string, since time.Time) ([]store.QueueMinute, error) {
+	return do(ctx, f, "QueueHistory", func() ([]store.QueueMinute, error) { return f.inner.QueueHistory(ctx, ns, queue, since) }, nil)
+}
+
+// ActiveQueues implements store.QueueActivity.
+func (f *Faulty) ActiveQueues(ctx context.Context, ns string) ([]string, error) {
+	return do(ctx, f, "ActiveQueues", func() ([]string, error) { return f.inner.ActiveQueues(ctx, ns) }, nil)
+}
+
 // Partitionings implements store.Queues.
 func (f *Faulty) Partitionings(ctx context.Context, queue string, k int) ([]int, error) {
 	return do(ctx, f, "Partitionings", func() ([]int, error) { return f.inner.Partitionings(ctx, queue, k) }, nil)

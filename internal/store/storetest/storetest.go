@@ -65,6 +65,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Idempotency", idemTests()},
 		{"Queues", queueTests()},
 		{"Schedules", scheduleTests()},
+		{"Activity", activityTests()},
 		{"Subscribe", subscribeTests()},
 		{"Holds", holdTests()},
 		{"Elections", electionTests()},
