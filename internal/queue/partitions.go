@@ -54,7 +54,47 @@ type partitioned struct {
 	parts      []part // every partition of every recorded partitioning: this k's first
 	fetched    time.Time
 	refreshing bool
+
+	// capped: the queue has caps (read every SettingsRefresh), so that its
+	// claims take reservations first (store.Queues.ReserveClaims).
+	capMu      sync.Mutex
+	capped     bool
+	capFetched time.Time
 }
+
+// SettingsRefresh is how often an instance re-reads whether a partitioned
+// queue has caps: a cap set takes effect on every instance within it.
+const SettingsRefresh = time.Second
+
+// reserveMargin is how much longer a reservation lasts than the claim it
+// is for: the claim's deadline is set a little later, by another master's
+// clock.
+const reserveMargin = time.Second
+
+// isCapped reports whether the partitioned queue q has caps, read at most
+// SettingsRefresh ago.
+func (s *Service) isCapped(ctx context.Context, q string, pq *partitioned) (bool, error) {
+	if pq == nil {
+		return false, nil
+	}
+	pq.capMu.Lock()
+	defer pq.capMu.Unlock()
+	if !pq.capFetched.IsZero() && time.Since(pq.capFetched) < SettingsRefresh {
+		return pq.capped, nil
+	}
+	c, err := s.st.QueueSettings(ctx, q)
+	if err != nil {
+		if !pq.capFetched.IsZero() {
+			return pq.capped, nil // the last answer stands
+		}
+		return false, err
+	}
+	pq.capped, pq.capFetched = c.MaxInFlight > 0 || c.RateLimit > 0, time.Now()
+	return pq.capped, nil
+}
+
+// receiptToken is the claim token in a store receipt (store.MakeReceipt).
+func receiptToken(receipt string) string { return receipt[store.ReceiptLen-32:] }
 
 // partitionsOf returns the partitions of queue q (scoped) to visit, this
 // instance's k's first, and the state of a configured queue (nil for one

@@ -208,13 +208,48 @@ func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, e
 	for i, pt := range parts {
 		topics[i] = store.QueueTopic(pt.name)
 	}
+	q := store.Scope(r.NS, r.Queue)
 	var msgs []store.Message
 	err = waiter.WaitAny(ctx, s.sub, topics, r.Wait, s.drain, func(ctx context.Context) (bool, time.Duration, error) {
+		capped, err := s.isCapped(ctx, q, pq)
+		if err != nil {
+			return false, 0, err
+		}
 		var next time.Duration
-		msgs, next, err = s.claimFrom(ctx, pq.rotate(parts), tokens, r.Visibility, r.HeldBack)
+		if capped {
+			msgs, next, err = s.claimReserved(ctx, q, pq.rotate(parts), tokens, r)
+		} else {
+			msgs, next, err = s.claimFrom(ctx, pq.rotate(parts), tokens, r.Visibility, r.HeldBack, false)
+		}
 		return len(msgs) > 0, next, err
 	})
 	return msgs, err
+}
+
+// claimReserved claims from the partitions of a partitioned queue q with
+// caps: reservations first (what the caps let through, counted across
+// every partition and instance), claims with them, and the reservations
+// the claims did not use given back.
+func (s *Service) claimReserved(ctx context.Context, q string, parts []part, tokens []string, r ClaimRequest) ([]store.Message, time.Duration, error) {
+	res, err := s.st.ReserveClaims(ctx, q, tokens, r.Visibility+reserveMargin)
+	if err != nil {
+		return nil, 0, err
+	}
+	if res.HeldBack != "" && r.HeldBack != nil {
+		r.HeldBack(res.HeldBack)
+	}
+	if res.N == 0 {
+		return nil, res.NextDue, nil
+	}
+	msgs, next, err := s.claimFrom(ctx, parts, tokens[:res.N], r.Visibility, r.HeldBack, true)
+	if unused := tokens[len(msgs):res.N]; len(unused) > 0 {
+		// A failed release leaves the reservations to end by themselves.
+		_ = s.st.ReleaseClaims(ctx, q, unused, true)
+	}
+	if res.NextDue > 0 && (next == 0 || res.NextDue < next) {
+		next = res.NextDue
+	}
+	return msgs, next, err
 }
 
 // claimFrom claims up to len(tokens) messages from parts, in order, until
@@ -222,11 +257,11 @@ func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, e
 // asked. A failure after some messages were claimed is dropped with the
 // partitions not asked: the messages are returned (a failed claim's
 // messages come back when its visibility timeout passes).
-func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, vis time.Duration, held func(string)) ([]store.Message, time.Duration, error) {
+func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, vis time.Duration, held func(string), reserved bool) ([]store.Message, time.Duration, error) {
 	var msgs []store.Message
 	var next time.Duration
 	for _, pt := range parts {
-		c, err := s.st.Claim(ctx, pt.name, store.Claim{Tokens: tokens[len(msgs):], Visibility: vis})
+		c, err := s.st.Claim(ctx, pt.name, store.Claim{Tokens: tokens[len(msgs):], Visibility: vis, Reserved: reserved})
 		if err != nil {
 			if len(msgs) > 0 {
 				return msgs, 0, nil
@@ -264,7 +299,11 @@ func (s *Service) Ack(ctx context.Context, ns, queue string, receipts []string, 
 		if err != nil {
 			return nil, err
 		}
-		return s.st.Ack(ctx, pt.name, []string{r})
+		acked, err := s.st.Ack(ctx, pt.name, []string{r})
+		if err == nil {
+			s.release(ctx, q, []string{r}, acked)
+		}
+		return acked, err
 	}
 	if len(receipts) > s.cfg.MaxClaimMessages {
 		return nil, validate.Errorf("receipts", "has %d receipts; the limit is %d", len(receipts), s.cfg.MaxClaimMessages)
@@ -290,9 +329,14 @@ func (s *Service) Ack(ctx context.Context, ns, queue string, receipts []string, 
 		byPart[pt.name] = append(byPart[pt.name], i)
 	}
 	if len(order) == 1 {
-		return s.st.Ack(ctx, order[0], inner)
+		acked, err := s.st.Ack(ctx, order[0], inner)
+		if err == nil {
+			s.release(ctx, q, inner, acked)
+		}
+		return acked, err
 	}
 	acked := make([]bool, len(receipts))
+	defer func() { s.release(ctx, q, inner, acked) }()
 	for _, name := range order {
 		idx := byPart[name]
 		rs := make([]string, len(idx))
@@ -331,7 +375,30 @@ func (s *Service) Nack(ctx context.Context, ns, queue, receipt string, delay *ti
 		_, attempt, _ := store.ParseReceipt(r)
 		d = Backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, attempt, rand.Float64())
 	}
-	return s.st.Nack(ctx, pt.name, r, d)
+	n, err := s.st.Nack(ctx, pt.name, r, d)
+	if err == nil {
+		s.release(ctx, store.Scope(ns, queue), []string{r}, []bool{true})
+	}
+	return n, err
+}
+
+// release ends the reservations of the claims of receipts that ended
+// (ended[i]) on a partitioned queue q with caps; a failure leaves them
+// to end by themselves.
+func (s *Service) release(ctx context.Context, q string, receipts []string, ended []bool) {
+	pq := s.parts[q]
+	if capped, err := s.isCapped(ctx, q, pq); err != nil || !capped {
+		return
+	}
+	var toks []string
+	for i, r := range receipts {
+		if ended[i] {
+			toks = append(toks, receiptToken(r))
+		}
+	}
+	if len(toks) > 0 {
+		_ = s.st.ReleaseClaims(ctx, q, toks, false)
+	}
 }
 
 // Backoff is the delay before attempt+1 after attempt failed: base doubled
@@ -362,7 +429,15 @@ func (s *Service) Extend(ctx context.Context, ns, queue, receipt string, visibil
 	if err := validate.Duration("visibility_timeout", visibility, s.cfg.MaxVisibility); err != nil {
 		return time.Time{}, err
 	}
-	return s.st.ExtendClaim(ctx, pt.name, r, visibility)
+	t, err := s.st.ExtendClaim(ctx, pt.name, r, visibility)
+	if q := store.Scope(ns, queue); err == nil && s.parts[q] != nil {
+		if capped, cerr := s.isCapped(ctx, q, s.parts[q]); cerr == nil && capped {
+			// A failure here lets the reservation end before the claim:
+			// the claim is then uncounted until it ends.
+			_ = s.st.ExtendReservation(ctx, q, receiptToken(r), visibility+reserveMargin)
+		}
+	}
+	return t, err
 }
 
 // Stats counts a queue's messages by state: the sum over its partitions.

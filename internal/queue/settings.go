@@ -2,16 +2,11 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/validate"
 )
-
-// ErrPartitioned: caps asked of a queue spread over partitions, which
-// cannot count its claims in one step.
-var ErrPartitioned = errors.New("caps on a partitioned queue")
 
 // Bounds of a claim rate.
 const (
@@ -20,17 +15,14 @@ const (
 	MaxClaimRatePeriod = 24 * time.Hour
 )
 
-// Settings returns a queue's settings (those of its first partition: a
-// pause is set on every partition, caps only on a queue of one).
+// Settings returns a queue's settings: those on its own name (a
+// partitioned queue's pause is on every partition, its caps on its own
+// name, which is partition 0 of 1).
 func (s *Service) Settings(ctx context.Context, ns, queue string) (store.QueueSettings, error) {
 	if err := s.checkQueue(queue); err != nil {
 		return store.QueueSettings{}, err
 	}
-	parts, _, err := s.partitionsOf(ctx, store.Scope(ns, queue))
-	if err != nil {
-		return store.QueueSettings{}, err
-	}
-	return s.st.QueueSettings(ctx, parts[0].name)
+	return s.st.QueueSettings(ctx, store.Scope(ns, queue))
 }
 
 // Pause pauses (paused true) or resumes a queue: every partition of every
@@ -73,13 +65,7 @@ func (s *Service) Configure(ctx context.Context, ns, queue string, c store.Queue
 			return store.QueueSettings{}, validate.Errorf("claim_rate.period", "is %v; it must be whole microseconds between %v and %v", c.RatePeriod, MinClaimRatePeriod, MaxClaimRatePeriod)
 		}
 	}
-	q := store.Scope(ns, queue)
-	if s.parts[q] != nil && (c.MaxInFlight > 0 || c.RateLimit > 0) {
-		return store.QueueSettings{}, ErrPartitioned
-	}
-	parts, _, err := s.partitionsOf(ctx, q)
-	if err != nil {
-		return store.QueueSettings{}, err
-	}
-	return s.st.ConfigureQueue(ctx, parts[0].name, c)
+	// A partitioned queue's caps are on its own name, which its claims
+	// reserve from (ReserveClaims) before they claim from its partitions.
+	return s.st.ConfigureQueue(ctx, store.Scope(ns, queue), c)
 }

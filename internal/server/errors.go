@@ -15,7 +15,6 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/metrics"
-	"github.com/coordd/coordd/internal/queue"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/validate"
@@ -46,7 +45,6 @@ var errorTable = []struct {
 	{store.ErrNotLeader, codes.FailedPrecondition, "NOT_LEADER"},
 	{store.ErrQueueFull, codes.ResourceExhausted, "QUEUE_FULL"},
 	{store.ErrMemoryHigh, codes.ResourceExhausted, "STORE_MEMORY_HIGH"},
-	{queue.ErrPartitioned, codes.FailedPrecondition, "QUEUE_PARTITIONED"},
 	{store.ErrTooManySchedules, codes.ResourceExhausted, "TOO_MANY_SCHEDULES"},
 	{store.ErrSuperseded, codes.FailedPrecondition, "SESSION_SUPERSEDED"},
 	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},

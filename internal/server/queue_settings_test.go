@@ -1,13 +1,16 @@
 package server_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/queue"
 )
 
 // TestQueuePauseResume: a paused queue takes messages, keeps its claims
@@ -99,8 +102,8 @@ func TestQueueCapWakesWaiter(t *testing.T) {
 }
 
 // TestQueueSettingsBadInput: each bad setting is INVALID_ARGUMENT naming
-// its field, and changes nothing; caps on a partitioned queue are
-// FAILED_PRECONDITION QUEUE_PARTITIONED, a pause works there.
+// its field, and changes nothing; a pause of a partitioned queue stops
+// claims from every partition.
 func TestQueueSettingsBadInput(t *testing.T) {
 	h := newHarness(t, withPartitions(3))
 	for _, tc := range []struct {
@@ -126,8 +129,6 @@ func TestQueueSettingsBadInput(t *testing.T) {
 	if err != nil || s.GetSettings().GetMaxInFlight() != 0 || s.GetSettings().GetClaimRate() != nil {
 		t.Fatalf("settings after refused calls: %v, %v", s, err)
 	}
-	_, err = h.queues.ConfigureQueue(ctx(t), &coordv1.ConfigureQueueRequest{Queue: "parts", MaxInFlight: 2})
-	wantStatus(t, err, codes.FailedPrecondition, "QUEUE_PARTITIONED")
 	h.enqueue(t, &coordv1.EnqueueRequest{Queue: "parts", Payload: []byte("x")})
 	if _, err := h.queues.PauseQueue(ctx(t), &coordv1.PauseQueueRequest{Queue: "parts"}); err != nil {
 		t.Fatal(err)
@@ -140,5 +141,89 @@ func TestQueueSettingsBadInput(t *testing.T) {
 	}
 	if got := h.claim(t, &coordv1.ClaimRequest{Queue: "parts", MaxMessages: 10}); len(got) != 1 {
 		t.Fatalf("claimed %d after the resume, want 1", len(got))
+	}
+}
+
+// TestQueueCapPartitioned: a queue of 3 partitions capped at 5 in flight,
+// 32 claimers on two instances acking, nacking and letting claims
+// expire: at every claim the claims held (claimed, not yet given back, not
+// expired) stay within the cap, and every message is handled. A raised cap
+// lets more through.
+func TestQueueCapPartitioned(t *testing.T) {
+	const capN, total = 5, 120
+	a, b := newPair(t, withPartitions(3))
+	if _, err := a.queues.ConfigureQueue(ctx(t), &coordv1.ConfigureQueueRequest{Queue: "parts", MaxInFlight: capN}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(queue.SettingsRefresh) // each instance sees the cap within it
+	for i := range total {
+		a.enqueue(t, &coordv1.EnqueueRequest{Queue: "parts", Payload: []byte(fmt.Sprint(i)), MaxAttempts: 100})
+	}
+	var mu sync.Mutex
+	held := map[string]time.Time{}
+	acked := map[string]bool{}
+	over := 0
+	var wg sync.WaitGroup
+	for w := range 32 {
+		h := a
+		if w%2 == 1 {
+			h = b
+		}
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				mu.Lock()
+				done := len(acked) == total
+				mu.Unlock()
+				if done || n > 2000 {
+					return
+				}
+				resp, err := h.queues.Claim(ctx(t), &coordv1.ClaimRequest{Queue: "parts", MaxMessages: 2,
+					VisibilityTimeout: dur(time.Duration(200+w*10) * time.Millisecond), Wait: dur(100 * time.Millisecond)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, m := range resp.GetMessages() {
+					held[m.GetReceipt()] = m.GetExpireTime().AsTime()
+				}
+				now := time.Now()
+				for r, d := range held {
+					if !now.Before(d) {
+						delete(held, r)
+					}
+				}
+				if len(held) > capN {
+					over++
+				}
+				mu.Unlock()
+				for i, m := range resp.GetMessages() {
+					mu.Lock()
+					delete(held, m.GetReceipt())
+					mu.Unlock()
+					switch (n + i + w) % 8 {
+					case 0, 1, 2, 3, 4:
+						if r, err := h.queues.Ack(ctx(t), &coordv1.AckRequest{Queue: "parts", Receipt: m.GetReceipt()}); err == nil && r.GetAcked() {
+							mu.Lock()
+							acked[m.GetMessageId()] = true
+							mu.Unlock()
+						}
+					case 5, 6:
+						_, _ = h.queues.Nack(ctx(t), &coordv1.NackRequest{Queue: "parts", Receipt: m.GetReceipt(), Delay: dur(0)})
+					default:
+						mu.Lock()
+						held[m.GetReceipt()] = m.GetExpireTime().AsTime() // left to expire
+						mu.Unlock()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if over > 0 {
+		t.Errorf("claims seen over the cap of %d: %d times", capN, over)
+	}
+	if len(acked) != total {
+		t.Errorf("%d of %d messages acked (stats %s)", len(acked), total, a.stats(t, "parts"))
 	}
 }

@@ -516,6 +516,24 @@ type Queues interface {
 	// full bucket. It wakes QueueTopic(queue). A queue whose settings are
 	// the zero QueueSettings keeps no record of them.
 	ConfigureQueue(ctx context.Context, queue string, c QueueSettings) (QueueSettings, error)
+	// ReserveClaims is the first step of a Claim on a queue spread over
+	// partitions, whose settings (on queue, the partitioned queue's own
+	// name) bound all of its partitions at once: it takes up to
+	// len(tokens) of queue's slots (MaxInFlight) and claim-rate tokens,
+	// each slot a reservation by its token until now + hold, all in one
+	// step, and returns how many it took (the first N tokens'), as Claim
+	// would hand out on a queue of one (a paused queue: none), with
+	// NextDue and HeldBack as Claim's. The partitions' claims then use
+	// those tokens (Claim.Reserved); ReleaseClaims ends the reservations.
+	ReserveClaims(ctx context.Context, queue string, tokens []string, hold time.Duration) (Reserved, error)
+	// ReleaseClaims ends the reservations of tokens (their claims ended,
+	// or, unused, the claim-rate tokens they took are given back too) and
+	// wakes QueueTopic(queue) if the queue was at its cap. A token with
+	// no reservation is skipped.
+	ReleaseClaims(ctx context.Context, queue string, tokens []string, unused bool) error
+	// ExtendReservation sets the end of token's reservation to now + hold
+	// (its claim was extended); none: nothing.
+	ExtendReservation(ctx context.Context, queue, token string, hold time.Duration) error
 	// Partitionings records that queue is spread over k partitions, besides
 	// every k recorded for it before, and returns every k recorded, in
 	// increasing order, 1 among them: the partitionings that may hold the
@@ -607,6 +625,17 @@ type Enqueued struct {
 type Claim struct {
 	Tokens     []string // one fresh token per message wanted
 	Visibility time.Duration
+	// Reserved: the tokens hold reservations of the partitioned queue
+	// this queue is a partition of (ReserveClaims), which its caps
+	// counted: the queue's own caps are not applied (its pause is).
+	Reserved bool
+}
+
+// Reserved is the outcome of ReserveClaims.
+type Reserved struct {
+	N        int
+	NextDue  time.Duration
+	HeldBack string
 }
 
 // Claimed is the outcome of Claim.
@@ -698,6 +727,14 @@ type Node struct {
 // answered or ctx has ended; a node that did not answer is not Reachable.
 type NodeHealther interface {
 	NodeHealth(ctx context.Context) []Node
+}
+
+// RateRefund gives k tokens back to the bucket of c whose state is tat at
+// now (tokens taken for claims that did not happen), never beyond full.
+// The Redis store's scripts compute the same (rateRefund).
+func RateRefund(c QueueSettings, tat, now float64, k int) float64 {
+	t := float64(c.RatePeriod.Microseconds()) / float64(c.RateLimit)
+	return math.Max(tat-float64(k)*t, math.Min(tat, now))
 }
 
 // RateTake takes up to n tokens of the claim rate of c (RateLimit > 0)

@@ -324,3 +324,21 @@ func (t traced) ActiveQueues(ctx context.Context, a1 string) (r0 []string, err e
 	defer func() { t.spans.End(span, Failure(err)) }()
 	return t.inner.ActiveQueues(ctx, a1)
 }
+
+func (t traced) ReserveClaims(ctx context.Context, a1 string, a2 []string, a3 time.Duration) (r0 store.Reserved, err error) {
+	ctx, span := t.spans.Start(ctx, "ReserveClaims")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ReserveClaims(ctx, a1, a2, a3)
+}
+
+func (t traced) ReleaseClaims(ctx context.Context, a1 string, a2 []string, a3 bool) (err error) {
+	ctx, span := t.spans.Start(ctx, "ReleaseClaims")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ReleaseClaims(ctx, a1, a2, a3)
+}
+
+func (t traced) ExtendReservation(ctx context.Context, a1, a2 string, a3 time.Duration) (err error) {
+	ctx, span := t.spans.Start(ctx, "ExtendReservation")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ExtendReservation(ctx, a1, a2, a3)
+}

@@ -64,6 +64,9 @@ type queueRec struct {
 	// arrival time (rateTake). A record with settings is kept when empty.
 	conf store.QueueSettings
 	tat  float64
+	// slots: a partitioned queue's reservations (ReserveClaims), by
+	// token, until when.
+	slots map[string]time.Time
 	// gone: the sweep dropped the record (it was empty); a call that
 	// locked it before seeing that looks it up again (writeQueue).
 	gone bool
@@ -182,13 +185,20 @@ func (s *Store) queueList() []*queueRec {
 	return l
 }
 
-// dropEmptyQueues forgets queues with no messages and no dedup entries.
+// dropEmptyQueues forgets queues with no messages, no dedup entries, no
+// settings and no live reservations.
 func (s *Store) dropEmptyQueues() {
+	now := s.now()
 	s.qm.Lock()
 	defer s.qm.Unlock()
 	for name, q := range s.queues {
 		q.mu.Lock()
-		if len(q.msgs) == 0 && len(q.dedup) == 0 && !q.conf.Capped() {
+		for t, until := range q.slots {
+			if !now.Before(until) {
+				delete(q.slots, t)
+			}
+		}
+		if len(q.msgs) == 0 && len(q.dedup) == 0 && !q.conf.Capped() && len(q.slots) == 0 {
 			q.gone = true
 			delete(s.queues, name)
 		}
@@ -343,7 +353,14 @@ func (s *Store) Claim(_ context.Context, queue string, req store.Claim) (store.C
 	var out store.Claimed
 	deadline := now.Add(us(req.Visibility))
 	ready := q.heap(stReady)
-	n, rateNext, held := q.allowed(min(ready.Len(), len(req.Tokens)), now)
+	n, rateNext, held := min(ready.Len(), len(req.Tokens)), time.Duration(0), ""
+	if req.Reserved { // the partitioned queue's reservations counted the caps
+		if q.conf.Paused {
+			n, held = 0, "paused"
+		}
+	} else {
+		n, rateNext, held = q.allowed(n, now, q.live(now), q.lastFree(now))
+	}
 	out.HeldBack = held
 	for _, tok := range req.Tokens[:n] {
 		if ready.Len() == 0 {
@@ -385,12 +402,24 @@ func (q *queueRec) live(now time.Time) int {
 	return q.heap(stInFlight).Len() - q.heap(stInFlight).countDue(now) + q.heap(stLast).Len() - q.heap(stLast).countDue(now)
 }
 
+// lastFree is how long until the first claim on its last attempt ends
+// (0: none), which frees a slot but makes nothing ready (nextDue leaves
+// it out). q.mu is held.
+func (q *queueRec) lastFree(now time.Time) time.Duration {
+	if h := q.heap(stLast); h.Len() > 0 && h.top().due.After(now) {
+		return h.top().due.Sub(now)
+	}
+	return 0
+}
+
 // allowed is how many of ready messages a Claim may hand out under the
-// queue's settings, and takes that many of the claim rate's tokens;
-// rateNext is how long until what a setting held back may be handed out
-// (the next token, or a claim's end: 0 if nextDue tells already), held
-// the setting that held some back. q.mu is held and upkeep done.
-func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Duration, held string) {
+// queue's settings, with live claims that count against MaxInFlight (the
+// first of which not told by nextDue ends in freeAt), and takes that many
+// of the claim rate's tokens; rateNext is how long until what a setting
+// held back may be handed out (the next token, or a claim's end: 0 if
+// nextDue tells already), held the setting that held some back. q.mu is
+// held and upkeep done.
+func (q *queueRec) allowed(ready int, now time.Time, live int, freeAt time.Duration) (n int, rateNext time.Duration, held string) {
 	c := q.conf
 	if c.Paused {
 		if ready > 0 {
@@ -400,14 +429,8 @@ func (q *queueRec) allowed(ready int, now time.Time) (n int, rateNext time.Durat
 	}
 	n = ready
 	if c.MaxInFlight > 0 {
-		if n = max(0, min(n, c.MaxInFlight-q.live(now))); n < ready {
-			held = "max_in_flight"
-			// A slot frees at the first claim's deadline, a claim on its
-			// last attempt too (which nextDue leaves out: it makes nothing
-			// ready).
-			if h := q.heap(stLast); h.Len() > 0 && h.top().due.After(now) {
-				rateNext = h.top().due.Sub(now)
-			}
+		if n = max(0, min(n, c.MaxInFlight-live)); n < ready {
+			held, rateNext = "max_in_flight", freeAt
 		}
 	}
 	if c.RateLimit > 0 && n > 0 {
@@ -807,6 +830,76 @@ func (h *msgHeap) countDue(t time.Time) int {
 // PartitionName implements store.Queues: one process has one shard, so
 // the base name.
 func (s *Store) PartitionName(queue string, p, k int) string { return store.PartitionBase(queue, p, k) }
+
+// ReserveClaims implements store.Queues.
+func (s *Store) ReserveClaims(_ context.Context, queue string, tokens []string, hold time.Duration) (store.Reserved, error) {
+	now := s.now()
+	q := s.writeQueue(queue)
+	defer q.mu.Unlock()
+	for t, until := range q.slots {
+		if !now.Before(until) {
+			delete(q.slots, t)
+		}
+	}
+	n, next, held := q.allowed(len(tokens), now, len(q.slots), 0)
+	if q.slots == nil && n > 0 {
+		q.slots = map[string]time.Time{}
+	}
+	for _, t := range tokens[:n] {
+		q.slots[t] = now.Add(us(hold))
+	}
+	if held == "max_in_flight" { // a slot frees at the first reservation's end
+		var first time.Time
+		for _, until := range q.slots {
+			if first.IsZero() || until.Before(first) {
+				first = until
+			}
+		}
+		next = first.Sub(now)
+	}
+	return store.Reserved{N: n, NextDue: next, HeldBack: held}, nil
+}
+
+// ReleaseClaims implements store.Queues.
+func (s *Store) ReleaseClaims(_ context.Context, queue string, tokens []string, unused bool) error {
+	now := s.now()
+	q := s.readQueue(queue)
+	if q == nil {
+		return nil
+	}
+	live, freed := len(q.slots), 0
+	for _, t := range tokens {
+		if until, ok := q.slots[t]; ok {
+			delete(q.slots, t)
+			if now.Before(until) {
+				freed++
+			}
+		}
+	}
+	if unused && freed > 0 && q.conf.RateLimit > 0 {
+		q.tat = store.RateRefund(q.conf, q.tat, float64(now.UnixMicro()), freed)
+	}
+	wake := freed > 0 && q.conf.MaxInFlight > 0 && live >= q.conf.MaxInFlight
+	q.mu.Unlock()
+	if wake {
+		s.hub.Notify(store.QueueTopic(queue))
+	}
+	return nil
+}
+
+// ExtendReservation implements store.Queues.
+func (s *Store) ExtendReservation(_ context.Context, queue, token string, hold time.Duration) error {
+	now := s.now()
+	q := s.readQueue(queue)
+	if q == nil {
+		return nil
+	}
+	defer q.mu.Unlock()
+	if until, ok := q.slots[token]; ok && now.Before(until) {
+		q.slots[token] = now.Add(us(hold))
+	}
+	return nil
+}
 
 // QueueSettings implements store.Queues.
 func (s *Store) QueueSettings(_ context.Context, queue string) (store.QueueSettings, error) {

@@ -56,7 +56,61 @@ type queueEnqueueArgs struct {
 type queueClaimArgs struct {
 	queueArgs
 	Visibility int64    `lua:"visibility,int"`
+	Reserved   bool     `lua:"reserved,bool"` // store.Claim.Reserved
 	Tokens     []string `lua:"tokens,rest"`
+}
+
+// queueSlotsArgs are lua/queue_slots.lua's: the mode ("reserve",
+// "release", "extend"), the hold µs, whether released tokens were unused,
+// and the tokens (at most queue.max_claim_messages: bounded work).
+type queueSlotsArgs struct {
+	queueArgs
+	Mode   string   `lua:"mode"`
+	Hold   int64    `lua:"hold,int"`
+	Unused bool     `lua:"unused,bool"`
+	Tokens []string `lua:"tokens,rest"`
+}
+
+// slotsEval runs lua/queue_slots.lua on queue.
+func (s *Store) slotsEval(ctx context.Context, op, queue string, a queueSlotsArgs) (*reply, error) {
+	keys := append(s.keys.queue(queue), s.keys.tag("q", queue)+":slots")
+	var r *reply
+	err := s.do(ctx, op, keys[0], func(ctx context.Context) (err error) {
+		a.queueArgs = s.queueArgs(queue)
+		r, err = replyOf(queueSlots, s.eval(ctx, queueSlots, keys, a))
+		return err
+	})
+	return r, err
+}
+
+// ReserveClaims implements store.Queues.
+func (s *Store) ReserveClaims(ctx context.Context, queue string, tokens []string, hold time.Duration) (store.Reserved, error) {
+	r, err := s.slotsEval(ctx, "ReserveClaims", queue, queueSlotsArgs{Mode: "reserve", Hold: hold.Microseconds(), Tokens: tokens})
+	if err != nil {
+		return store.Reserved{}, err
+	}
+	res := store.Reserved{N: int(r.int(0)), NextDue: micros(r.int(1))}
+	if h := r.int(2); h > 0 && int(h) <= len(store.HeldBackReasons) {
+		res.HeldBack = store.HeldBackReasons[h-1]
+	} else if h != 0 {
+		r.fail(2, "want a held-back code from 0 to %d", len(store.HeldBackReasons))
+	}
+	if res.N < 0 || res.N > len(tokens) {
+		r.fail(0, "want a count from 0 to %d", len(tokens))
+	}
+	return res, r.done()
+}
+
+// ReleaseClaims implements store.Queues.
+func (s *Store) ReleaseClaims(ctx context.Context, queue string, tokens []string, unused bool) error {
+	_, err := s.slotsEval(ctx, "ReleaseClaims", queue, queueSlotsArgs{Mode: "release", Unused: unused, Tokens: tokens})
+	return err
+}
+
+// ExtendReservation implements store.Queues.
+func (s *Store) ExtendReservation(ctx context.Context, queue, token string, hold time.Duration) error {
+	_, err := s.slotsEval(ctx, "ExtendReservation", queue, queueSlotsArgs{Mode: "extend", Hold: hold.Microseconds(), Tokens: []string{token}})
+	return err
 }
 
 // queueAckArgs are lua/queue_ack.lua's: the receipts (at most
@@ -222,7 +276,7 @@ func decodeEnqueue(cmd *redis.Cmd) (store.Enqueued, error) {
 func (s *Store) Claim(ctx context.Context, queue string, req store.Claim) (store.Claimed, error) {
 	var c store.Claimed
 	err := s.do(ctx, "Claim", s.keys.queue(queue)[0], func(ctx context.Context) (err error) {
-		c, err = decodeClaim(s.queueEval(ctx, queueClaim, queue, queueClaimArgs{s.queueArgs(queue), req.Visibility.Microseconds(), req.Tokens}))
+		c, err = decodeClaim(s.queueEval(ctx, queueClaim, queue, queueClaimArgs{s.queueArgs(queue), req.Visibility.Microseconds(), req.Reserved, req.Tokens}))
 		return err
 	})
 	return c, err

@@ -232,6 +232,7 @@ var (
 	queueListDead   = queueScript("queue_list_dead", queueListDeadArgs{})
 	queuePurgeDead  = queueScript("queue_purge_dead", queueRedriveArgs{})
 	queueConf       = queueScript("queue_conf", queueConfArgs{})
+	queueSlots      = newScript("queue_slots", append(queueKeyNames[:len(queueKeyNames):len(queueKeyNames)], "kSlots"), queueSlotsArgs{}, "queue_prelude")
 
 	schedulePut    = newScript("schedule_put", scheduleKeyNames, schedulePutArgs{})
 	scheduleDelete = newScript("schedule_delete", scheduleKeyNames, scheduleArgs{})

@@ -421,6 +421,23 @@ func (f *Faulty) ActiveQueues(ctx context.Context, ns string) ([]string, error) 
 	return do(ctx, f, "ActiveQueues", func() ([]string, error) { return f.inner.ActiveQueues(ctx, ns) }, nil)
 }
 
+// ReserveClaims implements store.Queues.
+func (f *Faulty) ReserveClaims(ctx context.Context, queue string, tokens []string, hold time.Duration) (store.Reserved, error) {
+	return do(ctx, f, "ReserveClaims", func() (store.Reserved, error) { return f.inner.ReserveClaims(ctx, queue, tokens, hold) }, nil)
+}
+
+// ReleaseClaims implements store.Queues.
+func (f *Faulty) ReleaseClaims(ctx context.Context, queue string, tokens []string, unused bool) error {
+	_, err := do(ctx, f, "ReleaseClaims", func() (struct{}, error) { return struct{}{}, f.inner.ReleaseClaims(ctx, queue, tokens, unused) }, nil)
+	return err
+}
+
+// ExtendReservation implements store.Queues.
+func (f *Faulty) ExtendReservation(ctx context.Context, queue, token string, hold time.Duration) error {
+	_, err := do(ctx, f, "ExtendReservation", func() (struct{}, error) { return struct{}{}, f.inner.ExtendReservation(ctx, queue, token, hold) }, nil)
+	return err
+}
+
 // Partitionings implements store.Queues.
 func (f *Faulty) Partitionings(ctx context.Context, queue string, k int) ([]int, error) {
 	return do(ctx, f, "Partitionings", func() ([]int, error) { return f.inner.Partitionings(ctx, queue, k) }, nil)

@@ -21,6 +21,7 @@ func queueSettingsTests() []test {
 		{"Replace", queueReplace},
 		{"ReplaceGroup", queueReplaceGroup},
 		{"ReplaceConcurrent", queueReplaceConcurrent},
+		{"Reservations", queueReservations},
 	}
 }
 
@@ -404,4 +405,46 @@ func eqEnqueued(e *env, what string, got, want store.Enqueued) {
 	if got.ID != want.ID || got.Duplicate != want.Duplicate || got.Replaced != want.Replaced || !got.DeliverTime.Equal(want.DeliverTime) {
 		e.Errorf("%s: Enqueue = %+v, want %+v", what, got, want)
 	}
+}
+
+func (e *env) reserve(q string, n int, hold time.Duration) (store.Reserved, []string) {
+	e.Helper()
+	toks := make([]string, n)
+	for i := range toks {
+		toks[i] = token.New()
+	}
+	r, err := e.s.ReserveClaims(e.ctx, q, toks, hold)
+	noErr(e, "ReserveClaims", err)
+	return r, toks
+}
+
+// queueReservations: a partitioned queue's reservations count against its
+// caps as claims do: at most MaxInFlight live, at most the rate's tokens;
+// a release frees a slot (waking the queue at its cap) and gives unused
+// tokens back; an expired reservation frees its slot; an extended one
+// does not; a paused queue reserves nothing.
+func queueReservations(e *env) {
+	q := e.name("q")
+	e.configure(q, store.QueueSettings{MaxInFlight: 3, RateLimit: 4, RatePeriod: time.Hour})
+	r, t1 := e.reserve(q, 5, 10*time.Second)
+	eq(e, "reserved", r, store.Reserved{N: 3, NextDue: 10 * time.Second, HeldBack: "max_in_flight"})
+	r, _ = e.reserve(q, 1, 10*time.Second)
+	eq(e, "reserved at the cap", r.N, 0)
+	sub := e.subscribe(store.QueueTopic(q))
+	drain(sub)
+	noErr(e, "ReleaseClaims", e.s.ReleaseClaims(e.ctx, q, t1[:1], false))
+	e.wantWake(sub, "QueueTopic after a release at the cap")
+	r, _ = e.reserve(q, 2, 10*time.Second)
+	eq(e, "reserved after a release (the last rate token)", r, store.Reserved{N: 1, NextDue: 10 * time.Second, HeldBack: "max_in_flight"})
+	noErr(e, "ReleaseClaims unused", e.s.ReleaseClaims(e.ctx, q, t1[1:3], true))
+	r, t2 := e.reserve(q, 3, 10*time.Second)
+	eq(e, "reserved with the rate's tokens given back", r, store.Reserved{N: 2, NextDue: 10 * time.Second, HeldBack: "max_in_flight"})
+	noErr(e, "ExtendReservation", e.s.ExtendReservation(e.ctx, q, t2[0], time.Minute))
+	e.advance(10 * time.Second)
+	e.configure(q, store.QueueSettings{MaxInFlight: 3}) // no rate: only the slots count
+	r, _ = e.reserve(q, 5, 10*time.Second)
+	eq(e, "reserved after the others expired (one extended)", r.N, 2)
+	e.pause(q, true)
+	r, _ = e.reserve(q, 1, 10*time.Second)
+	eq(e, "reserved while paused", r, store.Reserved{HeldBack: "paused"})
 }

@@ -164,9 +164,12 @@ type QueueServiceClient interface {
 	// a Nack, a claim's expiry) or a token comes. The settings are stored
 	// with the queue, in force on every instance from the moment this
 	// returns. On a queue spread over partitions (config
-	// queue.partitioned) caps are FAILED_PRECONDITION reason
-	// QUEUE_PARTITIONED (pause and resume work). Retry: safe (a retry
-	// refills the bucket only if the rate changed).
+	// queue.partitioned) the caps bound all partitions together: a Claim
+	// first reserves slots and tokens on the queue's own name, in one step,
+	// then claims from the partitions with them; every instance sees that
+	// the queue has caps within a second (claims made in that second, or
+	// before, are not counted). Retry: safe (a retry refills the bucket
+	// only if the rate changed).
 	ConfigureQueue(ctx context.Context, in *ConfigureQueueRequest, opts ...grpc.CallOption) (*ConfigureQueueResponse, error)
 	// GetQueueSettings tells the queue's settings (all unset for a queue
 	// never configured). Retry: safe.
@@ -483,9 +486,12 @@ type QueueServiceServer interface {
 	// a Nack, a claim's expiry) or a token comes. The settings are stored
 	// with the queue, in force on every instance from the moment this
 	// returns. On a queue spread over partitions (config
-	// queue.partitioned) caps are FAILED_PRECONDITION reason
-	// QUEUE_PARTITIONED (pause and resume work). Retry: safe (a retry
-	// refills the bucket only if the rate changed).
+	// queue.partitioned) the caps bound all partitions together: a Claim
+	// first reserves slots and tokens on the queue's own name, in one step,
+	// then claims from the partitions with them; every instance sees that
+	// the queue has caps within a second (claims made in that second, or
+	// before, are not counted). Retry: safe (a retry refills the bucket
+	// only if the rate changed).
 	ConfigureQueue(context.Context, *ConfigureQueueRequest) (*ConfigureQueueResponse, error)
 	// GetQueueSettings tells the queue's settings (all unset for a queue
 	// never configured). Retry: safe.

@@ -15,6 +15,7 @@ local toLast = false
 local c = conf()
 local want, held, slotNext = #tokens, 0, 0
 if c.paused then want, held = 0, 1 end
+if reserved then c.max, c.rl = 0, 0 end -- the partitioned queue's reservations counted the caps
 if c.max > 0 and want > 0 then
   local free = math.max(0, c.max - live())
   if free < want then

@@ -383,6 +383,12 @@ local function rateTake(c, n)
   return took, tat, nxt
 end
 
+-- rateRefund is c's tat after k tokens were given back (taken for claims
+-- that did not happen), never beyond a full bucket, as store.RateRefund.
+local function rateRefund(c, k)
+  return math.max(c.tat - k * c.rp / c.rl, math.min(c.tat, now))
+end
+
 -- wakeIfCapped wakes the queue's waiters when n claims that just ended
 -- freed slots of a queue that was at its cap on claims in flight (below
 -- it, no claim was held back by it).
