@@ -154,7 +154,7 @@ func TestKeyLayoutMatchesCoordd(t *testing.T) {
 	if got := k.limit("default:k", limitSpecs["sliding_log"]); len(got) != 2 || got[1] != "coord:{r:default:k}:3:1000:1000000:0:sum" {
 		t.Errorf("sliding log keys %v", got)
 	}
-	if got := k.queue("default:q"); len(got) != 14 || got[0] != "coord:{q:default:q}:pending" || got[9] != "coord:{q:default:q}:seq" ||
+	if got := k.queue("default:q"); len(got) != 15 || got[0] != "coord:{q:default:q}:pending" || got[9] != "coord:{q:default:q}:seq" ||
 		got[12] != "coord:{q:default:q}:gwait" || got[13] != "coord:{q:default:q}:conf" {
 		t.Errorf("queue keys %v", got)
 	}

@@ -205,7 +205,7 @@ func loadLua(dir string) (*luaScripts, error) {
 		s.queueV2 = true
 	}
 	s.claimHead = 1
-	if c, err := read("queue_claim"); err == nil && strings.Contains(c, "held back") {
+	if c, err := read("queue_claim"); err == nil && strings.Contains(c, "the setting that held ready messages back") {
 		s.claimHead = 2 // the next due time, then what held messages back
 	}
 	return s, firstErr
@@ -263,7 +263,7 @@ func (k keyLayout) queue(name string) []string {
 	// The three keys after seq are unused by queue scripts without
 	// priorities and groups, conf by those without settings.
 	return []string{t + ":pending", t + ":inflight", t + ":last", t + ":dead", t + ":msg", t + ":meta",
-		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait", t + ":conf"}
+		t + ":deadmsg", t + ":dedup", t + ":dedupexp", t + ":seq", t + ":ready", t + ":gheads", t + ":gwait", t + ":conf", t + ":deadprev"}
 }
 
 func (k keyLayout) queueChannel(name string) string { return k.tag("q", name) + ":ev" }

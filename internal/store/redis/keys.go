@@ -115,8 +115,12 @@ var queueKeyParts = []keyPart{
 	{"kPending", ":pending"}, {"kInflight", ":inflight"}, {"kLast", ":last"}, {"kDead", ":dead"},
 	{"kMsg", ":msg"}, {"kMeta", ":meta"}, {"kDeadMsg", ":deadmsg"}, {"kDedup", ":dedup"},
 	{"kDedupExp", ":dedupexp"}, {"kSeq", ":seq"}, {"kReady", ":ready"}, {"kGroupHeads", ":gheads"},
-	{"kGroupWait", ":gwait"}, {"kConf", ":conf"},
+	{"kGroupWait", ":gwait"}, {"kConf", ":conf"}, {"kDeadPrev", ":deadprev"},
 }
+
+// queueEnqueueKeys is how many of a queue's keys queue_enqueue.lua binds:
+// those up to kGroupWait (it reads neither the settings nor previews).
+const queueEnqueueKeys = 13
 
 var queueKeyNames = names(queueKeyParts)
 

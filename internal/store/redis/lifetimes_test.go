@@ -112,7 +112,7 @@ func TestKeyLifetimes(t *testing.T) {
 	t.Run("queue", func(t *testing.T) {
 		q := "lifetimes"
 		k := s.keys.queue(q)
-		last, dead, msg, meta, deadmsg, dedup, dedupexp, seq, ready := k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10]
+		last, dead, msg, meta, deadmsg, dedup, dedupexp, seq, ready, deadprev := k[2], k[3], k[4], k[5], k[6], k[7], k[8], k[9], k[10], k[14]
 		pattern := strings.TrimSuffix(k[0], ":pending") + ":*"
 
 		// An acked message with a dedup ID, a dead letter, and a claim on
@@ -128,7 +128,7 @@ func TestKeyLifetimes(t *testing.T) {
 		lastEnd := 10*time.Second + deadTTL + slack + time.Millisecond
 		ltWant(t, "no live message", ltKeys(t, c, pattern), map[string]time.Duration{
 			last: lastEnd, msg: lastEnd, meta: lastEnd, seq: lastEnd,
-			dead: deadTTL + slack + time.Millisecond, deadmsg: deadTTL + slack + time.Millisecond,
+			dead: deadTTL + slack + time.Millisecond, deadmsg: deadTTL + slack + time.Millisecond, deadprev: deadTTL + slack + time.Millisecond,
 			dedup: 5*time.Minute + slack + time.Millisecond, dedupexp: 5*time.Minute + slack + time.Millisecond,
 		})
 
@@ -139,7 +139,7 @@ func TestKeyLifetimes(t *testing.T) {
 		enqueue(q, 3, "")
 		ltWant(t, "a ready message", ltKeys(t, c, pattern), map[string]time.Duration{
 			ready: -1, msg: -1, meta: -1, seq: -1, last: lastEnd,
-			dead: deadTTL + slack + time.Millisecond, deadmsg: deadTTL + slack + time.Millisecond,
+			dead: deadTTL + slack + time.Millisecond, deadmsg: deadTTL + slack + time.Millisecond, deadprev: deadTTL + slack + time.Millisecond,
 			dedup: 5*time.Minute + slack + time.Millisecond, dedupexp: 5*time.Minute + slack + time.Millisecond,
 		})
 		if n, err := c.HLen(ctx, msg).Result(); err != nil || n != 2 {

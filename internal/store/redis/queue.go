@@ -232,7 +232,7 @@ func (s *Store) Enqueue(ctx context.Context, queue string, m store.NewMessage) (
 			deliver = m.DeliverTime.Truncate(time.Microsecond).UnixMicro()
 		}
 		ks := s.keys.queue(queue)
-		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, ks[:len(ks)-1], queueEnqueueArgs{
+		cmd, replicated := s.evalReplicated(ctx, queueEnqueue, ks[:queueEnqueueKeys], queueEnqueueArgs{
 			queueArgs: s.queueArgs(queue), ID: m.ID, Encoded: encodeMessage(m.Payload), Delay: m.Delay.Microseconds(),
 			DeliverAt: deliver, MaxAttempts: m.MaxAttempts, DedupID: m.DedupID, DedupWindow: m.DedupWindow.Microseconds(),
 			Priority: m.Priority, Group: m.Group, Cap: m.MaxMessages, Replace: m.Replace,

@@ -95,3 +95,57 @@ func TestQueueMetaVersioned(t *testing.T) {
 		t.Fatalf("Claim after the redrive: %+v, %v, want the message", cl, err)
 	}
 }
+
+// TestListDeadReadsPreviewsOnly: ListDead reads a dead letter's preview
+// record, never its whole payload: with the payload's record gone, a page
+// still lists it with its preview and size; a dead letter that died before
+// previews were kept (none) is read from its whole record; a redrive
+// deletes the preview with the letter.
+func TestListDeadReadsPreviewsOnly(t *testing.T) {
+	s, c, _ := rgStandalone(t, redistest.Standalone(t), nil, Config{})
+	ctx := t.Context()
+	const q = "ns:q"
+	k := s.keys.queue(q)
+	deadmsg, deadprev := k[6], k[14]
+	big := strings.Repeat("x", 256<<10)
+	var ids []string
+	for range 2 {
+		id := token.New()
+		ids = append(ids, id)
+		if _, err := s.Enqueue(ctx, q, store.NewMessage{ID: id, Payload: []byte(big), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+		cl, err := s.Claim(ctx, q, store.Claim{Tokens: []string{token.New()}, Visibility: time.Minute})
+		if err != nil || len(cl.Messages) != 1 {
+			t.Fatalf("Claim: %v, %v", cl, err)
+		}
+		if _, err := s.Nack(ctx, q, cl.Messages[0].Receipt, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.HLen(ctx, deadprev).Val(); n != 2 {
+		t.Fatalf("%d preview records, want 2", n)
+	}
+	if l := c.HStrLen(ctx, deadprev, ids[0]).Val(); l > 4096+200 {
+		t.Fatalf("a preview record of %d bytes", l)
+	}
+	saved := c.HGet(ctx, deadmsg, ids[0]).Val()
+	c.HDel(ctx, deadmsg, ids[0])  // the whole payload: ListDead must not need it
+	c.HDel(ctx, deadprev, ids[1]) // as if it died before previews were kept
+	page, err := s.ListDead(ctx, q, store.DeadPos{}, 10, 16)
+	if err != nil || len(page) != 2 {
+		t.Fatalf("ListDead = %v, %v", page, err)
+	}
+	for i, d := range page {
+		if string(d.Preview) != strings.Repeat("x", 16) || d.Size != len(big) || d.ID != ids[i] {
+			t.Errorf("dead letter %d: %q size %d id %s", i, d.Preview, d.Size, d.ID)
+		}
+	}
+	c.HSet(ctx, deadmsg, ids[0], saved)
+	if n, err := s.RedriveIDs(ctx, q, ids[:1]); err != nil || n != 1 {
+		t.Fatalf("RedriveIDs = %d, %v", n, err)
+	}
+	if c.HExists(ctx, deadprev, ids[0]).Val() {
+		t.Errorf("a redriven letter's preview is kept")
+	}
+}

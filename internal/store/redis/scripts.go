@@ -221,7 +221,7 @@ var (
 	idemFinish = newScript("idem_finish", []string{"kKey"}, idemFinishArgs{})
 	idemExtend = newScript("idem_extend", []string{"kKey"}, idemExtendArgs{})
 
-	queueEnqueue    = newScript("queue_enqueue", queueKeyNames[:len(queueKeyNames)-1], queueEnqueueArgs{}, "queue_prelude") // all but kConf, which it never reads
+	queueEnqueue    = newScript("queue_enqueue", queueKeyNames[:queueEnqueueKeys], queueEnqueueArgs{}, "queue_prelude")
 	queueClaim      = queueScript("queue_claim", queueClaimArgs{})
 	queueAck        = queueScript("queue_ack", queueAckArgs{})
 	queueNack       = queueScript("queue_nack", queueNackArgs{})

@@ -5,7 +5,10 @@
 -- Returns, per dead letter: its ID, the start of its encoded message (the
 -- version byte and up to preview bytes of payload), its payload's size, its
 -- attempts, its enqueue µs, its death µs, its priority, its group, its
--- sequence number (16 hex digits).
+-- sequence number (16 hex digits). A dead letter's payload is read from its
+-- preview record (kDeadPrev), never whole, but for one that died before
+-- those were kept, and for a claim that ended on its last attempt and that
+-- no upkeep has buried yet (each operation's upkeep buries up to BATCH).
 local forgotten = now - deadTTL
 -- page returns up to max refs of key (and their scores), between the
 -- position (or the forgotten ones) and hi, in order. Refs that died at the
@@ -33,11 +36,18 @@ local dead, last = page(kDead, '+inf'), page(kLast, s(now))
 local out = {}
 local i, j = 1, 1
 while #out < 9 * max do
-  local id, m, b, died
+  local id, m, b, died, size
   if i <= #dead and (j > #last or before(dead[i], tonumber(dead[i + 1]), last[j], tonumber(last[j + 1]))) then
     id, died = string.sub(dead[i], 17), tonumber(dead[i + 1])
-    m, b = deadRecord(id)
-    if not m then corrupt('queue dead letter record') end
+    local p = redis.call('HGET', kDeadPrev, id)
+    if p then
+      local meta, n, start = string.match(p, '^([^\n]*)\n(%d+)\n(.*)$')
+      if not meta then corrupt('queue dead letter preview') end
+      m, b, size = parseMeta(meta), start, tonumber(n)
+    else
+      m, b = deadRecord(id)
+      if not m then corrupt('queue dead letter record') end
+    end
     i = i + 2
   elseif j <= #last then
     id, died = string.sub(last[j], 17), tonumber(last[j + 1])
@@ -50,7 +60,7 @@ while #out < 9 * max do
   end
   table.insert(out, id)
   table.insert(out, string.sub(b, 1, 1 + preview))
-  table.insert(out, #b - 1)
+  table.insert(out, size or #b - 1)
   table.insert(out, m.attempt)
   table.insert(out, m.enqueued)
   table.insert(out, died)

@@ -14,6 +14,11 @@
 -- kMeta       hash: message ID -> its meta record (metaString)
 -- kDeadMsg    hash: a dead letter's ID -> its meta, "\n", the
 --             encoded message
+-- kDeadPrev   hash: a dead letter's ID -> its meta, "\n", its payload's
+--             size, "\n", the start of its encoded message (the version
+--             byte and up to MAXPREVIEW bytes of payload), for
+--             ListDeadLetters, which then reads no whole payload (dead
+--             letters that died before it was kept have none)
 -- kDedup      hash: dedup ID -> "message ID|deliver µs"
 -- kDedupExp   sorted set of dedup IDs by expiry µs
 -- kSeq        the enqueue counter
@@ -55,6 +60,9 @@
 -- themselves; upkeep deletes the ended ones of a queue in use, in bounded
 -- batches.
 local BATCH = 1000
+-- MAXPREVIEW is store.MaxDeadPreview: the most payload bytes
+-- ListDeadLetters returns of a dead letter.
+local MAXPREVIEW = 4096
 
 -- A meta record starts with its version, so that a record of another
 -- version (or none: the unversioned records before it) is never misread:
@@ -181,6 +189,7 @@ local function expireDead()
   local at = latest(kDead) + deadTTL
   expireAt(kDead, at)
   expireAt(kDeadMsg, at)
+  expireAt(kDeadPrev, at)
 end
 local function expireDedup()
   local at = latest(kDedupExp)
@@ -206,6 +215,7 @@ local function bury(id, m, ref, at)
   redis.call('HDEL', kMeta, id)
   m.receipt = ''
   redis.call('HSET', kDeadMsg, id, metaString(m) .. '\n' .. b)
+  redis.call('HSET', kDeadPrev, id, metaString(m) .. '\n' .. s(#b - 1) .. '\n' .. string.sub(b, 1, 1 + MAXPREVIEW))
   redis.call('ZADD', kDead, s(at), ref)
   expireDead()
   if m.group ~= '' then return advance(m.group) end
@@ -226,6 +236,12 @@ local function revive(id, m, b)
   else
     redis.call('ZADD', kGroupWait, 0, m.group .. '\0' .. ref)
   end
+end
+
+-- forgetDead deletes dead letter id's records.
+local function forgetDead(id)
+  redis.call('HDEL', kDeadMsg, id)
+  redis.call('HDEL', kDeadPrev, id)
 end
 
 -- deadRecord reads dead letter id's record (deadmsg): its meta and its
@@ -288,7 +304,7 @@ local function upkeep()
   local old = redis.call('ZRANGEBYSCORE', kDead, '-inf', s(now - deadTTL), 'LIMIT', 0, BATCH)
   for k = 1, #old do
     redis.call('ZREM', kDead, old[k])
-    redis.call('HDEL', kDeadMsg, string.sub(old[k], 17))
+    forgetDead(string.sub(old[k], 17))
   end
   old = redis.call('ZRANGEBYSCORE', kDedupExp, '-inf', s(now), 'LIMIT', 0, BATCH)
   for k = 1, #old do

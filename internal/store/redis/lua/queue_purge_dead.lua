@@ -18,7 +18,7 @@ while n < max do
     redis.call('HDEL', kMeta, id)
   elseif d then
     redis.call('ZREM', kDead, d)
-    redis.call('HDEL', kDeadMsg, string.sub(d, 17))
+    forgetDead(string.sub(d, 17))
   else
     break
   end

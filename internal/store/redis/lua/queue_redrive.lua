@@ -26,7 +26,7 @@ while n < max do
     local m, b = deadRecord(id)
     if not m then corrupt('queue dead letter record') end
     redis.call('ZREM', kDead, d)
-    redis.call('HDEL', kDeadMsg, id)
+    forgetDead(id)
     revive(id, m, b)
     n = n + 1
   else

@@ -15,7 +15,7 @@ for _, id in ipairs(ids) do
     local died = redis.call('ZSCORE', kDead, ref)
     if died and tonumber(died) > forgotten then
       redis.call('ZREM', kDead, ref)
-      redis.call('HDEL', kDeadMsg, id)
+      forgetDead(id)
       revive(id, dm, db)
       n = n + 1
     end
