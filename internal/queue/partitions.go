@@ -78,17 +78,20 @@ func (s *Service) isCapped(ctx context.Context, q string, pq *partitioned) (bool
 		return false, nil
 	}
 	pq.capMu.Lock()
-	defer pq.capMu.Unlock()
-	if !pq.capFetched.IsZero() && time.Since(pq.capFetched) < SettingsRefresh {
-		return pq.capped, nil
+	capped, fetched := pq.capped, pq.capFetched
+	pq.capMu.Unlock()
+	if !fetched.IsZero() && time.Since(fetched) < SettingsRefresh {
+		return capped, nil
 	}
-	c, err := s.st.QueueSettings(ctx, q)
+	c, err := s.st.QueueSettings(ctx, q) // outside the lock: claimers do not queue behind a slow read
 	if err != nil {
-		if !pq.capFetched.IsZero() {
-			return pq.capped, nil // the last answer stands
+		if !fetched.IsZero() {
+			return capped, nil // the last answer stands
 		}
 		return false, err
 	}
+	pq.capMu.Lock()
+	defer pq.capMu.Unlock()
 	pq.capped, pq.capFetched = c.MaxInFlight > 0 || c.RateLimit > 0, time.Now()
 	return pq.capped, nil
 }

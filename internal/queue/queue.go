@@ -219,7 +219,7 @@ func (s *Service) Claim(ctx context.Context, r ClaimRequest) ([]store.Message, e
 		if capped {
 			msgs, next, err = s.claimReserved(ctx, q, pq.rotate(parts), tokens, r)
 		} else {
-			msgs, next, err = s.claimFrom(ctx, pq.rotate(parts), tokens, r.Visibility, r.HeldBack, false)
+			msgs, next, _, err = s.claimFrom(ctx, pq.rotate(parts), tokens, r.Visibility, r.HeldBack, false)
 		}
 		return len(msgs) > 0, next, err
 	})
@@ -241,9 +241,22 @@ func (s *Service) claimReserved(ctx context.Context, q string, parts []part, tok
 	if res.N == 0 {
 		return nil, res.NextDue, nil
 	}
-	msgs, next, err := s.claimFrom(ctx, parts, tokens[:res.N], r.Visibility, r.HeldBack, true)
-	if unused := tokens[len(msgs):res.N]; len(unused) > 0 {
-		// A failed release leaves the reservations to end by themselves.
+	msgs, next, uncertain, err := s.claimFrom(ctx, parts, tokens[:res.N], r.Visibility, r.HeldBack, true)
+	if len(msgs) > 0 {
+		// The claims' deadlines count from when each partition's claim
+		// ran, which may be later than the reservation: each now lasts
+		// as long as its claim. A failure leaves a claim that ran late
+		// uncounted once its reservation ends.
+		used := make([]string, len(msgs))
+		for i, m := range msgs {
+			used[i] = receiptToken(m.Receipt[:store.ReceiptLen])
+		}
+		_ = s.st.HoldReservations(ctx, q, used, r.Visibility+reserveMargin)
+	}
+	if unused := tokens[len(msgs):res.N]; len(unused) > 0 && !uncertain {
+		// A failed release leaves the reservations to end by themselves;
+		// after a partition's claim failed, its outcome is unknown (its
+		// messages may be claimed): they are left to end too.
 		_ = s.st.ReleaseClaims(ctx, q, unused, true)
 	}
 	if res.NextDue > 0 && (next == 0 || res.NextDue < next) {
@@ -254,19 +267,20 @@ func (s *Service) claimReserved(ctx context.Context, q string, parts []part, tok
 
 // claimFrom claims up to len(tokens) messages from parts, in order, until
 // it has them all. It returns the soonest NextDue of the partitions it
-// asked. A failure after some messages were claimed is dropped with the
+// asked, and whether a partition's claim failed (its outcome unknown). A
+// failure after some messages were claimed is dropped with the
 // partitions not asked: the messages are returned (a failed claim's
 // messages come back when its visibility timeout passes).
-func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, vis time.Duration, held func(string), reserved bool) ([]store.Message, time.Duration, error) {
+func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, vis time.Duration, held func(string), reserved bool) ([]store.Message, time.Duration, bool, error) {
 	var msgs []store.Message
 	var next time.Duration
 	for _, pt := range parts {
 		c, err := s.st.Claim(ctx, pt.name, store.Claim{Tokens: tokens[len(msgs):], Visibility: vis, Reserved: reserved})
 		if err != nil {
 			if len(msgs) > 0 {
-				return msgs, 0, nil
+				return msgs, 0, true, nil
 			}
-			return nil, 0, err
+			return nil, 0, true, err
 		}
 		if c.HeldBack != "" && held != nil {
 			held(c.HeldBack)
@@ -282,7 +296,7 @@ func (s *Service) claimFrom(ctx context.Context, parts []part, tokens []string, 
 			break
 		}
 	}
-	return msgs, next, nil
+	return msgs, next, false, nil
 }
 
 // Ack deletes the messages of live claims, in one step per partition,
@@ -434,7 +448,7 @@ func (s *Service) Extend(ctx context.Context, ns, queue, receipt string, visibil
 		if capped, cerr := s.isCapped(ctx, q, s.parts[q]); cerr == nil && capped {
 			// A failure here lets the reservation end before the claim:
 			// the claim is then uncounted until it ends.
-			_ = s.st.ExtendReservation(ctx, q, receiptToken(r), visibility+reserveMargin)
+			_ = s.st.HoldReservations(ctx, q, []string{receiptToken(r)}, visibility+reserveMargin)
 		}
 	}
 	return t, err

@@ -147,6 +147,14 @@ func (s *Service) PutSchedule(ctx context.Context, r ScheduleRequest) (ScheduleI
 	if err := s.st.PutSchedule(ctx, r.NS, sc, s.cfg.MaxSchedulesPerNamespace); err != nil {
 		return ScheduleInfo{}, err
 	}
+	// A replaced schedule keeps its last tick: read back what is stored.
+	if l, err := s.st.ListSchedules(ctx, r.NS, r.Queue); err == nil {
+		for _, got := range l {
+			if got.Name == r.Name {
+				sc.LastTime = got.LastTime
+			}
+		}
+	}
 	sc.Payload = nil
 	return ScheduleInfo{Schedule: sc, NextTime: t.Next(sc.LastTime)}, nil
 }
@@ -254,9 +262,6 @@ func (s *Service) runSchedule(ctx context.Context, ns string, sc store.Schedule,
 	if len(ticks) == 0 {
 		return nil
 	}
-	if missed > 0 && h.Missed != nil {
-		h.Missed(missed)
-	}
 	payload, ok, err := s.st.SchedulePayload(ctx, ns, sc.Queue, sc.Name)
 	if err != nil || !ok {
 		return err // deleted since it was listed: nothing to do
@@ -274,6 +279,9 @@ func (s *Service) runSchedule(ctx context.Context, ns string, sc store.Schedule,
 		}
 		if err := s.st.ScheduleTicked(ctx, ns, sc.Queue, sc.Name, tick); err != nil {
 			return err
+		}
+		if missed > 0 && h.Missed != nil && !e.Duplicate {
+			h.Missed(missed) // counted once, by the instance that enqueued the tick after them
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/queue"
+	"github.com/coordd/coordd/internal/store/storetest"
 )
 
 // TestQueuePauseResume: a paused queue takes messages, keeps its claims
@@ -225,5 +226,32 @@ func TestQueueCapPartitioned(t *testing.T) {
 	}
 	if len(acked) != total {
 		t.Errorf("%d of %d messages acked (stats %s)", len(acked), total, a.stats(t, "parts"))
+	}
+}
+
+// TestQueueCapPartitionedUncertainClaim: a partition's Claim whose answer
+// is lost (it ran) leaves its reservation in place: the claim it may have
+// made stays counted, and the next Claim under a cap of 1 gets nothing
+// until that claim's reservation ends.
+func TestQueueCapPartitionedUncertainClaim(t *testing.T) {
+	var f *storetest.Faulty
+	h := newHarness(t, withPartitions(3), withFaulty(&f))
+	if _, err := h.queues.ConfigureQueue(ctx(t), &coordv1.ConfigureQueueRequest{Queue: "parts", MaxInFlight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(queue.SettingsRefresh)
+	for range 6 {
+		h.enqueue(t, &coordv1.EnqueueRequest{Queue: "parts", Payload: []byte("x")})
+	}
+	f.FailAfter("Claim")
+	if _, err := h.queues.Claim(ctx(t), &coordv1.ClaimRequest{Queue: "parts", VisibilityTimeout: dur(time.Minute)}); err == nil {
+		t.Fatal("Claim with its answer lost succeeded")
+	}
+	f.Clear("Claim")
+	if st := h.stats(t, "parts"); st != "ready=5 delayed=0 in_flight=1 dead=0" {
+		t.Fatalf("after the lost answer: %s, want one claimed", st)
+	}
+	if got := h.claim(t, &coordv1.ClaimRequest{Queue: "parts", MaxMessages: 5}); len(got) != 0 {
+		t.Fatalf("claimed %d beside the claim whose answer was lost, under a cap of 1", len(got))
 	}
 }

@@ -531,9 +531,11 @@ type Queues interface {
 	// wakes QueueTopic(queue) if the queue was at its cap. A token with
 	// no reservation is skipped.
 	ReleaseClaims(ctx context.Context, queue string, tokens []string, unused bool) error
-	// ExtendReservation sets the end of token's reservation to now + hold
-	// (its claim was extended); none: nothing.
-	ExtendReservation(ctx context.Context, queue, token string, hold time.Duration) error
+	// HoldReservations sets the end of the reservations of tokens to now +
+	// hold, making again those that ended: their claims are live until
+	// then (a claim that took longer than its reservation, an extended
+	// claim).
+	HoldReservations(ctx context.Context, queue string, tokens []string, hold time.Duration) error
 	// Partitionings records that queue is spread over k partitions, besides
 	// every k recorded for it before, and returns every k recorded, in
 	// increasing order, 1 among them: the partitionings that may hold the
@@ -761,8 +763,8 @@ func RateTake(c QueueSettings, tat, now float64, n int) (took int, newTat, next 
 // no expiry: a schedule lives until it is deleted.
 type Schedules interface {
 	// PutSchedule stores s in namespace ns, replacing the schedule of the
-	// same Queue and Name, whose LastTime it keeps if that is later than
-	// s.LastTime. A new schedule in a namespace that has max of them is
+	// same Queue and Name, whose LastTime it keeps (s.LastTime is a new
+	// schedule's). A new schedule in a namespace that has max of them is
 	// ErrTooManySchedules, and nothing changes.
 	PutSchedule(ctx context.Context, ns string, s Schedule, max int) error
 	// DeleteSchedule deletes a schedule and reports whether there was one.

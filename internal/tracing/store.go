@@ -337,8 +337,8 @@ func (t traced) ReleaseClaims(ctx context.Context, a1 string, a2 []string, a3 bo
 	return t.inner.ReleaseClaims(ctx, a1, a2, a3)
 }
 
-func (t traced) ExtendReservation(ctx context.Context, a1, a2 string, a3 time.Duration) (err error) {
-	ctx, span := t.spans.Start(ctx, "ExtendReservation")
+func (t traced) HoldReservations(ctx context.Context, a1 string, a2 []string, a3 time.Duration) (err error) {
+	ctx, span := t.spans.Start(ctx, "HoldReservations")
 	defer func() { t.spans.End(span, Failure(err)) }()
-	return t.inner.ExtendReservation(ctx, a1, a2, a3)
+	return t.inner.HoldReservations(ctx, a1, a2, a3)
 }

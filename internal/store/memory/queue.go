@@ -887,16 +887,16 @@ func (s *Store) ReleaseClaims(_ context.Context, queue string, tokens []string, 
 	return nil
 }
 
-// ExtendReservation implements store.Queues.
-func (s *Store) ExtendReservation(_ context.Context, queue, token string, hold time.Duration) error {
+// HoldReservations implements store.Queues.
+func (s *Store) HoldReservations(_ context.Context, queue string, tokens []string, hold time.Duration) error {
 	now := s.now()
-	q := s.readQueue(queue)
-	if q == nil {
-		return nil
-	}
+	q := s.writeQueue(queue)
 	defer q.mu.Unlock()
-	if until, ok := q.slots[token]; ok && now.Before(until) {
-		q.slots[token] = now.Add(us(hold))
+	if q.slots == nil {
+		q.slots = map[string]time.Time{}
+	}
+	for _, t := range tokens {
+		q.slots[t] = now.Add(us(hold))
 	}
 	return nil
 }

@@ -25,8 +25,8 @@ func (s *Store) PutSchedule(_ context.Context, ns string, sc store.Schedule, max
 		m = make(map[schedKey]store.Schedule)
 		s.schedules[ns] = m
 	}
-	if ok && old.LastTime.After(sc.LastTime) {
-		sc.LastTime = old.LastTime
+	if ok {
+		sc.LastTime = old.LastTime // a tick due but not yet enqueued is not skipped
 	}
 	sc.Payload = slices.Clone(sc.Payload)
 	sc.PayloadSize = len(sc.Payload)

@@ -61,7 +61,7 @@ type queueClaimArgs struct {
 }
 
 // queueSlotsArgs are lua/queue_slots.lua's: the mode ("reserve",
-// "release", "extend"), the hold µs, whether released tokens were unused,
+// "release", "hold"), the hold µs, whether released tokens were unused,
 // and the tokens (at most queue.max_claim_messages: bounded work).
 type queueSlotsArgs struct {
 	queueArgs
@@ -107,9 +107,9 @@ func (s *Store) ReleaseClaims(ctx context.Context, queue string, tokens []string
 	return err
 }
 
-// ExtendReservation implements store.Queues.
-func (s *Store) ExtendReservation(ctx context.Context, queue, token string, hold time.Duration) error {
-	_, err := s.slotsEval(ctx, "ExtendReservation", queue, queueSlotsArgs{Mode: "extend", Hold: hold.Microseconds(), Tokens: []string{token}})
+// HoldReservations implements store.Queues.
+func (s *Store) HoldReservations(ctx context.Context, queue string, tokens []string, hold time.Duration) error {
+	_, err := s.slotsEval(ctx, "HoldReservations", queue, queueSlotsArgs{Mode: "hold", Hold: hold.Microseconds(), Tokens: tokens})
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/token"
@@ -147,5 +148,46 @@ func TestListDeadReadsPreviewsOnly(t *testing.T) {
 	}
 	if c.HExists(ctx, deadprev, ids[0]).Val() {
 		t.Errorf("a redriven letter's preview is kept")
+	}
+}
+
+// TestReplaceOfAHeadAdvancedBefore: a group's head that became ready at
+// its turn while its meta kept its earlier deliver time (as before a
+// head's turn was recorded) cannot be found in ready to be replaced: a
+// replacing Enqueue then adds a new message instead of failing.
+func TestReplaceOfAHeadAdvancedBefore(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	s, c, _ := rgStandalone(t, redistest.Standalone(t), clk, Config{})
+	ctx := t.Context()
+	const q = "ns:q"
+	meta := s.keys.queue(q)[5]
+	head, next := token.New(), token.New()
+	for _, id := range []string{head, next} {
+		if _, err := s.Enqueue(ctx, q, store.NewMessage{ID: id, Payload: []byte("p"), MaxAttempts: 3, Group: "g",
+			DedupID: "d-" + id, DedupWindow: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := s.Claim(ctx, q, store.Claim{Tokens: []string{token.New()}, Visibility: time.Minute})
+	if err != nil || len(cl.Messages) != 1 {
+		t.Fatalf("Claim = %v, %v", cl, err)
+	}
+	clk.Advance(1234567 * time.Microsecond) // a turn in another microsecond of its millisecond
+	if _, err := s.Ack(ctx, q, []string{cl.Messages[0].Receipt}); err != nil {
+		t.Fatal(err)
+	}
+	// next is ready since its turn; put its meta back as the code before
+	// recorded it: its deliver time is its enqueue time.
+	rec := c.HGet(ctx, meta, next).Val()
+	f := strings.SplitN(rec, "|", 7)
+	f[4] = f[5]
+	c.HSet(ctx, meta, next, strings.Join(f, "|"))
+	e, err := s.Enqueue(ctx, q, store.NewMessage{ID: token.New(), Payload: []byte("v2"), MaxAttempts: 3, Group: "g",
+		DedupID: "d-" + next, DedupWindow: time.Hour, Replace: true})
+	if err != nil || e.Replaced || e.Duplicate || e.ID == next {
+		t.Fatalf("replacing Enqueue = %+v, %v; want a new message", e, err)
+	}
+	if st, err := s.Stats(ctx, q); err != nil || st.Ready != 1 || st.Delayed != 1 {
+		t.Fatalf("Stats = %+v, %v; want the old head ready and the new message behind it", st, err)
 	}
 }

@@ -432,9 +432,9 @@ func (f *Faulty) ReleaseClaims(ctx context.Context, queue string, tokens []strin
 	return err
 }
 
-// ExtendReservation implements store.Queues.
-func (f *Faulty) ExtendReservation(ctx context.Context, queue, token string, hold time.Duration) error {
-	_, err := do(ctx, f, "ExtendReservation", func() (struct{}, error) { return struct{}{}, f.inner.ExtendReservation(ctx, queue, token, hold) }, nil)
+// HoldReservations implements store.Queues.
+func (f *Faulty) HoldReservations(ctx context.Context, queue string, tokens []string, hold time.Duration) error {
+	_, err := do(ctx, f, "HoldReservations", func() (struct{}, error) { return struct{}{}, f.inner.HoldReservations(ctx, queue, tokens, hold) }, nil)
 	return err
 }
 

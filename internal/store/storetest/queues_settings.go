@@ -421,8 +421,9 @@ func (e *env) reserve(q string, n int, hold time.Duration) (store.Reserved, []st
 // queueReservations: a partitioned queue's reservations count against its
 // caps as claims do: at most MaxInFlight live, at most the rate's tokens;
 // a release frees a slot (waking the queue at its cap) and gives unused
-// tokens back; an expired reservation frees its slot; an extended one
-// does not; a paused queue reserves nothing.
+// tokens back; an expired reservation frees its slot; one held longer
+// does not, and one that ended is made again by a hold; a paused queue
+// reserves nothing.
 func queueReservations(e *env) {
 	q := e.name("q")
 	e.configure(q, store.QueueSettings{MaxInFlight: 3, RateLimit: 4, RatePeriod: time.Hour})
@@ -439,11 +440,14 @@ func queueReservations(e *env) {
 	noErr(e, "ReleaseClaims unused", e.s.ReleaseClaims(e.ctx, q, t1[1:3], true))
 	r, t2 := e.reserve(q, 3, 10*time.Second)
 	eq(e, "reserved with the rate's tokens given back", r, store.Reserved{N: 2, NextDue: 10 * time.Second, HeldBack: "max_in_flight"})
-	noErr(e, "ExtendReservation", e.s.ExtendReservation(e.ctx, q, t2[0], time.Minute))
+	noErr(e, "HoldReservations", e.s.HoldReservations(e.ctx, q, t2[:1], time.Minute))
 	e.advance(10 * time.Second)
 	e.configure(q, store.QueueSettings{MaxInFlight: 3}) // no rate: only the slots count
 	r, _ = e.reserve(q, 5, 10*time.Second)
 	eq(e, "reserved after the others expired (one extended)", r.N, 2)
+	noErr(e, "HoldReservations of ended ones", e.s.HoldReservations(e.ctx, q, t1, time.Minute))
+	r, _ = e.reserve(q, 1, 10*time.Second)
+	eq(e, "reserved over the held ones", r.N, 0)
 	e.pause(q, true)
 	r, _ = e.reserve(q, 1, 10*time.Second)
 	eq(e, "reserved while paused", r, store.Reserved{HeldBack: "paused"})

@@ -71,10 +71,10 @@ func schedulePutListDelete(e *env) {
 	eq(e, "namespace listed", slices.Contains(nss, ns), true)
 
 	a2 := a
-	a2.Spec, a2.Payload, a2.PayloadSize, a2.LastTime = "*/5 * * * *", []byte("v2"), 2, e.now().Add(-time.Hour)
+	a2.Spec, a2.Payload, a2.PayloadSize, a2.LastTime = "*/5 * * * *", []byte("v2"), 2, e.now().Add(time.Hour)
 	noErr(e, "PutSchedule again", e.s.PutSchedule(e.ctx, ns, a2, 1)) // a replacement is not new: the bound does not apply
 	a2.LastTime = a.LastTime
-	eqSchedule(e, "replaced, its last time kept", e.listSchedules(ns, q)[0], a2)
+	eqSchedule(e, "replaced, its last time kept (even against a later one)", e.listSchedules(ns, q)[0], a2)
 
 	for _, sc := range []store.Schedule{a, b} {
 		ok, err := e.s.DeleteSchedule(e.ctx, ns, sc.Queue, sc.Name)

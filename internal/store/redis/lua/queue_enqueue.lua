@@ -13,8 +13,9 @@ if deliverAt >= 0 then deliver = math.max(deliverAt, now) end
 
 -- unplace takes ref (meta m, attempt 0) out of pending or ready, where a
 -- message not yet claimed became ready at its deliver time, or, redriven,
--- at its enqueue time; false if it is in neither (it waits behind its
--- group's head).
+-- at its enqueue time; false if it is found in neither (a group's head
+-- that became ready at its turn before its deliver time was recorded as
+-- that turn: it is then left as it is, and a new message enqueued).
 local function unplace(ref, m)
   if redis.call('ZREM', kPending, ref) == 1 then return true end
   for _, due in ipairs({m.deliver, m.enqueued}) do
@@ -31,10 +32,9 @@ if dedup ~= '' then
     if not did then corrupt('queue dedup record') end
     if not replace then return {DUPLICATE, did, tonumber(ddeliver)} end
     local m = getMeta(did)
-    if m and m.attempt == 0 and m.receipt == '' then
-      local ref = m.seq .. did
-      local waiting = m.group ~= '' and redis.call('HGET', kGroupHeads, m.group) ~= ref
-      if not waiting and not unplace(ref, m) then corrupt('queue message not placed') end
+    local ref = m and m.seq .. did
+    local waiting = m and m.group ~= '' and redis.call('HGET', kGroupHeads, m.group) ~= ref
+    if m and m.attempt == 0 and m.receipt == '' and (waiting or unplace(ref, m)) then
       m.deliver, m.prio = deliver, prio
       redis.call('HSET', kMsg, did, encoded)
       setMeta(did, m)

@@ -1,5 +1,5 @@
 -- A partitioned queue's reservations (store.Queues' ReserveClaims,
--- ReleaseClaims, ExtendReservation, by mode): kSlots, a sorted set of
+-- ReleaseClaims, HoldReservations, by mode): kSlots, a sorted set of
 -- tokens by the end of their reservation µs, in the queue's slot, counted
 -- against the queue's caps (kConf) as Claim counts its claims. It expires
 -- with its last reservation.
@@ -30,11 +30,9 @@ if mode == 'reserve' then
   end
   return {want, nxt, held}
 end
-if mode == 'extend' then
-  if redis.call('ZSCORE', kSlots, tokens[1]) then
-    redis.call('ZADD', kSlots, s(now + hold), tokens[1])
-    expireAt(kSlots, latest(kSlots))
-  end
+if mode == 'hold' then
+  for _, t in ipairs(tokens) do redis.call('ZADD', kSlots, s(now + hold), t) end
+  if #tokens > 0 then expireAt(kSlots, latest(kSlots)) end
   return {OK}
 end
 local live, freed = redis.call('ZCARD', kSlots), 0

@@ -11,7 +11,7 @@ local old = redis.call('HGET', kSpec, field)
 if old then
   local oldLast = tonumber(string.match(old, '^(%d+)|'))
   if not oldLast then corrupt('schedule record') end
-  last = math.max(last, oldLast)
+  last = oldLast -- a tick due but not yet enqueued is not skipped
 else
   if tonumber(redis.call('HGET', kCount, ns) or '0') >= max then return NO end
   redis.call('HINCRBY', kCount, ns, 1)
