@@ -1127,6 +1127,11 @@ func biCases() []biCase {
 		biEnqueue.bad("max_attempts=-1", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = -1 }),
 		biEnqueue.bad("max_attempts=MinInt32", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = math.MinInt32 }),
 		biEnqueue.bad("max_attempts=101", "max_attempts", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.MaxAttempts = 101 }),
+		biEnqueue.bad("dedup_mode=7", "dedup_mode", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.DedupId, r.DedupMode = "d", 7 }),
+		biEnqueue.bad("dedup_mode=-1", "dedup_mode", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.DedupId, r.DedupMode = "d", -1 }),
+		biEnqueue.bad("dedup_mode=REPLACE without dedup_id", "dedup_mode", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.DedupId, r.DedupMode = "", coordv1.DedupMode_DEDUP_MODE_REPLACE
+		}),
 		biEnqueue.bad("priority=-1", "priority", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Priority = -1 }),
 		biEnqueue.bad("priority=10", "priority", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Priority = 10 }),
 		biEnqueue.bad("group=257 bytes", "group", func(_ *biFixture, r *coordv1.EnqueueRequest) { r.Group = strings.Repeat("g", 257) }),
@@ -1547,6 +1552,12 @@ func TestBadInputControl(t *testing.T) {
 		}),
 		biEnqueue.control("past deliver_time", func(_ *biFixture, r *coordv1.EnqueueRequest) {
 			r.Delay, r.DeliverTime = nil, timestamppb.New(time.Now().Add(-time.Hour))
+		}),
+		biEnqueue.control("dedup_mode REPLACE", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.DedupId, r.DedupMode = "debounced", coordv1.DedupMode_DEDUP_MODE_REPLACE
+		}),
+		biEnqueue.control("dedup_mode KEEP_FIRST", func(_ *biFixture, r *coordv1.EnqueueRequest) {
+			r.DedupId, r.DedupMode = "kept", coordv1.DedupMode_DEDUP_MODE_KEEP_FIRST
 		}),
 		biEnqueue.control("defaults", func(_ *biFixture, r *coordv1.EnqueueRequest) {
 			r.Delay, r.DedupId, r.MaxAttempts, r.Payload = nil, "", 0, nil

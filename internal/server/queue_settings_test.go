@@ -255,3 +255,24 @@ func TestQueueCapPartitionedUncertainClaim(t *testing.T) {
 		t.Fatalf("claimed %d beside the claim whose answer was lost, under a cap of 1", len(got))
 	}
 }
+
+// TestScheduleBound: past queue.max_schedules_per_namespace a new schedule
+// is RESOURCE_EXHAUSTED TOO_MANY_SCHEDULES and nothing is stored; one put
+// again is not new; other namespaces count apart.
+func TestScheduleBound(t *testing.T) {
+	h := newHarness(t, func(c *config) { c.services.Queue.MaxSchedulesPerNamespace = 2 })
+	put := func(name string) error {
+		_, err := h.queues.PutSchedule(ctx(t), &coordv1.PutScheduleRequest{Queue: "q", Name: name, Spec: "@hourly"})
+		return err
+	}
+	for _, n := range []string{"a", "b", "b"} {
+		if err := put(n); err != nil {
+			t.Fatalf("PutSchedule %s: %v", n, err)
+		}
+	}
+	wantStatus(t, put("c"), codes.ResourceExhausted, "TOO_MANY_SCHEDULES")
+	l, err := h.queues.ListSchedules(ctx(t), &coordv1.ListSchedulesRequest{})
+	if err != nil || len(l.GetSchedules()) != 2 {
+		t.Fatalf("ListSchedules after the refusal = %v, %v; want a and b", l, err)
+	}
+}
