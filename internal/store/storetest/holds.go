@@ -52,6 +52,7 @@ func holdTests() []test {
 		{"LockDelayRetryAtLater", holdsLockDelayRetryAtLater},
 		{"LockDelayThenFIFO", holdsLockDelayThenFIFO},
 		{"ReleasedAfterRecordedDeadline", holdsReleasedAfterRecordedDeadline},
+		{"BoundBeyondCleanBatch", holdsBoundBeyondCleanBatch},
 		{"PlainAndSharedTakeTurns", holdsPlainAndSharedTakeTurns},
 		{"NoLockDelay", holdsNoLockDelay},
 		{"CheckFence", holdsCheckFence},
@@ -1387,6 +1388,36 @@ func holdsReleasedAfterRecordedDeadline(e *env) {
 			e.grant(c.req(n, "next"))
 		})
 	}
+}
+
+// holdsBoundBeyondCleanBatch: with more session-bound holders past their
+// recorded deadline than one step asks sessions about (the Redis store
+// asks 100 at a time), a renewal and a release by the token of the one
+// past its deadline last still find it held and bound.
+func holdsBoundBeyondCleanBatch(e *env) {
+	n := e.name("many-bound")
+	var ids []string
+	var reqs []store.HoldRequest
+	for i := range 120 {
+		id := e.sessionWithDelay(10*time.Second, 0)
+		if i == 119 {
+			e.advance(time.Second) // its recorded deadline is the latest
+		}
+		r := inSession(permitReq(n, fmt.Sprint("p", i), 200, time.Minute), id)
+		e.grant(r)
+		ids, reqs = append(ids, id), append(reqs, r)
+	}
+	for range 3 { // the grants' deadlines long past, the sessions live
+		e.advance(6 * time.Second)
+		for _, id := range ids {
+			e.keepAlive(id, 10*time.Second)
+		}
+	}
+	last := reqs[len(reqs)-1]
+	if _, err := e.s.RenewHold(e.ctx, store.HoldSemaphore, n, last.Token, time.Minute); !errors.Is(err, store.ErrSessionBound) {
+		e.Errorf("RenewHold of the last of 120 bound holders past their recorded deadline = %v, want ErrSessionBound", err)
+	}
+	e.free(last)
 }
 
 // holdsPlainAndSharedTakeTurns: one lock name held in turn by a plain
