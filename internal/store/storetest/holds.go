@@ -1392,8 +1392,9 @@ func holdsReleasedAfterRecordedDeadline(e *env) {
 
 // holdsBoundBeyondCleanBatch: with more session-bound holders past their
 // recorded deadline than one step asks sessions about (the Redis store
-// asks 100 at a time), a renewal and a release by the token of the one
-// past its deadline last still find it held and bound.
+// asks 100 at a time, the first by deadline), a renewal and a release by
+// the token of the one past its deadline last still find it held and
+// bound: the caller's own holder is always asked about.
 func holdsBoundBeyondCleanBatch(e *env) {
 	n := e.name("many-bound")
 	var ids []string

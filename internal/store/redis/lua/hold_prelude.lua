@@ -601,11 +601,14 @@ end
 -- no fact, the script answers {ASK, token, session, ...} before doing
 -- anything else, and coordd runs it again with the facts (holdEval). An
 -- expired session is never revived, so what was seen dead stays dead.
+-- resolve(mine): the holder of token mine (the caller's own, whose answer
+-- depends on it) is settled too when its recorded deadline has passed,
+-- whether or not it is among the first cleanBatch of them.
 local facts = {}
 for tok, live, dl in string.gmatch(factsArg, '(%S+) ([01]) (%d+)') do
   facts[tok] = {live = live == '1', dl = tonumber(dl)}
 end
-local function resolve()
+local function resolve(mine)
   if solo() or not keyed() then return nil end -- a solo holder is the only one, never session-bound
   local z = redis.call('ZRANGE', kByDeadline, 0, headN - 1, 'WITHSCORES')
   local due = {}
@@ -614,6 +617,12 @@ local function resolve()
   end
   if #due == headN then
     due = redis.call('ZRANGEBYSCORE', kByDeadline, '-inf', s(now), 'LIMIT', 0, cleanBatch)
+  end
+  if mine then
+    local dl = redis.call('ZSCORE', kByDeadline, mine)
+    local listed = false
+    for _, tok in ipairs(due) do listed = listed or tok == mine end
+    if dl and tonumber(dl) <= now and not listed then due[#due + 1] = mine end
   end
   headCache = z
   local ask, ended = {}, false

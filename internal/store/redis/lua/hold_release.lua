@@ -16,7 +16,7 @@
 if bound and facts[tok] and facts[tok].live and facts[tok].dl <= now then facts[tok].dl = now + 1 end
 local r = holder(tok)
 if kind == 'election' or mayQueue() or not r or r.ses ~= '' then
-  local asked = resolve()
+  local asked = resolve(tok)
   if asked then return asked end
   if settled[tok] then r = holder(tok) end
 end

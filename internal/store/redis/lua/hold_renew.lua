@@ -6,7 +6,7 @@
 -- script's reader of such a holder does).
 local r = holder(tok)
 if r and r.ses ~= '' and r.dl <= now then
-  local asked = resolve()
+  local asked = resolve(tok)
   if asked then return asked end
   r = holder(tok)
 end
