@@ -36,31 +36,31 @@ func (k keys) queueHist(name string) string { return k.tag("q", name) + ":hist" 
 func (k keys) queueNames(ns string) string  { return k.prefix + ":{qnames}:" + ns }
 
 // RecordQueueActivity implements store.QueueActivity: a script per queue
-// (each in its own slot), then one on the namespace's registry.
+// (each in its own slot) and one on the namespace's registry, pipelined in
+// one round trip.
 func (s *Store) RecordQueueActivity(ctx context.Context, ns string, minute time.Time, counts map[string]store.QueueCounts) error {
 	m := minute.Truncate(time.Minute)
 	names := make([]string, 0, len(counts))
+	calls := make([]call, 0, len(counts)+1)
 	for q, c := range counts {
 		names = append(names, q)
-		key := s.keys.queueHist(store.Scope(ns, q))
-		err := s.do(ctx, "RecordQueueActivity", key, func(ctx context.Context) error {
-			_, err := codeOf(queueActivity, s.eval(ctx, queueActivity, []string{key}, queueActivityArgs{
-				Minute: m.UnixMicro(), Horizon: m.Add(-store.ActivityHistory).UnixMicro(), HorizonTTL: (store.ActivityHistory + 2*time.Minute).Microseconds(),
-				Counts: []int64{c.Enqueued, c.Acked, c.Retried, c.Dead},
-			}), codeOK)
-			return err
-		})
-		if err != nil {
-			return err
-		}
+		calls = append(calls, call{queueActivity, []string{s.keys.queueHist(store.Scope(ns, q))}, queueActivityArgs{
+			Minute: m.UnixMicro(), Horizon: m.Add(-store.ActivityHistory).UnixMicro(), HorizonTTL: (store.ActivityHistory + 2*time.Minute).Microseconds(),
+			Counts: []int64{c.Enqueued, c.Acked, c.Retried, c.Dead},
+		}})
 	}
 	key := s.keys.queueNames(ns)
+	calls = append(calls, call{queueRegistry, []string{key}, queueRegistryArgs{
+		Minute: m.UnixMicro(), Horizon: m.Add(-store.ActivityRegistryTTL).UnixMicro(), TTL: store.ActivityRegistryTTL.Microseconds(),
+		Max: store.ActivityRegistry, Names: names,
+	}})
 	return s.do(ctx, "RecordQueueActivity", key, func(ctx context.Context) error {
-		_, err := codeOf(queueRegistry, s.eval(ctx, queueRegistry, []string{key}, queueRegistryArgs{
-			Minute: m.UnixMicro(), Horizon: m.Add(-store.ActivityRegistryTTL).UnixMicro(), TTL: store.ActivityRegistryTTL.Microseconds(),
-			Max: store.ActivityRegistry, Names: names,
-		}), codeOK)
-		return err
+		for i, cmd := range s.evalPipelined(ctx, calls) {
+			if _, err := codeOf(calls[i].script, cmd, codeOK); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
