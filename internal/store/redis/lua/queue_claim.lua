@@ -13,30 +13,21 @@ local toLast = false
 -- The settings bound how many: none while paused, no more than the free
 -- slots, then no more than the rate's tokens.
 local c = conf()
-local want, held, slotNext = #tokens, 0, 0
-if c.paused then want, held = 0, 1 end
 if reserved then c.max, c.rl = 0, 0 end -- the partitioned queue's reservations counted the caps
-if c.max > 0 and want > 0 then
-  local free = math.max(0, c.max - live())
-  if free < want then
-    want, held = free, 2
-    -- A slot frees at the first claim's deadline, a claim on its last
-    -- attempt too (which nextDue leaves out: it makes nothing ready).
-    local _, d = firstIn(kLast, '(' .. s(now), '+inf')
-    if d then slotNext = d - now end
-  end
+local want, held = capSlots(c, #tokens, live)
+local slotNext = 0
+if held == 2 then
+  -- A slot frees at the first claim's deadline, a claim on its last
+  -- attempt too (which nextDue leaves out: it makes nothing ready).
+  local _, d = firstIn(kLast, '(' .. s(now), '+inf')
+  if d then slotNext = d - now end
 end
 local members = {}
 if want > 0 then members = redis.call('ZRANGE', kReady, 0, want - 1) end
 if held > 0 and #members == want and redis.call('ZCARD', kReady) <= want then held, slotNext = 0, 0 end -- none was ready beyond
-local rateNext = 0
-if c.rl > 0 and #members > 0 then
-  local took, tat
-  took, tat, rateNext = rateTake(c, #members)
-  if took < #members then held = 3 end
-  for i = #members, took + 1, -1 do members[i] = nil end
-  if took > 0 then redis.call('HSET', kConf, 'tat', string.format('%.17g', tat)) end
-end
+local took, rateNext = capRate(c, #members)
+if took < #members then held = 3 end
+for i = #members, took + 1, -1 do members[i] = nil end
 -- Every record is read before anything changes (see corrupt).
 local refs, metas, bodies = {}, {}, {}
 for i = 1, #members do

@@ -399,6 +399,28 @@ local function rateTake(c, n)
   return took, tat, nxt
 end
 
+-- capSlots bounds want by c's pause and max in flight, with countLive()
+-- the claims (or reservations) that count against it, called only under
+-- a cap: how many, and the held-back code (0 none, 1 paused, 2 max in
+-- flight), as Claim answers it.
+local function capSlots(c, want, countLive)
+  if c.paused then return 0, 1 end
+  if c.max > 0 and want > 0 then
+    local free = math.max(0, c.max - countLive())
+    if free < want then return free, 2 end
+  end
+  return want, 0
+end
+
+-- capRate takes up to n of c's claim-rate tokens and keeps the bucket's
+-- state: how many, and, when it took fewer, µs until the next token.
+local function capRate(c, n)
+  if c.rl == 0 or n == 0 then return n, 0 end
+  local took, tat, nxt = rateTake(c, n)
+  if took > 0 then redis.call('HSET', kConf, 'tat', string.format('%.17g', tat)) end
+  return took, nxt
+end
+
 -- rateRefund is c's tat after k tokens were given back (taken for claims
 -- that did not happen), never beyond a full bucket, as store.RateRefund.
 local function rateRefund(c, k)

@@ -10,18 +10,10 @@
 redis.call('ZREMRANGEBYSCORE', kSlots, '-inf', s(now))
 local c = conf()
 if mode == 'reserve' then
-  local want, held, nxt = #tokens, 0, 0
-  if c.paused then want, held = 0, 1 end
-  if c.max > 0 and want > 0 then
-    local free = math.max(0, c.max - redis.call('ZCARD', kSlots))
-    if free < want then want, held = free, 2 end
-  end
-  if c.rl > 0 and want > 0 then
-    local took, tat, rn = rateTake(c, want)
-    if took < want then held, nxt = 3, rn end
-    want = took
-    if took > 0 then redis.call('HSET', kConf, 'tat', string.format('%.17g', tat)) end
-  end
+  local want, held = capSlots(c, #tokens, function() return redis.call('ZCARD', kSlots) end)
+  local took, nxt = capRate(c, want)
+  if took < want then held = 3 end
+  want = took
   for i = 1, want do redis.call('ZADD', kSlots, s(now + hold), tokens[i]) end
   if want > 0 then expireAt(kSlots, latest(kSlots)) end
   if held == 2 then -- a slot frees at the first reservation's end
