@@ -36,11 +36,6 @@ func (s *Store) RecordQueueActivity(_ context.Context, ns string, minute time.Ti
 		old := h[m]
 		h[m] = store.QueueCounts{Enqueued: old.Enqueued + c.Enqueued, Acked: old.Acked + c.Acked,
 			Retried: old.Retried + c.Retried, Dead: old.Dead + c.Dead}
-		for t := range h {
-			if t < now.Add(-store.ActivityHistory).Unix() {
-				delete(h, t)
-			}
-		}
 		reg[q] = minute
 	}
 	s.trimActivity(now)
