@@ -87,3 +87,13 @@ package store
 // longest of all. The deciding limit is that denying one (the first of
 // equals), or, allowed, the one with the least Remaining (the first of
 // equals).
+//
+// Counting hits (CountHits: Envoy's rate limit service, internal/envoyrl).
+// A counter of key under period P has the fixed window's windows and state:
+// the window ws of the count n, the current window w = max(floor(now/P),
+// ws), the count n if ws = w, else 0. A call adds its hits h to it, whatever
+// the count: there is no limit here, the caller compares the count after
+// with its own, so the hits of a request over the limit count too, as in
+// envoy ratelimit. h = 0 reads the count and writes nothing. The answer is
+// the count after and now. The state is kept until (w+2)*P, as the fixed
+// window's.

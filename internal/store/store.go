@@ -271,6 +271,39 @@ type Limits interface {
 	// from any (ratelimit.go, "Several limits"). cost must fit every limit's
 	// capacity. Allow is AllowAll with one limit.
 	AllowAll(ctx context.Context, key string, limits []Limit, cost int64, peek bool) (Decision, error)
+	// CountHits adds each Hit's hits to its key's counter in the current
+	// fixed window of its period, whatever the count (ratelimit.go,
+	// "Counting hits"), and returns the counts after, in order, and the
+	// store's time of the step. Each counter's step is atomic; counters of
+	// different keys are counted apart (on a Cluster, in one round trip
+	// per master). A counter of a key is apart from its Allow states, and
+	// from its counters of other periods. 1 to MaxHits hits, each with
+	// Period >= 1µs and Hits >= 0. On an error the outcome of each is
+	// unknown.
+	CountHits(ctx context.Context, hits []Hit) (counts []int64, now time.Time, err error)
+}
+
+// Hit is one counter's part of a CountHits.
+type Hit struct {
+	Key    string
+	Period time.Duration
+	Hits   int64
+}
+
+// MaxHits is the most counters one CountHits counts.
+const MaxHits = 64
+
+// CheckHits reports a list of hits that CountHits does not take.
+func CheckHits(hits []Hit) error {
+	if len(hits) < 1 || len(hits) > MaxHits {
+		return fmt.Errorf("CountHits of %d counters, want 1 to %d", len(hits), MaxHits)
+	}
+	for _, h := range hits {
+		if h.Period < time.Microsecond || h.Hits < 0 {
+			return fmt.Errorf("CountHits of %+v", h)
+		}
+	}
+	return nil
 }
 
 // MaxLimits is the most limits one AllowAll decides.

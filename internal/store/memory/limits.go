@@ -88,6 +88,39 @@ func (s *Store) AllowAll(_ context.Context, key string, limits []store.Limit, co
 	return out, nil
 }
 
+// CountHits implements store.Limits: each counter is a fixed window state
+// under a Limit of its period alone (no algorithm: apart from every Allow
+// state), stepped under its shard's lock.
+func (s *Store) CountHits(_ context.Context, hits []store.Hit) ([]int64, time.Time, error) {
+	if err := store.CheckHits(hits); err != nil {
+		return nil, time.Time{}, err
+	}
+	t := s.now()
+	now := t.UnixMicro()
+	counts := make([]int64, len(hits))
+	for i, h := range hits {
+		counts[i] = s.countHits(now, h)
+	}
+	return counts, t, nil
+}
+
+func (s *Store) countHits(now int64, h store.Hit) int64 {
+	k := limitKey{key: h.Key, limit: store.Limit{Period: us(h.Period)}}
+	p := k.limit.Period.Microseconds()
+	sh := &s.limits[maphash.String(limitSeed, h.Key)%limitShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	w, n := now/p, int64(0)
+	if st := sh.m[k]; st != nil && st.expire > now && st.window >= w {
+		w, n = st.window, st.cur // a later window than now's (the clock stepped back) stays current
+	}
+	if h.Hits > 0 {
+		n += h.Hits
+		sh.m[k] = &limitState{expire: (w + 2) * p, window: w, cur: n}
+	}
+	return n
+}
+
 // combine folds limit i's decision d into the decision so far, so, as
 // store/ratelimit.go's "Several limits" says.
 func combine(so, d store.Decision, i int) store.Decision {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coordd/coordd/internal/store"
 )
@@ -105,6 +106,12 @@ func (k keys) limit(key string, l store.Limit) []string {
 		return []string{t, t + ":sum"}
 	}
 	return []string{t}
+}
+
+// counter returns the key of key's hit counter of a period
+// (store.Limits.CountHits), apart from its limiters.
+func (k keys) counter(key string, period time.Duration) string {
+	return k.tag("rc", key) + ":" + strconv.FormatInt(period.Microseconds(), 10)
 }
 
 func (k keys) idem(key string) string { return k.tag("i", key) }

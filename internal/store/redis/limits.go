@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -61,4 +62,50 @@ func decodeDecision(cmd *redis.Cmd, n int) (store.Decision, error) {
 		return store.Decision{}, err
 	}
 	return store.Decision{Allowed: allowed, Remaining: remaining, RetryAfter: micros(retry), ResetAfter: micros(reset), Limit: int(decided)}, nil
+}
+
+// CountHits implements store.Limits: a script (lua/limit_hits.lua) per
+// counter; one alone goes as any call does (in a batch, if batching is
+// on), several in one pipeline (on a Cluster, one per master).
+func (s *Store) CountHits(ctx context.Context, hits []store.Hit) ([]int64, time.Time, error) {
+	if err := store.CheckHits(hits); err != nil {
+		return nil, time.Time{}, err
+	}
+	counts := make([]int64, len(hits))
+	var now int64
+	calls := make([]call, len(hits))
+	for i, h := range hits {
+		calls[i] = call{limitHits, []string{s.keys.counter(h.Key, h.Period)}, limitHitsArgs{Period: h.Period.Microseconds(), Hits: h.Hits}}
+	}
+	err := s.do(ctx, "CountHits", calls[0].keys[0], func(ctx context.Context) error {
+		var cmds []*redis.Cmd
+		if len(calls) == 1 {
+			cmds = []*redis.Cmd{s.eval(ctx, limitHits, calls[0].keys, calls[0].args)}
+		} else {
+			cmds = s.evalPipelined(ctx, calls)
+		}
+		for i, cmd := range cmds {
+			r, err := replyOf(limitHits, cmd)
+			if err != nil {
+				return err
+			}
+			r.code(codeOK)
+			counts[i], now = r.int(1), r.int(2)
+			if err := r.done(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return counts, unixMicro(now), nil
+}
+
+// limitHitsArgs are lua/limit_hits.lua's: the period µs and the hits to
+// add.
+type limitHitsArgs struct {
+	Period int64 `lua:"period,int"`
+	Hits   int64 `lua:"hits,int"`
 }

@@ -216,6 +216,7 @@ var (
 	sessionLives       = newScript("session_lives", sessionKeyNames[:1], noArgs{})
 
 	limitAllow = newScript("limit_allow", []string{"limiterKeys..."}, limitAllowArgs{}, "limit_prelude")
+	limitHits  = newScript("limit_hits", []string{"kCounter"}, limitHitsArgs{})
 
 	idemBegin  = newScript("idem_begin", []string{"kKey"}, idemBeginArgs{})
 	idemFinish = newScript("idem_finish", []string{"kKey"}, idemFinishArgs{})

@@ -272,6 +272,17 @@ func (f *Faulty) AllowAll(ctx context.Context, key string, limits []store.Limit,
 	return do(ctx, f, "AllowAll", func() (store.Decision, error) { return f.inner.AllowAll(ctx, key, limits, cost, peek) }, nil)
 }
 
+// CountHits implements store.Limits.
+func (f *Faulty) CountHits(ctx context.Context, hits []store.Hit) ([]int64, time.Time, error) {
+	var now time.Time
+	counts, err := do(ctx, f, "CountHits", func() ([]int64, error) {
+		counts, t, err := f.inner.CountHits(ctx, hits)
+		now = t
+		return counts, err
+	}, nil)
+	return counts, now, err
+}
+
 // BeginIdempotent implements store.Idempotency.
 func (f *Faulty) BeginIdempotent(ctx context.Context, req store.BeginIdempotent) (store.IdemState, error) {
 	return do(ctx, f, "BeginIdempotent", func() (store.IdemState, error) { return f.inner.BeginIdempotent(ctx, req) }, nil)

@@ -26,7 +26,7 @@ func limitTests() []test {
 		{"ClockStepBackKeepsCounts", limitClockStepBack},
 		{"ClockStepBackSpec", limitClockStepBackSpec},
 		{"ClockStepBackBounds", limitClockStepBackBounds},
-	}, multiLimitTests()...)
+	}, append(multiLimitTests(), hitsTests()...)...)
 }
 
 var algorithms = []store.Algorithm{store.FixedWindow, store.SlidingWindow, store.SlidingLog, store.TokenBucket, store.LeakyBucket}
