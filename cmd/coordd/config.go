@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/internal/console"
 	"github.com/coordd/coordd/internal/election"
 	"github.com/coordd/coordd/internal/hold"
+	"github.com/coordd/coordd/internal/envoyrl"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
@@ -172,6 +173,11 @@ type RateLimit struct {
 	// Policies is a list, not a map, because viper lowercases map keys and
 	// a policy's name must reach clients as written.
 	Policies []PolicyConfig `mapstructure:"policies"`
+	// EnvoyConfig names a directory of envoyproxy/ratelimit's own YAML
+	// files (its RUNTIME_ROOT's config directory), read unchanged, for
+	// Envoy's ShouldRateLimit on coordd's gRPC port; reloaded on SIGHUP
+	// and when a file in it changes. "": none.
+	EnvoyConfig string `mapstructure:"envoy_config"`
 }
 
 // PolicyConfig is one named rate-limit policy: one limit (algorithm,
@@ -464,6 +470,8 @@ func (c *Config) Validate() error {
 	v.Add(c.UI.Validate())
 	_, err := c.policies()
 	v.Add(err)
+	_, err = c.envoyConfig()
+	v.Add(err)
 	return v.Err()
 }
 
@@ -474,6 +482,19 @@ func (c GRPCConfig) validate(v *validate.Checks) {
 	if c.StreamWorkers < 0 {
 		v.Bad("grpc.stream_workers", "must not be negative (0: one per CPU)")
 	}
+}
+
+// envoyConfig loads ratelimit.envoy_config's files, or nil if unset. Its
+// error names the file and line.
+func (c *Config) envoyConfig() (*envoyrl.Config, error) {
+	if c.RateLimit.EnvoyConfig == "" {
+		return nil, nil
+	}
+	ec, err := envoyrl.Load(c.RateLimit.EnvoyConfig)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit.envoy_config: %w", err)
+	}
+	return ec, nil
 }
 
 // policies converts the configured policies, checking each against the

@@ -213,6 +213,10 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	envoy, err := cfg.envoyConfig()
+	if err != nil {
+		return nil, err
+	}
 	d := &daemon{cfg: cfg, log: log}
 	d.drain, d.drainNow = context.WithCancel(context.Background())
 	if d.tp, err = newTracerProvider(context.Background(), os.Getenv, log); err != nil {
@@ -284,7 +288,7 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	}
 	svc, err := server.NewServices(d.store, clock.Real{}, server.Config{
 		Lock: cfg.Lock, Semaphore: cfg.Semaphore, Election: cfg.Election,
-		Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies,
+		Session: cfg.Session, Limiter: cfg.RateLimit.Config, Policies: policies, Envoy: envoy,
 		Idem: cfg.Idempotency, Queue: cfg.Queue,
 	}, d.drain)
 	if err != nil {

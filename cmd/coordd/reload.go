@@ -30,6 +30,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/coordd/coordd/internal/envoyrl"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/server"
 )
@@ -86,14 +87,19 @@ func (d *daemon) reloads(ctx context.Context, args []string, hup <-chan os.Signa
 }
 
 // watchedFiles are the files of cfg that a reload reads again and that
-// change under a running coordd: certificates renewed, keys rotated.
-// (coordd.yaml is not among them: its changes need SIGHUP or a restart.)
+// change under a running coordd: certificates renewed, keys rotated; and
+// the directories whose every file a reload reads (ratelimit.envoy_config),
+// each ending in a separator. (coordd.yaml is not among them: its changes
+// need SIGHUP or a restart.)
 func watchedFiles(cfg Config) []string {
 	var files []string
 	for _, f := range []string{cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ClientCAFile, cfg.Auth.APIKeysFile} {
 		if f != "" {
 			files = append(files, filepath.Clean(f))
 		}
+	}
+	if d := cfg.RateLimit.EnvoyConfig; d != "" {
+		files = append(files, filepath.Clean(d)+string(filepath.Separator))
 	}
 	return files
 }
@@ -133,7 +139,7 @@ func (fw *fileWatch) set(files []string) {
 	fw.files = map[string]bool{}
 	for _, f := range files {
 		fw.files[f] = true
-		want[filepath.Dir(f)] = true
+		want[filepath.Dir(f)] = true // a directory's own, for one ending in a separator
 	}
 	for dir := range fw.dirs {
 		if !want[dir] {
@@ -163,10 +169,10 @@ func (fw *fileWatch) touched(ev fsnotify.Event) []string {
 		return nil
 	}
 	name := filepath.Clean(ev.Name)
-	if fw.files[name] {
-		return []string{name}
-	}
 	dir := filepath.Dir(name)
+	if fw.files[name] || fw.files[dir+string(filepath.Separator)] {
+		return []string{name} // a watched file, or any file of a watched directory
+	}
 	if !strings.HasPrefix(filepath.Base(name), "..") || !fw.dirs[dir] {
 		return nil
 	}
@@ -210,8 +216,15 @@ func (d *daemon) reload(args []string, attrs ...any) (Config, bool) {
 	cfg, err := loadConfig(args)
 	var policies map[string]limiter.Policy
 	var auth server.AuthConfig
+	var envoy *envoyrl.Config
 	if err == nil {
 		policies, err = cfg.policies()
+	}
+	if err == nil {
+		envoy, err = cfg.envoyConfig()
+	}
+	if err == nil {
+		err = d.services.Envoy.Check(envoy)
 	}
 	if err == nil {
 		auth, err = cfg.Auth.config()
@@ -226,6 +239,7 @@ func (d *daemon) reload(args []string, attrs ...any) (Config, bool) {
 	if err == nil {
 		// Everything is checked: apply it all.
 		_ = d.limiter.SetPolicies(policies)
+		_ = d.services.Envoy.SetConfig(envoy)
 		d.initPolicies(policies)
 		_ = d.auth.Set(auth)
 		if d.tls != nil {

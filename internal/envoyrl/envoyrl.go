@@ -62,6 +62,7 @@
 package envoyrl
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -158,6 +159,31 @@ type node struct {
 // Domains lists the configured domains, sorted.
 func (c *Config) Domains() []string {
 	return slices.Clone(c.names)
+}
+
+// HasDomain reports whether domain is configured.
+func (c *Config) HasDomain(domain string) bool { return c.domains[domain] != nil }
+
+// Limits returns every configured limit (not overrides), domain by domain
+// in file order of their descriptors' lines; changing them changes nothing.
+func (c *Config) Limits() []*Limit {
+	var out []*Limit
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n.limit != nil {
+			l := *n.limit
+			out = append(out, &l)
+		}
+		kids := slices.Collect(maps.Values(n.children))
+		slices.SortFunc(kids, func(a, b *node) int { return a.line - b.line })
+		for _, k := range kids {
+			walk(k)
+		}
+	}
+	for _, name := range c.names {
+		walk(&c.domains[name].root)
+	}
+	return out
 }
 
 // Limit returns the limit of descriptor d in domain, or nil if none

@@ -42,6 +42,7 @@ type Metrics struct {
 	sessions      prometheus.Gauge
 	decisions     *prometheus.CounterVec // by policy, algorithm, result
 	denyCacheHits prometheus.Counter
+	envoy         *prometheus.CounterVec // by domain, descriptor, outcome
 	idem          *prometheus.CounterVec // by outcome
 	queueOps      *prometheus.CounterVec // by op
 	queueHeld     *prometheus.CounterVec // by reason
@@ -106,6 +107,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		decisions: f.counterVec("ratelimit_decisions_total",
 			"Allow decisions by policy (\"inline\" for inline limits), algorithm and result (allowed, denied, shadow_denied, degraded).",
 			"policy", "algorithm", "result"),
+		envoy: f.counterVec("envoy_ratelimit_decisions_total",
+			"ShouldRateLimit decisions per descriptor, by domain, descriptor (the configuration's domain and keys, never a value; \"\" without a limit) and outcome "+
+				"(ok, over_limit, shadow_over_limit, quota_over_limit, unlimited, replaced, no_limit). A domain not configured is \"unknown\".",
+			"domain", "descriptor", "outcome"),
 		denyCacheHits: f.counter("ratelimit_deny_cache_hits_total", "Allow denials answered from the deny cache, without a round trip to the store."),
 		idem: f.counterVec("idempotency_outcomes_total",
 			"BeginIdempotent outcomes (execute, in_progress, completed, failed, fingerprint_mismatch) and Finish results (stored, not_owner).",
@@ -338,6 +343,14 @@ func (m *Metrics) Decision(policy, algorithm, result string) {
 		policy = "inline"
 	}
 	m.decisions.WithLabelValues(policy, algorithm, result).Inc()
+}
+
+// EnvoyDecision counts a ShouldRateLimit decision of one descriptor
+// (internal/envoyrl's Result).
+func (m *Metrics) EnvoyDecision(domain, descriptor, outcome string) {
+	if m != nil {
+		m.envoy.WithLabelValues(domain, descriptor, outcome).Inc()
+	}
 }
 
 // DenyCacheHit counts a denial answered from the deny cache.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strings"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -25,6 +26,7 @@ import (
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/election"
+	"github.com/coordd/coordd/internal/envoyrl"
 	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
@@ -45,8 +47,10 @@ type Services struct {
 	Elections  *election.Service
 	Sessions   *session.Service
 	Limiter    *limiter.Service
-	Idem       *idem.Service
-	Queues     *queue.Service
+	// Envoy is Envoy's rate limit service (ShouldRateLimit).
+	Envoy  *envoyrl.Service
+	Idem   *idem.Service
+	Queues *queue.Service
 	// Waiting is the instance's one coordinator of waiting acquisitions,
 	// shared by locks, semaphores and elections.
 	Waiting *hold.Waiters
@@ -73,8 +77,11 @@ type Config struct {
 	Session   session.Config
 	Limiter   limiter.Config
 	Policies  map[string]limiter.Policy
-	Idem      idem.Config
-	Queue     queue.Config
+	// Envoy is envoy ratelimit's configuration (ratelimit.envoy_config);
+	// nil: none (ShouldRateLimit answers FAILED_PRECONDITION).
+	Envoy *envoyrl.Config
+	Idem  idem.Config
+	Queue queue.Config
 }
 
 // DefaultConfig returns every domain package's default configuration, with
@@ -100,8 +107,13 @@ func NewServices(st store.Store, clk clock.Clock, cfg Config, drainCtx context.C
 	if err != nil {
 		return Services{}, err
 	}
+	envoy := envoyrl.NewService(st, cfg.Limiter.CheckLimit)
+	if err := envoy.SetConfig(cfg.Envoy); err != nil {
+		return Services{}, err
+	}
 	waiting := hold.NewWaiters(st, st, drain)
 	return Services{
+		Envoy:      envoy,
 		Locks:      lock.New(st, waiting, clk, cfg.Lock, drain),
 		Semaphores: semaphore.New(st, waiting, clk, cfg.Semaphore, drain),
 		Elections:  election.New(st, waiting, clk, cfg.Election, drain),
@@ -206,6 +218,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	register(&coordv1.ElectionService_ServiceDesc, &electionServer{svc: svc.Elections, drain: svc.Drain.Done(), metrics: m})
 	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, final: e.keepAliveStatus, metrics: m, rate: o.Limits.MaxStreamMessageRate, max: o.Limits.MaxSessions, latency: o.StoreLatency})
 	register(&coordv1.RateLimitService_ServiceDesc, &rateLimitServer{svc: svc.Limiter, metrics: m})
+	register(&rlsv3.RateLimitService_ServiceDesc, &envoyRateLimitServer{svc: svc.Envoy, metrics: m})
 	register(&coordv1.IdempotencyService_ServiceDesc, &idempotencyServer{svc: svc.Idem, metrics: m})
 	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names, activity: o.Activity})
 	traced = fullMethods(gs)

@@ -79,18 +79,24 @@ func (b *bench) envoyKeyPrefix() string {
 // (the module's own go.mod and go.sum; the Go module proxy of the
 // environment) and returns the binary's path.
 func buildEnvoyRatelimit(ctx context.Context, dir string) (string, error) {
+	return goInstallEnvoy(ctx, dir, envoyRatelimitPkg)
+}
+
+// goInstallEnvoy builds a command of the pinned envoy ratelimit module into
+// dir with go install, and returns the binary's path.
+func goInstallEnvoy(ctx context.Context, dir, pkg string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "install", envoyRatelimitPkg+"@"+envoyRatelimitVersion)
+	cmd := exec.CommandContext(ctx, "go", "install", pkg+"@"+envoyRatelimitVersion)
 	// GOFLAGS=-mod=... is refused by go install PKG@VERSION; GOWORK would
 	// be ignored anyway.
 	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-buildvcs=false", "GOWORK=off")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go install %s@%s: %v\n%s", envoyRatelimitPkg, envoyRatelimitVersion, err, strings.TrimSpace(out.String()))
+		return "", fmt.Errorf("go install %s@%s: %v\n%s", pkg, envoyRatelimitVersion, err, strings.TrimSpace(out.String()))
 	}
-	return filepath.Join(dir, "service_cmd"), nil
+	return filepath.Join(dir, filepath.Base(pkg)), nil
 }
 
 // envoyProc is a running envoy ratelimit server.
@@ -114,13 +120,19 @@ func (p *envoyProc) stop() {
 	}
 }
 
-// startEnvoyRatelimit runs bin with its configuration in dir, and returns
-// once it answers its gRPC health check SERVING (at most 30 s).
+// startEnvoyRatelimit runs bin with the configuration of spec in dir, and
+// returns once it answers its gRPC health check SERVING (at most 30 s).
 func (b *bench) startEnvoyRatelimit(ctx context.Context, bin, dir string, spec limitSpec) (*envoyProc, error) {
 	conf, err := envoyConfig(spec)
 	if err != nil {
 		return nil, err
 	}
+	return b.startEnvoyConf(ctx, bin, dir, conf)
+}
+
+// startEnvoyConf runs bin with the configuration file conf in dir, and
+// returns once it answers its gRPC health check SERVING (at most 30 s).
+func (b *bench) startEnvoyConf(ctx context.Context, bin, dir, conf string) (*envoyProc, error) {
 	confDir := filepath.Join(dir, "runtime", "ratelimit", "config")
 	if err := os.MkdirAll(confDir, 0o755); err != nil {
 		return nil, err
