@@ -18,8 +18,8 @@ import (
 
 	"github.com/coordd/coordd/internal/console"
 	"github.com/coordd/coordd/internal/election"
-	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/envoyrl"
+	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/lock"
