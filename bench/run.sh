@@ -77,6 +77,13 @@ if grep -q 'mapstructure:"partitioned"' "$src/internal/queue/queue.go"; then
 	"$tmp/coordbench" coordd-config >"$tmp/coordd.yaml"
 	coordd_args+=(--config "$tmp/coordd.yaml")
 fi
+# should-rate-limit's envoy ratelimit configuration, for a coordd that has
+# ratelimit.envoy_config.
+if grep -q 'mapstructure:"envoy_config"' "$src/cmd/coordd/config.go"; then
+	mkdir -p "$tmp/envoy"
+	"$tmp/coordbench" envoy-config >"$tmp/envoy/coordbench.yaml"
+	export COORDD_RATELIMIT_ENVOY_CONFIG=$tmp/envoy
+fi
 bench_args=(--addr "$addr" --concurrency 64 --store "$store" --coordd-metrics "http://$http_addr/metrics")
 case $store in
 redis)

@@ -78,7 +78,16 @@ func (b *bench) runBin(ctx context.Context, bin binSpec) error {
 	if slices.Contains(b.cfg.Scenarios, "queue-partitions") {
 		conf = partitionedConfig
 	}
-	p, err := launchCoordd(ctx, bin.Path, b.binEnv(), conf)
+	env := b.binEnv()
+	if slices.Contains(b.cfg.Scenarios, "should-rate-limit") {
+		dir, err := writeEnvoyConfig()
+		if err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		env = append(env, "COORDD_RATELIMIT_ENVOY_CONFIG="+dir)
+	}
+	p, err := launchCoordd(ctx, bin.Path, env, conf)
 	if err != nil {
 		return err
 	}
@@ -100,6 +109,25 @@ func (b *bench) runBin(ctx context.Context, bin binSpec) error {
 	b.binLabel, b.cfg.CoorddPID, b.cfg.CoorddMetr, b.cfg.Addr = bin.Label, p.pid, p.metricsURL, p.addr
 	defer func() { b.binLabel, b.cfg.CoorddPID, b.cfg.CoorddMetr, b.cfg.Addr, b.cl = "", 0, "", addr, nil }()
 	return b.runScenarios(ctx)
+}
+
+// writeEnvoyConfig writes should-rate-limit's envoy ratelimit
+// configuration into a new temporary directory, for coordd's
+// ratelimit.envoy_config; the caller removes it.
+func writeEnvoyConfig() (string, error) {
+	conf, err := envoyConfig(limitSpecs["fixed_window"])
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "coordbench-envoy-config-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, envoyDomain+".yaml"), []byte(conf), 0o644); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
 }
 
 // binEnv is the environment of a --coordd-bin binary: warn-level logs

@@ -17,6 +17,7 @@ var allScenarios = []string{
 	"sessions",
 	"allow-fixed_window", "allow-sliding_window", "allow-sliding_log", "allow-token_bucket", "allow-leaky_bucket",
 	"allow-hot",
+	"should-rate-limit",
 	"lock-release", "lock-contention", "semaphore-contention",
 	"idem",
 	"enqueue",
@@ -113,6 +114,11 @@ contention):
   allow-hot          Allow on one key over its limit (token bucket, 1 an
                      hour): every call is denied; coordd may answer from its
                      deny cache, the baselines ask Redis every time
+  should-rate-limit  Envoy's ShouldRateLimit (envoy.service.ratelimit.v3) on
+                     coordd, domain coordbench, descriptor key=KEY on --keys
+                     random keys, a fixed window that always allows; coordd's
+                     ratelimit.envoy_config must hold that domain (coordbench
+                     coordd-config prints it; --coordd-bin gives it one)
   lock-release       Lock + Release on random names of --keys
   lock-contention    --concurrency callers on one name, each looping Lock
                      (wait) → --hold → Release; per grant: store scripts
@@ -140,10 +146,11 @@ runs (see docs/benchmarks.md):
   etcd-fsync         the same with fsync on
   gubernator         allow-token_bucket: one gubernator node (child process),
                      GetRateLimits with the same token bucket
-  envoy-rl           allow-fixed_window: envoyproxy/ratelimit's server on the
-                     Redis of --redis, ShouldRateLimit with a descriptor
-                     whose limit is the scenario's; built with go install
-                     unless --envoy-ratelimit-bin
+  envoy-rl           allow-fixed_window and should-rate-limit:
+                     envoyproxy/ratelimit's server on the Redis of --redis,
+                     ShouldRateLimit with a descriptor whose limit is the
+                     scenario's; built with go install unless
+                     --envoy-ratelimit-bin
 A peer that cannot start gets a row that says why; the run goes on.
 
 With --coordd-bin before=PATH,after=PATH coordbench starts each binary in

@@ -82,6 +82,7 @@ func (rep *Report) serviceGoals() {
 	redisCPUGoal("Redis CPU per Enqueue ÷ asynq's ≤ 1.25×", "enqueue", tAsynq, 1.25)
 	ratioGoal("Lock+Release on Redis ÷ etcd (no fsync) concurrency.Mutex ≥ 2×", "lock-release", tEtcd, ops, 2, false, "redis", false)
 	ratioGoal("Allow (fixed window, Redis) ÷ envoy ratelimit ≥ 1.5×", "allow-fixed_window", tEnvoy, ops, 1.5, false, "redis", false)
+	ratioGoal("ShouldRateLimit on coordd ÷ envoy ratelimit's server, same Redis ≥ 1.5×", "should-rate-limit", tEnvoy, ops, 1.5, false, "redis", false)
 	ratioGoal("Allow (token bucket, memory) ÷ gubernator ≥ 2×", "allow-token_bucket", tGubernator, ops, 2, false, "memory", false)
 	ratioGoal("queue end to end on the Cluster ÷ asynq ≥ 1.5×", "queue-e2e", tAsynq, ops, 1.5, false, "redis", true)
 

@@ -42,6 +42,12 @@ func main() {
 		fmt.Print(partitionedConfig)
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "envoy-config" {
+		// should-rate-limit's file for coordd's ratelimit.envoy_config.
+		conf, _ := envoyConfig(limitSpecs["fixed_window"])
+		fmt.Print(conf)
+		return
+	}
 	if len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "serve-") {
 		// The child modes: servers of coordbench's own (empty.go, peers.go).
 		var err error
@@ -212,6 +218,8 @@ func (b *bench) runScenarios(ctx context.Context) error {
 			}
 		case s == "allow-hot":
 			b.runAllowHot(ctx)
+		case s == "should-rate-limit":
+			b.runShouldRateLimit(ctx)
 		case strings.HasPrefix(s, "allow-"):
 			b.runAllow(ctx, s, strings.TrimPrefix(s, "allow-"))
 		case s == "lock-release":

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -221,25 +222,33 @@ func (b *bench) runEnvoy(ctx context.Context, scenario string, spec limitSpec) e
 	for i, c := range conns {
 		cls[i] = rlsv3.NewRateLimitServiceClient(c)
 	}
-	req := func(key string) *rlsv3.RateLimitRequest {
-		return &rlsv3.RateLimitRequest{Domain: envoyDomain, HitsAddend: 1, Descriptors: []*commonrl.RateLimitDescriptor{{
-			Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: "key", Value: key}},
-		}}}
-	}
-	// One call first: the configuration is loaded, and its limit is the
-	// scenario's (a descriptor no configuration matches is answered OK,
-	// unlimited, without touching Redis).
+	return b.measureRLS(ctx, scenario, tEnvoy, p.cmd.Process.Pid, cls, p.logTail, spec)
+}
+
+// envoyRequest is the ShouldRateLimit of an op on key: domain coordbench,
+// the descriptor key=KEY, one hit.
+func envoyRequest(key string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: envoyDomain, HitsAddend: 1, Descriptors: []*commonrl.RateLimitDescriptor{{
+		Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: "key", Value: key}},
+	}}}
+}
+
+// measureRLS measures ShouldRateLimit on cls (envoy ratelimit's server, or
+// coordd's) as target, after one call that shows the configuration of spec
+// in force (a descriptor no configuration matches is answered OK,
+// unlimited, without touching Redis); logTail tells why not.
+func (b *bench) measureRLS(ctx context.Context, scenario, target string, pid int, cls []rlsv3.RateLimitServiceClient, logTail func() string, spec limitSpec) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	r, err := cls[0].ShouldRateLimit(cctx, req("cb:check"))
+	r, err := cls[0].ShouldRateLimit(cctx, envoyRequest("cb:check"))
 	cancel()
 	if err != nil {
 		return err
 	}
 	if st := r.GetStatuses(); len(st) != 1 || st[0].GetCurrentLimit().GetRequestsPerUnit() != uint32(spec.limit) {
-		return fmt.Errorf("the configuration is not in force: first ShouldRateLimit answered %v; its log ends:\n%s", r, p.logTail())
+		return fmt.Errorf("the configuration is not in force: first ShouldRateLimit answered %v; %s", r, logTail())
 	}
-	b.measure(ctx, scenario, tEnvoy, p.cmd.Process.Pid, func(ctx context.Context, w *worker) error {
-		r, err := cls[w.id%len(cls)].ShouldRateLimit(ctx, req(b.key(w)))
+	b.measure(ctx, scenario, target, pid, func(ctx context.Context, w *worker) error {
+		r, err := cls[w.id%len(cls)].ShouldRateLimit(ctx, envoyRequest(b.key(w)))
 		if err != nil {
 			return err
 		}
@@ -253,4 +262,32 @@ func (b *bench) runEnvoy(ctx context.Context, scenario string, spec limitSpec) e
 		return nil
 	})
 	return nil
+}
+
+// runShouldRateLimit measures should-rate-limit: Envoy's ShouldRateLimit
+// on envoy ratelimit's server (the peer, on --redis) and on coordd (whose
+// ratelimit.envoy_config must hold envoyConfig of the fixed window: with
+// --coordd-bin coordbench gives it one), the same requests.
+func (b *bench) runShouldRateLimit(ctx context.Context) {
+	const scenario = "should-rate-limit"
+	spec := limitSpecs["fixed_window"]
+	switch {
+	case !slices.Contains(b.cfg.Peers, tEnvoy) || b.measured(scenario, tEnvoy):
+	case len(b.cfg.Redis) == 0:
+		b.peerSkipped(scenario, tEnvoy, "needs --redis (the Redis it keeps its counters in: coordd's)")
+	default:
+		if err := b.runEnvoy(ctx, scenario, spec); err != nil {
+			b.peerFailed(scenario, tEnvoy, err)
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	conf, _ := envoyConfig(spec)
+	logTail := func() string {
+		return "coordd needs ratelimit.envoy_config naming a directory that holds this file:\n" + conf
+	}
+	if err := b.measureRLS(ctx, scenario, tCoordd, b.cfg.CoorddPID, b.cl.rls, logTail, spec); err != nil {
+		b.add(&Result{Scenario: scenario, Target: b.targetName(tCoordd), Failed: err.Error()})
+	}
 }

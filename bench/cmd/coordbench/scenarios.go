@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bsm/redislock"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/hibiken/asynq"
 	"google.golang.org/grpc"
@@ -109,6 +110,7 @@ type clients struct {
 	conns   []*grpc.ClientConn
 	health  []healthpb.HealthClient
 	limits  []coordv1.RateLimitServiceClient
+	rls     []rlsv3.RateLimitServiceClient // Envoy's ShouldRateLimit
 	locks   []coordv1.LockServiceClient
 	idem    []coordv1.IdempotencyServiceClient
 	queues  []coordv1.QueueServiceClient
@@ -121,6 +123,7 @@ func newClients(conns []*grpc.ClientConn) *clients {
 	for _, cc := range conns {
 		c.health = append(c.health, healthpb.NewHealthClient(cc))
 		c.limits = append(c.limits, coordv1.NewRateLimitServiceClient(cc))
+		c.rls = append(c.rls, rlsv3.NewRateLimitServiceClient(cc))
 		c.locks = append(c.locks, coordv1.NewLockServiceClient(cc))
 		c.idem = append(c.idem, coordv1.NewIdempotencyServiceClient(cc))
 		c.queues = append(c.queues, coordv1.NewQueueServiceClient(cc))
