@@ -5,16 +5,21 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/fsnotify/fsnotify"
 	"google.golang.org/grpc/codes"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/daemontest"
 )
 
 // secretVolume is a directory laid out as the kubelet lays out a Secret
@@ -159,8 +164,8 @@ func TestBinaryReloadsChangedFiles(t *testing.T) {
 // files.
 func TestFileWatchTouched(t *testing.T) {
 	fw := &fileWatch{
-		files: map[string]bool{"/s/tls.crt": true, "/s/tls.key": true, "/k/keys.yaml": true},
-		dirs:  map[string]bool{"/s": true, "/k": true},
+		files: map[string]bool{"/s/tls.crt": true, "/s/tls.key": true, "/k/keys.yaml": true, "/e/": true},
+		dirs:  map[string]bool{"/s": true, "/k": true, "/e": true},
 	}
 	for _, c := range []struct {
 		ev   fsnotify.Event
@@ -175,6 +180,11 @@ func TestFileWatchTouched(t *testing.T) {
 		{fsnotify.Event{Name: "/s/..data", Op: fsnotify.Create}, []string{"/s/tls.crt", "/s/tls.key"}},
 		{fsnotify.Event{Name: "/s/..2026_12_03_07_52_21.679363474", Op: fsnotify.Remove}, []string{"/s/tls.crt", "/s/tls.key"}},
 		{fsnotify.Event{Name: "/elsewhere/..data", Op: fsnotify.Create}, nil},
+		// Any file of a watched directory (ratelimit.envoy_config).
+		{fsnotify.Event{Name: "/e/web.yaml", Op: fsnotify.Write}, []string{"/e/web.yaml"}},
+		{fsnotify.Event{Name: "/e/new.yml", Op: fsnotify.Create}, []string{"/e/new.yml"}},
+		{fsnotify.Event{Name: "/e/..data", Op: fsnotify.Create}, []string{"/e/..data"}},
+		{fsnotify.Event{Name: "/e/web.yaml", Op: fsnotify.Chmod}, nil},
 	} {
 		got := fw.touched(c.ev)
 		slices.Sort(got)
@@ -182,4 +192,86 @@ func TestFileWatchTouched(t *testing.T) {
 			t.Errorf("touched(%v) = %v, want %v", c.ev, got, c.want)
 		}
 	}
+}
+
+// TestBinaryEnvoyConfig: ratelimit.envoy_config with a bad file refuses to
+// start, naming the file and line; a good one serves ShouldRateLimit; a
+// changed file in the directory is reloaded without a signal, a new file
+// too; a broken one keeps the running configuration and logs its file and
+// line; SIGHUP reloads as well.
+func TestBinaryEnvoyConfig(t *testing.T) {
+	dir := t.TempDir()
+	envoyDir := filepath.Join(dir, "envoy")
+	if err := os.Mkdir(envoyDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(envoyDir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limit := func(domain string, n int) string {
+		return fmt.Sprintf("domain: %s\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: %d}\n", domain, n)
+	}
+	write("web.yaml", "domain: web\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	config := filepath.Join(dir, "coordd.yaml")
+	if err := os.WriteFile(config, []byte("ratelimit:\n  envoy_config: "+envoyDir+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(daemontest.Binary(t), "--config", config, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "web.yaml:4") || !strings.Contains(string(out), "fortnight") {
+		t.Fatalf("coordd with an unknown unit: %v; want a refusal naming web.yaml:4 and the unit:\n%s", err, out)
+	}
+
+	write("web.yaml", limit("web", 1))
+	p := startBinary(t, false, "--config", config)
+	conn := dial(t, p.GRPCAddr)
+	defer conn.Close()
+	waitServing(t, conn, 10*time.Second, p.Exited())
+	cl := rlsv3.NewRateLimitServiceClient(conn)
+	seq := 0
+	limitOf := func(domain string) uint32 { // of a fresh value's descriptor
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		seq++
+		r, err := cl.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*commonrl.RateLimitDescriptor{{
+			Entries: []*commonrl.RateLimitDescriptor_Entry{{Key: "k", Value: fmt.Sprint(seq)}}}}})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		return r.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit()
+	}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("%s: not within 10s\n%s", what, p.Output())
+			}
+		}
+	}
+	if n := limitOf("web"); n != 1 {
+		t.Fatalf("limit %d at the start, want 1", n)
+	}
+	write("web.yaml", limit("web", 2))
+	eventually("a changed file reloaded", func() bool { return limitOf("web") == 2 })
+	write("api.yml", limit("api", 7))
+	eventually("a new file loaded", func() bool { return limitOf("api") == 7 })
+
+	write("web.yaml", "domain: web\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 3}\n  - key: k\n")
+	p.WaitLog(t, "web.yaml:5", 1, 10*time.Second)
+	if n := limitOf("web"); n != 2 {
+		t.Errorf("limit %d after a broken file, want the running 2", n)
+	}
+	if !strings.Contains(p.Output(), "reload failed") {
+		t.Errorf("the broken file's reload is not logged as failed:\n%s", p.Output())
+	}
+
+	if err := os.WriteFile(filepath.Join(envoyDir, "web.yaml"), []byte(limit("web", 4)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.Signal(t, syscall.SIGHUP)
+	eventually("SIGHUP or the change reloaded", func() bool { return limitOf("web") == 4 })
+	p.Stop(t)
 }
