@@ -66,6 +66,14 @@ func TestStoreUnavailable(t *testing.T) {
 			_, err := h.locks.Lock(ctx, &coordv1.LockRequest{Name: "a", Ttl: dur(time.Minute), Shared: true})
 			return err
 		}},
+		{"ShouldRateLimit", "CountHits", func(ctx context.Context, h *harness) error {
+			_, err := h.rls().ShouldRateLimit(ctx, rlsReq("web", "remote_address", "10.0.0.1"))
+			return err
+		}},
+		{"ShouldRateLimit/algorithm", "Allow", func(ctx context.Context, h *harness) error {
+			_, err := h.rls().ShouldRateLimit(ctx, rlsReq("web", "bucket", "b"))
+			return err
+		}},
 		{"CheckFence", "CheckFence", func(ctx context.Context, h *harness) error {
 			_, err := h.locks.CheckFence(ctx, &coordv1.CheckFenceRequest{Name: "a", Fence: 1})
 			return err
@@ -193,7 +201,7 @@ func TestStoreUnavailable(t *testing.T) {
 			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
 				t.Parallel()
 				var f *storetest.Faulty
-				h := newHarness(t, withFaulty(&f), unPolicies)
+				h := newHarness(t, withFaulty(&f), unPolicies, withEnvoy(t, envoyConf))
 				f.Set(tc.method, mode.fault)
 				wantStatus(t, tc.call(ctx(t), h), codes.Unavailable, "STORE_UNAVAILABLE")
 				if f.Calls(tc.method) == 0 {
