@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -46,7 +47,8 @@ func registerEmpty(c *config) {
 var emptyNsPerOp float64
 
 func BenchmarkRPC(b *testing.B) {
-	h := newHarness(b, registerEmpty)
+	var reg *prometheus.Registry
+	h := newHarness(b, registerEmpty, withMetrics(&reg), withEnvoy(b, "domain: bench\ndescriptors:\n  - key: key\n    rate_limit: {unit: second, requests_per_unit: 1000000}\n"))
 	bg := context.Background()
 	var seq atomic.Int64
 	name := func(prefix string) string { return prefix + strconv.FormatInt(seq.Add(1)%10000, 10) }
@@ -78,6 +80,20 @@ func BenchmarkRPC(b *testing.B) {
 		l := inline(coordv1.Algorithm_ALGORITHM_TOKEN_BUCKET, 1_000_000, time.Second, 0)
 		run(b, 1, func() error {
 			_, err := h.limits.Allow(bg, &coordv1.AllowRequest{Key: name("k"), Limit: l})
+			return err
+		})
+	})
+	b.Run("allow_fixed_window", func(b *testing.B) {
+		l := inline(coordv1.Algorithm_ALGORITHM_FIXED_WINDOW, 1_000_000, time.Second, 0)
+		run(b, 1, func() error {
+			_, err := h.limits.Allow(bg, &coordv1.AllowRequest{Key: name("k"), Limit: l})
+			return err
+		})
+	})
+	b.Run("should_rate_limit", func(b *testing.B) {
+		rls := h.rls()
+		run(b, 1, func() error {
+			_, err := rls.ShouldRateLimit(bg, rlsReq("bench", "key", name("k")))
 			return err
 		})
 	})
