@@ -33,6 +33,11 @@ import (
 // stay exact in the store (Lua's numbers are doubles).
 const MaxHitsAddend = math.MaxUint32
 
+// MaxDescriptorBytes bounds the keys and values of one descriptor (its
+// counter's key in the store): envoy ratelimit has no bound; a request
+// header copied into a descriptor is rarely a kilobyte.
+const MaxDescriptorBytes = 8 << 10
+
 // Service decides ShouldRateLimit calls under the configuration in force.
 type Service struct {
 	st    store.Limits
@@ -123,6 +128,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, ns string, req *rlsv3.Rat
 	hits := make([]int64, len(descs))
 	for i, d := range descs {
 		hits[i] = max(1, int64(req.GetHitsAddend()))
+		size := 0
+		for _, e := range d.GetEntries() {
+			size += len(e.GetKey()) + len(e.GetValue())
+		}
+		if size > MaxDescriptorBytes {
+			return nil, nil, validate.Errorf(fmt.Sprintf("descriptors[%d].entries", i), "hold %d bytes of keys and values; at most %d", size, MaxDescriptorBytes)
+		}
 		if d.GetIsNegativeHits() {
 			// envoy ratelimit (at the version coordd follows) ignores it
 			// and counts the hits: refused rather than a refill silently

@@ -165,6 +165,7 @@ func TestShouldRateLimitBadInput(t *testing.T) {
 		{"no descriptors", "descriptors", &rlsv3.RateLimitRequest{Domain: "web"}},
 		{"65 descriptors", "descriptors", many},
 		{"hits_addend too large", "descriptors[0].hits_addend", withDesc(func(d *commonrl.RateLimitDescriptor) { d.HitsAddend = wrapperspb.UInt64(1 << 32) })},
+		{"descriptor too large", "descriptors[0].entries", withDesc(func(d *commonrl.RateLimitDescriptor) { d.Entries[0].Value = strings.Repeat("x", 8<<10) })},
 		{"negative hits", "descriptors[0].is_negative_hits", withDesc(func(d *commonrl.RateLimitDescriptor) { d.IsNegativeHits = true })},
 		{"override without a unit", "descriptors[0].limit.unit", withDesc(func(d *commonrl.RateLimitDescriptor) {
 			d.Limit = &commonrl.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_UNKNOWN}
