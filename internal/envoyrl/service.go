@@ -15,6 +15,8 @@ package envoyrl
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -28,15 +30,16 @@ import (
 	"github.com/coordd/coordd/internal/validate"
 )
 
-// MaxHitsAddend bounds a hits_addend: envoy's request field is a uint32,
-// and a descriptor's (a uint64) is held to the same range, so that counts
-// stay exact in the store (Lua's numbers are doubles).
-const MaxHitsAddend = math.MaxUint32
+// maxHits is where a request's hits_addend is capped: above any
+// requests_per_unit (a uint32), so that every decision is what the full
+// number would give, while counts stay small.
+const maxHits = 1 << 32
 
-// MaxDescriptorBytes bounds the keys and values of one descriptor (its
-// counter's key in the store): envoy ratelimit has no bound; a request
-// header copied into a descriptor is rarely a kilobyte.
-const MaxDescriptorBytes = 8 << 10
+// maxKeyBytes is the longest counter key stored as it is; a longer one (a
+// descriptor's values come from the requests Envoy sees, which end users
+// choose) is stored as its SHA-256, so that neither a key nor the store
+// grows with a value's length.
+const maxKeyBytes = 256
 
 // Service decides ShouldRateLimit calls under the configuration in force.
 type Service struct {
@@ -118,34 +121,18 @@ func (s *Service) ShouldRateLimit(ctx context.Context, ns string, req *rlsv3.Rat
 		return nil, nil, validate.Errorf("domain", "is required")
 	case len(descs) == 0:
 		return nil, nil, validate.Errorf("descriptors", "must not be empty")
-	case len(descs) > store.MaxHits:
-		return nil, nil, validate.Errorf("descriptors", "has %d; at most %d in one request", len(descs), store.MaxHits)
 	}
 	cfg := s.cfg.Load()
 	if cfg == nil {
 		return nil, nil, ErrNoConfig
 	}
+	// Hits: envoy ratelimit's GetHitsAddends. is_negative_hits is ignored,
+	// as it ignores it: the hits are added.
 	hits := make([]int64, len(descs))
 	for i, d := range descs {
 		hits[i] = max(1, int64(req.GetHitsAddend()))
-		size := 0
-		for _, e := range d.GetEntries() {
-			size += len(e.GetKey()) + len(e.GetValue())
-		}
-		if size > MaxDescriptorBytes {
-			return nil, nil, validate.Errorf(fmt.Sprintf("descriptors[%d].entries", i), "hold %d bytes of keys and values; at most %d", size, MaxDescriptorBytes)
-		}
-		if d.GetIsNegativeHits() {
-			// envoy ratelimit (at the version coordd follows) ignores it
-			// and counts the hits: refused rather than a refill silently
-			// turned into a charge.
-			return nil, nil, validate.Errorf(fmt.Sprintf("descriptors[%d].is_negative_hits", i), "is not supported: hits are only ever added")
-		}
 		if h := d.GetHitsAddend(); h != nil {
-			if h.GetValue() > MaxHitsAddend {
-				return nil, nil, validate.Errorf(fmt.Sprintf("descriptors[%d].hits_addend", i), "is %d; at most %d", h.GetValue(), uint64(MaxHitsAddend))
-			}
-			hits[i] = int64(h.GetValue()) // 0: check only, add nothing
+			hits[i] = int64(min(h.GetValue(), maxHits)) // 0: check only, add nothing
 		}
 	}
 	// The limits to check: envoy ratelimit's constructLimitsToCheck.
@@ -155,7 +142,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, ns string, req *rlsv3.Rat
 	for i, d := range descs {
 		l := cfg.Limit(req.GetDomain(), d)
 		if l != nil && l.Override && l.Period == 0 {
-			// envoy ratelimit fails the call (a panic it recovers).
+			// envoy ratelimit's server panics on it (its UnitToDivider).
 			return nil, nil, validate.Errorf(fmt.Sprintf("descriptors[%d].limit.unit", i), "is %v; want SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", d.GetLimit().GetUnit())
 		}
 		if l == nil {
@@ -177,7 +164,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, ns string, req *rlsv3.Rat
 			limits[i], results[i].Outcome = nil, "replaced"
 		}
 	}
-	// Count: the fixed windows in one CountHits, the algorithms apart.
+	// Count: the fixed windows in CountHits (of at most store.MaxHits
+	// each), the algorithms apart.
 	var counted []store.Hit
 	var at []int
 	statuses := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))
@@ -185,7 +173,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, ns string, req *rlsv3.Rat
 		if l == nil {
 			continue
 		}
-		key := store.Scope(ns, CounterKey(req.GetDomain(), descs[i], l))
+		key := storeKey(ns, CounterKey(req.GetDomain(), descs[i], l))
 		if l.Algorithm != "" {
 			st, err := s.allow(ctx, key, l, hits[i])
 			if err != nil {
@@ -197,14 +185,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, ns string, req *rlsv3.Rat
 		counted = append(counted, store.Hit{Key: key, Period: l.Period, Hits: hits[i]})
 		at = append(at, i)
 	}
-	if len(counted) > 0 {
-		counts, now, err := s.st.CountHits(ctx, counted)
+	for len(counted) > 0 {
+		n := min(len(counted), store.MaxHits)
+		counts, err := s.st.CountHits(ctx, counted[:n])
 		if err != nil {
 			return nil, nil, err
 		}
-		for j, i := range at {
-			statuses[i] = windowStatus(limits[i], counts[j], now)
+		for j, i := range at[:n] {
+			statuses[i] = windowStatus(limits[i], counts[j].Count, counts[j].Now)
 		}
+		counted, at = counted[n:], at[n:]
 	}
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: statuses}
 	for i, st := range statuses {
@@ -235,6 +225,15 @@ func (s *Service) ShouldRateLimit(ctx context.Context, ns string, req *rlsv3.Rat
 	return resp, results, nil
 }
 
+// storeKey is the store's key of a counter key in namespace ns.
+func storeKey(ns, counterKey string) string {
+	if len(counterKey) > maxKeyBytes {
+		sum := sha256.Sum256([]byte(counterKey))
+		counterKey = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return store.Scope(ns, counterKey)
+}
+
 // windowStatus is envoy ratelimit's status of a fixed window whose count
 // after the call is count, at the store's time now: over the limit if the
 // count is above it, the remaining units, and the time until the window
@@ -257,10 +256,11 @@ func (l *Limit) current() *rlsv3.RateLimitResponse_RateLimit {
 }
 
 // allow decides hits on key under l's algorithm: store.Limits.Allow of
-// cost hits (a denial consumes nothing), or a peek of one unit for 0 hits
-// (check only). Hits above the limit's capacity can never pass: OVER_LIMIT
-// without asking the store. duration_until_reset is the denial's
-// retry_after, or, allowed, how long until the limiter is full again.
+// cost hits (a denial consumes nothing). 0 hits checks only: a peek of one
+// unit, answered OK (as a fixed window at its limit is) with what is left.
+// Hits above the limit's capacity can never pass: OVER_LIMIT without
+// asking the store. duration_until_reset is the denial's retry_after, or,
+// allowed, how long until the limiter is full again.
 func (s *Service) allow(ctx context.Context, key string, l *Limit, hits int64) (*rlsv3.RateLimitResponse_DescriptorStatus, error) {
 	sl, err := storeLimit(l, nil) // checked by SetConfig
 	if err != nil {
@@ -278,7 +278,7 @@ func (s *Service) allow(ctx context.Context, key string, l *Limit, hits int64) (
 	}
 	st.LimitRemaining = uint32(min(d.Remaining, math.MaxUint32))
 	st.DurationUntilReset = durationpb.New(d.ResetAfter)
-	if !d.Allowed {
+	if !d.Allowed && hits > 0 {
 		st.Code, st.DurationUntilReset = rlsv3.RateLimitResponse_OVER_LIMIT, durationpb.New(d.RetryAfter)
 	}
 	return st, nil

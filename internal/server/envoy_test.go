@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -143,15 +144,11 @@ func TestShouldRateLimitNamespaces(t *testing.T) {
 }
 
 // TestShouldRateLimitBadInput: INVALID_ARGUMENT naming the field (envoy
-// ratelimit answers UNKNOWN), nothing counted; without a configuration
-// FAILED_PRECONDITION.
+// ratelimit answers UNKNOWN, or panics on an override without a unit),
+// nothing counted; without a configuration FAILED_PRECONDITION.
 func TestShouldRateLimitBadInput(t *testing.T) {
 	h := newHarness(t, withEnvoy(t, envoyConf))
 	cl := h.rls()
-	many := rlsReq("web", "remote_address", "10.0.0.1")
-	for len(many.Descriptors) <= 64 {
-		many.Descriptors = append(many.Descriptors, many.Descriptors[0])
-	}
 	withDesc := func(f func(d *commonrl.RateLimitDescriptor)) *rlsv3.RateLimitRequest {
 		r := rlsReq("web", "remote_address", "10.0.0.1")
 		f(r.Descriptors[0])
@@ -163,10 +160,6 @@ func TestShouldRateLimitBadInput(t *testing.T) {
 	}{
 		{"no domain", "domain", rlsReq("", "remote_address", "10.0.0.1")},
 		{"no descriptors", "descriptors", &rlsv3.RateLimitRequest{Domain: "web"}},
-		{"65 descriptors", "descriptors", many},
-		{"hits_addend too large", "descriptors[0].hits_addend", withDesc(func(d *commonrl.RateLimitDescriptor) { d.HitsAddend = wrapperspb.UInt64(1 << 32) })},
-		{"descriptor too large", "descriptors[0].entries", withDesc(func(d *commonrl.RateLimitDescriptor) { d.Entries[0].Value = strings.Repeat("x", 8<<10) })},
-		{"negative hits", "descriptors[0].is_negative_hits", withDesc(func(d *commonrl.RateLimitDescriptor) { d.IsNegativeHits = true })},
 		{"override without a unit", "descriptors[0].limit.unit", withDesc(func(d *commonrl.RateLimitDescriptor) {
 			d.Limit = &commonrl.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_UNKNOWN}
 		})},
@@ -192,4 +185,53 @@ func TestShouldRateLimitBadInput(t *testing.T) {
 	bare := newHarness(t)
 	_, err := bare.rls().ShouldRateLimit(ctx(t), rlsReq("web", "remote_address", "10.0.0.1"))
 	wantStatus(t, err, codes.FailedPrecondition, "ENVOY_CONFIG_UNSET")
+}
+
+// TestShouldRateLimitLargeInput: what envoy ratelimit counts is counted,
+// never refused (a refusal lets Envoy's failure_mode_deny: false pass the
+// request, every limit of it skipped): 100 descriptors (more than one
+// CountHits), a value of 9 KB (its counter stored under its SHA-256, apart
+// from another long value), a hits_addend of 2^40 (over the limit, as its
+// full number would be), is_negative_hits (added, as envoy ratelimit adds
+// it).
+func TestShouldRateLimitLargeInput(t *testing.T) {
+	h := newHarness(t, withEnvoy(t, envoyConf))
+	cl, c := h.rls(), ctx(t)
+	many := &rlsv3.RateLimitRequest{Domain: "web"}
+	for i := range 100 {
+		many.Descriptors = append(many.Descriptors, rlsReq("web", "remote_address", fmt.Sprintf("10.1.0.%d", i%50)).Descriptors[0])
+	}
+	r, err := cl.ShouldRateLimit(c, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range r.GetStatuses() {
+		if want := uint32(3 - 1 - i/50); st.GetLimitRemaining() != want { // each address twice: 2 left, then 1
+			t.Fatalf("descriptor %d: %v, want %d left", i, st, want)
+		}
+	}
+	if len(r.GetStatuses()) != 100 {
+		t.Fatalf("%d statuses for 100 descriptors", len(r.GetStatuses()))
+	}
+
+	long := strings.Repeat("x", 9<<10)
+	for i, want := range []uint32{2, 1} {
+		if st := shouldRateLimit(t, c, cl, rlsReq("web", "remote_address", long)); st.GetLimitRemaining() != want {
+			t.Fatalf("a 9 KB value, call %d: %v, want %d left", i+1, st, want)
+		}
+	}
+	if st := shouldRateLimit(t, c, cl, rlsReq("web", "remote_address", long+"y")); st.GetLimitRemaining() != 2 {
+		t.Fatalf("another long value: %v, want its own counter", st)
+	}
+
+	huge := rlsReq("web", "remote_address", "10.2.0.1")
+	huge.Descriptors[0].HitsAddend = wrapperspb.UInt64(1 << 40)
+	if st := shouldRateLimit(t, c, cl, huge); st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("hits_addend 2^40: %v, want OVER_LIMIT", st)
+	}
+	neg := rlsReq("web", "remote_address", "10.2.0.2")
+	neg.Descriptors[0].HitsAddend, neg.Descriptors[0].IsNegativeHits = wrapperspb.UInt64(2), true
+	if st := shouldRateLimit(t, c, cl, neg); st.GetLimitRemaining() != 1 {
+		t.Fatalf("is_negative_hits with 2 hits: %v, want them added (1 left), as envoy ratelimit does", st)
+	}
 }

@@ -94,6 +94,6 @@ package store
 // ws), the count n if ws = w, else 0. A call adds its hits h to it, whatever
 // the count: there is no limit here, the caller compares the count after
 // with its own, so the hits of a request over the limit count too, as in
-// envoy ratelimit. h = 0 reads the count and writes nothing. The answer is
-// the count after and now. The state is kept until (w+2)*P, as the fixed
-// window's.
+// envoy ratelimit; the count stops at MaxHitCount. h = 0 reads the count
+// and writes nothing. The answer is the count after and now. The state is
+// kept until (w+2)*P, as the fixed window's.

@@ -273,14 +273,14 @@ type Limits interface {
 	AllowAll(ctx context.Context, key string, limits []Limit, cost int64, peek bool) (Decision, error)
 	// CountHits adds each Hit's hits to its key's counter in the current
 	// fixed window of its period, whatever the count (ratelimit.go,
-	// "Counting hits"), and returns the counts after, in order, and the
-	// store's time of the step. Each counter's step is atomic; counters of
-	// different keys are counted apart (on a Cluster, in one round trip
-	// per master). A counter of a key is apart from its Allow states, and
-	// from its counters of other periods. 1 to MaxHits hits, each with
-	// Period >= 1µs and Hits >= 0. On an error the outcome of each is
-	// unknown.
-	CountHits(ctx context.Context, hits []Hit) (counts []int64, now time.Time, err error)
+	// "Counting hits"), and returns each counter's count after and the
+	// store's time of its step (on a Cluster, its master's), in order.
+	// Each counter's step is atomic; counters of different keys are
+	// counted apart (on a Cluster, in one round trip per master). A
+	// counter of a key is apart from its Allow states, and from its
+	// counters of other periods. 1 to MaxHits hits, each with Period >=
+	// 1µs and Hits >= 0. On an error the outcome of each is unknown.
+	CountHits(ctx context.Context, hits []Hit) ([]HitCount, error)
 }
 
 // Hit is one counter's part of a CountHits.
@@ -289,6 +289,16 @@ type Hit struct {
 	Period time.Duration
 	Hits   int64
 }
+
+// HitCount is one counter's answer to a CountHits.
+type HitCount struct {
+	Count int64     // after the hits, at most MaxHitCount
+	Now   time.Time // the store's time of the step
+}
+
+// MaxHitCount is where a counter stops growing (2^52: exact in a Lua
+// number, far above any limit).
+const MaxHitCount = 1 << 52
 
 // MaxHits is the most counters one CountHits counts.
 const MaxHits = 64

@@ -62,7 +62,7 @@ func (t traced) AllowAll(ctx context.Context, a1 string, a2 []store.Limit, a3 in
 	return t.inner.AllowAll(ctx, a1, a2, a3, a4)
 }
 
-func (t traced) CountHits(ctx context.Context, a1 []store.Hit) (r0 []int64, r1 time.Time, err error) {
+func (t traced) CountHits(ctx context.Context, a1 []store.Hit) (r0 []store.HitCount, err error) {
 	ctx, span := t.spans.Start(ctx, "CountHits")
 	defer func() { t.spans.End(span, Failure(err)) }()
 	return t.inner.CountHits(ctx, a1)

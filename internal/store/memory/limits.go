@@ -91,17 +91,16 @@ func (s *Store) AllowAll(_ context.Context, key string, limits []store.Limit, co
 // CountHits implements store.Limits: each counter is a fixed window state
 // under a Limit of its period alone (no algorithm: apart from every Allow
 // state), stepped under its shard's lock.
-func (s *Store) CountHits(_ context.Context, hits []store.Hit) ([]int64, time.Time, error) {
+func (s *Store) CountHits(_ context.Context, hits []store.Hit) ([]store.HitCount, error) {
 	if err := store.CheckHits(hits); err != nil {
-		return nil, time.Time{}, err
+		return nil, err
 	}
 	t := s.now()
-	now := t.UnixMicro()
-	counts := make([]int64, len(hits))
+	out := make([]store.HitCount, len(hits))
 	for i, h := range hits {
-		counts[i] = s.countHits(now, h)
+		out[i] = store.HitCount{Count: s.countHits(t.UnixMicro(), h), Now: t}
 	}
-	return counts, t, nil
+	return out, nil
 }
 
 func (s *Store) countHits(now int64, h store.Hit) int64 {
@@ -115,7 +114,7 @@ func (s *Store) countHits(now int64, h store.Hit) int64 {
 		w, n = st.window, st.cur // a later window than now's (the clock stepped back) stays current
 	}
 	if h.Hits > 0 {
-		n += h.Hits
+		n = min(n+min(h.Hits, store.MaxHitCount), store.MaxHitCount)
 		sh.m[k] = &limitState{expire: (w + 2) * p, window: w, cur: n}
 	}
 	return n

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -67,15 +66,15 @@ func decodeDecision(cmd *redis.Cmd, n int) (store.Decision, error) {
 // CountHits implements store.Limits: a script (lua/limit_hits.lua) per
 // counter; one alone goes as any call does (in a batch, if batching is
 // on), several in one pipeline (on a Cluster, one per master).
-func (s *Store) CountHits(ctx context.Context, hits []store.Hit) ([]int64, time.Time, error) {
+func (s *Store) CountHits(ctx context.Context, hits []store.Hit) ([]store.HitCount, error) {
 	if err := store.CheckHits(hits); err != nil {
-		return nil, time.Time{}, err
+		return nil, err
 	}
-	counts := make([]int64, len(hits))
-	var now int64
+	out := make([]store.HitCount, len(hits))
 	calls := make([]call, len(hits))
 	for i, h := range hits {
-		calls[i] = call{limitHits, []string{s.keys.counter(h.Key, h.Period)}, limitHitsArgs{Period: h.Period.Microseconds(), Hits: h.Hits}}
+		calls[i] = call{limitHits, []string{s.keys.counter(h.Key, h.Period)},
+			limitHitsArgs{Period: h.Period.Microseconds(), Hits: min(h.Hits, store.MaxHitCount), MaxCount: store.MaxHitCount}}
 	}
 	err := s.do(ctx, "CountHits", calls[0].keys[0], func(ctx context.Context) error {
 		var cmds []*redis.Cmd
@@ -90,7 +89,7 @@ func (s *Store) CountHits(ctx context.Context, hits []store.Hit) ([]int64, time.
 				return err
 			}
 			r.code(codeOK)
-			counts[i], now = r.int(1), r.int(2)
+			out[i] = store.HitCount{Count: r.int(1), Now: unixMicro(r.int(2))}
 			if err := r.done(); err != nil {
 				return err
 			}
@@ -98,14 +97,15 @@ func (s *Store) CountHits(ctx context.Context, hits []store.Hit) ([]int64, time.
 		return nil
 	})
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, err
 	}
-	return counts, unixMicro(now), nil
+	return out, nil
 }
 
-// limitHitsArgs are lua/limit_hits.lua's: the period µs and the hits to
-// add.
+// limitHitsArgs are lua/limit_hits.lua's: the period µs, the hits to add,
+// and the count where a counter stops (store.MaxHitCount).
 type limitHitsArgs struct {
-	Period int64 `lua:"period,int"`
-	Hits   int64 `lua:"hits,int"`
+	Period   int64 `lua:"period,int"`
+	Hits     int64 `lua:"hits,int"`
+	MaxCount int64 `lua:"maxCount,int"`
 }

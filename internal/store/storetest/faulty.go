@@ -273,14 +273,8 @@ func (f *Faulty) AllowAll(ctx context.Context, key string, limits []store.Limit,
 }
 
 // CountHits implements store.Limits.
-func (f *Faulty) CountHits(ctx context.Context, hits []store.Hit) ([]int64, time.Time, error) {
-	var now time.Time
-	counts, err := do(ctx, f, "CountHits", func() ([]int64, error) {
-		counts, t, err := f.inner.CountHits(ctx, hits)
-		now = t
-		return counts, err
-	}, nil)
-	return counts, now, err
+func (f *Faulty) CountHits(ctx context.Context, hits []store.Hit) ([]store.HitCount, error) {
+	return do(ctx, f, "CountHits", func() ([]store.HitCount, error) { return f.inner.CountHits(ctx, hits) }, nil)
 }
 
 // BeginIdempotent implements store.Idempotency.

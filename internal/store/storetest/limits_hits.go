@@ -16,12 +16,19 @@ func hitsTests() []test {
 
 func (e *env) countHits(hits ...store.Hit) ([]int64, time.Time) {
 	e.Helper()
-	counts, now, err := e.s.CountHits(e.ctx, hits)
+	out, err := e.s.CountHits(e.ctx, hits)
 	noErr(e, "CountHits", err)
-	if len(counts) != len(hits) {
-		e.Fatalf("CountHits of %d counters: %d counts", len(hits), len(counts))
+	if len(out) != len(hits) {
+		e.Fatalf("CountHits of %d counters: %d counts", len(hits), len(out))
 	}
-	return counts, now
+	counts := make([]int64, len(out))
+	for i, c := range out {
+		counts[i] = c.Count
+		if d := c.Now.Sub(out[0].Now); d < -time.Second || d > time.Second {
+			e.Errorf("counter %d's time %v, the first's %v", i, c.Now, out[0].Now)
+		}
+	}
+	return counts, out[0].Now
 }
 
 // limitCountHits: counts add up within a window whatever their sum, 0 hits
@@ -65,6 +72,9 @@ func limitCountHits(e *env) {
 	e.advance(2500 * ms)
 	c, _ = e.countHits(sec(key, 0))
 	check("two windows on", c, 0)
+	// A count stops at MaxHitCount, whatever is added.
+	c, _ = e.countHits(sec(key, store.MaxHitCount-1), sec(key, 1<<62), sec(key, 5))
+	check("saturated", c, store.MaxHitCount-1, store.MaxHitCount, store.MaxHitCount)
 }
 
 // limitCountHitsConcurrent: 64 callers add to one counter at once; every
@@ -79,10 +89,10 @@ func limitCountHitsConcurrent(e *env) {
 	for i := range workers {
 		wg.Go(func() {
 			<-start
-			var c []int64
-			c, _, errs[i] = e.s.CountHits(e.ctx, []store.Hit{{Key: key, Period: time.Hour, Hits: 1}})
+			var c []store.HitCount
+			c, errs[i] = e.s.CountHits(e.ctx, []store.Hit{{Key: key, Period: time.Hour, Hits: 1}})
 			if len(c) == 1 {
-				counts[i] = c[0]
+				counts[i] = c[0].Count
 			}
 		})
 	}

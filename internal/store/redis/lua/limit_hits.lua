@@ -9,7 +9,7 @@ local cur = redis.call('HMGET', kCounter, 'w', 'n')
 -- A later window than now's (the clock stepped back) stays current.
 if cur[1] and tonumber(cur[1]) >= w then w, n = tonumber(cur[1]), tonumber(cur[2]) end
 if hits > 0 then
-  n = n + hits
+  n = math.min(n + hits, maxCount)
   redis.call('HSET', kCounter, 'w', s(w), 'n', s(n))
   expireAt(kCounter, (w + 2) * period) -- kept a period longer, for a step back
 end
