@@ -21,6 +21,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -137,9 +138,30 @@ func (fw *fileWatch) set(files []string) {
 	}
 	want := map[string]bool{}
 	fw.files = map[string]bool{}
+	var trees []string // the watched directories (ending in a separator), read whole
 	for _, f := range files {
 		fw.files[f] = true
-		want[filepath.Dir(f)] = true // a directory's own, for one ending in a separator
+		want[filepath.Dir(f)] = true // a file's directory; a tree's own
+		if strings.HasSuffix(f, string(filepath.Separator)) {
+			trees = append(trees, filepath.Dir(f))
+		}
+	}
+	for _, t := range trees {
+		// Its parent too, to see the tree itself replaced or created;
+		// and every subdirectory, which a load reads as well. A tree is
+		// watched afresh at every set: a replaced directory's old watch
+		// is dead.
+		want[filepath.Dir(t)] = true
+		_ = filepath.WalkDir(t, func(path string, e fs.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				want[path] = true
+				if fw.dirs[path] {
+					_ = fw.w.Remove(path)
+					delete(fw.dirs, path)
+				}
+			}
+			return nil
+		})
 	}
 	for dir := range fw.dirs {
 		if !want[dir] {
@@ -159,8 +181,20 @@ func (fw *fileWatch) set(files []string) {
 	}
 }
 
+// inTree reports whether name is a watched tree (ratelimit.envoy_config)
+// or lies in one.
+func (fw *fileWatch) inTree(name string) bool {
+	for f := range fw.files {
+		if t, ok := strings.CutSuffix(f, string(filepath.Separator)); ok && (name == t || strings.HasPrefix(name, f)) {
+			return true
+		}
+	}
+	return false
+}
+
 // touched returns the watched files that ev may have changed: the file
-// the event names, or every watched file of its directory when it names
+// the event names (a watched file, a watched tree or anything in it), or
+// every watched file of its directory when it names
 // something starting with ".." there (the "..data" symlink, or the
 // timestamped directory it points to, of a Kubernetes volume). A change of
 // mode alone changes none.
@@ -170,8 +204,8 @@ func (fw *fileWatch) touched(ev fsnotify.Event) []string {
 	}
 	name := filepath.Clean(ev.Name)
 	dir := filepath.Dir(name)
-	if fw.files[name] || fw.files[dir+string(filepath.Separator)] {
-		return []string{name} // a watched file, or any file of a watched directory
+	if fw.files[name] || fw.inTree(name) {
+		return []string{name} // a watched file, a watched tree, or anything in one
 	}
 	if !strings.HasPrefix(filepath.Base(name), "..") || !fw.dirs[dir] {
 		return nil

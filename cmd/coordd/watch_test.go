@@ -185,6 +185,9 @@ func TestFileWatchTouched(t *testing.T) {
 		{fsnotify.Event{Name: "/e/new.yml", Op: fsnotify.Create}, []string{"/e/new.yml"}},
 		{fsnotify.Event{Name: "/e/..data", Op: fsnotify.Create}, []string{"/e/..data"}},
 		{fsnotify.Event{Name: "/e/web.yaml", Op: fsnotify.Chmod}, nil},
+		{fsnotify.Event{Name: "/e/sub/api.yaml", Op: fsnotify.Write}, []string{"/e/sub/api.yaml"}},
+		{fsnotify.Event{Name: "/e", Op: fsnotify.Create}, []string{"/e"}}, // the directory replaced
+		{fsnotify.Event{Name: "/elsewhere.yaml", Op: fsnotify.Write}, nil},
 	} {
 		got := fw.touched(c.ev)
 		slices.Sort(got)
@@ -197,8 +200,9 @@ func TestFileWatchTouched(t *testing.T) {
 // TestBinaryEnvoyConfig: ratelimit.envoy_config with a bad file refuses to
 // start, naming the file and line; a good one serves ShouldRateLimit; a
 // changed file in the directory is reloaded without a signal, a new file
-// too; a broken one keeps the running configuration and logs its file and
-// line; SIGHUP reloads as well.
+// too, and a subdirectory's, and the directory replaced by a rename; a
+// broken one keeps the running configuration and logs its file and line;
+// SIGHUP reloads coordd.yaml's new directory.
 func TestBinaryEnvoyConfig(t *testing.T) {
 	dir := t.TempDir()
 	envoyDir := filepath.Join(dir, "envoy")
@@ -268,10 +272,52 @@ func TestBinaryEnvoyConfig(t *testing.T) {
 		t.Errorf("the broken file's reload is not logged as failed:\n%s", p.Output())
 	}
 
-	if err := os.WriteFile(filepath.Join(envoyDir, "web.yaml"), []byte(limit("web", 4)), 0o600); err != nil {
+	// A subdirectory's file (a load reads them too).
+	if err := os.Mkdir(filepath.Join(envoyDir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	write("web.yaml", limit("web", 2))
+	write("sub/more.yaml", limit("more", 5))
+	eventually("a new subdirectory's file loaded", func() bool { return limitOf("more") == 5 })
+	write("sub/more.yaml", limit("more", 6))
+	eventually("a subdirectory's changed file reloaded", func() bool { return limitOf("more") == 6 })
+
+	// The directory replaced at once (a rename over it), then changed:
+	// both seen without a signal.
+	next := filepath.Join(dir, "envoy.next")
+	if err := os.Mkdir(next, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(next, "web.yaml"), []byte(limit("web", 8)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(envoyDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(next, envoyDir); err != nil {
+		t.Fatal(err)
+	}
+	eventually("a replaced directory loaded", func() bool { return limitOf("web") == 8 })
+	write("web.yaml", limit("web", 9))
+	eventually("a change in the replaced directory reloaded", func() bool { return limitOf("web") == 9 })
+
+	// SIGHUP: coordd.yaml, which is not watched, now names another
+	// directory.
+	other := filepath.Join(dir, "envoy2")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "web.yaml"), []byte(limit("web", 4)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, []byte("ratelimit:\n  envoy_config: "+other+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // no reload without the signal
+	if n := limitOf("web"); n != 9 {
+		t.Fatalf("limit %d after coordd.yaml changed without SIGHUP, want 9", n)
+	}
 	p.Signal(t, syscall.SIGHUP)
-	eventually("SIGHUP or the change reloaded", func() bool { return limitOf("web") == 4 })
+	eventually("SIGHUP reloaded coordd.yaml's new directory", func() bool { return limitOf("web") == 4 })
 	p.Stop(t)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -665,4 +666,19 @@ func TestConcurrentLimit(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestAliasExpansionBounded: 2 KB of nested aliases that would expand to
+// 2^25 descriptors is refused, as envoy ratelimit's decoder refuses it,
+// instead of stalling a load or a reload.
+func TestAliasExpansionBounded(t *testing.T) {
+	conf := "domain: bomb\ndescriptors:\n  - key: z\n    descriptors: &l0 [{key: a}, {key: b}]\n"
+	for i := 1; i <= 25; i++ {
+		conf += "  - key: z" + strconv.Itoa(i) + "\n    descriptors: &l" + strconv.Itoa(i) +
+			" [{key: x, descriptors: *l" + strconv.Itoa(i-1) + "}, {key: y, descriptors: *l" + strconv.Itoa(i-1) + "}]\n"
+	}
+	_, err := envoyrl.Parse(map[string][]byte{"bomb.yaml": []byte(conf)})
+	if err == nil || !strings.Contains(err.Error(), "YAML nodes") {
+		t.Fatalf("Parse of nested aliases: %v, want a refusal naming the expansion", err)
+	}
 }

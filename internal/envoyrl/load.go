@@ -97,7 +97,7 @@ func Parse(files map[string][]byte) (*Config, error) {
 
 // parseFile reads the one domain of one file.
 func parseFile(name string, data []byte) (*domain, error) {
-	r := reader{file: name}
+	r := reader{file: name, nodes: new(int)}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	err := dec.Decode(&doc)

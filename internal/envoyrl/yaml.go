@@ -48,7 +48,16 @@ var (
 // (gopkg.in/yaml.v2, whose plain scalars follow YAML 1.1) reads them: it
 // refuses what that decoder and validateYamlKeys refuse and, stricter, what
 // they would silently drop (a duplicate key, a misplaced key).
-type reader struct{ file string }
+type reader struct {
+	file  string
+	nodes *int // nodes read so far, aliases followed: at most maxNodes
+}
+
+// maxNodes bounds the nodes of one file, counted as read, each alias's
+// target again at every use: a few kilobytes of nested aliases expand
+// exponentially (envoy ratelimit's decoder refuses "excessive aliasing"
+// too), and a load or reload must not stall on them.
+const maxNodes = 1_000_000
 
 func (r reader) errorf(line int, format string, args ...any) error {
 	return &Error{File: r.file, Line: line, Msg: fmt.Sprintf(format, args...)}
@@ -64,6 +73,9 @@ type field struct {
 // node resolves aliases and refuses explicit tags (!!str, !foo), which
 // nothing in envoy ratelimit's configuration needs.
 func (r reader) node(n *yaml.Node) (*yaml.Node, error) {
+	if *r.nodes++; *r.nodes > maxNodes {
+		return nil, r.errorf(n.Line, "the file expands to more than %d YAML nodes (through aliases, which are read again at every use)", maxNodes)
+	}
 	for n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
