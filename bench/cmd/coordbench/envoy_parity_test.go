@@ -71,6 +71,10 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: overridable
     rate_limit: {unit: day, requests_per_unit: 50}
+  - key: files
+    value: "/files/*"
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
 `
 
 // parityStep is one request, sent n times.
@@ -142,6 +146,10 @@ func parityScenarios() map[string]parityScenario {
 			{rlReq("parity", 0, withHits(desc("remote_address", "10.0.0.9"), 0)), 1},
 		}, 2},
 		"unknown domain": {[]parityStep{{rlReq("nobody", 0, desc("generic_key", "per_second")), 2}}, 0},
+		"share_threshold": {[]parityStep{
+			{rlReq("parity", 0, desc("files", "/files/a")), 2},
+			{rlReq("parity", 0, desc("files", "/files/b")), 2},
+		}, 1},
 	}
 }
 
@@ -220,7 +228,10 @@ func TestEnvoyParity(t *testing.T) {
 			return string(out)
 		}
 		// Its response line is the proto's text: the first call is within
-		// the limit (4 a minute), the fifth over it.
+		// the limit (4 a minute), the fifth over it; all in one minute.
+		if now := time.Now(); now.Second() >= 50 {
+			time.Sleep(now.Truncate(time.Minute).Add(time.Minute + 100*time.Millisecond).Sub(now))
+		}
 		if out := run("remote_address=192.0.2.1"); !strings.Contains(out, "overall_code:OK") || !strings.Contains(out, "limit_remaining:3") {
 			t.Errorf("first call: %s", out)
 		}
