@@ -373,7 +373,7 @@ func (c *Console) policies(request) (any, error) {
 	ps := c.o.Local.Policies()
 	out := make([]policyJSON, 0, len(ps))
 	for name, p := range ps {
-		j := policyJSON{Name: name, Shadow: p.Shadow, FailOpen: p.FailOpen, LocalQuota: p.LocalQuota}
+		j := policyJSON{Name: name, Shadow: p.Shadow, FailOpen: p.OnStoreFailure == limiter.FailOpen, LocalQuota: p.LocalQuota}
 		if len(p.Limits) == 0 {
 			p.Limits = []limiter.NamedLimit{{Limit: p.Limit}}
 		}
