@@ -212,7 +212,7 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names, activity: o.Activity})
 	traced = fullMethods(gs)
 	if o.Local != nil {
-		*o.Local = *newLocal(services, names, svc.Limiter, c.gate, cl, callTimer{o.Metrics}.unary, recovery.UnaryServerInterceptor(recoveryOpt), c.limitUnary, e.unary)
+		*o.Local = *newLocal(services, names, c.gate, cl, callTimer{o.Metrics}.unary, recovery.UnaryServerInterceptor(recoveryOpt), c.limitUnary, e.unary)
 	}
 	hs := health.NewServer()
 	for name := range gs.GetServiceInfo() {
