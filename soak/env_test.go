@@ -81,7 +81,7 @@ func policies() map[string]limiter.Policy {
 		"sliding": {Limit: store.Limit{Algorithm: store.SlidingWindow, Limit: 20, Period: 500 * time.Millisecond}},
 		"log":     {Limit: store.Limit{Algorithm: store.SlidingLog, Limit: 10, Period: 500 * time.Millisecond}},
 		"token":   {Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 20, Period: time.Second, Burst: 30}},
-		"leaky":   {Limit: store.Limit{Algorithm: store.LeakyBucket, Limit: 20, Period: time.Second}, FailOpen: true},
+		"leaky":   {Limit: store.Limit{Algorithm: store.LeakyBucket, Limit: 20, Period: time.Second}, OnStoreFailure: limiter.FailOpen},
 		"shadow":  {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 5, Period: time.Second}, Shadow: true},
 	}
 }

@@ -91,6 +91,7 @@ another consumer.`,
 	configureQueueSpec,
 	queueSettingsSpec,
 	scheduleSpec,
+	policySpec,
 }
 
 func findCommand(name string) *commandSpec {

@@ -191,7 +191,11 @@ type PolicyConfig struct {
 	Burst     int64         `mapstructure:"burst"`
 	Limits    []LimitConfig `mapstructure:"limits"`
 	Shadow    bool          `mapstructure:"shadow"`
-	FailOpen  bool          `mapstructure:"fail_open"`
+	// OnStoreFailure: fail_closed (the default), fail_open or local
+	// (limiter.OnStoreFailure).
+	OnStoreFailure string `mapstructure:"on_store_failure"`
+	// FailOpen: true is on_store_failure fail_open.
+	FailOpen bool `mapstructure:"fail_open"`
 	// LocalQuota: units each instance takes from the store at a time, to
 	// answer a hot key locally (limiter.Policy.LocalQuota); 0: none.
 	LocalQuota int64 `mapstructure:"local_quota"`
@@ -508,7 +512,11 @@ func (c *Config) policies() (map[string]limiter.Policy, error) {
 		if _, dup := out[p.Name]; dup {
 			return nil, fmt.Errorf("ratelimit.policies[%d].name: %q is already the name of another policy", i, p.Name)
 		}
-		pol := limiter.Policy{Shadow: p.Shadow, FailOpen: p.FailOpen, LocalQuota: p.LocalQuota}
+		pol := limiter.Policy{Shadow: p.Shadow, LocalQuota: p.LocalQuota}
+		var err error
+		if pol.OnStoreFailure, err = p.onStoreFailure(); err != nil {
+			return nil, err
+		}
 		if len(p.Limits) > 0 {
 			if p.Algorithm != "" || p.Limit != 0 || p.Period != 0 || p.Burst != 0 {
 				return nil, fmt.Errorf("ratelimit.policies.%s.limits: and the policy's own algorithm, limit, period and burst are both set; set one", p.Name)
@@ -534,6 +542,25 @@ func (c *Config) policies() (map[string]limiter.Policy, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// onStoreFailure reads on_store_failure, with fail_open: true as a
+// synonym of fail_open.
+func (p PolicyConfig) onStoreFailure() (limiter.OnStoreFailure, error) {
+	if p.OnStoreFailure == "" {
+		if p.FailOpen {
+			return limiter.FailOpen, nil
+		}
+		return 0, nil
+	}
+	f, err := limiter.ParseOnStoreFailure(p.OnStoreFailure)
+	if err != nil {
+		return 0, fmt.Errorf("ratelimit.policies.%s.on_store_failure: %w", p.Name, err)
+	}
+	if p.FailOpen && f != limiter.FailOpen {
+		return 0, fmt.Errorf("ratelimit.policies.%s.on_store_failure: is %s, and fail_open is true; set one (fail_open: true is on_store_failure: fail_open)", p.Name, p.OnStoreFailure)
+	}
+	return f, nil
 }
 
 // strictDecode converts configuration values without guessing: strings (from

@@ -173,10 +173,10 @@ ratelimit:
 		t.Fatalf("policies(): %v", err)
 	}
 	if p := ps["api"]; p.Limit.Algorithm != store.TokenBucket || p.Limit.Limit != 10 || p.Limit.Period != time.Second ||
-		p.Limit.Burst != 5 || !p.Shadow || !p.FailOpen {
+		p.Limit.Burst != 5 || !p.Shadow || p.OnStoreFailure != limiter.FailOpen {
 		t.Errorf("limiter policy api = %+v", p)
 	}
-	if p := ps["login"]; p.Limit.Algorithm != store.SlidingLog || p.Shadow || p.FailOpen {
+	if p := ps["login"]; p.Limit.Algorithm != store.SlidingLog || p.Shadow || p.OnStoreFailure != 0 {
 		t.Errorf("limiter policy login = %+v", p)
 	}
 	if p := ps["hot"]; p.LocalQuota != 50 {
@@ -188,6 +188,46 @@ ratelimit:
 	}
 	if p := ps["tiered"]; !slices.Equal(p.Limits, wantTiered) || p.Limit != (store.Limit{}) {
 		t.Errorf("limiter policy tiered = %+v, want limits %+v", p, wantTiered)
+	}
+}
+
+// on_store_failure names what a policy does while the store is
+// unreachable; fail_open: true is a synonym of fail_open, and agrees with
+// it; unset fails closed. ratelimit.expected_instances (default 1) and
+// ratelimit.max_policies_per_namespace (default 1000) are read.
+func TestLoadConfigOnStoreFailure(t *testing.T) {
+	cfg, err := loadConfig(configArgs(t, map[string]string{"COORDD_RATELIMIT_EXPECTED_INSTANCES": "3"}, `
+ratelimit:
+  max_policies_per_namespace: 50
+  policies:
+    - {name: closed, algorithm: fixed_window, limit: 5, period: 1s, on_store_failure: fail_closed}
+    - {name: open, algorithm: fixed_window, limit: 5, period: 1s, on_store_failure: fail_open}
+    - {name: local, algorithm: token_bucket, limit: 10, period: 1s, on_store_failure: local}
+    - {name: synonym, algorithm: fixed_window, limit: 5, period: 1s, fail_open: true}
+    - {name: both, algorithm: fixed_window, limit: 5, period: 1s, fail_open: true, on_store_failure: fail_open}
+    - {name: unset, algorithm: fixed_window, limit: 5, period: 1s}
+`, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RateLimit.ExpectedInstances != 3 || cfg.RateLimit.MaxPoliciesPerNamespace != 50 {
+		t.Errorf("expected_instances, max_policies_per_namespace = %d, %d; want 3, 50", cfg.RateLimit.ExpectedInstances, cfg.RateLimit.MaxPoliciesPerNamespace)
+	}
+	ps, err := cfg.policies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]limiter.OnStoreFailure{
+		"closed": limiter.FailClosed, "open": limiter.FailOpen, "local": limiter.FailLocal,
+		"synonym": limiter.FailOpen, "both": limiter.FailOpen, "unset": 0,
+	} {
+		if got := ps[name].OnStoreFailure; got != want {
+			t.Errorf("policy %s: on_store_failure %v, want %v", name, got, want)
+		}
+	}
+	def := DefaultConfig()
+	if def.RateLimit.ExpectedInstances != 1 || def.RateLimit.MaxPoliciesPerNamespace != 1000 {
+		t.Errorf("defaults expected_instances, max_policies_per_namespace = %d, %d; want 1, 1000", def.RateLimit.ExpectedInstances, def.RateLimit.MaxPoliciesPerNamespace)
 	}
 }
 
@@ -346,6 +386,13 @@ func TestLoadConfigBadValues(t *testing.T) {
 		{name: "policy limits with one name", yaml: policy("      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n        - name: a\n          algorithm: fixed_window\n          limit: 50\n          period: 1h\n"), key: "ratelimit.policies.p.limits[1].name"},
 		{name: "policy local quota on a sliding log", yaml: policy("      algorithm: sliding_log\n      limit: 5\n      period: 1m\n      local_quota: 2\n"), key: "ratelimit.policies.p.local_quota"},
 		{name: "policy limit twice", yaml: policy("      limits:\n        - name: a\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n        - name: b\n          algorithm: fixed_window\n          limit: 5\n          period: 1m\n"), key: "ratelimit.policies.p.limits[1]"},
+		{name: "policy on_store_failure unknown", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1s\n      on_store_failure: open\n"), key: "ratelimit.policies.p.on_store_failure"},
+		{name: "policy on_store_failure in upper case", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1s\n      on_store_failure: LOCAL\n"), key: "ratelimit.policies.p.on_store_failure"},
+		{name: "policy fail_open beside on_store_failure local", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1s\n      fail_open: true\n      on_store_failure: local\n"), key: "ratelimit.policies.p.on_store_failure"},
+		{name: "policy fail_open beside on_store_failure fail_closed", yaml: policy("      algorithm: fixed_window\n      limit: 5\n      period: 1s\n      fail_open: true\n      on_store_failure: fail_closed\n"), key: "ratelimit.policies.p.on_store_failure"},
+		{name: "expected_instances 0", yaml: "ratelimit:\n  expected_instances: 0\n", key: "ratelimit.expected_instances"},
+		{name: "env expected_instances negative", env: map[string]string{"COORDD_RATELIMIT_EXPECTED_INSTANCES": "-2"}, key: "ratelimit.expected_instances"},
+		{name: "max_policies_per_namespace 0", yaml: "ratelimit:\n  max_policies_per_namespace: 0\n", key: "ratelimit.max_policies_per_namespace"},
 		{name: "env negative duration", env: map[string]string{"COORDD_QUEUE_MAX_DELAY": "-5m"}, key: "queue.max_delay"},
 		{name: "env store bogus", env: map[string]string{"COORDD_STORE": "bogus"}, key: "store"},
 		{name: "redis mode bogus", yaml: "store: redis\nredis:\n  mode: ring\n", key: "redis.mode"},

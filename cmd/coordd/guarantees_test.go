@@ -51,7 +51,7 @@ func TestGuaranteesNameRealTests(t *testing.T) {
 
 	// storetest subtests: "storetest Locks/FenceFloor", and the names that
 	// follow it in the same backquoted list: `Locks/FenceMonotonic`.
-	subs := regexp.MustCompile("`(?:storetest )?(Locks|Holds|Elections|Sessions|Limits|Idempotency|Queues|Subscribe|Residue)/(\\w+)`").FindAllStringSubmatch(string(doc), -1)
+	subs := regexp.MustCompile("`(?:storetest )?(Locks|Holds|Elections|Sessions|Limits|Idempotency|Queues|Subscribe|Residue|Policies)/(\\w+)`").FindAllStringSubmatch(string(doc), -1)
 	if len(subs) < 20 {
 		t.Fatalf("GUARANTEES.md names %d conformance subtests; the parse must be broken", len(subs))
 	}

@@ -297,6 +297,7 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	}
 	d.limiter = svc.Limiter
 	d.services = svc
+	metrics.WatchPolicies(reg, svc.Limiter.RuntimePolicies)
 	metrics.WatchQueues(reg, cfg.Metrics.Queues, func(ctx context.Context, q metrics.QueueRef) (metrics.QueueDepth, error) {
 		st, err := svc.Queues.Stats(ctx, q.Namespace, q.Name) // summed over a partitioned queue's partitions
 		return metrics.QueueDepth{Ready: st.Ready, Delayed: st.Delayed, InFlight: st.InFlight, Dead: st.Dead}, err
@@ -411,6 +412,11 @@ func (d *daemon) serve(ctx context.Context) error {
 		defer close(actDone)
 		d.activity.Run(schedCtx, func(err error) { d.log.Debug("queue activity not recorded", "err", err) })
 	}()
+	policiesDone := make(chan struct{})
+	go func() {
+		defer close(policiesDone)
+		d.services.Limiter.RunPolicies(schedCtx) // every instance's runtime policies, within a second
+	}()
 	d.log.Info("coordd serving", "grpc", d.grpcLis.Addr().String(), "http", d.httpLis.Addr().String(), "store", d.cfg.Store)
 	var err error
 	select {
@@ -441,6 +447,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	stopSchedules()
 	<-schedDone
 	<-actDone
+	<-policiesDone
 	d.services.Wait()
 	if serr := d.closeStore(); serr != nil && err == nil {
 		err = serr

@@ -115,6 +115,8 @@ func New(o Options) *Console {
 	c.mux.HandleFunc("GET /ui/api/semaphore", c.api(c.semaphore))
 	c.mux.HandleFunc("GET /ui/api/leader", c.api(c.leader))
 	c.mux.HandleFunc("GET /ui/api/policies", c.api(c.policies))
+	c.mux.HandleFunc("POST /ui/api/policy/put", c.api(c.putPolicy))
+	c.mux.HandleFunc("POST /ui/api/policy/delete", c.api(c.deletePolicy))
 	c.mux.HandleFunc("GET /ui/api/allow", c.api(c.allow))
 	c.mux.HandleFunc("GET /ui/api/health", c.api(c.health))
 	return c

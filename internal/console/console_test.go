@@ -19,6 +19,7 @@ import (
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/console"
+	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/server"
 	"github.com/coordd/coordd/internal/server/servertest"
 	"github.com/coordd/coordd/internal/store"
@@ -57,13 +58,14 @@ func newFixture(t *testing.T, auth *server.Authenticator) *fixture {
 	return newFixtureOn(t, auth, memory.New(memory.Options{Clock: clock.Real{}}))
 }
 
-// newFixtureOn is newFixture on st (a storetest.Faulty, say).
-func newFixtureOn(t *testing.T, auth *server.Authenticator, st store.Store) *fixture {
+// newFixtureOn is newFixture on st (a storetest.Faulty, say), with more
+// options of the server (config policies, say).
+func newFixtureOn(t *testing.T, auth *server.Authenticator, st store.Store, opts ...servertest.Option) *fixture {
 	t.Cleanup(func() { _ = st.Close() })
 	local := &server.Local{}
-	conn := servertest.Serve(t, st, clock.Real{}, servertest.WithServerOptions(func(o *server.Options) {
+	conn := servertest.Serve(t, st, clock.Real{}, append(opts, servertest.WithServerOptions(func(o *server.Options) {
 		o.Local, o.Auth = local, auth
-	}))
+	}))...)
 	f := &fixture{conn: conn, log: &strings.Builder{}, auth: auth}
 	f.ui = console.New(console.Options{
 		Local: local, Auth: auth, Nodes: fakeNodes{}, AllowedHosts: []string{"coordd.internal"},
@@ -451,5 +453,100 @@ func TestPauseLogged(t *testing.T) {
 	}
 	if log := f.log.String(); strings.Count(log, "console: pause") < 2 || !strings.Contains(log, "namespace=team-a") {
 		t.Errorf("the pause and resume were not logged with their namespace:\n%s", log)
+	}
+}
+
+// TestPolicies: the console lists the config's policies and the
+// namespace's runtime ones apart, puts and deletes runtime ones (logged
+// with the namespace), refuses a config policy's name, and shows another
+// namespace none of them.
+func TestPolicies(t *testing.T) {
+	f := newFixtureOn(t, twoKeys(t), memory.New(memory.Options{Clock: clock.Real{}}), servertest.WithConfig(func(c *server.Config) {
+		c.Policies = map[string]limiter.Policy{
+			"api": {Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 100, Period: time.Second}, OnStoreFailure: limiter.FailOpen},
+		}
+	}))
+	type listed struct {
+		Runtime, Config []struct {
+			Name           string `json:"name"`
+			OnStoreFailure string `json:"on_store_failure"`
+			Shadow         bool   `json:"shadow"`
+			Limits         []struct {
+				Name, Algorithm, Period string
+				Limit, Burst            int64
+			} `json:"limits"`
+		}
+	}
+	list := func(key string) listed {
+		t.Helper()
+		code, body, _ := f.do(t, "GET", "/ui/api/policies", key, "")
+		var l listed
+		if err := json.Unmarshal([]byte(body), &l); code != 200 || err != nil {
+			t.Fatalf("policies: %d %s (%v)", code, body, err)
+		}
+		return l
+	}
+	if l := list(keyA); len(l.Runtime) != 0 || len(l.Config) != 1 || l.Config[0].Name != "api" || l.Config[0].OnStoreFailure != "fail_open" {
+		t.Fatalf("policies before any put: %+v, want api from the config only", l)
+	}
+
+	put := `{"name":"per-user","limits":[{"algorithm":"token_bucket","limit":10,"period":"1s","burst":20}],"on_store_failure":"local","shadow":true}`
+	if code, body, _ := f.do(t, "POST", "/ui/api/policy/put", keyA, put); code != 200 || strings.TrimSpace(body) != `{"created":true}` {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	several := `{"name":"partner","limits":[{"name":"second","algorithm":"token_bucket","limit":10,"period":"1s"},{"name":"day","algorithm":"fixed_window","limit":1000,"period":"24h"}]}`
+	if code, body, _ := f.do(t, "POST", "/ui/api/policy/put", keyA, several); code != 200 {
+		t.Fatalf("put of several limits: %d %s", code, body)
+	}
+	l := list(keyA)
+	if len(l.Config) != 1 || len(l.Runtime) != 2 {
+		t.Fatalf("policies after the puts: %+v, want api from the config, partner and per-user at runtime", l)
+	}
+	if p := l.Runtime[1]; p.Name != "per-user" || p.OnStoreFailure != "local" || !p.Shadow || len(p.Limits) != 1 ||
+		p.Limits[0].Algorithm != "token_bucket" || p.Limits[0].Limit != 10 || p.Limits[0].Period != "1s" || p.Limits[0].Burst != 20 {
+		t.Errorf("per-user listed as %+v", p)
+	}
+	if p := l.Runtime[0]; p.Name != "partner" || p.OnStoreFailure != "fail_closed" || len(p.Limits) != 2 || p.Limits[1].Name != "day" {
+		t.Errorf("partner listed as %+v", p)
+	}
+	if code, body, _ := f.do(t, "GET", "/ui/api/allow?policy=per-user&key=k", keyA, ""); code != 200 || !strings.Contains(body, `"allowed":true`) {
+		t.Errorf("a peek under the runtime policy: %d %s", code, body)
+	}
+	if l := list(keyB); len(l.Runtime) != 0 {
+		t.Errorf("team-b sees team-a's runtime policies: %+v", l.Runtime)
+	}
+
+	for _, c := range []struct {
+		body string
+		want int
+		msg  string
+	}{
+		{`{"name":"api","limits":[{"algorithm":"fixed_window","limit":1,"period":"1s"}]}`, 409, "config policy"},
+		{`{"name":"x","limits":[{"algorithm":"fixed_window","limit":0,"period":"1s"}]}`, 400, "policy.limit.limit"},
+		{`{"name":"x","limits":[{"algorithm":"quadratic","limit":1,"period":"1s"}]}`, 400, "limits[0].algorithm"},
+		{`{"name":"x","limits":[{"algorithm":"fixed_window","limit":1,"period":"soon"}]}`, 400, "limits[0].period"},
+		{`{"name":"x","limits":[{"algorithm":"fixed_window","limit":1,"period":"1s"}],"on_store_failure":"open"}`, 400, "on_store_failure"},
+		{`{"name":"x","extra":1}`, 400, "unknown field"},
+	} {
+		code, body, _ := f.do(t, "POST", "/ui/api/policy/put", keyA, c.body)
+		if code != c.want || !strings.Contains(body, c.msg) {
+			t.Errorf("put %s: %d %s, want %d naming %q", c.body, code, body, c.want, c.msg)
+		}
+	}
+
+	if code, body, _ := f.do(t, "POST", "/ui/api/policy/delete", keyA, `{"name":"per-user"}`); code != 200 || strings.TrimSpace(body) != `{"deleted":true}` {
+		t.Fatalf("delete: %d %s", code, body)
+	}
+	if code, _, _ := f.do(t, "POST", "/ui/api/policy/delete", keyA, `{"name":"api"}`); code != 409 {
+		t.Errorf("delete of a config policy: %d, want 409", code)
+	}
+	if l := list(keyA); len(l.Runtime) != 1 || l.Runtime[0].Name != "partner" {
+		t.Errorf("runtime policies after the delete: %+v, want partner", l.Runtime)
+	}
+	log := f.log.String()
+	for _, want := range []string{"console: put policy", "console: delete policy", "namespace=team-a", "policy=per-user"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log has no %q:\n%s", want, log)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
@@ -83,11 +84,11 @@ type limitJSON struct {
 }
 
 type policyJSON struct {
-	Name       string      `json:"name"`
-	Limits     []limitJSON `json:"limits"`
-	Shadow     bool        `json:"shadow"`
-	FailOpen   bool        `json:"fail_open"`
-	LocalQuota int64       `json:"local_quota,omitempty"`
+	Name           string      `json:"name"`
+	Limits         []limitJSON `json:"limits"`
+	Shadow         bool        `json:"shadow"`
+	OnStoreFailure string      `json:"on_store_failure"` // fail_closed, fail_open or local
+	LocalQuota     int64       `json:"local_quota,omitempty"`
 }
 
 type nodeJSON struct {
@@ -369,30 +370,103 @@ func (c *Console) leader(r request) (any, error) {
 	return out, nil
 }
 
-func (c *Console) policies(request) (any, error) {
-	ps := c.o.Local.Policies()
+// policies: the namespace's runtime policies and the config's, apart
+// (RateLimitService.ListPolicies).
+func (c *Console) policies(r request) (any, error) {
+	resp, err := c.rateLimitClient(r.ns).ListPolicies(r.ctx, &coordv1.ListPoliciesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"runtime": policiesJSON(resp.GetRuntime()), "config": policiesJSON(resp.GetConfig())}, nil
+}
+
+func (c *Console) rateLimitClient(ns string) coordv1.RateLimitServiceClient {
+	return coordv1.NewRateLimitServiceClient(c.o.Local.Conn(ns))
+}
+
+func policiesJSON(ps []*coordv1.Policy) []policyJSON {
 	out := make([]policyJSON, 0, len(ps))
-	for name, p := range ps {
-		j := policyJSON{Name: name, Shadow: p.Shadow, FailOpen: p.FailOpen, LocalQuota: p.LocalQuota}
-		if len(p.Limits) == 0 {
-			p.Limits = []limiter.NamedLimit{{Limit: p.Limit}}
+	for _, p := range ps {
+		j := policyJSON{Name: p.GetName(), Shadow: p.GetShadow(), OnStoreFailure: limiter.FailClosed.String(), LocalQuota: p.GetLocalQuota()}
+		if f := limiter.OnStoreFailure(p.GetOnStoreFailure()); f != 0 {
+			j.OnStoreFailure = f.String()
 		}
-		for _, l := range p.Limits {
+		limits := p.GetLimits()
+		if p.GetLimit() != nil {
+			limits = []*coordv1.NamedLimit{{Limit: p.GetLimit()}}
+		}
+		for _, l := range limits {
 			j.Limits = append(j.Limits, limitJSON{
-				Name: l.Name, Algorithm: limiter.AlgorithmName(l.Algorithm), Limit: l.Limit.Limit, Period: l.Period.String(), Burst: l.Burst,
+				Name: l.GetName(), Algorithm: limiter.AlgorithmName(store.Algorithm(l.GetLimit().GetAlgorithm())), Limit: l.GetLimit().GetLimit(),
+				Period: l.GetLimit().GetPeriod().AsDuration().String(), Burst: l.GetLimit().GetBurst(),
 			})
 		}
 		out = append(out, j)
 	}
-	slices.SortFunc(out, func(a, b policyJSON) int { return strings.Compare(a.Name, b.Name) })
-	return map[string]any{"policies": out}, nil
+	return out
+}
+
+// putPolicy stores a runtime policy of the namespace (PutPolicy): the
+// body is a policy as the console lists it, one unnamed limit or several
+// named ones. Logged with the namespace.
+func (c *Console) putPolicy(r request) (any, error) {
+	var body policyJSON
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	p := &coordv1.Policy{Name: body.Name, Shadow: body.Shadow, LocalQuota: body.LocalQuota}
+	if body.OnStoreFailure != "" {
+		f, err := limiter.ParseOnStoreFailure(body.OnStoreFailure)
+		if err != nil {
+			return nil, badRequest{"on_store_failure: " + err.Error()}
+		}
+		p.OnStoreFailure = coordv1.OnStoreFailure(f)
+	}
+	for i, l := range body.Limits {
+		alg, err := limiter.ParseAlgorithm(l.Algorithm)
+		if err != nil {
+			return nil, badRequest{fmt.Sprintf("limits[%d].algorithm: %v", i, err)}
+		}
+		period, err := time.ParseDuration(l.Period)
+		if err != nil {
+			return nil, badRequest{fmt.Sprintf("limits[%d].period: %q is not a duration such as 1s or 24h", i, l.Period)}
+		}
+		pl := &coordv1.Limit{Algorithm: coordv1.Algorithm(alg), Limit: l.Limit, Period: durationpb.New(period), Burst: l.Burst}
+		if len(body.Limits) == 1 && l.Name == "" {
+			p.Limit = pl
+			break
+		}
+		p.Limits = append(p.Limits, &coordv1.NamedLimit{Name: l.Name, Limit: pl})
+	}
+	resp, err := c.rateLimitClient(r.ns).PutPolicy(r.ctx, &coordv1.PutPolicyRequest{Policy: p})
+	c.o.Log.Info("console: put policy", "namespace", r.ns, "policy", body.Name, "err", err)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"created": resp.GetCreated()}, nil
+}
+
+// deletePolicy deletes a runtime policy of the namespace (DeletePolicy).
+func (c *Console) deletePolicy(r request) (any, error) {
+	var body struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &body); err != nil {
+		return nil, err
+	}
+	resp, err := c.rateLimitClient(r.ns).DeletePolicy(r.ctx, &coordv1.DeletePolicyRequest{Name: body.Name})
+	c.o.Log.Info("console: delete policy", "namespace", r.ns, "policy", body.Name, "err", err)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"deleted": resp.GetDeleted()}, nil
 }
 
 // allow: what Allow with peek answers now for a key under a policy; it
 // consumes nothing.
 func (c *Console) allow(r request) (any, error) {
 	q := r.URL.Query()
-	resp, err := coordv1.NewRateLimitServiceClient(c.o.Local.Conn(r.ns)).Allow(r.ctx, &coordv1.AllowRequest{
+	resp, err := c.rateLimitClient(r.ns).Allow(r.ctx, &coordv1.AllowRequest{
 		Key: q.Get("key"), Policy: q.Get("policy"), Peek: true,
 	})
 	if err != nil {

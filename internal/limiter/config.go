@@ -22,6 +22,8 @@ func (c Config) Validate() error {
 		v.Bad("ratelimit.deny_cache_max_age", "must be positive with a deny cache")
 	}
 	v.AtLeast1("limits.max_name_bytes", int64(c.MaxNameBytes))
+	v.AtLeast1("ratelimit.max_policies_per_namespace", int64(c.MaxPoliciesPerNamespace))
+	v.AtLeast1("ratelimit.expected_instances", int64(c.ExpectedInstances))
 	return v.Err()
 }
 
@@ -34,18 +36,34 @@ func (c Config) CheckPolicies(policies map[string]Policy) error {
 		if err := validate.Name("policy", name, c.MaxNameBytes); err != nil {
 			return fmt.Errorf("ratelimit.policies: %w", err)
 		}
-		if err := c.checkPolicy("ratelimit.policies."+name, p); err != nil {
+		if err := c.checkPolicy("ratelimit.policies."+name, "", p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// CheckPolicy checks a runtime policy (RateLimitService.PutPolicy) as
+// CheckPolicies checks a config policy, naming the API's fields in the
+// error (policy.name, policy.limit.period, policy.limits[1].limit.limit).
+func (c Config) CheckPolicy(name string, p Policy) error {
+	if err := validate.Name("policy.name", name, c.MaxNameBytes); err != nil {
+		return err
+	}
+	return c.checkPolicy("policy", ".limit", p)
+}
+
 // checkPolicy checks one policy: its limit, or its several limits (at most
-// store.MaxLimits, each named, names and parameters distinct).
-func (c Config) checkPolicy(field string, p Policy) error {
+// store.MaxLimits, each named, names and parameters distinct). Fields are
+// named under field; a limit's own fields under its field and then
+// limitField ("" in the config, where a limit's fields are the policy's;
+// ".limit" in the API, where they are in a Limit message).
+func (c Config) checkPolicy(field, limitField string, p Policy) error {
+	if p.OnStoreFailure < 0 || p.OnStoreFailure > FailLocal {
+		return validate.Errorf(field+".on_store_failure", "is %d, not one of the OnStoreFailure values", p.OnStoreFailure)
+	}
 	if len(p.Limits) == 0 {
-		if err := c.CheckLimit(field, p.Limit); err != nil {
+		if err := c.CheckLimit(field+limitField, p.Limit); err != nil {
 			return err
 		}
 		switch q := p.LocalQuota; {
@@ -72,7 +90,7 @@ func (c Config) checkPolicy(field string, p Policy) error {
 		if err := validate.Name(f+".name", l.Name, c.MaxNameBytes); err != nil {
 			return err
 		}
-		if err := c.CheckLimit(f, l.Limit); err != nil {
+		if err := c.CheckLimit(f+limitField, l.Limit); err != nil {
 			return err
 		}
 		for _, o := range p.Limits[:i] {

@@ -1,8 +1,9 @@
 // Package limiter implements RateLimitService's rules on top of store.Limits:
-// named policies (reloadable), inline limits and their bounds, cost, shadow
-// mode, and failing open or closed when the store is unreachable. The
-// algorithms themselves are specified in store/ratelimit.go and made atomic
-// by each store.
+// named policies (the config's, reloadable, and each namespace's runtime
+// policies, kept in store.Policies: runtime.go), inline limits and their
+// bounds, cost, shadow mode, and failing open, closed or to a local limit
+// when the store is unreachable (local.go). The algorithms themselves are
+// specified in store/ratelimit.go and made atomic by each store.
 package limiter
 
 import (
@@ -32,6 +33,13 @@ type Config struct {
 	DenyCacheMaxAge time.Duration `mapstructure:"deny_cache_max_age"`
 	// MaxWait is the longest wait of an Allow (limits.max_wait).
 	MaxWait time.Duration `mapstructure:"-"`
+	// MaxPoliciesPerNamespace bounds each namespace's runtime policies
+	// (PutPolicy).
+	MaxPoliciesPerNamespace int `mapstructure:"max_policies_per_namespace"`
+	// ExpectedInstances is how many coordd instances share the store: a
+	// policy that fails local (FailLocal) admits limit ÷ this on each
+	// while the store is unreachable.
+	ExpectedInstances int `mapstructure:"expected_instances"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -39,10 +47,11 @@ func DefaultConfig() Config {
 	return Config{
 		MaxLimit: 1_000_000_000, MaxLogLimit: 1000, MaxPeriod: 168 * time.Hour, MaxNameBytes: 256,
 		DenyCacheSize: 100_000, DenyCacheMaxAge: time.Second, MaxWait: time.Minute,
+		MaxPoliciesPerNamespace: 1000, ExpectedInstances: 1,
 	}
 }
 
-// Policy is a named limit from config.
+// Policy is a named limit: from config, or a namespace's runtime policy.
 type Policy struct {
 	Limit store.Limit
 	// Limits, set instead of Limit, are the policy's several limits (at
@@ -52,9 +61,9 @@ type Policy struct {
 	Limits []NamedLimit
 	// Shadow computes and counts decisions but allows every call.
 	Shadow bool
-	// FailOpen allows calls (marked degraded) when the store is unreachable;
-	// otherwise they fail with the store's error.
-	FailOpen bool
+	// OnStoreFailure says what Allow answers while the store is
+	// unreachable.
+	OnStoreFailure OnStoreFailure
 	// LocalQuota, if > 0, lets each coordd instance take this many units of
 	// a key at a time from the store and admit them locally (quota.go): a
 	// hot key costs the store a call per chunk, not per call, and the
@@ -76,9 +85,13 @@ type compiled struct {
 	names    []string      // Limits' names; nil with one limit
 	more     string        // the limits after the first, as text: part of the deny cache's key
 	capacity int64         // the least capacity: the largest cost
+	runtime  bool          // a namespace's runtime policy
+	local    localLimits   // with FailLocal: this instance's share of the limits
 }
 
-func compile(p Policy) *compiled {
+// compile prepares p for Allow; instances is ratelimit.expected_instances,
+// for a policy that fails local.
+func compile(p Policy, instances int) *compiled {
 	c := &compiled{Policy: p, limits: []store.Limit{p.Limit}}
 	if len(p.Limits) > 0 {
 		c.limits, c.names = make([]store.Limit, len(p.Limits)), make([]string, len(p.Limits))
@@ -90,6 +103,9 @@ func compile(p Policy) *compiled {
 	c.capacity = c.limits[0].Capacity()
 	for _, l := range c.limits[1:] {
 		c.capacity = min(c.capacity, l.Capacity())
+	}
+	if p.OnStoreFailure == FailLocal {
+		c.local = shares(c.limits, instances)
 	}
 	return c
 }
@@ -126,15 +142,62 @@ var namesOfAlgorithms = func() map[store.Algorithm]string {
 // inverse of ParseAlgorithm; "" if a is none of them.
 func AlgorithmName(a store.Algorithm) string { return namesOfAlgorithms[a] }
 
+// Store is what a Service keeps its state in: the limiters' state, and
+// the runtime policies.
+type Store interface {
+	store.Limits
+	store.Policies
+}
+
+// OnStoreFailure is what a policy answers while the store is unreachable
+// (store.ErrUnavailable, the circuit breaker's fast failure included).
+type OnStoreFailure int
+
+// The answers; the values match the API's enum (0, unset, fails closed).
+const (
+	// FailClosed answers the store's error (UNAVAILABLE).
+	FailClosed OnStoreFailure = iota + 1
+	// FailOpen allows every call, marked degraded.
+	FailOpen
+	// FailLocal decides in this instance's memory, under its share of
+	// each limit (local.go), marked degraded.
+	FailLocal
+)
+
+// onStoreFailureNames are the OnStoreFailure values by their config names.
+var onStoreFailureNames = map[string]OnStoreFailure{"fail_closed": FailClosed, "fail_open": FailOpen, "local": FailLocal}
+
+// ParseOnStoreFailure returns the OnStoreFailure of a config name:
+// fail_closed, fail_open or local, in lower case as the algorithms' names.
+func ParseOnStoreFailure(name string) (OnStoreFailure, error) {
+	f, ok := onStoreFailureNames[name]
+	if !ok {
+		return 0, fmt.Errorf("unknown value %q (want fail_closed, fail_open or local)", name)
+	}
+	return f, nil
+}
+
+// String is f's config name; "" for the zero value, which fails closed.
+func (f OnStoreFailure) String() string {
+	for name, v := range onStoreFailureNames {
+		if v == f {
+			return name
+		}
+	}
+	return ""
+}
+
 // Service decides.
 type Service struct {
-	st       store.Limits
+	st       Store
 	cfg      Config
 	clock    clock.Clock
 	drain    <-chan struct{} // closed: waits end
 	denied   *denyCache      // nil: no cache
 	quotas   *quotas         // the local quotas (Policy.LocalQuota)
 	policies atomic.Pointer[map[string]*compiled]
+	runtime  runtimePolicies // the namespaces' runtime policies (runtime.go)
+	local    localStore      // the limiters of FailLocal while the store is unreachable (local.go)
 }
 
 // Option configures a Service.
@@ -150,9 +213,10 @@ func WithDrain(drain <-chan struct{}) Option { return func(s *Service) { s.drain
 
 // New returns a Service with policies, which must be valid (see
 // SetPolicies).
-func New(st store.Limits, cfg Config, policies map[string]Policy, opts ...Option) (*Service, error) {
+func New(st Store, cfg Config, policies map[string]Policy, opts ...Option) (*Service, error) {
 	s := &Service{st: st, cfg: cfg, clock: clock.Real{}, denied: newDenyCache(cfg.DenyCacheSize, cfg.DenyCacheMaxAge),
 		quotas: newQuotas(max(cfg.DenyCacheSize, localQuotas))}
+	s.runtime.init()
 	for _, o := range opts {
 		o(s)
 	}
@@ -170,7 +234,7 @@ func (s *Service) SetPolicies(policies map[string]Policy) error {
 	}
 	m := make(map[string]*compiled, len(policies))
 	for name, p := range policies {
-		m[name] = compile(p)
+		m[name] = compile(p, s.cfg.ExpectedInstances)
 	}
 	s.policies.Store(&m)
 	return nil
@@ -272,9 +336,11 @@ type Result struct {
 	Algorithm    store.Algorithm // the deciding limit's
 	Limit        int64           // the deciding limit's
 	DeniedBy     string          // denied under several limits: the deciding one's name
-	Degraded     bool            // the store was unreachable and the policy fails open
+	Degraded     bool            // the store was unreachable: the policy fails open, or Local
+	Local        bool            // decided by this instance alone (FailLocal), the store unreachable
 	ShadowDenied bool            // shadow mode turned a denial into an allow
 	Cached       bool            // a denial answered from the deny cache
+	Runtime      bool            // under a namespace's runtime policy
 }
 
 // Allow decides r, waiting up to r.Wait for an allowance.
@@ -287,15 +353,14 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 	case r.Policy != "" && r.Limit != nil:
 		return Result{}, validate.Errorf("policy", "and limit are both set; set one")
 	case r.Policy != "":
-		var ok bool
-		if p, ok = (*s.policies.Load())[r.Policy]; !ok {
-			return Result{}, validate.Errorf("policy", "%q is not a configured policy", r.Policy)
+		if p = s.policy(r.NS, r.Policy); p == nil {
+			return Result{}, validate.Errorf("policy", "%q is neither a configured policy nor a runtime policy of the namespace", r.Policy)
 		}
 	case r.Limit != nil:
 		if err := s.CheckLimit("limit", *r.Limit); err != nil {
 			return Result{}, err
 		}
-		p = compile(Policy{Limit: *r.Limit})
+		p = compile(Policy{Limit: *r.Limit}, 1)
 	default:
 		return Result{}, validate.Errorf("policy", "is required, or an inline limit")
 	}
@@ -354,12 +419,20 @@ func (s *Service) decide(ctx context.Context, k denyKey, p *compiled, cost int64
 		res, err = s.fromStore(ctx, k, p, cost, peek)
 	}
 	if err != nil {
-		if p.FailOpen && errors.Is(err, store.ErrUnavailable) {
-			l := p.limits[0]
-			return Result{Decision: store.Decision{Allowed: true}, Algorithm: l.Algorithm, Limit: l.Limit, Degraded: true}, nil
+		if !errors.Is(err, store.ErrUnavailable) {
+			return Result{}, err
 		}
-		return Result{}, err
+		switch p.OnStoreFailure {
+		case FailOpen:
+			l := p.limits[0]
+			return Result{Decision: store.Decision{Allowed: true}, Algorithm: l.Algorithm, Limit: l.Limit, Degraded: true, Runtime: p.runtime}, nil
+		case FailLocal:
+			res = s.allowHere(k, p, cost, peek)
+		default:
+			return Result{}, err
+		}
 	}
+	res.Runtime = p.runtime
 	if p.Shadow && !res.Allowed {
 		res.Allowed, res.ShadowDenied, res.RetryAfter = true, true, 0
 	}

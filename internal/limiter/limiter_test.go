@@ -195,7 +195,7 @@ type harness struct {
 }
 
 var policies = map[string]limiter.Policy{
-	"open":   {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 2, Period: time.Minute}, FailOpen: true},
+	"open":   {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 2, Period: time.Minute}, OnStoreFailure: limiter.FailOpen},
 	"closed": {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 2, Period: time.Minute}},
 	"shadow": {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 1, Period: time.Minute}, Shadow: true},
 	"bucket": {Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 10, Period: time.Second, Burst: 3}},

@@ -41,6 +41,7 @@ const namespace = "coordd"
 type Metrics struct {
 	sessions      prometheus.Gauge
 	decisions     *prometheus.CounterVec // by policy, algorithm, result
+	policyChanges *prometheus.CounterVec // by op
 	denyCacheHits prometheus.Counter
 	envoy         *prometheus.CounterVec // by domain, descriptor, outcome
 	idem          *prometheus.CounterVec // by outcome
@@ -96,7 +97,8 @@ var (
 	authReasons   = []string{"UNAUTHENTICATED", "PERMISSION_DENIED", "REVOKED"}
 	rejectReasons = []string{"too_many_waiters", "too_many_streams", "too_many_messages", "max_sessions", "store_latency"}
 	// decisionResults are coordd_ratelimit_decisions_total's results.
-	decisionResults = []string{"allowed", "denied", "shadow_denied", "degraded"}
+	decisionResults = []string{"allowed", "denied", "shadow_denied", "degraded", "local_allowed", "local_denied"}
+	policyChanges   = []string{"put", "deleted"}
 )
 
 // New registers the metrics on reg.
@@ -105,12 +107,14 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		sessions: f.gauge("session_streams", "KeepAlive streams open on this instance (streams, not sessions: a session whose stream broke lives on until its TTL, counted nowhere)."),
 		decisions: f.counterVec("ratelimit_decisions_total",
-			"Allow decisions by policy (\"inline\" for inline limits), algorithm and result (allowed, denied, shadow_denied, degraded).",
+			"Allow decisions by policy (\"inline\" for inline limits, \"runtime\" for every namespace's runtime policies together), algorithm and result "+
+				"(allowed, denied, shadow_denied, degraded; local_allowed and local_denied: decided by this instance alone, the store unreachable, under a policy that fails local).",
 			"policy", "algorithm", "result"),
 		envoy: f.counterVec("envoy_ratelimit_decisions_total",
 			"ShouldRateLimit decisions per descriptor, by domain, descriptor (the configuration's domain and keys, never a value; \"\" without a limit) and outcome "+
 				"(ok, over_limit, shadow_over_limit, quota_over_limit, unlimited, replaced, no_limit). A domain not configured is \"unknown\".",
 			"domain", "descriptor", "outcome"),
+		policyChanges: f.counterVec("ratelimit_policy_changes_total", "Runtime rate-limit policies put and deleted through this instance, by op (put, deleted).", "op"),
 		denyCacheHits: f.counter("ratelimit_deny_cache_hits_total", "Allow denials answered from the deny cache, without a round trip to the store."),
 		idem: f.counterVec("idempotency_outcomes_total",
 			"BeginIdempotent outcomes (execute, in_progress, completed, failed, fingerprint_mismatch) and Finish results (stored, not_owner).",
@@ -192,6 +196,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, r := range rejectReasons {
 		m.rejected.WithLabelValues(r)
+	}
+	for _, op := range policyChanges {
+		m.policyChanges.WithLabelValues(op)
 	}
 	return m
 }
@@ -332,9 +339,15 @@ func (m *Metrics) SessionStreams(delta int) {
 	}
 }
 
-// Decision counts an Allow decision. policy is a configured policy's name, or
-// "" for an inline limit; algorithm is the algorithm's configuration name
-// (token_bucket); result is allowed, denied, shadow_denied or degraded.
+// RuntimePolicy is the policy label of every runtime policy's decisions:
+// their names are the clients', so never label values.
+const RuntimePolicy = "runtime"
+
+// Decision counts an Allow decision. policy is a configured policy's name,
+// RuntimePolicy, or "" for an inline limit; algorithm is the algorithm's
+// configuration name (token_bucket); result is allowed, denied,
+// shadow_denied, degraded, local_allowed or local_denied.
+
 func (m *Metrics) Decision(policy, algorithm, result string) {
 	if m == nil {
 		return
@@ -357,6 +370,14 @@ func (m *Metrics) EnvoyDecision(domain, descriptor, outcome string) {
 func (m *Metrics) DenyCacheHit() {
 	if m != nil {
 		m.denyCacheHits.Inc()
+	}
+}
+
+// PolicyChanged counts a runtime policy's change through this instance:
+// op is put or deleted.
+func (m *Metrics) PolicyChanged(op string) {
+	if m != nil {
+		m.policyChanges.WithLabelValues(op).Inc()
 	}
 }
 
@@ -461,6 +482,16 @@ func WatchBreakers(reg prometheus.Registerer, open func() int) {
 		Namespace: namespace, Name: "store_breaker_open",
 		Help: "Circuit breakers (one per Redis node) that are open: calls to that node fail at once.",
 	}, func() float64 { return float64(open()) }))
+}
+
+// WatchPolicies exports coordd_ratelimit_runtime_policies: how many
+// runtime rate-limit policies this instance has in force, over every
+// namespace.
+func WatchPolicies(reg prometheus.Registerer, count func() int) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "ratelimit_runtime_policies",
+		Help: "Runtime rate-limit policies (PutPolicy) this instance has in force, over every namespace.",
+	}, func() float64 { return float64(count()) }))
 }
 
 // WatchEviction exports coordd_redis_eviction_allowed (1 if

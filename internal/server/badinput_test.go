@@ -236,6 +236,11 @@ func biSnapshot(t *testing.T, h *harness, fx *biFixture) biSnap {
 	} else {
 		s.Limits = fmt.Sprintf("allowed=%v remaining=%d", a.GetAllowed(), a.GetRemaining())
 	}
+	if l, err := h.limits.ListPolicies(c, &coordv1.ListPoliciesRequest{}); err != nil {
+		s.Limits += " ListPolicies: " + err.Error()
+	} else {
+		s.Limits += fmt.Sprintf(" runtime policies=%d", len(l.GetRuntime()))
+	}
 	return s
 }
 
@@ -814,6 +819,49 @@ var (
 	}
 )
 
+// The runtime policy RPCs.
+var (
+	biPutPolicy = biRPC[*coordv1.PutPolicyRequest]{
+		name: "RateLimitService.PutPolicy",
+		base: func(*biFixture) *coordv1.PutPolicyRequest {
+			return &coordv1.PutPolicyRequest{Policy: &coordv1.Policy{Name: "runtime", Limit: biLimit(biToken, 10, time.Second, 20),
+				OnStoreFailure: coordv1.OnStoreFailure_ON_STORE_FAILURE_LOCAL, LocalQuota: 5}}
+		},
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.PutPolicyRequest, o ...grpc.CallOption) (any, error) {
+			return h.limits.PutPolicy(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.PutPolicyResponse); !r.GetCreated() {
+				return fmt.Errorf("PutPolicy = %v, want created", r)
+			}
+			return nil
+		},
+	}
+	biDeletePolicy = biRPC[*coordv1.DeletePolicyRequest]{
+		name: "RateLimitService.DeletePolicy",
+		base: func(*biFixture) *coordv1.DeletePolicyRequest { return &coordv1.DeletePolicyRequest{Name: "runtime"} },
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.DeletePolicyRequest, o ...grpc.CallOption) (any, error) {
+			return h.limits.DeletePolicy(c, r, o...)
+		},
+	}
+	biListPolicies = biRPC[*coordv1.ListPoliciesRequest]{
+		name: "RateLimitService.ListPolicies",
+		base: func(*biFixture) *coordv1.ListPoliciesRequest { return &coordv1.ListPoliciesRequest{} },
+		send: func(c context.Context, h *harness, _ *biFixture, r *coordv1.ListPoliciesRequest, o ...grpc.CallOption) (any, error) {
+			return h.limits.ListPolicies(c, r, o...)
+		},
+		ok: func(resp any) error {
+			if r := resp.(*coordv1.ListPoliciesResponse); len(r.GetConfig()) != 3 {
+				return fmt.Errorf("ListPolicies = %v, want the 3 config policies", r)
+			}
+			return nil
+		},
+	}
+)
+
+// biNoInput are the RPCs whose request has no field: no bad input.
+var biNoInput = map[string]bool{"RateLimitService.ListPolicies": true}
+
 // The RPCs added with semaphores, elections and fence checks.
 var (
 	biCheckFence = biRPC[*coordv1.CheckFenceRequest]{
@@ -1312,6 +1360,60 @@ func biCases() []biCase {
 		biPurgeDead.bad("max_messages=MinInt32", "max_messages", func(_ *biFixture, r *coordv1.PurgeDeadLettersRequest) { r.MaxMessages = math.MinInt32 }),
 	)
 
+	// Runtime policies.
+	for _, v := range append(slices.Clone(biBadNames), biBadUTF8...) {
+		add(biPutPolicy.bad("policy.name="+v.name, "policy.name", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.Name = v.v }))
+	}
+	addAll(biNameCases(biDeletePolicy, "name", 1, func(r *coordv1.DeletePolicyRequest, s string) { r.Name = s }))
+	limits := func(ls ...*coordv1.NamedLimit) func(*biFixture, *coordv1.PutPolicyRequest) {
+		return func(_ *biFixture, r *coordv1.PutPolicyRequest) {
+			r.Policy.Limit, r.Policy.LocalQuota, r.Policy.Limits = nil, 0, ls
+		}
+	}
+	named := func(name string, l *coordv1.Limit) *coordv1.NamedLimit {
+		return &coordv1.NamedLimit{Name: name, Limit: l}
+	}
+	second, day := biLimit(biToken, 10, time.Second, 0), biLimit(biFixed, 1000, 24*time.Hour, 0)
+	nine := make([]*coordv1.NamedLimit, 9)
+	for i := range nine {
+		nine[i] = named(fmt.Sprint("l", i), biLimit(biFixed, int64(i+1), time.Hour, 0))
+	}
+	add(
+		biPutPolicy.bad("policy unset", "policy", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy = nil }),
+		biPutPolicy.bad("no limit", "policy.limit.algorithm", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.Limit, r.Policy.LocalQuota = nil, 0 }),
+		biPutPolicy.bad("policy.limit.period unset", "policy.limit.period", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.Limit.Period = nil }),
+		biPutPolicy.bad("policy.limit.period=-1s", "policy.limit.period", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.Limit.Period = biD(-time.Second) }),
+		biPutPolicy.bad("policy.limit.period=169h", "policy.limit.period", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.Limit.Period = biD(169 * time.Hour) }),
+		biPutPolicy.bad("policy.limit.limit=0", "policy.limit.limit", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.Limit.Limit = 0 }),
+		biPutPolicy.bad("policy.limit.limit=3 a second on a bucket", "policy.limit.limit", func(_ *biFixture, r *coordv1.PutPolicyRequest) {
+			r.Policy.Limit.Limit, r.Policy.Limit.Burst, r.Policy.LocalQuota = 3, 0, 0
+		}),
+		biPutPolicy.bad("policy.limit.algorithm=99", "policy.limit.algorithm", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.Limit.Algorithm = 99 }),
+		biPutPolicy.bad("policy.limit.burst on a fixed window", "policy.limit.burst", func(_ *biFixture, r *coordv1.PutPolicyRequest) {
+			r.Policy.Limit, r.Policy.LocalQuota = biLimit(biFixed, 10, time.Second, 5), 0
+		}),
+		biPutPolicy.bad("policy.limit and policy.limits", "policy.limits", func(_ *biFixture, r *coordv1.PutPolicyRequest) {
+			r.Policy.LocalQuota, r.Policy.Limits = 0, []*coordv1.NamedLimit{named("day", day)}
+		}),
+		biPutPolicy.bad("9 limits", "policy.limits", limits(nine...)),
+		biPutPolicy.bad("policy.limits[1].name empty", "policy.limits[1].name", limits(named("second", second), named("", day))),
+		biPutPolicy.bad("policy.limits[1].name twice", "policy.limits[1].name", limits(named("second", second), named("second", day))),
+		biPutPolicy.bad("policy.limits[1] the same limit", "policy.limits[1]", limits(named("second", second), named("again", second))),
+		biPutPolicy.bad("policy.limits[0].limit unset", "policy.limits[0].limit.algorithm", limits(named("second", nil))),
+		biPutPolicy.bad("policy.limits[1].limit.period unset", "policy.limits[1].limit.period", limits(named("second", second), named("day", &coordv1.Limit{Algorithm: biFixed, Limit: 1}))),
+		biPutPolicy.bad("policy.limits[1].limit.limit=0", "policy.limits[1].limit.limit", limits(named("second", second), named("day", biLimit(biFixed, 0, time.Hour, 0)))),
+		biPutPolicy.bad("policy.local_quota=-1", "policy.local_quota", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.LocalQuota = -1 }),
+		biPutPolicy.bad("policy.local_quota above the capacity", "policy.local_quota", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.LocalQuota = 21 }),
+		biPutPolicy.bad("policy.local_quota on a sliding log", "policy.local_quota", func(_ *biFixture, r *coordv1.PutPolicyRequest) {
+			r.Policy.Limit = biLimit(biLog, 10, time.Second, 0)
+		}),
+		biPutPolicy.bad("policy.local_quota with several limits", "policy.local_quota", func(_ *biFixture, r *coordv1.PutPolicyRequest) {
+			r.Policy.Limit, r.Policy.Limits = nil, []*coordv1.NamedLimit{named("second", second), named("day", day)}
+		}),
+		biPutPolicy.bad("policy.on_store_failure=99", "policy.on_store_failure", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.OnStoreFailure = 99 }),
+		biPutPolicy.bad("policy.on_store_failure=-1", "policy.on_store_failure", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.OnStoreFailure = -1 }),
+	)
+
 	// Schedules.
 	addAll(biNameCases(biPutSchedule, "queue", 1, func(r *coordv1.PutScheduleRequest, s string) { r.Queue = s }))
 	addAll(biNameCases(biPutSchedule, "name", 2, func(r *coordv1.PutScheduleRequest, s string) { r.Name = s }))
@@ -1403,7 +1505,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("the service descriptors list %d RPCs: %q", len(biAllRPCs), biAllRPCs)
 	}
 	for _, rpc := range biAllRPCs {
-		if !covered[rpc] {
+		if !covered[rpc] && !biNoInput[rpc] {
 			t.Errorf("no case for %s", rpc)
 		}
 	}
@@ -1457,7 +1559,7 @@ func TestBadInput(t *testing.T) {
 // biVisible are the RPCs whose base request changes what biSnapshot sees.
 var biVisible = map[string]bool{
 	"LockService.Lock": true, "LockService.Renew": true, "LockService.Release": true,
-	"SessionService.KeepAlive/later": true, "RateLimitService.Allow": true,
+	"SessionService.KeepAlive/later": true, "RateLimitService.Allow": true, "RateLimitService.PutPolicy": true,
 	"IdempotencyService.BeginIdempotent": true, "IdempotencyService.Finish": true, "IdempotencyService.ExtendIdempotent": true,
 	"QueueService.Enqueue": true, "QueueService.Claim": true, "QueueService.Ack": true, "QueueService.Nack": true,
 	"QueueService.Redrive": true, "QueueService.PauseQueue": true, "QueueService.ConfigureQueue": true, "QueueService.PutSchedule": true,
@@ -1587,6 +1689,17 @@ func TestBadInputControl(t *testing.T) {
 		biPutSchedule.control("@hourly", func(_ *biFixture, r *coordv1.PutScheduleRequest) { r.Spec = "@hourly" }),
 		biDeleteSchedule.control("base", nil),
 		biListSchedules.control("base", nil),
+		biPutPolicy.control("base", nil),
+		biPutPolicy.control("several limits, at the bounds", func(_ *biFixture, r *coordv1.PutPolicyRequest) {
+			r.Policy.Name, r.Policy.Limit, r.Policy.LocalQuota, r.Policy.Shadow = long, nil, 0, true
+			r.Policy.OnStoreFailure = coordv1.OnStoreFailure_ON_STORE_FAILURE_FAIL_OPEN
+			for i := range 8 {
+				r.Policy.Limits = append(r.Policy.Limits, &coordv1.NamedLimit{Name: fmt.Sprint(long[:255], i), Limit: biLimit(biFixed, int64(i+1), time.Hour, 0)})
+			}
+		}),
+		biPutPolicy.control("unspecified on_store_failure", func(_ *biFixture, r *coordv1.PutPolicyRequest) { r.Policy.OnStoreFailure = 0 }),
+		biDeletePolicy.control("base", nil),
+		biListPolicies.control("base", nil),
 		biListSchedules.control("every queue", func(_ *biFixture, r *coordv1.ListSchedulesRequest) { r.Queue = "" }),
 		biNack.control("base", nil),
 		biNack.control("delay=0s", func(_ *biFixture, r *coordv1.NackRequest) { r.Delay = biD(0) }),

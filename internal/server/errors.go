@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/session"
 	"github.com/coordd/coordd/internal/store"
@@ -46,6 +47,8 @@ var errorTable = []struct {
 	{store.ErrQueueFull, codes.ResourceExhausted, "QUEUE_FULL"},
 	{store.ErrMemoryHigh, codes.ResourceExhausted, "STORE_MEMORY_HIGH"},
 	{store.ErrTooManySchedules, codes.ResourceExhausted, "TOO_MANY_SCHEDULES"},
+	{store.ErrTooManyPolicies, codes.ResourceExhausted, "TOO_MANY_POLICIES"},
+	{limiter.ErrFromConfig, codes.FailedPrecondition, "POLICY_FROM_CONFIG"},
 	{store.ErrSuperseded, codes.FailedPrecondition, "SESSION_SUPERSEDED"},
 	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},

@@ -75,7 +75,7 @@ var fuzzPolicies = map[string]limiter.Policy{
 	"log":    {Limit: store.Limit{Algorithm: store.SlidingLog, Limit: 10, Period: time.Hour}},
 	"fixed":  {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 10, Period: time.Hour}},
 	"window": {Limit: store.Limit{Algorithm: store.SlidingWindow, Limit: 3, Period: time.Second}},
-	"bucket": {Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 10, Period: time.Minute, Burst: 5}, FailOpen: true},
+	"bucket": {Limit: store.Limit{Algorithm: store.TokenBucket, Limit: 10, Period: time.Minute, Burst: 5}, OnStoreFailure: limiter.FailOpen},
 	"leaky":  {Limit: store.Limit{Algorithm: store.LeakyBucket, Limit: 2, Period: time.Second}, Shadow: true},
 }
 

@@ -11,8 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/coordd/coordd/internal/limiter"
 )
 
 // Local calls the server's own handlers in-process, as a client in a
@@ -29,7 +27,6 @@ type Local struct {
 	gate     *gate
 	chain    []grpc.UnaryServerInterceptor
 	log      callLog
-	limiter  *limiter.Service
 }
 
 // localService is one registered service: what its handlers are and whom
@@ -39,8 +36,8 @@ type localService struct {
 	impl any
 }
 
-func newLocal(services []localService, names *queueNames, lim *limiter.Service, g *gate, cl callLog, chain ...grpc.UnaryServerInterceptor) *Local {
-	l := &Local{services: map[string]localService{}, names: names, limiter: lim, gate: g, log: cl, chain: chain}
+func newLocal(services []localService, names *queueNames, g *gate, cl callLog, chain ...grpc.UnaryServerInterceptor) *Local {
+	l := &Local{services: map[string]localService{}, names: names, gate: g, log: cl, chain: chain}
 	for _, s := range services {
 		l.services[s.desc.ServiceName] = s
 	}
@@ -61,14 +58,6 @@ func (l *Local) Queues(ns string) []string {
 		return nil
 	}
 	return l.names.list(ns)
-}
-
-// Policies returns the rate-limit policies in force now.
-func (l *Local) Policies() map[string]limiter.Policy {
-	if l.limiter == nil {
-		return nil
-	}
-	return l.limiter.Policies()
 }
 
 // StreamCounts are a namespace's open streams and waiting calls on this

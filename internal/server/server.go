@@ -61,12 +61,14 @@ type Services struct {
 
 // Wait returns when the services' background work has ended: the waits
 // and the clean-ups of uncertain grants end when Drain is closed. Call it
-// after closing Drain and stopping the server, before closing the store.
+// after closing Drain and stopping the server, before closing the store;
+// it also releases the limiter's local limiters.
 func (s Services) Wait() {
 	s.Waiting.Close()
 	s.Locks.Wait()
 	s.Semaphores.Wait()
 	s.Elections.Wait()
+	s.Limiter.Close()
 }
 
 // Config holds every domain package's rules.
@@ -217,13 +219,13 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	register(&coordv1.SemaphoreService_ServiceDesc, &semaphoreServer{svc: svc.Semaphores, metrics: m})
 	register(&coordv1.ElectionService_ServiceDesc, &electionServer{svc: svc.Elections, drain: svc.Drain.Done(), metrics: m})
 	register(&coordv1.SessionService_ServiceDesc, &sessionServer{svc: svc.Sessions, drain: svc.Drain, final: e.keepAliveStatus, metrics: m, rate: o.Limits.MaxStreamMessageRate, max: o.Limits.MaxSessions, latency: o.StoreLatency})
-	register(&coordv1.RateLimitService_ServiceDesc, &rateLimitServer{svc: svc.Limiter, metrics: m})
+	register(&coordv1.RateLimitService_ServiceDesc, &rateLimitServer{svc: svc.Limiter, metrics: m, log: o.Log})
 	register(&rlsv3.RateLimitService_ServiceDesc, &envoyRateLimitServer{svc: svc.Envoy, metrics: m})
 	register(&coordv1.IdempotencyService_ServiceDesc, &idempotencyServer{svc: svc.Idem, metrics: m})
 	register(&coordv1.QueueService_ServiceDesc, &queueServer{svc: svc.Queues, metrics: m, names: names, activity: o.Activity})
 	traced = fullMethods(gs)
 	if o.Local != nil {
-		*o.Local = *newLocal(services, names, svc.Limiter, c.gate, cl, callTimer{o.Metrics}.unary, recovery.UnaryServerInterceptor(recoveryOpt), c.limitUnary, e.unary)
+		*o.Local = *newLocal(services, names, c.gate, cl, callTimer{o.Metrics}.unary, recovery.UnaryServerInterceptor(recoveryOpt), c.limitUnary, e.unary)
 	}
 	hs := health.NewServer()
 	for name := range gs.GetServiceInfo() {

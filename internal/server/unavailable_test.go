@@ -26,7 +26,7 @@ func withFaulty(f **storetest.Faulty) func(*config) {
 }
 
 var unPolicies = withPolicies(map[string]limiter.Policy{
-	"open":   {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 5, Period: time.Minute}, FailOpen: true},
+	"open":   {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 5, Period: time.Minute}, OnStoreFailure: limiter.FailOpen},
 	"closed": {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 5, Period: time.Minute}},
 })
 

@@ -71,7 +71,8 @@ func IsState(err error) bool {
 	for _, e := range []error{ErrNotHeld, ErrSessionBound, ErrSessionNotFound,
 		ErrFingerprintMismatch, ErrNotOwner, ErrReceiptExpired,
 		ErrTooManySessions, ErrTooManyHolds, ErrSuperseded,
-		ErrLimitMismatch, ErrTooManyWaiters, ErrNotLeader, ErrQueueFull, ErrMemoryHigh, ErrTooManySchedules} {
+		ErrLimitMismatch, ErrTooManyWaiters, ErrNotLeader, ErrQueueFull, ErrMemoryHigh, ErrTooManySchedules,
+		ErrTooManyPolicies} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -102,6 +103,7 @@ type Store interface {
 	Queues
 	Schedules
 	QueueActivity
+	Policies
 	Subscriber
 	// Close releases the backend's resources; the store is unusable after.
 	Close() error

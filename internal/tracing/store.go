@@ -331,6 +331,30 @@ func (t traced) ActiveQueues(ctx context.Context, a1 string) (r0 []string, err e
 	return t.inner.ActiveQueues(ctx, a1)
 }
 
+func (t traced) PutPolicy(ctx context.Context, a1 string, a2 store.StoredPolicy, a3 int) (r0 bool, err error) {
+	ctx, span := t.spans.Start(ctx, "PutPolicy")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.PutPolicy(ctx, a1, a2, a3)
+}
+
+func (t traced) DeletePolicy(ctx context.Context, a1, a2 string) (r0 bool, err error) {
+	ctx, span := t.spans.Start(ctx, "DeletePolicy")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.DeletePolicy(ctx, a1, a2)
+}
+
+func (t traced) ListPolicies(ctx context.Context, a1 string) (r0 []store.StoredPolicy, err error) {
+	ctx, span := t.spans.Start(ctx, "ListPolicies")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.ListPolicies(ctx, a1)
+}
+
+func (t traced) PolicyVersions(ctx context.Context, a1 int64) (r0 int64, r1 map[string]int64, err error) {
+	ctx, span := t.spans.Start(ctx, "PolicyVersions")
+	defer func() { t.spans.End(span, Failure(err)) }()
+	return t.inner.PolicyVersions(ctx, a1)
+}
+
 func (t traced) ReserveClaims(ctx context.Context, a1 string, a2 []string, a3 time.Duration) (r0 store.Reserved, err error) {
 	ctx, span := t.spans.Start(ctx, "ReserveClaims")
 	defer func() { t.spans.End(span, Failure(err)) }()

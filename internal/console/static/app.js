@@ -202,16 +202,46 @@ async function lookup() {
 }
 
 // Rate limits.
+function policyRow(p, runtime) {
+  const cells = [el('td', {}, p.name),
+    el('td', {}, p.limits.map((l) => (l.name ? l.name + ': ' : '') + l.algorithm + ' ' + l.limit + ' per ' + l.period + (l.burst ? ', burst ' + l.burst : '')).join('; ')),
+    el('td', {}, p.shadow ? 'yes' : 'no'), el('td', {}, p.on_store_failure), el('td', {}, p.local_quota || '')];
+  if (runtime) {
+    cells.push(el('td', {}, el('button', { class: 'delete-policy', onclick: () => deletePolicy(p.name) }, 'Delete')));
+  }
+  return el('tr', {}, ...cells);
+}
+
 async function loadPolicies() {
   try {
     const j = await api('policies');
-    $('policies-table').tBodies[0].replaceChildren(...j.policies.map((p) => el('tr', {},
-      el('td', {}, p.name),
-      el('td', {}, p.limits.map((l) => (l.name ? l.name + ': ' : '') + l.algorithm + ' ' + l.limit + ' per ' + l.period + (l.burst ? ', burst ' + l.burst : '')).join('; ')),
-      el('td', {}, p.shadow ? 'yes' : 'no'), el('td', {}, p.fail_open ? 'yes' : 'no'), el('td', {}, p.local_quota || ''))));
+    $('policies-table').tBodies[0].replaceChildren(...j.config.map((p) => policyRow(p, false)));
+    $('runtime-policies-table').tBodies[0].replaceChildren(...(j.runtime.length ? j.runtime.map((p) => policyRow(p, true))
+      : [el('tr', {}, el('td', { colspan: 6, class: 'note' }, 'No runtime policy.'))]));
     const sel = $('peek-policy'), cur = sel.value;
-    sel.replaceChildren(...j.policies.map((p) => el('option', { value: p.name }, p.name)));
+    sel.replaceChildren(...j.config.concat(j.runtime).map((p) => el('option', { value: p.name }, p.name)));
     if (cur) sel.value = cur;
+  } catch (e) { showError(e); }
+}
+
+async function putPolicy() {
+  try {
+    await api('policy/put', {
+      name: $('put-policy-name').value, shadow: $('put-policy-shadow').checked, on_store_failure: $('put-policy-on-failure').value,
+      limits: [{ algorithm: $('put-policy-algorithm').value, limit: Number($('put-policy-limit').value), period: $('put-policy-period').value,
+        burst: Number($('put-policy-burst').value || 0) }],
+    });
+    showError(null);
+    loadPolicies();
+  } catch (e) { showError(e); }
+}
+
+async function deletePolicy(name) {
+  if (!confirm('Delete runtime policy ' + name + '?')) return;
+  try {
+    await api('policy/delete', { name });
+    showError(null);
+    loadPolicies();
   } catch (e) { showError(e); }
 }
 
@@ -275,5 +305,6 @@ document.addEventListener('DOMContentLoaded', () => {
   });
   $('lookup').addEventListener('submit', (ev) => { ev.preventDefault(); lookup(); });
   $('peek').addEventListener('submit', (ev) => { ev.preventDefault(); peek(); });
+  $('put-policy').addEventListener('submit', (ev) => { ev.preventDefault(); putPolicy(); });
   start();
 });

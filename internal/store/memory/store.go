@@ -11,7 +11,8 @@
 //   - rate-limiter state is split over shards by key hash, since Allow is
 //     the hottest call;
 //   - idempotency keys share one mutex;
-//   - each queue has its own mutex, found under the queues map's mutex.
+//   - each queue has its own mutex, found under the queues map's mutex;
+//   - the runtime rate-limit policies share one mutex.
 //
 // No method holds two of these at once, except that queue methods hold the
 // queues map's mutex only to find the queue. Wake-ups go through a store.Hub
@@ -79,6 +80,9 @@ type Store struct {
 	am  sync.Mutex
 	act activity
 
+	pm  sync.Mutex
+	pol policies
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -112,6 +116,7 @@ func New(opts Options) *Store {
 
 		schedules: make(map[string]map[schedKey]store.Schedule),
 		act:       activity{minutes: map[string]map[int64]store.QueueCounts{}, registry: map[string]map[string]time.Time{}},
+		pol:       policies{byNS: map[string]map[string][]byte{}, versions: map[string]int64{}},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}

@@ -92,7 +92,7 @@ func serveCoordd(t *testing.T, st store.Store) coorddClients {
 	limit := store.Limit{Algorithm: store.FixedWindow, Limit: 1_000_000, Period: time.Minute}
 	conn := servertest.Serve(t, st, clock.Real{}, servertest.WithConfig(func(c *server.Config) {
 		c.Policies = map[string]limiter.Policy{
-			"open":   {Limit: limit, FailOpen: true},
+			"open":   {Limit: limit, OnStoreFailure: limiter.FailOpen},
 			"closed": {Limit: limit},
 		}
 	}))

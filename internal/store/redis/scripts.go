@@ -245,6 +245,10 @@ var (
 
 	queuePartitionings = newScript("queue_partitionings", []string{"kParts"}, queuePartitioningsArgs{})
 
+	policyPut    = newScript("policy_put", policyKeyNames, policyPutArgs{})
+	policyDelete = newScript("policy_delete", policyKeyNames, policyArgs{})
+	policyRead   = newScript("policy_read", policyKeyNames, policyReadArgs{})
+
 	layoutCheck = newScript("layout_check", []string{"kLayout"}, layoutArgs{})
 )
 

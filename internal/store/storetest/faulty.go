@@ -426,6 +426,34 @@ func (f *Faulty) ActiveQueues(ctx context.Context, ns string) ([]string, error) 
 	return do(ctx, f, "ActiveQueues", func() ([]string, error) { return f.inner.ActiveQueues(ctx, ns) }, nil)
 }
 
+// PutPolicy implements store.Policies.
+func (f *Faulty) PutPolicy(ctx context.Context, ns string, p store.StoredPolicy, max int) (bool, error) {
+	return do(ctx, f, "PutPolicy", func() (bool, error) { return f.inner.PutPolicy(ctx, ns, p, max) }, nil)
+}
+
+// DeletePolicy implements store.Policies.
+func (f *Faulty) DeletePolicy(ctx context.Context, ns, name string) (bool, error) {
+	return do(ctx, f, "DeletePolicy", func() (bool, error) { return f.inner.DeletePolicy(ctx, ns, name) }, nil)
+}
+
+// ListPolicies implements store.Policies.
+func (f *Faulty) ListPolicies(ctx context.Context, ns string) ([]store.StoredPolicy, error) {
+	return do(ctx, f, "ListPolicies", func() ([]store.StoredPolicy, error) { return f.inner.ListPolicies(ctx, ns) }, nil)
+}
+
+// PolicyVersions implements store.Policies.
+func (f *Faulty) PolicyVersions(ctx context.Context, known int64) (int64, map[string]int64, error) {
+	type r struct {
+		v   int64
+		nss map[string]int64
+	}
+	got, err := do(ctx, f, "PolicyVersions", func() (r, error) {
+		v, nss, err := f.inner.PolicyVersions(ctx, known)
+		return r{v, nss}, err
+	}, nil)
+	return got.v, got.nss, err
+}
+
 // ReserveClaims implements store.Queues.
 func (f *Faulty) ReserveClaims(ctx context.Context, queue string, tokens []string, hold time.Duration) (store.Reserved, error) {
 	return do(ctx, f, "ReserveClaims", func() (store.Reserved, error) { return f.inner.ReserveClaims(ctx, queue, tokens, hold) }, nil)

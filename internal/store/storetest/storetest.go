@@ -66,6 +66,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Queues", queueTests()},
 		{"Schedules", scheduleTests()},
 		{"Activity", activityTests()},
+		{"Policies", policyTests()},
 		{"Subscribe", subscribeTests()},
 		{"Holds", holdTests()},
 		{"Elections", electionTests()},

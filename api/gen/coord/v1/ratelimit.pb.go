@@ -27,6 +27,68 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// OnStoreFailure is what a policy answers while the store is unreachable.
+type OnStoreFailure int32
+
+const (
+	// Fail closed.
+	OnStoreFailure_ON_STORE_FAILURE_UNSPECIFIED OnStoreFailure = 0
+	// UNAVAILABLE: no call passes without the store.
+	OnStoreFailure_ON_STORE_FAILURE_FAIL_CLOSED OnStoreFailure = 1
+	// allowed=true, degraded=true: every call passes.
+	OnStoreFailure_ON_STORE_FAILURE_FAIL_OPEN OnStoreFailure = 2
+	// Each coordd instance decides in its own memory, with the policy's own
+	// algorithms and periods and each limit (and burst) divided by config
+	// ratelimit.expected_instances (rounded down, at least 1), starting
+	// full; answers are degraded=true. When the store answers again,
+	// decisions come from its state again. A policy with a local_quota does
+	// the same.
+	OnStoreFailure_ON_STORE_FAILURE_LOCAL OnStoreFailure = 3
+)
+
+// Enum value maps for OnStoreFailure.
+var (
+	OnStoreFailure_name = map[int32]string{
+		0: "ON_STORE_FAILURE_UNSPECIFIED",
+		1: "ON_STORE_FAILURE_FAIL_CLOSED",
+		2: "ON_STORE_FAILURE_FAIL_OPEN",
+		3: "ON_STORE_FAILURE_LOCAL",
+	}
+	OnStoreFailure_value = map[string]int32{
+		"ON_STORE_FAILURE_UNSPECIFIED": 0,
+		"ON_STORE_FAILURE_FAIL_CLOSED": 1,
+		"ON_STORE_FAILURE_FAIL_OPEN":   2,
+		"ON_STORE_FAILURE_LOCAL":       3,
+	}
+)
+
+func (x OnStoreFailure) Enum() *OnStoreFailure {
+	p := new(OnStoreFailure)
+	*p = x
+	return p
+}
+
+func (x OnStoreFailure) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OnStoreFailure) Descriptor() protoreflect.EnumDescriptor {
+	return file_coord_v1_ratelimit_proto_enumTypes[0].Descriptor()
+}
+
+func (OnStoreFailure) Type() protoreflect.EnumType {
+	return &file_coord_v1_ratelimit_proto_enumTypes[0]
+}
+
+func (x OnStoreFailure) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OnStoreFailure.Descriptor instead.
+func (OnStoreFailure) EnumDescriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{0}
+}
+
 // Algorithm is a rate-limiting algorithm.
 type Algorithm int32
 
@@ -84,11 +146,11 @@ func (x Algorithm) String() string {
 }
 
 func (Algorithm) Descriptor() protoreflect.EnumDescriptor {
-	return file_coord_v1_ratelimit_proto_enumTypes[0].Descriptor()
+	return file_coord_v1_ratelimit_proto_enumTypes[1].Descriptor()
 }
 
 func (Algorithm) Type() protoreflect.EnumType {
-	return &file_coord_v1_ratelimit_proto_enumTypes[0]
+	return &file_coord_v1_ratelimit_proto_enumTypes[1]
 }
 
 func (x Algorithm) Number() protoreflect.EnumNumber {
@@ -97,7 +159,438 @@ func (x Algorithm) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Algorithm.Descriptor instead.
 func (Algorithm) EnumDescriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{1}
+}
+
+// Policy is a named rate-limit policy, as a config policy
+// (ratelimit.policies) is written: one limit, or several limits.
+type Policy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's name, which Allow's policy names: 1 to 256 bytes of UTF-8
+	// without control or format characters, unique within the namespace and
+	// none of the config policies' names.
+	Name string `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	// The policy's one limit. Exactly one of limit and limits must be set.
+	Limit *Limit `protobuf:"bytes,2,opt,name=limit" json:"limit,omitempty"`
+	// The policy's several limits (at most 8, each named, names and limits
+	// distinct): a call is allowed only if every one allows it.
+	Limits []*NamedLimit `protobuf:"bytes,3,rep,name=limits" json:"limits,omitempty"`
+	// Shadow mode: decide and count, but allow every call.
+	Shadow bool `protobuf:"varint,4,opt,name=shadow" json:"shadow,omitempty"`
+	// What Allow answers while the store is unreachable; unset: fail closed.
+	OnStoreFailure OnStoreFailure `protobuf:"varint,5,opt,name=on_store_failure,json=onStoreFailure,enum=coord.v1.OnStoreFailure" json:"on_store_failure,omitempty"`
+	// Units each coordd instance takes from the store at a time, to answer a
+	// hot key itself (never more than the limit across instances): 0, none;
+	// for a policy of one fixed window or token bucket limit; at most the
+	// limit's capacity.
+	LocalQuota    int64 `protobuf:"varint,6,opt,name=local_quota,json=localQuota" json:"local_quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
 	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Policy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Policy) GetLimit() *Limit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *Policy) GetLimits() []*NamedLimit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Policy) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *Policy) GetOnStoreFailure() OnStoreFailure {
+	if x != nil {
+		return x.OnStoreFailure
+	}
+	return OnStoreFailure_ON_STORE_FAILURE_UNSPECIFIED
+}
+
+func (x *Policy) GetLocalQuota() int64 {
+	if x != nil {
+		return x.LocalQuota
+	}
+	return 0
+}
+
+// NamedLimit is one of a policy's several limits.
+type NamedLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The limit's name, which AllowResponse.denied_by gives: as a policy's
+	// name, unique within the policy.
+	Name string `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	// The limit; required.
+	Limit         *Limit `protobuf:"bytes,2,opt,name=limit" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamedLimit) Reset() {
+	*x = NamedLimit{}
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamedLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamedLimit) ProtoMessage() {}
+
+func (x *NamedLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamedLimit.ProtoReflect.Descriptor instead.
+func (*NamedLimit) Descriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NamedLimit) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NamedLimit) GetLimit() *Limit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+// PutPolicyRequest stores a runtime policy.
+type PutPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy; required.
+	Policy        *Policy `protobuf:"bytes,1,opt,name=policy" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutPolicyRequest) Reset() {
+	*x = PutPolicyRequest{}
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutPolicyRequest) ProtoMessage() {}
+
+func (x *PutPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutPolicyRequest.ProtoReflect.Descriptor instead.
+func (*PutPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PutPolicyRequest) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// PutPolicyResponse tells what the put did.
+type PutPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True: the namespace had no runtime policy of that name; false: one was
+	// replaced.
+	Created       bool `protobuf:"varint,1,opt,name=created" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutPolicyResponse) Reset() {
+	*x = PutPolicyResponse{}
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutPolicyResponse) ProtoMessage() {}
+
+func (x *PutPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutPolicyResponse.ProtoReflect.Descriptor instead.
+func (*PutPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PutPolicyResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+// DeletePolicyRequest names a runtime policy.
+type DeletePolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's name.
+	Name          string `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePolicyRequest) Reset() {
+	*x = DeletePolicyRequest{}
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePolicyRequest) ProtoMessage() {}
+
+func (x *DeletePolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePolicyRequest.ProtoReflect.Descriptor instead.
+func (*DeletePolicyRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DeletePolicyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeletePolicyResponse tells whether there was a policy.
+type DeletePolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True: the policy was deleted; false: there was none.
+	Deleted       bool `protobuf:"varint,1,opt,name=deleted" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeletePolicyResponse) Reset() {
+	*x = DeletePolicyResponse{}
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeletePolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeletePolicyResponse) ProtoMessage() {}
+
+func (x *DeletePolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeletePolicyResponse.ProtoReflect.Descriptor instead.
+func (*DeletePolicyResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DeletePolicyResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// ListPoliciesRequest asks for the policies of the caller's namespace.
+type ListPoliciesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesRequest) Reset() {
+	*x = ListPoliciesRequest{}
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesRequest) ProtoMessage() {}
+
+func (x *ListPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{6}
+}
+
+// ListPoliciesResponse lists policies, by name.
+type ListPoliciesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The namespace's runtime policies, as stored.
+	Runtime []*Policy `protobuf:"bytes,1,rep,name=runtime" json:"runtime,omitempty"`
+	// The config's policies, the same in every namespace (read only here).
+	Config        []*Policy `protobuf:"bytes,2,rep,name=config" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPoliciesResponse) Reset() {
+	*x = ListPoliciesResponse{}
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPoliciesResponse) ProtoMessage() {}
+
+func (x *ListPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ListPoliciesResponse) GetRuntime() []*Policy {
+	if x != nil {
+		return x.Runtime
+	}
+	return nil
+}
+
+func (x *ListPoliciesResponse) GetConfig() []*Policy {
+	if x != nil {
+		return x.Config
+	}
+	return nil
 }
 
 // Limit is an inline rate limit.
@@ -127,7 +620,7 @@ type Limit struct {
 
 func (x *Limit) Reset() {
 	*x = Limit{}
-	mi := &file_coord_v1_ratelimit_proto_msgTypes[0]
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +632,7 @@ func (x *Limit) String() string {
 func (*Limit) ProtoMessage() {}
 
 func (x *Limit) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_ratelimit_proto_msgTypes[0]
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +645,7 @@ func (x *Limit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limit.ProtoReflect.Descriptor instead.
 func (*Limit) Descriptor() ([]byte, []int) {
-	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{0}
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Limit) GetAlgorithm() Algorithm {
@@ -190,9 +683,10 @@ type AllowRequest struct {
 	// without control or format characters (Unicode Cc and Cf: bidirectional
 	// overrides, zero-width characters).
 	Key string `protobuf:"bytes,1,opt,name=key" json:"key,omitempty"`
-	// A policy named in config ratelimit.policies. Exactly one of policy and
-	// limit must be set. Each policy keeps its own state, even if another has
-	// the same parameters.
+	// A policy named in config ratelimit.policies, or else a runtime policy
+	// of the namespace (PutPolicy). Exactly one of policy and limit must be
+	// set. Each policy keeps its own state, even if another has the same
+	// parameters.
 	Policy string `protobuf:"bytes,2,opt,name=policy" json:"policy,omitempty"`
 	// An inline limit. Exactly one of policy and limit must be set.
 	Limit *Limit `protobuf:"bytes,3,opt,name=limit" json:"limit,omitempty"`
@@ -210,7 +704,7 @@ type AllowRequest struct {
 
 func (x *AllowRequest) Reset() {
 	*x = AllowRequest{}
-	mi := &file_coord_v1_ratelimit_proto_msgTypes[1]
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +716,7 @@ func (x *AllowRequest) String() string {
 func (*AllowRequest) ProtoMessage() {}
 
 func (x *AllowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_ratelimit_proto_msgTypes[1]
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +729,7 @@ func (x *AllowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowRequest.ProtoReflect.Descriptor instead.
 func (*AllowRequest) Descriptor() ([]byte, []int) {
-	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{1}
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AllowRequest) GetKey() string {
@@ -299,8 +793,9 @@ type AllowResponse struct {
 	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter" json:"retry_after,omitempty"`
 	// How long until the limiter is back to its full, unused state.
 	ResetAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter" json:"reset_after,omitempty"`
-	// The store could not be reached and the policy fails open: allowed is
-	// true without a decision.
+	// The store could not be reached: the policy fails open (allowed is true
+	// without a decision) or decides locally (on_store_failure LOCAL: this
+	// instance's own decision, under its share of the limit).
 	Degraded bool `protobuf:"varint,6,opt,name=degraded" json:"degraded,omitempty"`
 	// The policy is in shadow mode and the real decision was a denial: the
 	// call is allowed anyway (and counted in metrics).
@@ -315,7 +810,7 @@ type AllowResponse struct {
 
 func (x *AllowResponse) Reset() {
 	*x = AllowResponse{}
-	mi := &file_coord_v1_ratelimit_proto_msgTypes[2]
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +822,7 @@ func (x *AllowResponse) String() string {
 func (*AllowResponse) ProtoMessage() {}
 
 func (x *AllowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coord_v1_ratelimit_proto_msgTypes[2]
+	mi := &file_coord_v1_ratelimit_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +835,7 @@ func (x *AllowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowResponse.ProtoReflect.Descriptor instead.
 func (*AllowResponse) Descriptor() ([]byte, []int) {
-	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{2}
+	return file_coord_v1_ratelimit_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AllowResponse) GetAllowed() bool {
@@ -403,7 +898,31 @@ var File_coord_v1_ratelimit_proto protoreflect.FileDescriptor
 
 const file_coord_v1_ratelimit_proto_rawDesc = "" +
 	"\n" +
-	"\x18coord/v1/ratelimit.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\"\x99\x01\n" +
+	"\x18coord/v1/ratelimit.proto\x12\bcoord.v1\x1a\x1egoogle/protobuf/duration.proto\"\xee\x01\n" +
+	"\x06Policy\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
+	"\x05limit\x18\x02 \x01(\v2\x0f.coord.v1.LimitR\x05limit\x12,\n" +
+	"\x06limits\x18\x03 \x03(\v2\x14.coord.v1.NamedLimitR\x06limits\x12\x16\n" +
+	"\x06shadow\x18\x04 \x01(\bR\x06shadow\x12B\n" +
+	"\x10on_store_failure\x18\x05 \x01(\x0e2\x18.coord.v1.OnStoreFailureR\x0eonStoreFailure\x12\x1f\n" +
+	"\vlocal_quota\x18\x06 \x01(\x03R\n" +
+	"localQuota\"G\n" +
+	"\n" +
+	"NamedLimit\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
+	"\x05limit\x18\x02 \x01(\v2\x0f.coord.v1.LimitR\x05limit\"<\n" +
+	"\x10PutPolicyRequest\x12(\n" +
+	"\x06policy\x18\x01 \x01(\v2\x10.coord.v1.PolicyR\x06policy\"-\n" +
+	"\x11PutPolicyResponse\x12\x18\n" +
+	"\acreated\x18\x01 \x01(\bR\acreated\")\n" +
+	"\x13DeletePolicyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"0\n" +
+	"\x14DeletePolicyResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"\x15\n" +
+	"\x13ListPoliciesRequest\"l\n" +
+	"\x14ListPoliciesResponse\x12*\n" +
+	"\aruntime\x18\x01 \x03(\v2\x10.coord.v1.PolicyR\aruntime\x12(\n" +
+	"\x06config\x18\x02 \x03(\v2\x10.coord.v1.PolicyR\x06config\"\x99\x01\n" +
 	"\x05Limit\x121\n" +
 	"\talgorithm\x18\x01 \x01(\x0e2\x13.coord.v1.AlgorithmR\talgorithm\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x121\n" +
@@ -426,16 +945,24 @@ const file_coord_v1_ratelimit_proto_rawDesc = "" +
 	"resetAfter\x12\x1a\n" +
 	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12#\n" +
 	"\rshadow_denied\x18\a \x01(\bR\fshadowDenied\x12\x1b\n" +
-	"\tdenied_by\x18\b \x01(\tR\bdeniedBy*\xb3\x01\n" +
+	"\tdenied_by\x18\b \x01(\tR\bdeniedBy*\x90\x01\n" +
+	"\x0eOnStoreFailure\x12 \n" +
+	"\x1cON_STORE_FAILURE_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cON_STORE_FAILURE_FAIL_CLOSED\x10\x01\x12\x1e\n" +
+	"\x1aON_STORE_FAILURE_FAIL_OPEN\x10\x02\x12\x1a\n" +
+	"\x16ON_STORE_FAILURE_LOCAL\x10\x03*\xb3\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x01\x12\x1c\n" +
 	"\x18ALGORITHM_SLIDING_WINDOW\x10\x02\x12\x19\n" +
 	"\x15ALGORITHM_SLIDING_LOG\x10\x03\x12\x1a\n" +
 	"\x16ALGORITHM_TOKEN_BUCKET\x10\x04\x12\x1a\n" +
-	"\x16ALGORITHM_LEAKY_BUCKET\x10\x052L\n" +
+	"\x16ALGORITHM_LEAKY_BUCKET\x10\x052\xb0\x02\n" +
 	"\x10RateLimitService\x128\n" +
-	"\x05Allow\x12\x16.coord.v1.AllowRequest\x1a\x17.coord.v1.AllowResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
+	"\x05Allow\x12\x16.coord.v1.AllowRequest\x1a\x17.coord.v1.AllowResponse\x12D\n" +
+	"\tPutPolicy\x12\x1a.coord.v1.PutPolicyRequest\x1a\x1b.coord.v1.PutPolicyResponse\x12M\n" +
+	"\fDeletePolicy\x12\x1d.coord.v1.DeletePolicyRequest\x1a\x1e.coord.v1.DeletePolicyResponse\x12M\n" +
+	"\fListPolicies\x12\x1d.coord.v1.ListPoliciesRequest\x1a\x1e.coord.v1.ListPoliciesResponseB:Z1github.com/coordd/coordd/api/gen/coord/v1;coordv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_coord_v1_ratelimit_proto_rawDescOnce sync.Once
@@ -449,29 +976,51 @@ func file_coord_v1_ratelimit_proto_rawDescGZIP() []byte {
 	return file_coord_v1_ratelimit_proto_rawDescData
 }
 
-var file_coord_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coord_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_coord_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_coord_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_coord_v1_ratelimit_proto_goTypes = []any{
-	(Algorithm)(0),              // 0: coord.v1.Algorithm
-	(*Limit)(nil),               // 1: coord.v1.Limit
-	(*AllowRequest)(nil),        // 2: coord.v1.AllowRequest
-	(*AllowResponse)(nil),       // 3: coord.v1.AllowResponse
-	(*durationpb.Duration)(nil), // 4: google.protobuf.Duration
+	(OnStoreFailure)(0),          // 0: coord.v1.OnStoreFailure
+	(Algorithm)(0),               // 1: coord.v1.Algorithm
+	(*Policy)(nil),               // 2: coord.v1.Policy
+	(*NamedLimit)(nil),           // 3: coord.v1.NamedLimit
+	(*PutPolicyRequest)(nil),     // 4: coord.v1.PutPolicyRequest
+	(*PutPolicyResponse)(nil),    // 5: coord.v1.PutPolicyResponse
+	(*DeletePolicyRequest)(nil),  // 6: coord.v1.DeletePolicyRequest
+	(*DeletePolicyResponse)(nil), // 7: coord.v1.DeletePolicyResponse
+	(*ListPoliciesRequest)(nil),  // 8: coord.v1.ListPoliciesRequest
+	(*ListPoliciesResponse)(nil), // 9: coord.v1.ListPoliciesResponse
+	(*Limit)(nil),                // 10: coord.v1.Limit
+	(*AllowRequest)(nil),         // 11: coord.v1.AllowRequest
+	(*AllowResponse)(nil),        // 12: coord.v1.AllowResponse
+	(*durationpb.Duration)(nil),  // 13: google.protobuf.Duration
 }
 var file_coord_v1_ratelimit_proto_depIdxs = []int32{
-	0, // 0: coord.v1.Limit.algorithm:type_name -> coord.v1.Algorithm
-	4, // 1: coord.v1.Limit.period:type_name -> google.protobuf.Duration
-	1, // 2: coord.v1.AllowRequest.limit:type_name -> coord.v1.Limit
-	4, // 3: coord.v1.AllowRequest.wait:type_name -> google.protobuf.Duration
-	4, // 4: coord.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
-	4, // 5: coord.v1.AllowResponse.reset_after:type_name -> google.protobuf.Duration
-	2, // 6: coord.v1.RateLimitService.Allow:input_type -> coord.v1.AllowRequest
-	3, // 7: coord.v1.RateLimitService.Allow:output_type -> coord.v1.AllowResponse
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	10, // 0: coord.v1.Policy.limit:type_name -> coord.v1.Limit
+	3,  // 1: coord.v1.Policy.limits:type_name -> coord.v1.NamedLimit
+	0,  // 2: coord.v1.Policy.on_store_failure:type_name -> coord.v1.OnStoreFailure
+	10, // 3: coord.v1.NamedLimit.limit:type_name -> coord.v1.Limit
+	2,  // 4: coord.v1.PutPolicyRequest.policy:type_name -> coord.v1.Policy
+	2,  // 5: coord.v1.ListPoliciesResponse.runtime:type_name -> coord.v1.Policy
+	2,  // 6: coord.v1.ListPoliciesResponse.config:type_name -> coord.v1.Policy
+	1,  // 7: coord.v1.Limit.algorithm:type_name -> coord.v1.Algorithm
+	13, // 8: coord.v1.Limit.period:type_name -> google.protobuf.Duration
+	10, // 9: coord.v1.AllowRequest.limit:type_name -> coord.v1.Limit
+	13, // 10: coord.v1.AllowRequest.wait:type_name -> google.protobuf.Duration
+	13, // 11: coord.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
+	13, // 12: coord.v1.AllowResponse.reset_after:type_name -> google.protobuf.Duration
+	11, // 13: coord.v1.RateLimitService.Allow:input_type -> coord.v1.AllowRequest
+	4,  // 14: coord.v1.RateLimitService.PutPolicy:input_type -> coord.v1.PutPolicyRequest
+	6,  // 15: coord.v1.RateLimitService.DeletePolicy:input_type -> coord.v1.DeletePolicyRequest
+	8,  // 16: coord.v1.RateLimitService.ListPolicies:input_type -> coord.v1.ListPoliciesRequest
+	12, // 17: coord.v1.RateLimitService.Allow:output_type -> coord.v1.AllowResponse
+	5,  // 18: coord.v1.RateLimitService.PutPolicy:output_type -> coord.v1.PutPolicyResponse
+	7,  // 19: coord.v1.RateLimitService.DeletePolicy:output_type -> coord.v1.DeletePolicyResponse
+	9,  // 20: coord.v1.RateLimitService.ListPolicies:output_type -> coord.v1.ListPoliciesResponse
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_coord_v1_ratelimit_proto_init() }
@@ -484,8 +1033,8 @@ func file_coord_v1_ratelimit_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coord_v1_ratelimit_proto_rawDesc), len(file_coord_v1_ratelimit_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   3,
+			NumEnums:      2,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

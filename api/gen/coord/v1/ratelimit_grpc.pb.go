@@ -24,7 +24,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RateLimitService_Allow_FullMethodName = "/coord.v1.RateLimitService/Allow"
+	RateLimitService_Allow_FullMethodName        = "/coord.v1.RateLimitService/Allow"
+	RateLimitService_PutPolicy_FullMethodName    = "/coord.v1.RateLimitService/PutPolicy"
+	RateLimitService_DeletePolicy_FullMethodName = "/coord.v1.RateLimitService/DeletePolicy"
+	RateLimitService_ListPolicies_FullMethodName = "/coord.v1.RateLimitService/ListPolicies"
 )
 
 // RateLimitServiceClient is the client API for RateLimitService service.
@@ -59,11 +62,44 @@ type RateLimitServiceClient interface {
 	// The answer is then as without wait (the last decision). The wait ends
 	// early, with the last decision, when the server drains.
 	//
-	// Store unreachable: a fail-open policy answers allowed=true,
-	// degraded=true; a fail-closed policy (the default, and every inline
-	// limit) answers UNAVAILABLE, and the call may or may not have consumed.
+	// A policy is looked up among the config's first, then among the
+	// namespace's runtime policies (PutPolicy); an unknown name is
+	// INVALID_ARGUMENT naming policy.
+	//
+	// Store unreachable (after a short store timeout, or at once while the
+	// circuit breaker is open), by the policy's on_store_failure: fail closed
+	// (the default, and every inline limit) answers UNAVAILABLE, and the call
+	// may or may not have consumed; fail open answers allowed=true,
+	// degraded=true; local decides from this instance's own memory, with each
+	// limit divided by config ratelimit.expected_instances, answering
+	// degraded=true, until the store answers again.
 	// Retry: a retried Allow is a new request and consumes again.
 	Allow(ctx context.Context, in *AllowRequest, opts ...grpc.CallOption) (*AllowResponse, error)
+	// PutPolicy stores a runtime policy in the caller's namespace, replacing
+	// the namespace's runtime policy of that name. It is in force on every
+	// coordd instance sharing the store within a second (on this one at
+	// once). A runtime policy keeps its own state per key, apart from every
+	// other policy's; a replaced policy whose limits changed starts its keys
+	// afresh, as a changed config policy does.
+	// INVALID_ARGUMENT naming the field: the policy breaks a rule that a
+	// config policy would (the same checks). FAILED_PRECONDITION reason
+	// POLICY_FROM_CONFIG: a config policy has that name (config policies
+	// cannot be put over or deleted). RESOURCE_EXHAUSTED reason
+	// TOO_MANY_POLICIES: the namespace has config
+	// ratelimit.max_policies_per_namespace (1,000) runtime policies and this
+	// one is new; nothing was stored.
+	// Store unreachable: UNAVAILABLE, and the policy may or may not be
+	// stored. Retry: safe (the same policy again is the same outcome).
+	PutPolicy(ctx context.Context, in *PutPolicyRequest, opts ...grpc.CallOption) (*PutPolicyResponse, error)
+	// DeletePolicy deletes a runtime policy of the caller's namespace: within
+	// a second an Allow naming it is INVALID_ARGUMENT on every instance (on
+	// this one at once). A config policy's name is FAILED_PRECONDITION reason
+	// POLICY_FROM_CONFIG. Retry: safe.
+	DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*DeletePolicyResponse, error)
+	// ListPolicies lists the policies an Allow of the caller's namespace may
+	// name: the namespace's runtime policies, as stored, and the config's,
+	// apart.
+	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
 }
 
 type rateLimitServiceClient struct {
@@ -78,6 +114,36 @@ func (c *rateLimitServiceClient) Allow(ctx context.Context, in *AllowRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AllowResponse)
 	err := c.cc.Invoke(ctx, RateLimitService_Allow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimitServiceClient) PutPolicy(ctx context.Context, in *PutPolicyRequest, opts ...grpc.CallOption) (*PutPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutPolicyResponse)
+	err := c.cc.Invoke(ctx, RateLimitService_PutPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimitServiceClient) DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*DeletePolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeletePolicyResponse)
+	err := c.cc.Invoke(ctx, RateLimitService_DeletePolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimitServiceClient) ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPoliciesResponse)
+	err := c.cc.Invoke(ctx, RateLimitService_ListPolicies_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -116,11 +182,44 @@ type RateLimitServiceServer interface {
 	// The answer is then as without wait (the last decision). The wait ends
 	// early, with the last decision, when the server drains.
 	//
-	// Store unreachable: a fail-open policy answers allowed=true,
-	// degraded=true; a fail-closed policy (the default, and every inline
-	// limit) answers UNAVAILABLE, and the call may or may not have consumed.
+	// A policy is looked up among the config's first, then among the
+	// namespace's runtime policies (PutPolicy); an unknown name is
+	// INVALID_ARGUMENT naming policy.
+	//
+	// Store unreachable (after a short store timeout, or at once while the
+	// circuit breaker is open), by the policy's on_store_failure: fail closed
+	// (the default, and every inline limit) answers UNAVAILABLE, and the call
+	// may or may not have consumed; fail open answers allowed=true,
+	// degraded=true; local decides from this instance's own memory, with each
+	// limit divided by config ratelimit.expected_instances, answering
+	// degraded=true, until the store answers again.
 	// Retry: a retried Allow is a new request and consumes again.
 	Allow(context.Context, *AllowRequest) (*AllowResponse, error)
+	// PutPolicy stores a runtime policy in the caller's namespace, replacing
+	// the namespace's runtime policy of that name. It is in force on every
+	// coordd instance sharing the store within a second (on this one at
+	// once). A runtime policy keeps its own state per key, apart from every
+	// other policy's; a replaced policy whose limits changed starts its keys
+	// afresh, as a changed config policy does.
+	// INVALID_ARGUMENT naming the field: the policy breaks a rule that a
+	// config policy would (the same checks). FAILED_PRECONDITION reason
+	// POLICY_FROM_CONFIG: a config policy has that name (config policies
+	// cannot be put over or deleted). RESOURCE_EXHAUSTED reason
+	// TOO_MANY_POLICIES: the namespace has config
+	// ratelimit.max_policies_per_namespace (1,000) runtime policies and this
+	// one is new; nothing was stored.
+	// Store unreachable: UNAVAILABLE, and the policy may or may not be
+	// stored. Retry: safe (the same policy again is the same outcome).
+	PutPolicy(context.Context, *PutPolicyRequest) (*PutPolicyResponse, error)
+	// DeletePolicy deletes a runtime policy of the caller's namespace: within
+	// a second an Allow naming it is INVALID_ARGUMENT on every instance (on
+	// this one at once). A config policy's name is FAILED_PRECONDITION reason
+	// POLICY_FROM_CONFIG. Retry: safe.
+	DeletePolicy(context.Context, *DeletePolicyRequest) (*DeletePolicyResponse, error)
+	// ListPolicies lists the policies an Allow of the caller's namespace may
+	// name: the namespace's runtime policies, as stored, and the config's,
+	// apart.
+	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
 	mustEmbedUnimplementedRateLimitServiceServer()
 }
 
@@ -133,6 +232,15 @@ type UnimplementedRateLimitServiceServer struct{}
 
 func (UnimplementedRateLimitServiceServer) Allow(context.Context, *AllowRequest) (*AllowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Allow not implemented")
+}
+func (UnimplementedRateLimitServiceServer) PutPolicy(context.Context, *PutPolicyRequest) (*PutPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutPolicy not implemented")
+}
+func (UnimplementedRateLimitServiceServer) DeletePolicy(context.Context, *DeletePolicyRequest) (*DeletePolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeletePolicy not implemented")
+}
+func (UnimplementedRateLimitServiceServer) ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPolicies not implemented")
 }
 func (UnimplementedRateLimitServiceServer) mustEmbedUnimplementedRateLimitServiceServer() {}
 func (UnimplementedRateLimitServiceServer) testEmbeddedByValue()                          {}
@@ -173,6 +281,60 @@ func _RateLimitService_Allow_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimitService_PutPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).PutPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimitService_PutPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).PutPolicy(ctx, req.(*PutPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimitService_DeletePolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeletePolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).DeletePolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimitService_DeletePolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).DeletePolicy(ctx, req.(*DeletePolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimitService_ListPolicies_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPoliciesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimitServiceServer).ListPolicies(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimitService_ListPolicies_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimitServiceServer).ListPolicies(ctx, req.(*ListPoliciesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimitService_ServiceDesc is the grpc.ServiceDesc for RateLimitService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -183,6 +345,18 @@ var RateLimitService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Allow",
 			Handler:    _RateLimitService_Allow_Handler,
+		},
+		{
+			MethodName: "PutPolicy",
+			Handler:    _RateLimitService_PutPolicy_Handler,
+		},
+		{
+			MethodName: "DeletePolicy",
+			Handler:    _RateLimitService_DeletePolicy_Handler,
+		},
+		{
+			MethodName: "ListPolicies",
+			Handler:    _RateLimitService_ListPolicies_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
