@@ -9,6 +9,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"os"
 	"os/exec"
 	"strings"
@@ -274,7 +276,31 @@ func TestConsole(t *testing.T) {
 	b.waitFor("the policies", `document.querySelector('#policies-table tbody tr td')?.textContent`, "api")
 	b.run("peek", chromedp.SendKeys(chromedp.CSS(`#peek-key`), "customer-42"), chromedp.Click(chromedp.CSS(`#peek-go`)))
 	b.waitFor("the peek", `document.querySelector('#peek-result p')?.textContent.startsWith('Would be allowed, leaving 19 of 20')`, "true")
+	// A runtime policy put from the page: listed apart from the config's,
+	// enforced, then deleted from the page.
+	b.run("put a runtime policy",
+		chromedp.SendKeys(chromedp.CSS(`#put-policy-name`), "tenant-42"),
+		chromedp.SetValue(chromedp.CSS(`#put-policy-algorithm`), "fixed_window"),
+		chromedp.SendKeys(chromedp.CSS(`#put-policy-limit`), "2"),
+		chromedp.SendKeys(chromedp.CSS(`#put-policy-period`), "1m"),
+		chromedp.SetValue(chromedp.CSS(`#put-policy-on-failure`), "local"),
+		chromedp.Click(chromedp.CSS(`#put-policy-go`)))
+	b.waitFor("the runtime policy", `document.querySelector('#runtime-policies-table tbody tr td')?.textContent`, "tenant-42")
+	b.waitFor("apart from the config's", `[...document.querySelectorAll('#policies-table tbody td:first-child')].some(td => td.textContent === 'tenant-42')`, "false")
+	b.waitFor("its on_store_failure", `document.querySelector('#runtime-policies-table tbody tr td:nth-child(4)')?.textContent`, "local")
+	for i, want := range []bool{true, true, false} {
+		r, err := coordv1.NewRateLimitServiceClient(in.conn).Allow(ctx, &coordv1.AllowRequest{Key: "k", Policy: "tenant-42"})
+		if err != nil || r.GetAllowed() != want {
+			t.Fatalf("Allow %d under the page's runtime policy = %v, %v; want allowed %v", i+1, r, err, want)
+		}
+	}
 	b.screenshot("console-ratelimits.png")
+	b.eval(`window.confirm = () => true`) // the page asks before it deletes
+	b.run("delete it", chromedp.Click(chromedp.CSS(`#runtime-policies-table button.delete-policy`)))
+	b.waitFor("no runtime policy", `document.querySelector('#runtime-policies-table tbody td')?.textContent`, "No runtime policy.")
+	if _, err := coordv1.NewRateLimitServiceClient(in.conn).Allow(ctx, &coordv1.AllowRequest{Key: "k", Policy: "tenant-42"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Allow under the deleted policy: %v, want INVALID_ARGUMENT", err)
+	}
 
 	k, _ := openSession(t, ctx, in, "")
 	defer k.cancel()
