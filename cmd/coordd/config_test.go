@@ -226,8 +226,8 @@ ratelimit:
 		}
 	}
 	def := DefaultConfig()
-	if def.RateLimit.ExpectedInstances != 1 || def.RateLimit.MaxPoliciesPerNamespace != 1000 {
-		t.Errorf("defaults expected_instances, max_policies_per_namespace = %d, %d; want 1, 1000", def.RateLimit.ExpectedInstances, def.RateLimit.MaxPoliciesPerNamespace)
+	if def.RateLimit.ExpectedInstances != 1 || def.RateLimit.MaxPoliciesPerNamespace != 100 {
+		t.Errorf("defaults expected_instances, max_policies_per_namespace = %d, %d; want 1, 100", def.RateLimit.ExpectedInstances, def.RateLimit.MaxPoliciesPerNamespace)
 	}
 }
 

@@ -47,7 +47,7 @@ func DefaultConfig() Config {
 	return Config{
 		MaxLimit: 1_000_000_000, MaxLogLimit: 1000, MaxPeriod: 168 * time.Hour, MaxNameBytes: 256,
 		DenyCacheSize: 100_000, DenyCacheMaxAge: time.Second, MaxWait: time.Minute,
-		MaxPoliciesPerNamespace: 1000, ExpectedInstances: 1,
+		MaxPoliciesPerNamespace: 100, ExpectedInstances: 1,
 	}
 }
 
@@ -354,6 +354,9 @@ func (s *Service) Allow(ctx context.Context, r Request) (Result, error) {
 		return Result{}, validate.Errorf("policy", "and limit are both set; set one")
 	case r.Policy != "":
 		if p = s.policy(r.NS, r.Policy); p == nil {
+			if s.runtime.polling.Load() && !s.runtime.loaded.Load() {
+				return Result{}, ErrPoliciesNotLoaded
+			}
 			return Result{}, validate.Errorf("policy", "%q is neither a configured policy nor a runtime policy of the namespace", r.Policy)
 		}
 	case r.Limit != nil:
@@ -427,6 +430,10 @@ func (s *Service) decide(ctx context.Context, k denyKey, p *compiled, cost int64
 			l := p.limits[0]
 			return Result{Decision: store.Decision{Allowed: true}, Algorithm: l.Algorithm, Limit: l.Limit, Degraded: true, Runtime: p.runtime}, nil
 		case FailLocal:
+			if cost > p.local.capacity {
+				// Never admitted here, whatever the wait: no decision.
+				return Result{}, err
+			}
 			res = s.allowHere(k, p, cost, peek)
 		default:
 			return Result{}, err

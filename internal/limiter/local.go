@@ -14,7 +14,7 @@ package limiter
 // are decided here; every call asks the store first, so when it answers
 // again, decisions come from its state again.
 //
-// Across N instances the local limits admit at most N × (limit ÷ N) per
+// Across N instances the local limits admit at most N × max(1, limit ÷ N) per
 // period, on top of what the store had admitted before it became
 // unreachable (GUARANTEES.md).
 
@@ -22,6 +22,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
@@ -29,8 +30,9 @@ import (
 
 // localLimits are a policy's limits as each instance enforces them alone.
 type localLimits struct {
-	limits []store.Limit // distinct: two limits whose shares are equal are one
-	of     []int         // the index in the policy's limits of each
+	limits   []store.Limit // distinct: two limits whose shares are equal are one
+	of       []int         // the index in the policy's limits of each
+	capacity int64         // the least capacity of limits: the largest cost admitted here
 }
 
 // shares divides each limit's limit and burst by instances (at least 1).
@@ -45,37 +47,65 @@ func shares(limits []store.Limit, instances int) localLimits {
 		if !slices.Contains(out.limits, l) {
 			out.limits, out.of = append(out.limits, l), append(out.of, i)
 		}
+		if out.capacity == 0 || l.Capacity() < out.capacity {
+			out.capacity = l.Capacity()
+		}
 	}
 	return out
 }
 
-// localStore is a Service's local limiters, made on first use.
+// localStore is a Service's local limiters, made on first use, and made
+// afresh when they hold more than max states (checked every checkEvery
+// calls): a key space of many values (an address each) during a long
+// outage must not grow every instance's memory without bound. Starting
+// afresh gives each key a full share again: looser, by at most a share
+// per key each time.
 type localStore struct {
-	mu sync.Mutex
-	st *memory.Store
+	st     atomic.Pointer[memory.Store]
+	mu     sync.Mutex // makes and replaces st
+	calls  atomic.Int64
+	closed bool
 }
 
+// localCheckEvery is how many local calls apart the states are counted.
+const localCheckEvery = 1024
+
 func (l *localStore) get(s *Service) *memory.Store {
+	st := l.st.Load()
+	if st != nil && l.calls.Add(1)%localCheckEvery != 0 {
+		return st
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.st == nil {
-		l.st = memory.New(memory.Options{Clock: s.clock})
+	st = l.st.Load()
+	if st != nil && st.LimitStates() <= max(s.cfg.DenyCacheSize, localQuotas) {
+		return st
 	}
-	return l.st
+	if st != nil {
+		_ = st.Close()
+	}
+	st = memory.New(memory.Options{Clock: s.clock})
+	if l.closed {
+		_ = st.Close() // used after Close: a store that keeps no sweeper
+	} else {
+		l.st.Store(st)
+	}
+	return st
 }
 
 func (l *localStore) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.st != nil {
-		_ = l.st.Close()
-		l.st = nil
+	l.closed = true
+	if st := l.st.Swap(nil); st != nil {
+		_ = st.Close()
 	}
 }
 
 // allowHere decides a call of cost on k under p (FailLocal) in this
-// instance's memory. A call costing more than this instance's share is
-// denied.
+// instance's memory; cost is at most the share's capacity (a call costing
+// more gets the store's error: it could never be admitted here, and a
+// denial's retry_after would never come true).
 func (s *Service) allowHere(k denyKey, p *compiled, cost int64, peek bool) Result {
 	d, err := s.local.get(s).AllowAll(context.Background(), k.key, p.local.limits, cost, peek)
 	if err != nil {

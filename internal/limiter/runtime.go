@@ -18,6 +18,7 @@ package limiter
 // the pointer under mu, which also orders a put's reload with the poll's.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,8 +42,11 @@ var ErrFromConfig = errors.New("a config policy has this name; config policies c
 type runtimePolicies struct {
 	m        atomic.Pointer[map[string]map[string]*compiled] // by namespace, then name
 	mu       sync.Mutex                                      // held by reloads
-	version  int64                                           // the version of all that m reflects
-	versions map[string]int64                                // each namespace's in m
+	version  int64                                           // the version of all that m reflects; -1: none (read all)
+	versions map[string]int64                                // each namespace's in m; -1: to be read again
+	// polling: RunPolicies runs, so a name not in m may be a runtime
+	// policy not loaded yet until loaded (a reload read every namespace).
+	polling, loaded atomic.Bool
 }
 
 func (r *runtimePolicies) init() {
@@ -51,6 +55,12 @@ func (r *runtimePolicies) init() {
 	r.versions = map[string]int64{}
 	r.version = -1 // none read yet
 }
+
+// ErrPoliciesNotLoaded: a policy name that is not a config policy, asked
+// for before this instance could read the runtime policies from the store
+// (it started while the store was unreachable): it may be one. Wraps
+// store.ErrUnavailable: UNAVAILABLE, never a "no such policy".
+var ErrPoliciesNotLoaded = fmt.Errorf("the runtime policies are not loaded yet: %w", store.ErrUnavailable)
 
 // policy returns the policy Allow in namespace ns names: the config's of
 // that name, else ns's runtime policy; nil if neither.
@@ -71,14 +81,22 @@ func (s *Service) RuntimePolicies() int {
 	return n
 }
 
+// resyncEvery is how many polls apart RunPolicies reads every namespace
+// again whatever the versions say: a store that lost its recent writes (a
+// failover to a replica that lagged) may hand out a version again that an
+// instance already saw, with other policies behind it.
+const resyncEvery = 120 // 30 s
+
 // RunPolicies keeps the runtime policies in force up to date with the
-// store until ctx ends: at once, then every PollInterval. A failed poll
-// is tried again at the next (the policies in force stay meanwhile).
+// store until ctx ends: at once, then every PollInterval, and all of them
+// again every resyncEvery polls. A failed poll is tried again at the next
+// (the policies in force stay meanwhile).
 func (s *Service) RunPolicies(ctx context.Context) {
+	s.runtime.polling.Store(true)
 	t := time.NewTicker(PollInterval)
 	defer t.Stop()
-	for {
-		_ = s.reload(ctx)
+	for i := 0; ; i++ {
+		_ = s.reload(ctx, i%resyncEvery == 0)
 		select {
 		case <-ctx.Done():
 			return
@@ -88,49 +106,71 @@ func (s *Service) RunPolicies(ctx context.Context) {
 }
 
 // reload reloads the namespaces whose runtime policies changed since the
-// last reload.
-func (s *Service) reload(ctx context.Context) error {
+// last reload, or, full, every namespace. Each namespace is taken as soon
+// as it is read: one that cannot be read keeps its policies in force and
+// is read again at the next reload, without holding back the others.
+func (s *Service) reload(ctx context.Context, full bool) error {
 	r := &s.runtime
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	v, nss, err := s.st.PolicyVersions(ctx, r.version)
+	known := r.version
+	if full {
+		known = -1
+	}
+	v, nss, err := s.st.PolicyVersions(ctx, known)
 	if err != nil || nss == nil {
 		return err
 	}
 	old := *r.m.Load()
 	m := make(map[string]map[string]*compiled, len(nss))
 	versions := make(map[string]int64, len(nss))
+	var failed error
 	for ns, nv := range nss {
-		if nv == r.versions[ns] {
+		if !full && nv == r.versions[ns] {
 			m[ns], versions[ns] = old[ns], nv
 			continue
 		}
 		ps, err := s.load(ctx, ns)
 		if err != nil {
-			return err // nothing changes: the next poll tries again
+			if old[ns] != nil {
+				m[ns] = old[ns]
+			}
+			versions[ns], failed = -1, err
+			continue
 		}
 		m[ns], versions[ns] = ps, nv
 	}
 	r.m.Store(&m)
-	r.version, r.versions = v, versions
+	r.versions = versions
+	if failed != nil {
+		r.version = -1 // read the versions again at the next poll
+		return failed
+	}
+	r.version = v
+	r.loaded.Store(true)
 	return nil
 }
 
-// reloadNamespace reloads ns's runtime policies (after a put or a delete
-// on this instance). Its version stays the one last polled, so the next
-// poll reloads it once more.
-func (s *Service) reloadNamespace(ctx context.Context, ns string) error {
+// apply puts c as ns's runtime policy name in force on this instance (nil:
+// none), after a put or a delete here; the namespace's version stays the
+// one last polled, so the next poll reads it once more.
+func (s *Service) apply(ns, name string, c *compiled) {
 	r := &s.runtime
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ps, err := s.load(ctx, ns)
-	if err != nil {
-		return err
-	}
 	old := *r.m.Load()
 	m := make(map[string]map[string]*compiled, len(old)+1)
 	for k, v := range old {
 		m[k] = v
+	}
+	ps := make(map[string]*compiled, len(old[ns])+1)
+	for k, v := range old[ns] {
+		ps[k] = v
+	}
+	if c != nil {
+		ps[name] = c
+	} else {
+		delete(ps, name)
 	}
 	if len(ps) > 0 {
 		m[ns] = ps
@@ -138,7 +178,6 @@ func (s *Service) reloadNamespace(ctx context.Context, ns string) error {
 		delete(m, ns)
 	}
 	r.m.Store(&m)
-	return nil
 }
 
 // load reads and compiles ns's runtime policies. A stored policy that
@@ -154,9 +193,7 @@ func (s *Service) load(ctx context.Context, ns string) (map[string]*compiled, er
 		if err != nil || s.cfg.CheckPolicy(sp.Name, p) != nil {
 			continue
 		}
-		c := compile(p, s.cfg.ExpectedInstances)
-		c.runtime = true
-		m[sp.Name] = c
+		m[sp.Name] = s.runtimeCompile(p)
 	}
 	return m, nil
 }
@@ -184,24 +221,33 @@ func (s *Service) PutPolicy(ctx context.Context, ns, name string, p Policy) (cre
 	if err != nil {
 		return false, err
 	}
-	_ = s.reloadNamespace(ctx, ns) // if it fails, the next poll reloads it
+	s.apply(ns, name, s.runtimeCompile(p))
 	return created, nil
 }
 
+// runtimeCompile compiles a runtime policy.
+func (s *Service) runtimeCompile(p Policy) *compiled {
+	c := compile(p, s.cfg.ExpectedInstances)
+	c.runtime = true
+	return c
+}
+
 // DeletePolicy deletes ns's runtime policy name and reports whether there
-// was one. A config policy's name is ErrFromConfig.
+// was one. A config policy's name is ErrFromConfig, unless a runtime policy
+// of that name is stored (put before the config took the name: not in
+// force, it can still be deleted).
 func (s *Service) DeletePolicy(ctx context.Context, ns, name string) (bool, error) {
 	if err := validate.Name("name", name, s.cfg.MaxNameBytes); err != nil {
 		return false, err
-	}
-	if _, ok := (*s.policies.Load())[name]; ok {
-		return false, fmt.Errorf("policy %q: %w", name, ErrFromConfig)
 	}
 	deleted, err := s.st.DeletePolicy(ctx, ns, name)
 	if err != nil {
 		return false, err
 	}
-	_ = s.reloadNamespace(ctx, ns)
+	if _, ok := (*s.policies.Load())[name]; ok && !deleted {
+		return false, fmt.Errorf("policy %q: %w", name, ErrFromConfig)
+	}
+	s.apply(ns, name, nil)
 	return deleted, nil
 }
 
@@ -260,7 +306,15 @@ func encodePolicy(p Policy) ([]byte, error) {
 	for _, l := range p.Limits {
 		sp.Limits = append(sp.Limits, specOf(l.Name, l.Limit))
 	}
-	return json.Marshal(sp)
+	// Without HTML escaping: json.Marshal writes each <, > and & of a
+	// name as six bytes.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sp); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // decodePolicy reads a policy's record.

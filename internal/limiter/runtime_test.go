@@ -11,6 +11,7 @@ import (
 	"github.com/coordd/coordd/internal/store"
 	"github.com/coordd/coordd/internal/store/memory"
 	"github.com/coordd/coordd/internal/store/storetest"
+	"github.com/coordd/coordd/internal/validate"
 )
 
 // eventually calls f every 10ms until it reports true, for up to d.
@@ -236,5 +237,73 @@ func TestFailLocal(t *testing.T) {
 	res := allow("local", "k")
 	if !res.Allowed || res.Degraded || res.Local || res.Remaining != 8 {
 		t.Errorf("with the store back: %+v, want the store's decision (8 left of 10)", res)
+	}
+}
+
+// An instance that starts while the store is unreachable answers a name
+// that may be a runtime policy UNAVAILABLE (ErrPoliciesNotLoaded, a store
+// error), never "no such policy", until it has read the runtime policies;
+// then the policy is in force, and an unknown name is INVALID_ARGUMENT.
+func TestRuntimePoliciesNotLoadedYet(t *testing.T) {
+	mem := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = mem.Close() })
+	one := store.Limit{Algorithm: store.FixedWindow, Limit: 1, Period: time.Hour}
+	a, err := limiter.New(mem, limiter.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutPolicy(t.Context(), "ns", "rt", limiter.Policy{Limit: one, OnStoreFailure: limiter.FailLocal}); err != nil {
+		t.Fatal(err)
+	}
+	f := storetest.NewFaulty(mem)
+	f.Set("PolicyVersions", storetest.Fault{Fail: true, Err: store.ErrUnavailable})
+	b, err := limiter.New(f, limiter.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, b)
+	eventually(t, time.Second, "a poll", func() bool { return f.Calls("PolicyVersions") > 0 })
+	_, err = b.Allow(t.Context(), limiter.Request{NS: "ns", Key: "k", Policy: "rt"})
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, limiter.ErrPoliciesNotLoaded) {
+		t.Fatalf("Allow before the runtime policies could be read: %v, want ErrPoliciesNotLoaded (UNAVAILABLE)", err)
+	}
+	f.Clear()
+	eventually(t, time.Second, "the runtime policy read", func() bool {
+		_, err := b.Allow(t.Context(), limiter.Request{NS: "ns", Key: "k", Policy: "rt"})
+		return err == nil
+	})
+	if _, err := b.Allow(t.Context(), limiter.Request{NS: "ns", Key: "k", Policy: "nobody"}); !validate.IsFieldError(err) {
+		t.Fatalf("an unknown name once loaded: %v, want INVALID_ARGUMENT", err)
+	}
+}
+
+// A runtime policy put before a config reload took its name is not in
+// force (the config's is), and can still be deleted; a put under the name
+// is refused.
+func TestRuntimePolicyShadowedByConfig(t *testing.T) {
+	mem := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = mem.Close() })
+	one := store.Limit{Algorithm: store.FixedWindow, Limit: 1, Period: time.Hour}
+	s, err := limiter.New(mem, limiter.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutPolicy(t.Context(), "ns", "api", limiter.Policy{Limit: one}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPolicies(map[string]limiter.Policy{"api": {Limit: store.Limit{Algorithm: store.FixedWindow, Limit: 5, Period: time.Hour}}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Allow(t.Context(), limiter.Request{NS: "ns", Key: "k", Policy: "api"}); err != nil || res.Limit != 5 || res.Runtime {
+		t.Fatalf("Allow under the shadowed name = %+v, %v; want the config's limit of 5", res, err)
+	}
+	if _, err := s.PutPolicy(t.Context(), "ns", "api", limiter.Policy{Limit: one}); !errors.Is(err, limiter.ErrFromConfig) {
+		t.Fatalf("a put under a config policy's name: %v, want ErrFromConfig", err)
+	}
+	if deleted, err := s.DeletePolicy(t.Context(), "ns", "api"); err != nil || !deleted {
+		t.Fatalf("deleting the shadowed runtime policy = %v, %v; want deleted", deleted, err)
+	}
+	if _, err := s.DeletePolicy(t.Context(), "ns", "api"); !errors.Is(err, limiter.ErrFromConfig) {
+		t.Fatalf("deleting the config policy's name again: %v, want ErrFromConfig", err)
 	}
 }

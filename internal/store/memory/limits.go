@@ -314,6 +314,19 @@ func gcra(st *limitState, now int64, l store.Limit, c int64) (store.Decision, *l
 	return d, &limitState{expire: next, tat: next}
 }
 
+// LimitStates returns how many rate-limit states (of keys, limits and
+// counters) the store holds, expired ones not yet swept included.
+func (s *Store) LimitStates() int {
+	n := 0
+	for i := range s.limits {
+		sh := &s.limits[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
 // sweep deletes expired states, looking at up to sweepBatch, and reports how
 // many it deleted.
 func (sh *limitShard) sweep(now time.Time) int {

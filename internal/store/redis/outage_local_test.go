@@ -21,8 +21,8 @@ import (
 // and ratelimit.expected_instances 3, then stops Redis under them: every
 // instance keeps deciding, each at most limit ÷ 3 per window, every answer
 // degraded and none refused; once Redis is back, decisions come from its
-// state again (not degraded, and counting what it had admitted before the
-// outage).
+// state again (not degraded; Redis restarts empty here, so its count starts
+// again, shared by every instance).
 func TestOutageLocal(t *testing.T) {
 	const (
 		instances = 3
@@ -94,11 +94,18 @@ func TestOutageLocal(t *testing.T) {
 	}
 	wg.Wait()
 	for i, ws := range perWindow {
+		total := 0
 		for w, c := range ws {
 			t.Logf("instance %d, window %v: %d admitted, %d denied, all degraded", i, w.Format(time.TimeOnly), c.admitted, c.denied)
 			if c.admitted > share {
 				t.Errorf("instance %d admitted %d in one window during the outage, want at most %d (limit %d ÷ %d instances)", i, c.admitted, share, limit, instances)
 			}
+			total += c.admitted
+		}
+		// 4 × share calls, in one window or two: the share at least,
+		// starting full (a local mode that closed the gates fails here).
+		if total < share {
+			t.Errorf("instance %d admitted %d during the outage, want its full share %d: the gates closed", i, total, share)
 		}
 	}
 

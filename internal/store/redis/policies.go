@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -28,12 +30,23 @@ type policyPutArgs struct {
 	Name string `lua:"name"`
 	Spec string `lua:"spec"`
 	Max  int    `lua:"max,int"`
+	Base int64  `lua:"base,int"`
 }
 
 // policyArgs are lua/policy_delete.lua's.
 type policyArgs struct {
 	NS   string `lua:"ns"`
 	Name string `lua:"name"`
+	Base int64  `lua:"base,int"`
+}
+
+// versionBase is where the version counter starts if it is missing: a
+// random number between 2^40 and 2^52, so that a Redis that lost the
+// counter does not count through versions an instance already saw.
+func versionBase() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return 1<<40 + int64(binary.BigEndian.Uint64(b[:])%(1<<52-1<<40))
 }
 
 // policyReadArgs are lua/policy_read.lua's: what to read ("list" or
@@ -48,7 +61,7 @@ func (s *Store) PutPolicy(ctx context.Context, ns string, p store.StoredPolicy, 
 	ks := s.keys.policies(ns)
 	var created bool
 	err := s.do(ctx, "PutPolicy", ks[0], func(ctx context.Context) error {
-		c, err := codeOf(policyPut, s.eval(ctx, policyPut, ks, policyPutArgs{NS: ns, Name: p.Name, Spec: string(p.Spec), Max: max}),
+		c, err := codeOf(policyPut, s.eval(ctx, policyPut, ks, policyPutArgs{NS: ns, Name: p.Name, Spec: string(p.Spec), Max: max, Base: versionBase()}),
 			codeOK, codeReplaced, codeNo)
 		switch {
 		case err != nil:
@@ -67,7 +80,7 @@ func (s *Store) DeletePolicy(ctx context.Context, ns, name string) (bool, error)
 	ks := s.keys.policies(ns)
 	var deleted bool
 	err := s.do(ctx, "DeletePolicy", ks[0], func(ctx context.Context) error {
-		c, err := codeOf(policyDelete, s.eval(ctx, policyDelete, ks, policyArgs{NS: ns, Name: name}), codeOK, codeNo)
+		c, err := codeOf(policyDelete, s.eval(ctx, policyDelete, ks, policyArgs{NS: ns, Name: name, Base: versionBase()}), codeOK, codeNo)
 		deleted = c == codeOK
 		return err
 	})

@@ -86,15 +86,18 @@ type RateLimitServiceClient interface {
 	// POLICY_FROM_CONFIG: a config policy has that name (config policies
 	// cannot be put over or deleted). RESOURCE_EXHAUSTED reason
 	// TOO_MANY_POLICIES: the namespace has config
-	// ratelimit.max_policies_per_namespace (1,000) runtime policies and this
+	// ratelimit.max_policies_per_namespace (100) runtime policies and this
 	// one is new; nothing was stored.
 	// Store unreachable: UNAVAILABLE, and the policy may or may not be
-	// stored. Retry: safe (the same policy again is the same outcome).
+	// stored. Retry: safe (the same policy is stored; created is false on a
+	// retry of a put that had stored it).
 	PutPolicy(ctx context.Context, in *PutPolicyRequest, opts ...grpc.CallOption) (*PutPolicyResponse, error)
 	// DeletePolicy deletes a runtime policy of the caller's namespace: within
 	// a second an Allow naming it is INVALID_ARGUMENT on every instance (on
 	// this one at once). A config policy's name is FAILED_PRECONDITION reason
-	// POLICY_FROM_CONFIG. Retry: safe.
+	// POLICY_FROM_CONFIG, unless a runtime policy of that name was put before
+	// the config took the name (it is not in force: the config's is), which
+	// this deletes. Retry: safe.
 	DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*DeletePolicyResponse, error)
 	// ListPolicies lists the policies an Allow of the caller's namespace may
 	// name: the namespace's runtime policies, as stored, and the config's,
@@ -206,15 +209,18 @@ type RateLimitServiceServer interface {
 	// POLICY_FROM_CONFIG: a config policy has that name (config policies
 	// cannot be put over or deleted). RESOURCE_EXHAUSTED reason
 	// TOO_MANY_POLICIES: the namespace has config
-	// ratelimit.max_policies_per_namespace (1,000) runtime policies and this
+	// ratelimit.max_policies_per_namespace (100) runtime policies and this
 	// one is new; nothing was stored.
 	// Store unreachable: UNAVAILABLE, and the policy may or may not be
-	// stored. Retry: safe (the same policy again is the same outcome).
+	// stored. Retry: safe (the same policy is stored; created is false on a
+	// retry of a put that had stored it).
 	PutPolicy(context.Context, *PutPolicyRequest) (*PutPolicyResponse, error)
 	// DeletePolicy deletes a runtime policy of the caller's namespace: within
 	// a second an Allow naming it is INVALID_ARGUMENT on every instance (on
 	// this one at once). A config policy's name is FAILED_PRECONDITION reason
-	// POLICY_FROM_CONFIG. Retry: safe.
+	// POLICY_FROM_CONFIG, unless a runtime policy of that name was put before
+	// the config took the name (it is not in force: the config's is), which
+	// this deletes. Retry: safe.
 	DeletePolicy(context.Context, *DeletePolicyRequest) (*DeletePolicyResponse, error)
 	// ListPolicies lists the policies an Allow of the caller's namespace may
 	// name: the namespace's runtime policies, as stored, and the config's,
