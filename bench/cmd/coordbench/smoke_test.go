@@ -124,7 +124,12 @@ func startCoordd(t *testing.T, env ...string) (addr string, pid int, metricsURL 
 	httpAddr := freeAddr(t)
 	var logs bytes.Buffer
 	args := []string{"--grpc-addr", addr, "--http-addr", httpAddr}
-	vars := []string{"COORDD_LOG_LEVEL=warn"}
+	envoyDir, err := writeEnvoyConfig() // should-rate-limit's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(envoyDir) })
+	vars := []string{"COORDD_LOG_LEVEL=warn", "COORDD_RATELIMIT_ENVOY_CONFIG=" + envoyDir}
 	for _, e := range env { // "--flag=value" entries are arguments
 		if strings.HasPrefix(e, "--") {
 			args = append(args, e)
@@ -299,7 +304,7 @@ func TestSmokeRedisBaseline(t *testing.T) {
 		"COORDD_REDIS_KEY_PREFIX="+prefix, "--config="+conf)
 	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--baseline",
 		"--redis", addrs, "--redis-mode", mode, "--key-prefix", prefix, "--peers", "envoy-rl", "--envoy-ratelimit-bin", envoy,
-		"--scenarios", "allow-fixed_window,allow-token_bucket,allow-sliding_log,allow-hot,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,queue-partitions,sessions"}, smokeScenarioFlags...)...)
+		"--scenarios", "allow-fixed_window,allow-token_bucket,allow-sliding_log,allow-hot,should-rate-limit,lock-release,lock-contention,semaphore-contention,idem,enqueue,queue-e2e,queue-partitions,sessions"}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	checkResults(t, rep, table, map[string][]string{
 		"empty":                {tCoordd, tBare},
@@ -307,6 +312,7 @@ func TestSmokeRedisBaseline(t *testing.T) {
 		"allow-token_bucket":   {tDirect, tRedisRate, tCoordd},
 		"allow-sliding_log":    {tDirect, tCoordd},
 		"allow-hot":            {tDirect, tRedisRate, tCoordd},
+		"should-rate-limit":    {tEnvoy, tCoordd},
 		"lock-release":         {tDirect, tRedislock, tCoordd},
 		"lock-contention":      {tCoordd},
 		"semaphore-contention": {tCoordd},
