@@ -190,6 +190,7 @@ type daemon struct {
 	tls      *tlsFiles // nil without TLS
 	metrics  *metrics.Metrics
 	tp       *sdktrace.TracerProvider // nil: tracing off
+	redlock  bool                     // redis.mode redlock: locks only, no background work on the store
 }
 
 // storeFailure is the kind label of a store operation's error in
@@ -265,7 +266,16 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	if cfg.Store == "redis" && cfg.Limits.ShedStoreLatency > 0 {
 		storeLatency = server.NewStoreLatency(cfg.Limits.ShedStoreLatency)
 	}
-	if cfg.Store == "redis" {
+	switch {
+	case cfg.Store == "redis" && cfg.Redis.Mode == "redlock":
+		st, err := newRedlockStore(context.Background(), cfg.Redis, cfg.Lock.MaxTTL, log)
+		if err != nil {
+			return nil, err
+		}
+		d.store, d.redlock = st, true
+		log.Info("redis.mode redlock: serving LockService only (exclusive locks without sessions, fenced) over independent masters; "+
+			"every other service answers FAILED_PRECONDITION REDLOCK_MODE", "masters", len(cfg.Redis.Addrs))
+	case cfg.Store == "redis":
 		observe := func(op string, d time.Duration, err error) {
 			domain.StoreCall(op, d, storeFailure(err))
 			if storeLatency != nil && err == nil {
@@ -281,7 +291,7 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 		d.store = st
 		metrics.WatchBreakers(reg, st.BreakersOpen)
 		metrics.WatchEviction(reg, cfg.Redis.AllowEviction, st.EvictingNodes)
-	} else {
+	default:
 		d.store = tracing.WrapStore(memory.New(memory.Options{
 			Clock: clock.Real{}, SweepInterval: cfg.Memory.SweepInterval, DeadLetterTTL: cfg.Queue.DeadLetterTTL,
 		}), tracing.NewStore(tracer, "memory"))
@@ -402,21 +412,26 @@ func (d *daemon) serve(ctx context.Context) error {
 		}
 	}()
 	schedCtx, stopSchedules := context.WithCancel(context.Background())
-	schedDone := make(chan struct{})
-	go func() {
-		defer close(schedDone)
-		d.services.Queues.RunSchedules(schedCtx, d.scheduleHooks())
-	}()
-	actDone := make(chan struct{})
-	go func() {
-		defer close(actDone)
-		d.activity.Run(schedCtx, func(err error) { d.log.Debug("queue activity not recorded", "err", err) })
-	}()
-	policiesDone := make(chan struct{})
-	go func() {
-		defer close(policiesDone)
-		d.services.Limiter.RunPolicies(schedCtx) // every instance's runtime policies, within a second
-	}()
+	schedDone, actDone, policiesDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	if d.redlock {
+		// Locks only: no schedules, queue activity or runtime policies.
+		close(schedDone)
+		close(actDone)
+		close(policiesDone)
+	} else {
+		go func() {
+			defer close(schedDone)
+			d.services.Queues.RunSchedules(schedCtx, d.scheduleHooks())
+		}()
+		go func() {
+			defer close(actDone)
+			d.activity.Run(schedCtx, func(err error) { d.log.Debug("queue activity not recorded", "err", err) })
+		}()
+		go func() {
+			defer close(policiesDone)
+			d.services.Limiter.RunPolicies(schedCtx) // every instance's runtime policies, within a second
+		}()
+	}
 	d.log.Info("coordd serving", "grpc", d.grpcLis.Addr().String(), "http", d.httpLis.Addr().String(), "store", d.cfg.Store)
 	var err error
 	select {

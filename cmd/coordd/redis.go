@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coordd/coordd/internal/store/redis"
+	"github.com/coordd/coordd/internal/store/redlock"
 	"github.com/coordd/coordd/internal/tracing"
 )
 
@@ -41,6 +42,10 @@ type RedisConfig struct {
 	// that only add data are refused (STORE_MEMORY_HIGH); default 0.9, in
 	// (0, 1].
 	MemoryHighWater float64 `mapstructure:"memory_high_water"`
+	// RedlockDrift is, with mode redlock, the fixed part of the clock drift
+	// allowed a lease: its validity is ttl − the grant's time − (ttl/100 +
+	// this); default 2ms, at most 1s.
+	RedlockDrift time.Duration `mapstructure:"redlock_drift"`
 }
 
 // MinIdleNameTTL is redis.idle_name_ttl's least value: fences stay above
@@ -63,14 +68,18 @@ func defaultRedisConfig() RedisConfig {
 		MaxBatch:        d.MaxBatch,
 		IdleNameTTL:     d.IdleNameTTL,
 		MemoryHighWater: d.MemoryHighWater,
+		RedlockDrift:    2 * time.Millisecond,
 	}
 }
 
 func (c RedisConfig) validate(bad func(key, format string, args ...any)) {
 	switch c.Mode {
-	case "auto", "cluster", "standalone", "sentinel":
+	case "auto", "cluster", "standalone", "sentinel", "redlock":
 	default:
-		bad("redis.mode", "%q is not cluster, standalone, sentinel or auto", c.Mode)
+		bad("redis.mode", "%q is not cluster, standalone, sentinel, redlock or auto", c.Mode)
+	}
+	if c.RedlockDrift < 0 || c.RedlockDrift > redlock.MaxDrift {
+		bad("redis.redlock_drift", "must be between 0 and %v, got %v", redlock.MaxDrift, c.RedlockDrift)
 	}
 	if len(c.Addrs) == 0 {
 		bad("redis.addrs", "is required")
@@ -130,6 +139,17 @@ func (c RedisConfig) storeConfig() redis.Config {
 		MaxBatch: c.MaxBatch, AllowEviction: c.AllowEviction,
 		IdleNameTTL: c.IdleNameTTL, MemoryHighWater: c.MemoryHighWater,
 	}
+}
+
+// newRedlockStore opens the Redlock store (redis.mode redlock): exclusive
+// locks over independent masters; a master that restarted counts for
+// nothing for lock.max_ttl.
+func newRedlockStore(ctx context.Context, c RedisConfig, maxTTL time.Duration, log *slog.Logger) (*redlock.Store, error) {
+	return redlock.Open(ctx, redlock.Config{
+		Addrs: c.Addrs, Username: c.Username, Password: c.Password, Timeout: c.Timeout, DialTimeout: c.DialTimeout,
+		PoolSize: c.PoolSize, Prefix: c.KeyPrefix, Drift: c.RedlockDrift, RestartDelay: maxTTL, FenceTTL: c.IdleNameTTL,
+		AllowEviction: c.AllowEviction, Log: log,
+	})
 }
 
 // newRedisStore opens the Redis store (redis.Open: the client as the mode

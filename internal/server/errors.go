@@ -50,6 +50,7 @@ var errorTable = []struct {
 	{store.ErrTooManyPolicies, codes.ResourceExhausted, "TOO_MANY_POLICIES"},
 	{limiter.ErrFromConfig, codes.FailedPrecondition, "POLICY_FROM_CONFIG"},
 	{store.ErrSuperseded, codes.FailedPrecondition, "SESSION_SUPERSEDED"},
+	{store.ErrRedlockMode, codes.FailedPrecondition, "REDLOCK_MODE"},
 	{store.ErrUnavailable, codes.Unavailable, "STORE_UNAVAILABLE"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
 	// Last: a domain error above may wrap a context error too.

@@ -60,6 +60,9 @@ var (
 	// new session) is refused, and nothing was written; writes that end or
 	// renew what exists go on.
 	ErrMemoryHigh = errors.New("store memory high")
+	// ErrRedlockMode: the store serves exclusive plain locks only (a Redlock
+	// over independent Redis masters, store/redlock); nothing was done.
+	ErrRedlockMode = errors.New("coordd runs in Redlock mode: it serves exclusive locks without sessions only")
 	// ErrUnavailable wraps every failure to reach the store or to get its
 	// answer. The outcome of the operation is unknown: it may have happened.
 	ErrUnavailable = errors.New("store unavailable")
@@ -72,7 +75,7 @@ func IsState(err error) bool {
 		ErrFingerprintMismatch, ErrNotOwner, ErrReceiptExpired,
 		ErrTooManySessions, ErrTooManyHolds, ErrSuperseded,
 		ErrLimitMismatch, ErrTooManyWaiters, ErrNotLeader, ErrQueueFull, ErrMemoryHigh, ErrTooManySchedules,
-		ErrTooManyPolicies} {
+		ErrTooManyPolicies, ErrRedlockMode} {
 		if errors.Is(err, e) {
 			return true
 		}

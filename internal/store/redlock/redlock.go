@@ -1,0 +1,658 @@
+// Package redlock is a store of exclusive locks over N independent Redis
+// masters (redis.mode: redlock), Redlock as its reference describes it,
+// with what that description lacks: fences, and the delayed restart done
+// by coordd itself.
+//
+//   - A grant takes the lock on each master (its own script, in parallel)
+//     and holds if a majority took it within the validity: the ttl minus
+//     the time taken minus the drift allowance (ttl/100 + Config.Drift).
+//     The answered ttl is that validity. A failed grant is undone on every
+//     master.
+//   - The fence is a max-register over a majority: the grant reads the
+//     fence counters of the masters that granted (a majority), takes their
+//     maximum + 1, at least the latest of their clocks in µs (the floor),
+//     and writes it to them; the grant answers only if a majority took the
+//     write. Any two majorities share a master, so every fence is above
+//     every fence answered before it, across any minority of failures and
+//     restarts (and a whole restart by the floor).
+//   - A master that restarted (its run_id differs from the one its epoch
+//     record holds) or lost its data (no epoch record) counts for no grant,
+//     renewal or read until Config.RestartDelay (lock.max_ttl) has passed
+//     since coordd first saw it back: every lease it forgot has ended by
+//     then. The epoch record ({rl}:epoch: run_id and since, by the master's
+//     clock) lives on the master, so every coordd instance agrees; it is
+//     checked on every new connection (a restart breaks every connection,
+//     so no command reaches a restarted master before the check) and every
+//     Config.CheckInterval.
+//   - Renew extends the lock on a majority within the validity and never
+//     brings back an expired one; Release deletes it everywhere; GetHolds
+//     and CheckFence read a majority.
+//   - Waiting: no queue across masters. A request not granted is told to
+//     come back at the holder's deadline (with jitter), or soon after a
+//     split vote; a release made by this instance wakes this instance's
+//     waiters at once (Subscribe); hold.Waiters tries each name once per
+//     instance per round, so the load does not grow with the waiters.
+//
+// Everything else answers store.ErrRedlockMode: shared and session-bound
+// locks, semaphores, elections, sessions, limits, idempotency and queues.
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/coordd/coordd/internal/store"
+)
+
+// Config configures a Store.
+type Config struct {
+	Addrs              []string // N >= 3, odd, independent standalone masters
+	Username, Password string
+	Timeout            time.Duration // one master's answer
+	DialTimeout        time.Duration
+	PoolSize           int    // per master; 0: go-redis's default
+	Prefix             string // key prefix
+	// Drift is the fixed part of the drift allowance (redis.redlock_drift):
+	// a lease's validity is its ttl minus the time its grant took minus
+	// ttl/100 + Drift. At most MaxDrift.
+	Drift time.Duration
+	// RestartDelay is how long a restarted master counts for nothing
+	// (lock.max_ttl: the longest lease it may have forgotten).
+	RestartDelay time.Duration
+	// CheckInterval is how often each master's epoch is read besides on
+	// every new connection; 0: a second.
+	CheckInterval time.Duration
+	// FenceTTL is how long a name's fence counter is kept after its last
+	// grant (redis.idle_name_ttl); the floor covers a counter lost after.
+	FenceTTL time.Duration
+	// AllowEviction serves from masters whose maxmemory-policy may evict
+	// keys (redis.allow_eviction); otherwise such a master is refused.
+	AllowEviction bool
+	// NoRestartDelay turns the delayed restart off: tests only, to show
+	// the hazard it prevents.
+	NoRestartDelay bool
+	Log            *slog.Logger
+}
+
+// MaxDrift bounds Config.Drift.
+const MaxDrift = time.Second
+
+// Store is the Redlock store. It implements store.Store.
+type Store struct {
+	refused
+	cfg     Config
+	masters []*master
+	quorum  int
+	hub     store.Hub // this instance's own releases wake its waiters
+	stop    chan struct{}
+	done    sync.WaitGroup
+	ready   atomic.Bool // vet is done: a new connection checks its master's epoch
+}
+
+var _ store.Store = (*Store)(nil)
+
+type master struct {
+	addr  string
+	c     *redis.Client
+	until atomic.Int64 // Unix ns before which its votes do not count
+	run   atomic.Pointer[string]
+}
+
+// counts reports whether the master's answers count now.
+func (m *master) counts() bool { return time.Now().UnixNano() >= m.until.Load() }
+
+// Open connects to every master and checks that they are N >= 3 (odd)
+// distinct, independent standalone masters; on any doubt it refuses,
+// naming the address.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Store{cfg: cfg, quorum: len(cfg.Addrs)/2 + 1, stop: make(chan struct{})}
+	for _, addr := range cfg.Addrs {
+		m := &master{addr: addr}
+		opts := &redis.Options{Addr: addr, Username: cfg.Username, Password: cfg.Password, DialTimeout: cfg.DialTimeout,
+			ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout, PoolSize: cfg.PoolSize, MaxRetries: -1}
+		opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+			if !s.ready.Load() {
+				return nil // vet reads every epoch first
+			}
+			return s.checkEpoch(ctx, m, cn, false)
+		}
+		m.c = redis.NewClient(opts)
+		s.masters = append(s.masters, m)
+	}
+	if err := s.vet(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	s.ready.Store(true)
+	s.done.Add(1)
+	go s.checkLoop()
+	return s, nil
+}
+
+func (c Config) check() error {
+	n := len(c.Addrs)
+	switch {
+	case n < 3 || n%2 == 0:
+		return fmt.Errorf("redis.addrs: redis.mode redlock needs an odd number of independent masters, at least 3; got %d", n)
+	case c.Drift < 0 || c.Drift > MaxDrift:
+		return fmt.Errorf("redis.redlock_drift: %v is outside 0 to %v", c.Drift, MaxDrift)
+	case c.RestartDelay <= 0:
+		return errors.New("lock.max_ttl: must be positive (a restarted master counts for nothing this long)")
+	}
+	seen := map[string]bool{}
+	for _, a := range c.Addrs {
+		if seen[a] {
+			return fmt.Errorf("redis.addrs: %s is listed twice", a)
+		}
+		seen[a] = true
+	}
+	return nil
+}
+
+// vet reads every master's INFO: each must answer, be a master of no
+// Cluster, and be its own server (distinct run_ids), or coordd refuses to
+// start, saying which. Then it reads every epoch: on a deployment where no
+// master has one yet, they start as old (nothing was forgotten); where
+// some have one, a master without is one that lost its data.
+func (s *Store) vet(ctx context.Context) error {
+	runs := map[string]string{}
+	fresh := true
+	for _, m := range s.masters {
+		info, err := m.c.Info(ctx, "server", "replication", "cluster", "memory").Result()
+		if err != nil {
+			return fmt.Errorf("redis.addrs: %s: %w: %v", m.addr, store.ErrUnavailable, err)
+		}
+		switch {
+		case infoField(info, "role") != "master":
+			return fmt.Errorf("redis.addrs: %s is a %s, not a master: redlock needs independent masters", m.addr, infoField(info, "role"))
+		case infoField(info, "cluster_enabled") == "1":
+			return fmt.Errorf("redis.addrs: %s is a node of a Redis Cluster: redlock needs independent masters (use redis.mode cluster)", m.addr)
+		case infoField(info, "connected_slaves") != "" && infoField(info, "connected_slaves") != "0":
+			return fmt.Errorf("redis.addrs: %s has replicas: redlock needs independent masters, whose writes no failover can lose", m.addr)
+		}
+		if p := infoField(info, "maxmemory_policy"); p != "noeviction" && !s.cfg.AllowEviction {
+			return fmt.Errorf("redis.addrs: %s has maxmemory-policy %s: it may evict a lock; set it to noeviction (or redis.allow_eviction: true, GUARANTEES.md)", m.addr, p)
+		}
+		run := infoField(info, "run_id")
+		if other, ok := runs[run]; ok {
+			return fmt.Errorf("redis.addrs: %s and %s are the same server (run_id %s)", other, m.addr, run)
+		}
+		runs[run] = m.addr
+		n, err := m.c.Exists(ctx, s.epochKey()).Result()
+		if err != nil {
+			return fmt.Errorf("redis.addrs: %s: %w: %v", m.addr, store.ErrUnavailable, err)
+		}
+		fresh = fresh && n == 0
+	}
+	for _, m := range s.masters {
+		if err := s.checkEpoch(ctx, m, nil, fresh); err != nil {
+			return fmt.Errorf("redis.addrs: %s: %w", m.addr, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) epochKey() string { return s.cfg.Prefix + ":{rl}:epoch" }
+
+// checkEpoch reads master m's run_id and epoch record (on cn, a new
+// connection, or on the pool) and sets when its votes count again: the
+// epoch's since + RestartDelay, by m's clock. A record that is missing or
+// names another run_id is written anew with since = now (fresh: now -
+// RestartDelay, a first deployment).
+func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn, fresh bool) error {
+	var c interface {
+		Info(ctx context.Context, section ...string) *redis.StringCmd
+		HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+		HSet(ctx context.Context, key string, values ...any) *redis.IntCmd
+		Time(ctx context.Context) *redis.TimeCmd
+	} = m.c
+	if cn != nil {
+		c = cn
+	}
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	run := infoField(info, "run_id")
+	rec, err := c.HGetAll(ctx, s.epochKey()).Result()
+	if err != nil {
+		return err
+	}
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	since, _ := strconv.ParseInt(rec["since"], 10, 64)
+	if rec["run"] != run {
+		since = now.UnixMicro()
+		if fresh {
+			since -= s.cfg.RestartDelay.Microseconds()
+		}
+		if err := c.HSet(ctx, s.epochKey(), "run", run, "since", since).Err(); err != nil {
+			return err
+		}
+		if !fresh {
+			s.cfg.Log.Warn("a redlock master restarted or lost its data: it counts for no lock until lock.max_ttl has passed",
+				"addr", m.addr, "run_id", run, "for", s.cfg.RestartDelay)
+		}
+	}
+	left := time.Duration(since+s.cfg.RestartDelay.Microseconds()-now.UnixMicro()) * time.Microsecond
+	if s.cfg.NoRestartDelay {
+		left = 0
+	}
+	m.until.Store(time.Now().Add(left).UnixNano())
+	m.run.Store(&run)
+	return nil
+}
+
+func (s *Store) checkLoop() {
+	defer s.done.Done()
+	t := time.NewTicker(s.cfg.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for _, m := range s.masters {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+			_ = s.checkEpoch(ctx, m, nil, false) // an unreachable master counts for nothing anyway
+			cancel()
+		}
+	}
+}
+
+// Recovering returns the masters that count for nothing now: restarted
+// or emptied less than lock.max_ttl ago (for /healthz and metrics).
+func (s *Store) Recovering() []string {
+	var out []string
+	for _, m := range s.masters {
+		if !m.counts() {
+			out = append(out, m.addr)
+		}
+	}
+	return out
+}
+
+// Close stops the checks and closes every client.
+func (s *Store) Close() error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.done.Wait()
+	var errs []error
+	for _, m := range s.masters {
+		errs = append(errs, m.c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// PartitionName is the memory store's naming; redlock has no queues.
+func (*Store) PartitionName(queue string, p, k int) string { return queue + "#" + strconv.Itoa(p) }
+
+// NodeHealth implements store.NodeHealther: each master, with whether it
+// answered, and Role "master (recovering)" while it counts for nothing.
+func (s *Store) NodeHealth(ctx context.Context) []store.Node {
+	out := make([]store.Node, len(s.masters))
+	var wg sync.WaitGroup
+	for i, m := range s.masters {
+		wg.Go(func() {
+			start := time.Now()
+			err := m.c.Ping(ctx).Err()
+			n := store.Node{Addr: m.addr, Role: "master", Reachable: err == nil}
+			if err == nil {
+				n.Latency = time.Since(start)
+			}
+			if !m.counts() {
+				n.Role = "master (recovering)"
+			}
+			out[i] = n
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// keys are a lock's keys on every master.
+func (s *Store) keys(name string) []string {
+	k := s.cfg.Prefix + ":{rl:" + name + "}"
+	return []string{k, k + ":f"}
+}
+
+// answer is one master's reply.
+type answer struct {
+	v      []any
+	err    error
+	counts bool // the master counts: it was neither recovering before nor after its reply
+}
+
+// all runs script on every master at once, each within the timeout.
+func (s *Store) all(ctx context.Context, sc *redis.Script, keys []string, args ...any) []answer {
+	out := make([]answer, len(s.masters))
+	var wg sync.WaitGroup
+	for i, m := range s.masters {
+		wg.Go(func() {
+			before := m.counts()
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+			defer cancel()
+			r, err := sc.Run(cctx, m.c, keys, args...).Result()
+			a := answer{err: err, counts: before && m.counts()}
+			switch v := r.(type) {
+			case []any:
+				a.v = v
+			case int64:
+				a.v = []any{v}
+			case nil:
+			default:
+				if err == nil {
+					a.err = fmt.Errorf("redlock: %s answered %T", m.addr, r)
+				}
+			}
+			if errors.Is(a.err, redis.Nil) {
+				a.err = nil
+			}
+			out[i] = a
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func num(v []any, i int) int64 {
+	if i < len(v) {
+		if n, ok := v[i].(int64); ok {
+			return n
+		}
+	}
+	return 0
+}
+
+func str(v []any, i int) string {
+	if i < len(v) {
+		if s, ok := v[i].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// drift is the allowance of a lease of ttl.
+func (s *Store) drift(ttl time.Duration) time.Duration { return ttl/100 + s.cfg.Drift }
+
+// unavailable is the error of a step that got no majority either way.
+func (s *Store) unavailable(what string, as []answer) error {
+	var msgs []string
+	for i, a := range as {
+		switch {
+		case a.err != nil:
+			msgs = append(msgs, s.masters[i].addr+": "+a.err.Error())
+		case !a.counts:
+			msgs = append(msgs, s.masters[i].addr+": recovering (restarted less than lock.max_ttl ago)")
+		}
+	}
+	return fmt.Errorf("redlock %s: no majority of %d masters answered (%s): %w", what, len(s.masters), strings.Join(msgs, "; "), store.ErrUnavailable)
+}
+
+// AcquireHold implements store.Holds: an exclusive plain lock only.
+func (s *Store) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
+	if req.Kind != store.HoldLock || req.Shared || req.SessionID != "" {
+		return store.Grant{}, store.ErrRedlockMode
+	}
+	start := time.Now()
+	keys := s.keys(req.Name)
+	ttlMS := max(1, req.TTL.Milliseconds())
+	as := s.all(ctx, acquireScript, keys, req.Token, req.Owner, ttlMS, req.MaxHold.Microseconds())
+	var took, taken, down []int
+	var counter, floor int64
+	for i, a := range as {
+		switch {
+		case a.err != nil || !a.counts:
+			down = append(down, i)
+		case num(a.v, 0) == 1:
+			took = append(took, i)
+			counter, floor = max(counter, num(a.v, 3)), max(floor, num(a.v, 4))
+		default:
+			taken = append(taken, i)
+		}
+	}
+	if len(took) >= s.quorum {
+		fence := uint64(max(counter+1, floor))
+		cs := s.all(ctx, commitScript, keys, req.Token, fence, max(1, int64(s.cfg.FenceTTL.Seconds())))
+		held := 0
+		for _, i := range took {
+			if c := cs[i]; c.err == nil && c.counts && num(c.v, 0) == 1 && num(c.v, 1) == 1 {
+				held++
+			}
+		}
+		validity := req.TTL - time.Since(start) - s.drift(req.TTL)
+		if held >= s.quorum && validity > 0 {
+			return store.Grant{Acquired: true, Token: req.Token, Fence: fence, TTL: validity, ExpireTime: start.Add(req.TTL - s.drift(req.TTL)), Holders: 1}, nil
+		}
+	}
+	// Not granted: undone everywhere.
+	s.undo(ctx, keys, req.Token)
+	if len(taken) >= s.quorum {
+		// A majority has another holder: its lease ends at the least
+		// remaining among them, by the slowest clock.
+		var owner string
+		var left int64 = -1
+		for _, i := range taken {
+			if pttl := num(as[i].v, 2); left < 0 || pttl < left {
+				left, owner = pttl, str(as[i].v, 1)
+			}
+		}
+		ttl := time.Duration(max(left, 0)) * time.Millisecond
+		return store.Grant{Holder: owner, TTL: ttl, ExpireTime: time.Now().Add(ttl),
+			RetryAt: time.Now().Add(ttl + jitter(50*time.Millisecond)), Holders: 1}, nil
+	}
+	if len(down) > len(s.masters)-s.quorum {
+		return store.Grant{}, s.unavailable("grant", as)
+	}
+	// A split vote (contenders at once) or a grant that took too long:
+	// try again soon, at a random moment, so that contenders part.
+	return store.Grant{RetryAt: time.Now().Add(10*time.Millisecond + jitter(90*time.Millisecond))}, nil
+}
+
+// jitter is a random duration in [0, d).
+func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d))) }
+
+// undo deletes token's lock on every master, within the timeout, whatever
+// the caller's context says (a grant given up must not linger).
+func (s *Store) undo(ctx context.Context, keys []string, token string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
+	defer cancel()
+	s.all(ctx, releaseScript, keys, token)
+}
+
+// RenewHold implements store.Holds: extended on a majority within the
+// validity, never bringing back an expired lock.
+func (s *Store) RenewHold(ctx context.Context, kind store.HoldKind, name, token string, ttl time.Duration) (store.Lease, error) {
+	if kind != store.HoldLock {
+		return store.Lease{}, store.ErrRedlockMode
+	}
+	start := time.Now()
+	as := s.all(ctx, renewScript, s.keys(name), token, max(1, ttl.Milliseconds()))
+	ok, notHeld := 0, 0
+	var least int64 = -1
+	var fence uint64
+	for _, a := range as {
+		switch {
+		case a.err != nil || !a.counts:
+		case num(a.v, 0) == 1:
+			ok++
+			if t := num(a.v, 1); least < 0 || t < least {
+				least = t
+			}
+			fence = max(fence, uint64(num(a.v, 2)))
+		default:
+			notHeld++
+		}
+	}
+	switch {
+	case ok >= s.quorum:
+		granted := time.Duration(least) * time.Millisecond // the least of the majority: max_hold's cap
+		validity := granted - time.Since(start) - s.drift(granted)
+		if validity > 0 {
+			return store.Lease{TTL: validity, ExpireTime: start.Add(granted - s.drift(granted)), Fence: fence}, nil
+		}
+		return store.Lease{}, fmt.Errorf("redlock renew: the lease ran out while renewing: %w", store.ErrNotHeld)
+	case notHeld > len(s.masters)-s.quorum:
+		return store.Lease{}, store.ErrNotHeld
+	}
+	return store.Lease{}, s.unavailable("renew", as)
+}
+
+// ReleaseHold implements store.Holds: deleted on every master; this
+// instance's waiters for the name are woken.
+func (s *Store) ReleaseHold(ctx context.Context, kind store.HoldKind, name, token, instance string) (store.Released, error) {
+	if kind != store.HoldLock {
+		return store.Released{}, store.ErrRedlockMode
+	}
+	as := s.all(ctx, releaseScript, s.keys(name), token)
+	deleted, notHeld := 0, 0
+	for _, a := range as {
+		switch {
+		case a.err != nil:
+		case num(a.v, 0) == 1:
+			deleted++
+		default:
+			notHeld++
+		}
+	}
+	if deleted > 0 && instance != "" {
+		s.hub.Notify(store.WaitTopic(kind, name, instance))
+	}
+	switch {
+	case deleted >= s.quorum:
+		return store.Released{Released: true}, nil
+	case notHeld > len(s.masters)-s.quorum:
+		return store.Released{}, nil
+	}
+	return store.Released{}, s.unavailable("release", as)
+}
+
+// AbandonHold implements store.Holds: the token's lock is deleted
+// everywhere, if it holds anywhere.
+func (s *Store) AbandonHold(ctx context.Context, kind store.HoldKind, name, token, _ string) error {
+	if kind != store.HoldLock {
+		return store.ErrRedlockMode
+	}
+	s.undo(ctx, s.keys(name), token)
+	return nil
+}
+
+// GetHolds implements store.Holds: the holder a majority agrees on.
+func (s *Store) GetHolds(ctx context.Context, kind store.HoldKind, name string) (store.HoldInfo, error) {
+	if kind != store.HoldLock {
+		return store.HoldInfo{}, store.ErrRedlockMode
+	}
+	as := s.all(ctx, getScript, s.keys(name))
+	type holder struct {
+		n     int
+		owner string
+		fence uint64
+		left  int64
+	}
+	by := map[string]*holder{}
+	free, answered := 0, 0
+	for _, a := range as {
+		if a.err != nil || !a.counts {
+			continue
+		}
+		answered++
+		tok := str(a.v, 0)
+		if tok == "" {
+			free++
+			continue
+		}
+		h := by[tok]
+		if h == nil {
+			h = &holder{owner: str(a.v, 1), left: -1}
+			by[tok] = h
+		}
+		h.n++
+		h.fence = max(h.fence, uint64(num(a.v, 2)))
+		if l := num(a.v, 3); h.left < 0 || l < h.left {
+			h.left = l
+		}
+	}
+	for _, h := range by {
+		if h.n >= s.quorum {
+			left := time.Duration(h.left) * time.Millisecond
+			left -= s.drift(left)
+			if left <= 0 {
+				break
+			}
+			info := store.HolderInfo{Owner: h.owner, Fence: h.fence, TTL: left, ExpireTime: time.Now().Add(left)}
+			return store.HoldInfo{Holders: []store.HolderInfo{info}, Held: true, Owner: h.owner, Fence: h.fence, TTL: left, ExpireTime: info.ExpireTime}, nil
+		}
+	}
+	if answered < s.quorum {
+		return store.HoldInfo{}, s.unavailable("read", as)
+	}
+	return store.HoldInfo{}, nil
+}
+
+// CheckFence implements store.Holds: whether the holder a majority agrees
+// on has fence.
+func (s *Store) CheckFence(ctx context.Context, kind store.HoldKind, name string, fence uint64) (bool, error) {
+	info, err := s.GetHolds(ctx, kind, name)
+	return err == nil && info.Held && info.Fence == fence, err
+}
+
+// LeaveQueue implements store.Holds: there is no queue.
+func (s *Store) LeaveQueue(_ context.Context, kind store.HoldKind, _, _, _, _ string) ([]store.Handoff, error) {
+	if kind != store.HoldLock {
+		return nil, store.ErrRedlockMode
+	}
+	return nil, nil
+}
+
+// RefreshTickets implements store.Holds: there is no queue, and no ticket
+// is ever gone.
+func (s *Store) RefreshTickets(_ context.Context, kind store.HoldKind, _ string, _ []string, _ time.Duration) ([]string, error) {
+	if kind != store.HoldLock {
+		return nil, store.ErrRedlockMode
+	}
+	return nil, nil
+}
+
+// Subscribe implements store.Subscriber: this instance's own releases.
+func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sub, _ := s.hub.Subscribe(topic, nil)
+	return sub, nil
+}
