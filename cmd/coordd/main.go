@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -191,6 +192,9 @@ type daemon struct {
 	metrics  *metrics.Metrics
 	tp       *sdktrace.TracerProvider // nil: tracing off
 	redlock  bool                     // redis.mode redlock: locks only, no background work on the store
+	// recovering, in redlock mode, names the masters that count for
+	// nothing now (/healthz lists them).
+	recovering func() []string
 }
 
 // storeFailure is the kind label of a store operation's error in
@@ -273,6 +277,8 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 			return nil, err
 		}
 		d.store, d.redlock = st, true
+		d.recovering = st.Recovering
+		metrics.WatchRedlock(reg, func() int { return len(st.Recovering()) })
 		log.Info("redis.mode redlock: serving LockService only (exclusive locks without sessions, fenced) over independent masters; "+
 			"every other service answers FAILED_PRECONDITION REDLOCK_MODE", "masters", len(cfg.Redis.Addrs))
 	case cfg.Store == "redis":
@@ -349,6 +355,11 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 			return
 		}
 		_, _ = io.WriteString(w, "ok\n")
+		if d.recovering != nil {
+			if r := d.recovering(); len(r) > 0 {
+				_, _ = fmt.Fprintf(w, "redlock masters recovering (restarted or emptied less than lock.max_ttl ago, counting for no lock): %s\n", strings.Join(r, ", "))
+			}
+		}
 	})
 	if cfg.UI.Enabled {
 		mux.Handle("/ui/", d.console(local))

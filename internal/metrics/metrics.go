@@ -484,6 +484,16 @@ func WatchBreakers(reg prometheus.Registerer, open func() int) {
 	}, func() float64 { return float64(open()) }))
 }
 
+// WatchRedlock exports coordd_redlock_masters_recovering: the Redlock
+// masters (redis.mode redlock) that restarted or lost their data less
+// than lock.max_ttl ago and so count for no grant.
+func WatchRedlock(reg prometheus.Registerer, recovering func() int) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "redlock_masters_recovering",
+		Help: "Redlock masters that restarted or lost their data less than lock.max_ttl ago: they count for no grant, renewal or read (/healthz names them).",
+	}, func() float64 { return float64(recovering()) }))
+}
+
 // WatchPolicies exports coordd_ratelimit_runtime_policies: how many
 // runtime rate-limit policies this instance has in force, over every
 // namespace.
