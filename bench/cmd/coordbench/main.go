@@ -87,7 +87,9 @@ type bench struct {
 	seed     uint64
 	cl       *clients
 	rdb      redis.UniversalClient // nil without --baseline
-	stats    redis.UniversalClient // --redis: its masters' counters are read around each measurement
+	// With --redis, its masters' counters, read around each measurement;
+	// redlock-lock-release reads the --redlock servers' instead.
+	stats    func(context.Context) (redisCounters, error)
 	lua      *luaScripts
 	keys     keyLayout
 	keyNames []string
@@ -153,7 +155,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 			return fmt.Errorf("--redis: %w", err)
 		}
 		b.report.Machine.RedisVersion = v
-		b.stats = rdb
+		b.stats = func(ctx context.Context) (redisCounters, error) { return readRedisCounters(ctx, rdb) }
 	}
 	if cfg.Baseline {
 		dir, err := findLuaDir(cfg.LuaDir)
@@ -264,7 +266,7 @@ func (b *bench) snapshot(pid int) snapshot {
 		}
 	}
 	if b.stats != nil {
-		if r, err := readRedisCounters(context.Background(), b.stats); err == nil {
+		if r, err := b.stats(context.Background()); err == nil {
 			s.redis = &r
 		} else {
 			b.progress("reading Redis's counters: %v", err)
