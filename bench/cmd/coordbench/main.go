@@ -6,8 +6,10 @@
 // gRPC call, the floor no gRPC service can beat, and, with --peers (all by
 // default), the services users would deploy instead, each started by
 // coordbench in the scenario it compares with: etcd (lock-release),
-// gubernator (allow-token_bucket) and envoy ratelimit (allow-fixed_window,
-// on --redis). See docs/benchmarks.md.
+// gubernator (allow-token_bucket), envoy ratelimit (allow-fixed_window,
+// on --redis) and redsync (redlock-lock-release, on the --redlock masters,
+// beside a coordd in Redlock mode that coordbench starts). See
+// docs/benchmarks.md.
 //
 //	coordbench --addr 127.0.0.1:7070 --duration 5s
 //	coordbench --baseline --redis 127.0.0.1:17001,127.0.0.1:17002 --coordd-pid $PID --json out.json
@@ -181,6 +183,9 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 			b.runID, len(cfg.Bins), cfg.Store, cfg.Concurrency, cfg.Duration, cfg.Warmup, strings.Join(cfg.Scenarios, ","))
 		runErr = b.runBins(ctx)
 	}
+	if cfg.has(scRedlock) && runErr == nil && ctx.Err() == nil {
+		b.runRedlock(ctx)
+	}
 	if rdb != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if err := b.cleanup(cctx, rdb); err != nil {
@@ -238,6 +243,8 @@ func (b *bench) runScenarios(ctx context.Context) error {
 			b.runQueueE2E(ctx)
 		case s == "queue-partitions":
 			b.runQueuePartitions(ctx)
+		case s == scRedlock:
+			// Once, after the others (run): its coordd is its own.
 		}
 	}
 	return nil

@@ -246,8 +246,11 @@ func TestSmokeMemory(t *testing.T) {
 	rep, table := runBench(t, append([]string{"--addr", addr, "--coordd-pid", strconv.Itoa(pid), "--coordd-metrics", metricsURL}, smokeScenarioFlags...)...)
 	t.Log("\n" + table)
 	want := map[string][]string{"empty": {tCoordd, tBare}}
-	for _, s := range allScenarios[1:] {
+	for _, s := range rep.Config.Scenarios[1:] { // all: every scenario but redlock-lock-release (no --redlock)
 		want[s] = []string{tCoordd}
+	}
+	if len(want) != len(allScenarios)-1 || want[scRedlock] != nil {
+		t.Errorf("scenarios run %v, want all but %s", rep.Config.Scenarios, scRedlock)
 	}
 	// The peers that need no Redis; envoy ratelimit is skipped, and says why.
 	want["lock-release"] = []string{tEtcd, tEtcdFsync, tCoordd}
