@@ -23,7 +23,13 @@ var allScenarios = []string{
 	"enqueue",
 	"queue-e2e",
 	"queue-partitions",
+	scRedlock,
 }
+
+// scRedlock is Lock + Release on a coordd in Redlock mode and on redsync
+// (peer_redsync.go). It needs --redlock: the groups hold it only then, and
+// naming it without --redlock is an error.
+const scRedlock = "redlock-lock-release"
 
 // scenarioGroups are shorthands accepted by --scenarios.
 var scenarioGroups = map[string][]string{
@@ -74,6 +80,11 @@ type config struct {
 	Bins             []binSpec     `json:"coordd_bins,omitempty"`
 	Peers            []string      `json:"peers"`
 	EnvoyBin         string        `json:"envoy_ratelimit_bin,omitempty"`
+	// Redlock are the independent standalone masters of
+	// redlock-lock-release; RedlockBin the coordd that coordbench starts
+	// in Redlock mode on them.
+	Redlock    []string `json:"redlock,omitempty"`
+	RedlockBin string   `json:"redlock_coordd_bin,omitempty"`
 
 	// For the JSON output, durations as strings.
 	DurationS   string `json:"duration"`
@@ -136,6 +147,16 @@ contention):
                      spreads over 3 partitions (its configuration must say
                      so: coordbench coordd-config prints it); with --redis,
                      each master's share of the Redis CPU
+  redlock-lock-release
+                     Lock (ttl 8s, no wait) + Release on random names of
+                     --keys, on a coordd in Redlock mode over the --redlock
+                     masters, started by coordbench from --redlock-coordd-bin
+                     (without it the coordd row is skipped: the coordd at
+                     --addr is not in Redlock mode), and on redsync (peer)
+                     over the same masters; Redis per op from their INFO.
+                     Only with --redlock (then all includes it); runs once,
+                     after the other scenarios. At the end every key either
+                     wrote is deleted from the --redlock masters
 
 Peers (--peers, comma separated, or all, the default, or none): services
 users would deploy instead of coordd, started by coordbench on loopback
@@ -151,6 +172,9 @@ runs (see docs/benchmarks.md):
                      ShouldRateLimit with a descriptor whose limit is the
                      scenario's; built with go install unless
                      --envoy-ratelimit-bin
+  redsync            redlock-lock-release: github.com/go-redsync/redsync/v4's
+                     Mutex over the --redlock masters (goredis v9 pools),
+                     TryLock + Unlock, expiry 8s, one try
 A peer that cannot start gets a row that says why; the run goes on.
 
 With --coordd-bin before=PATH,after=PATH coordbench starts each binary in
@@ -158,6 +182,13 @@ turn (on free loopback ports, with its own environment plus COORDD_STORE and,
 with --redis, COORDD_REDIS_ADDRS, _MODE and _KEY_PREFIX from these flags) and
 runs the scenarios against each; rows are named coordd@LABEL, and the report
 compares each later binary with the first in the same run.
+
+With --redlock A,B,C,D,E (N independent standalone redis-servers, N odd, at
+least 3) and --redlock-coordd-bin PATH, redlock-lock-release starts PATH on
+free loopback ports with COORDD_STORE=redis, COORDD_REDIS_MODE=redlock,
+COORDD_REDIS_ADDRS=A,...,E and COORDD_REDIS_KEY_PREFIX=KEYPREFIX:redlock:RUNID
+(a prefix of the run's own under --key-prefix, so that clean-up deletes this
+coordd's keys and nothing else), measures it, and stops it.
 
 Flags (-flag and --flag are the same):
 `
@@ -171,7 +202,7 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 		_, _ = io.WriteString(out, usageText)
 		fs.PrintDefaults()
 	}
-	var redis, scenarios string
+	var redis, scenarios, redlock string
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:7070", "coordd's gRPC address")
 	fs.StringVar(&c.APIKey, "api-key", "", "API key, sent as the header \"authorization: Bearer KEY\" (auth.enabled)")
 	fs.StringVar(&c.Namespace, "namespace", "default", "coordd's namespace of the calls (the API key's; for cleaning its keys out of Redis)")
@@ -206,22 +237,27 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 	fs.DurationVar(&c.Hold, "hold", 0, "lock-contention, semaphore-contention: how long a holder keeps the lock or permit before Release (0: releases at once)")
 	fs.IntVar(&c.SemLimit, "semaphore-limit", 4, "semaphore-contention: the semaphore's limit (permits)")
 	var bins, peers string
-	fs.StringVar(&peers, "peers", "all", "peers to measure beside coordd, comma separated: etcd, etcd-fsync, gubernator, envoy-rl, all or none (see above)")
+	fs.StringVar(&peers, "peers", "all", "peers to measure beside coordd, comma separated: etcd, etcd-fsync, gubernator, envoy-rl, redsync, all or none (see above)")
 	fs.StringVar(&c.EnvoyBin, "envoy-ratelimit-bin", "", "envoy-rl: a built envoyproxy/ratelimit server (default: go install of "+envoyRatelimitVersion+" into a temporary directory)")
 	fs.StringVar(&bins, "coordd-bin", "", "LABEL=PATH,...: start each coordd binary in turn and run the scenarios against each (instead of --addr); see above")
+	fs.StringVar(&redlock, "redlock", "", "redlock-lock-release: N independent standalone redis-servers (comma list, N odd, at least 3) for coordd's Redlock mode and redsync; see above")
+	fs.StringVar(&c.RedlockBin, "redlock-coordd-bin", "", "redlock-lock-release: the coordd binary coordbench starts in Redlock mode on the --redlock servers (without it coordd's row is skipped)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	var err error
 	for _, a := range strings.Split(redis, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			c.Redis = append(c.Redis, a)
 		}
 	}
-	var err error
-	if c.Scenarios, err = parseScenarios(scenarios); err != nil {
+	if c.Redlock, err = parseRedlock(redlock); err != nil {
+		return nil, err
+	}
+	if c.Scenarios, err = parseScenarios(scenarios, len(c.Redlock) > 0); err != nil {
 		return nil, err
 	}
 	if c.Bins, err = parseBins(bins); err != nil {
@@ -295,14 +331,18 @@ func parseArgs(args []string, out io.Writer) (*config, error) {
 		return nil, errors.New("--coordd-bin and --baseline do not go together: the baselines do not depend on the binary")
 	case len(c.Bins) > 0 && (c.CoorddPID != 0 || c.CoorddMetr != ""):
 		return nil, errors.New("--coordd-bin starts the binaries itself: --coordd-pid and --coordd-metrics are its own")
+	case c.RedlockBin != "" && len(c.Redlock) == 0:
+		return nil, errors.New("--redlock-coordd-bin needs --redlock: the masters it runs on")
 	}
 	c.DurationS, c.WarmupS, c.SessionTTLS, c.HoldS = c.Duration.String(), c.Warmup.String(), c.SessionTTL.String(), c.Hold.String()
 	return c, nil
 }
 
 // parseScenarios expands a comma list of scenarios and groups into
-// scenarios in run order, with the empty floor always first.
-func parseScenarios(s string) ([]string, error) {
+// scenarios in run order, with the empty floor always first. Without
+// redlock (--redlock) the groups leave out redlock-lock-release, and naming
+// it is an error.
+func parseScenarios(s string, redlock bool) ([]string, error) {
 	want := map[string]bool{"empty": true}
 	for _, name := range strings.Split(s, ",") {
 		name = strings.TrimSpace(name)
@@ -311,13 +351,16 @@ func parseScenarios(s string) ([]string, error) {
 		}
 		if g, ok := scenarioGroups[name]; ok {
 			for _, n := range g {
-				want[n] = true
+				want[n] = n != scRedlock || redlock
 			}
 			continue
 		}
 		if !slices.Contains(allScenarios, name) {
 			return nil, fmt.Errorf("--scenarios: unknown scenario %q (known: %s, and the groups all, allow, lock, queue, contention)",
 				name, strings.Join(allScenarios, ", "))
+		}
+		if name == scRedlock && !redlock {
+			return nil, fmt.Errorf("--scenarios: %s needs --redlock: the standalone masters it runs on", scRedlock)
 		}
 		want[name] = true
 	}
@@ -350,6 +393,26 @@ func parseBins(s string) ([]binSpec, error) {
 			return nil, fmt.Errorf("--coordd-bin: label %q given twice", label)
 		}
 		out = append(out, binSpec{Label: label, Path: path})
+	}
+	return out, nil
+}
+
+// parseRedlock parses --redlock: distinct addresses, comma separated, an
+// odd number of them and at least 3 (a majority must outlive a failure),
+// or none.
+func parseRedlock(s string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if slices.Contains(out, a) {
+			return nil, fmt.Errorf("--redlock: %s given twice", a)
+		}
+		out = append(out, a)
+	}
+	if len(out) > 0 && (len(out) < 3 || len(out)%2 == 0) {
+		return nil, fmt.Errorf("--redlock: %d servers; Redlock needs an odd number, at least 3", len(out))
 	}
 	return out, nil
 }

@@ -24,8 +24,9 @@ func TestParseArgsDefaults(t *testing.T) {
 		c.RedisMode != "", c.EmptyServer != "child", c.ClaimMax != 32, c.AckBatch:
 		t.Fatalf("defaults: %+v", c)
 	}
-	if !slices.Equal(c.Scenarios, allScenarios) {
-		t.Fatalf("default scenarios %v, want all %v", c.Scenarios, allScenarios)
+	// all but redlock-lock-release, which needs --redlock.
+	if want := slices.DeleteFunc(slices.Clone(allScenarios), func(s string) bool { return s == scRedlock }); !slices.Equal(c.Scenarios, want) {
+		t.Fatalf("default scenarios %v, want %v", c.Scenarios, want)
 	}
 	if !slices.Equal(c.Peers, allPeers) || c.EnvoyBin != "" {
 		t.Fatalf("default peers %v (envoy binary %q), want all %v", c.Peers, c.EnvoyBin, allPeers)
@@ -281,5 +282,53 @@ func TestAsynqStatKeys(t *testing.T) {
 		"asynq:{q1}:processed:2026-11-29", "asynq:{q1}:failed:2026-11-29"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("asynqStatKeys = %v", got)
+	}
+}
+
+// --redlock: N distinct servers, N odd and at least 3; the scenario joins
+// all only with it, and cannot be named without it.
+func TestParseArgsRedlock(t *testing.T) {
+	five := "a:1,a:2,a:3,a:4,a:5"
+	c, err := parseArgs(strings.Fields("--redlock "+five+" --redlock-coordd-bin /bin/coordd"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Redlock, strings.Split(five, ",")) || c.RedlockBin != "/bin/coordd" {
+		t.Fatalf("redlock %v, binary %q", c.Redlock, c.RedlockBin)
+	}
+	if !slices.Equal(c.Scenarios, allScenarios) || !slices.Contains(c.Peers, tRedsync) {
+		t.Fatalf("with --redlock, all is every scenario: %v; peers %v", c.Scenarios, c.Peers)
+	}
+	for _, cs := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--redlock", "a:1,a:2,a:3", "--scenarios", "redlock-lock-release"}, []string{"empty", scRedlock}},
+		{[]string{"--redlock", "a:1,a:2,a:3", "--scenarios", "lock"}, []string{"empty", "lock-release", "lock-contention"}},
+		{[]string{"--scenarios", "all"}, slices.DeleteFunc(slices.Clone(allScenarios), func(s string) bool { return s == scRedlock })},
+		{[]string{"--redlock", " a:1 , a:2,a:3,", "--scenarios", "idem"}, []string{"empty", "idem"}},
+	} {
+		c, err := parseArgs(cs.args, io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", cs.args, err)
+			continue
+		}
+		if !slices.Equal(c.Scenarios, cs.want) {
+			t.Errorf("%q: scenarios %v, want %v", cs.args, c.Scenarios, cs.want)
+		}
+	}
+	for _, cs := range []struct{ args, want string }{
+		{"--redlock a:1", "--redlock: 1 servers; Redlock needs an odd number, at least 3"},
+		{"--redlock a:1,a:2", "--redlock: 2 servers"},
+		{"--redlock a:1,a:2,a:3,a:4", "--redlock: 4 servers"},
+		{"--redlock a:1,a:2,a:1", "--redlock: a:1 given twice"},
+		{"--redlock-coordd-bin /bin/coordd", "--redlock-coordd-bin needs --redlock"},
+		{"--scenarios redlock-lock-release", "redlock-lock-release needs --redlock"},
+		{"--scenarios lock,redlock-lock-release --redlock-coordd-bin x", "needs --redlock"},
+	} {
+		_, err := parseArgs(strings.Fields(cs.args), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), cs.want) {
+			t.Errorf("%q: error %v, want one containing %q", cs.args, err, cs.want)
+		}
 	}
 }

@@ -20,6 +20,7 @@ const (
 	tEtcd       = "etcd"       // go.etcd.io/etcd: an embedded single-node server, concurrency.Mutex
 	tEnvoy      = "envoy-rl"   // github.com/envoyproxy/ratelimit's server on the same Redis
 	tGubernator = "gubernator" // github.com/gubernator-io/gubernator: one node
+	// tRedsync: peer_redsync.go.
 )
 
 // serviceGoals evaluates the services targets.
@@ -81,6 +82,7 @@ func (rep *Report) serviceGoals() {
 	redisCPUGoal("Redis CPU per Lock+Release ÷ redislock's ≤ 1.25×", "lock-release", tRedislock, 1.25)
 	redisCPUGoal("Redis CPU per Enqueue ÷ asynq's ≤ 1.25×", "enqueue", tAsynq, 1.25)
 	ratioGoal("Lock+Release on Redis ÷ etcd (no fsync) concurrency.Mutex ≥ 2×", "lock-release", tEtcd, ops, 2, false, "redis", false)
+	rep.redlockGoal(add)
 	ratioGoal("Allow (fixed window, Redis) ÷ envoy ratelimit ≥ 1.5×", "allow-fixed_window", tEnvoy, ops, 1.5, false, "redis", false)
 	ratioGoal("ShouldRateLimit on coordd ÷ envoy ratelimit's server, same Redis ≥ 1.5×", "should-rate-limit", tEnvoy, ops, 1.5, false, "redis", false)
 	ratioGoal("Allow (token bucket, memory) ÷ gubernator ≥ 2×", "allow-token_bucket", tGubernator, ops, 2, false, "memory", false)
@@ -129,6 +131,44 @@ func (rep *Report) serviceGoals() {
 		add(partsGoal, len(shares) == 3 && worst <= 0.2, worst,
 			fmt.Sprintf("%s (worst %.0f%% off a third)", strings.Join(shares, ", "), worst*100), "")
 	}
+}
+
+// redlockGoalText is the Redlock target: coordd's Lock+Release over 5
+// independent masters against redsync's on the same ones, in one run.
+const redlockGoalText = "Lock+Release, Redlock mode on 5 masters ÷ redsync's Mutex on the same ≥ 1.0×"
+
+// redlockGoal evaluates redlockGoalText: the ops ratio of
+// redlock-lock-release's coordd row to its redsync row.
+func (rep *Report) redlockGoal(add func(goal string, ok bool, v float64, measured, why string)) {
+	c, r := rep.find(scRedlock, tCoordd), rep.find(scRedlock, tRedsync)
+	var why string
+	switch n := len(rep.Config.Redlock); {
+	case n == 0:
+		why = "needs --redlock (5 standalone masters) and --redlock-coordd-bin"
+	case !rep.Config.has(scRedlock):
+		why = "scenario " + scRedlock + " not run"
+	case n != 5:
+		why = fmt.Sprintf("run on %d masters (--redlock), not 5", n)
+	case c == nil && rep.Config.RedlockBin == "":
+		why = "coordd's row not run: needs --redlock-coordd-bin"
+	case c == nil:
+		why = "coordd's row not run"
+	case c.Failed != "":
+		why = "coordd failed: " + firstLine(c.Failed)
+	case r == nil:
+		why = "redsync's row not run (--peers)"
+	case r.Failed != "":
+		why = "redsync failed: " + firstLine(r.Failed)
+	case c.OpsPerSec <= 0 || r.OpsPerSec <= 0:
+		why = fmt.Sprintf("no ops: coordd %.0f/s, redsync %.0f/s", c.OpsPerSec, r.OpsPerSec)
+	}
+	if why != "" {
+		add(redlockGoalText, false, 0, "", why)
+		return
+	}
+	v := c.OpsPerSec / r.OpsPerSec
+	add(redlockGoalText, v >= 1, v, fmt.Sprintf("%.2f× (%s vs %s/s; p99 %s vs %s)",
+		v, fmtInt(c.OpsPerSec), fmtInt(r.OpsPerSec), fmtUs(p99(c)), fmtUs(p99(r))), "")
 }
 
 // firstLine is s up to its first newline.

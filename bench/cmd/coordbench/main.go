@@ -6,8 +6,10 @@
 // gRPC call, the floor no gRPC service can beat, and, with --peers (all by
 // default), the services users would deploy instead, each started by
 // coordbench in the scenario it compares with: etcd (lock-release),
-// gubernator (allow-token_bucket) and envoy ratelimit (allow-fixed_window,
-// on --redis). See docs/benchmarks.md.
+// gubernator (allow-token_bucket), envoy ratelimit (allow-fixed_window,
+// on --redis) and redsync (redlock-lock-release, on the --redlock masters,
+// beside a coordd in Redlock mode that coordbench starts). See
+// docs/benchmarks.md.
 //
 //	coordbench --addr 127.0.0.1:7070 --duration 5s
 //	coordbench --baseline --redis 127.0.0.1:17001,127.0.0.1:17002 --coordd-pid $PID --json out.json
@@ -87,7 +89,9 @@ type bench struct {
 	seed     uint64
 	cl       *clients
 	rdb      redis.UniversalClient // nil without --baseline
-	stats    redis.UniversalClient // --redis: its masters' counters are read around each measurement
+	// With --redis, its masters' counters, read around each measurement;
+	// redlock-lock-release reads the --redlock servers' instead.
+	stats    func(context.Context) (redisCounters, error)
 	lua      *luaScripts
 	keys     keyLayout
 	keyNames []string
@@ -153,7 +157,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 			return fmt.Errorf("--redis: %w", err)
 		}
 		b.report.Machine.RedisVersion = v
-		b.stats = rdb
+		b.stats = func(ctx context.Context) (redisCounters, error) { return readRedisCounters(ctx, rdb) }
 	}
 	if cfg.Baseline {
 		dir, err := findLuaDir(cfg.LuaDir)
@@ -178,6 +182,9 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		b.progress("run %s: %d coordd binaries in turn (%s store), %d callers, %v per target (+%v warm-up), scenarios %s",
 			b.runID, len(cfg.Bins), cfg.Store, cfg.Concurrency, cfg.Duration, cfg.Warmup, strings.Join(cfg.Scenarios, ","))
 		runErr = b.runBins(ctx)
+	}
+	if cfg.has(scRedlock) && runErr == nil && ctx.Err() == nil {
+		b.runRedlock(ctx)
 	}
 	if rdb != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -236,6 +243,8 @@ func (b *bench) runScenarios(ctx context.Context) error {
 			b.runQueueE2E(ctx)
 		case s == "queue-partitions":
 			b.runQueuePartitions(ctx)
+		case s == scRedlock:
+			// Once, after the others (run): its coordd is its own.
 		}
 	}
 	return nil
@@ -264,7 +273,7 @@ func (b *bench) snapshot(pid int) snapshot {
 		}
 	}
 	if b.stats != nil {
-		if r, err := readRedisCounters(context.Background(), b.stats); err == nil {
+		if r, err := b.stats(context.Background()); err == nil {
 			s.redis = &r
 		} else {
 			b.progress("reading Redis's counters: %v", err)

@@ -10,7 +10,10 @@ package main
 //   - gubernator (allow-token_bucket): one gubernator node in a child
 //     process (peer_gubernator.go);
 //   - envoy-rl (allow-fixed_window): envoyproxy/ratelimit's server on the
-//     Redis of --redis (peer_envoy.go).
+//     Redis of --redis (peer_envoy.go);
+//   - redsync (redlock-lock-release): a library, not a service, but the
+//     one Redlock users embed: its Mutex over the --redlock masters
+//     (peer_redsync.go).
 //
 // A peer runs only when its scenario runs and --peers names it (all, the
 // default, names every one). One that cannot start gets a row that says
@@ -26,11 +29,12 @@ import (
 const tEtcdFsync = "etcd-fsync"
 
 // allPeers are the peers, as --peers names them.
-var allPeers = []string{tEtcd, tEtcdFsync, tGubernator, tEnvoy}
+var allPeers = []string{tEtcd, tEtcdFsync, tGubernator, tEnvoy, tRedsync}
 
 // peerScenario is the scenario each peer is measured in.
 var peerScenario = map[string]string{
 	tEtcd: "lock-release", tEtcdFsync: "lock-release", tGubernator: "allow-token_bucket", tEnvoy: "allow-fixed_window",
+	tRedsync: scRedlock,
 }
 
 // parsePeers parses --peers: all, none, or a comma list of peers.

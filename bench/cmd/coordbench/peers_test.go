@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-redsync/redsync/v4"
 )
 
 func TestParsePeers(t *testing.T) {
@@ -81,6 +85,73 @@ func TestPeerFailedReport(t *testing.T) {
 	for _, want := range []string{"gubernator  failed", "failed (not measured):\n  allow-token_bucket/gubernator: coordbench serve-gubernator: address in use\n    more"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The Redlock goal: measured only from both rows of redlock-lock-release
+// on 5 masters; otherwise "not measured", saying why.
+func TestRedlockGoal(t *testing.T) {
+	five := []string{"a:1", "a:2", "a:3", "a:4", "a:5"}
+	lat := &Latency{P50: 100, P99: 2000, P999: 3000}
+	coordd := &Result{Scenario: scRedlock, Target: tCoordd, Ops: 1200, OpsPerSec: 1200, Latency: lat}
+	rs := &Result{Scenario: scRedlock, Target: tRedsync, Ops: 1000, OpsPerSec: 1000, Latency: lat}
+	cfg := func(addrs []string, bin string, scenarios ...string) *config {
+		return &config{Store: "memory", Redlock: addrs, RedlockBin: bin, Scenarios: append([]string{"empty"}, scenarios...)}
+	}
+	for _, c := range []struct {
+		name    string
+		cfg     *config
+		results []*Result
+		status  string
+		want    string
+	}{
+		{"no --redlock", cfg(nil, ""), nil, "not measured", "needs --redlock (5 standalone masters) and --redlock-coordd-bin"},
+		{"scenario not chosen", cfg(five, "/bin/coordd", "idem"), nil, "not measured", "scenario redlock-lock-release not run"},
+		{"3 masters", cfg(five[:3], "/bin/coordd", scRedlock), []*Result{coordd, rs}, "not measured", "run on 3 masters (--redlock), not 5"},
+		{"no --redlock-coordd-bin", cfg(five, "", scRedlock), []*Result{rs}, "not measured", "coordd's row not run: needs --redlock-coordd-bin"},
+		{"coordd refused to start", cfg(five, "/bin/coordd", scRedlock),
+			[]*Result{rs, {Scenario: scRedlock, Target: tCoordd, Failed: "coordd in Redlock mode (/bin/coordd): exited before serving:\nredis.mode"}},
+			"not measured", "coordd failed: coordd in Redlock mode (/bin/coordd): exited before serving:"},
+		{"redsync left out", cfg(five, "/bin/coordd", scRedlock), []*Result{coordd}, "not measured", "redsync's row not run (--peers)"},
+		{"redsync failed", cfg(five, "/bin/coordd", scRedlock),
+			[]*Result{{Scenario: scRedlock, Target: tRedsync, Failed: "--redlock: a:3: connection refused"}, coordd},
+			"not measured", "redsync failed: --redlock: a:3: connection refused"},
+		{"no ops", cfg(five, "/bin/coordd", scRedlock), []*Result{rs, {Scenario: scRedlock, Target: tCoordd, Errors: 9}},
+			"not measured", "no ops: coordd 0/s, redsync 1000/s"},
+		{"met", cfg(five, "/bin/coordd", scRedlock), []*Result{rs, coordd}, "met", "1.20× (1,200 vs 1,000/s; p99 2.00ms vs 2.00ms)"},
+		{"not met", cfg(five, "/bin/coordd", scRedlock), []*Result{coordd, {Scenario: scRedlock, Target: tRedsync, Ops: 2400, OpsPerSec: 2400, Latency: lat}},
+			"NOT met", "0.50× (1,200 vs 2,400/s; p99 2.00ms vs 2.00ms)"},
+	} {
+		rep := &Report{Config: c.cfg, Results: c.results}
+		rep.analyze()
+		i := slices.IndexFunc(rep.Goals, func(g Goal) bool { return g.Goal == redlockGoalText })
+		if i < 0 {
+			t.Fatalf("%s: no Redlock goal in %+v", c.name, rep.Goals)
+		}
+		if g := rep.Goals[i]; g.Status != c.status || g.Measured != c.want || g.Set != setServices {
+			t.Errorf("%s: %s %q (set %s), want %s %q", c.name, g.Status, g.Measured, g.Set, c.status, c.want)
+		}
+	}
+}
+
+// What TryLock's errors mean: a name held elsewhere is a miss; a server's
+// failure is an error, even beside nodes that were taken.
+func TestRedsyncNotAcquired(t *testing.T) {
+	refused := &redsync.RedisError{Node: 2, Err: errors.New("connection refused")}
+	for _, c := range []struct {
+		err  error
+		miss bool
+	}{
+		{&redsync.ErrTaken{Nodes: []int{0, 1, 2}}, true},
+		{errors.Join(&redsync.ErrNodeTaken{Node: 0}, &redsync.ErrNodeTaken{Node: 3}), true},
+		{redsync.ErrFailed, true},
+		{errors.Join(&redsync.ErrNodeTaken{Node: 0}, refused), false},
+		{refused, false},
+		{fmt.Errorf("dial: %w", errors.New("timeout")), false},
+	} {
+		if got := redsyncNotAcquired(c.err); got != c.miss {
+			t.Errorf("%v: not acquired %v, want %v", c.err, got, c.miss)
 		}
 	}
 }

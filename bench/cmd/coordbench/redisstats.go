@@ -40,6 +40,29 @@ type RedisCost struct {
 	CPUShare map[string]float64 `json:"cpu_share_by_master,omitempty"`
 }
 
+// add adds one server's counters, read at addr.
+func (sum *redisCounters) add(addr string, r redisCounters) {
+	sum.commands += r.commands
+	sum.netIn += r.netIn
+	sum.netOut += r.netOut
+	sum.replOut += r.replOut
+	sum.cpu += r.cpu
+	sum.cpuBy[addr] += r.cpu
+	for k, v := range r.calls {
+		sum.calls[k] += v
+	}
+	sum.masters++
+}
+
+// readInfoCounters reads one server's counters (one INFO).
+func readInfoCounters(ctx context.Context, n redis.Cmdable) (redisCounters, error) {
+	info, err := n.Info(ctx, "stats", "cpu", "commandstats").Result()
+	if err != nil {
+		return redisCounters{}, err
+	}
+	return parseRedisInfo(info), nil
+}
+
 // readRedisCounters reads every master's counters (one INFO each).
 func readRedisCounters(ctx context.Context, c redis.UniversalClient) (redisCounters, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -47,23 +70,13 @@ func readRedisCounters(ctx context.Context, c redis.UniversalClient) (redisCount
 	sum := redisCounters{calls: map[string]int64{}, cpuBy: map[string]time.Duration{}}
 	var mu sync.Mutex
 	read := func(ctx context.Context, addr string, n redis.Cmdable) error {
-		info, err := n.Info(ctx, "stats", "cpu", "commandstats").Result()
+		r, err := readInfoCounters(ctx, n)
 		if err != nil {
 			return err
 		}
-		r := parseRedisInfo(info)
 		mu.Lock()
 		defer mu.Unlock()
-		sum.commands += r.commands
-		sum.netIn += r.netIn
-		sum.netOut += r.netOut
-		sum.replOut += r.replOut
-		sum.cpu += r.cpu
-		sum.cpuBy[addr] += r.cpu
-		for k, v := range r.calls {
-			sum.calls[k] += v
-		}
-		sum.masters++
+		sum.add(addr, r)
 		return nil
 	}
 	var err error
@@ -73,6 +86,22 @@ func readRedisCounters(ctx context.Context, c redis.UniversalClient) (redisCount
 		err = read(ctx, "", c)
 	}
 	return sum, err
+}
+
+// readNodesCounters reads the counters of independent servers (Redlock's
+// masters: no Cluster knows them), one INFO each, by address.
+func readNodesCounters(ctx context.Context, nodes []*redis.Client) (redisCounters, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	sum := redisCounters{calls: map[string]int64{}, cpuBy: map[string]time.Duration{}}
+	for _, n := range nodes {
+		r, err := readInfoCounters(ctx, n)
+		if err != nil {
+			return sum, fmt.Errorf("%s: %w", n.Options().Addr, err)
+		}
+		sum.add(n.Options().Addr, r)
+	}
+	return sum, nil
 }
 
 // parseRedisInfo reads the counters out of one server's INFO.

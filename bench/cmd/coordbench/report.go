@@ -173,6 +173,7 @@ var callsPerOp = map[string]int{
 	"allow-fixed_window": 1, "allow-sliding_window": 1, "allow-sliding_log": 1, "allow-token_bucket": 1, "allow-leaky_bucket": 1,
 	"allow-hot": 1,
 	"enqueue":   1, "lock-release": 2, "lock-contention": 2, "idem": 2,
+	scRedlock: 2,
 }
 
 func (rep *Report) find(scenario, target string) *Result {
@@ -211,7 +212,9 @@ func (rep *Report) analyze() {
 	}
 	var scenarios []string
 	for _, r := range rep.Results {
-		if r.Target == tCoordd && r.Scenario != "empty" {
+		// A coordd that could not start (redlock-lock-release's) has no
+		// ratios.
+		if r.Target == tCoordd && r.Scenario != "empty" && r.Failed == "" {
 			scenarios = append(scenarios, r.Scenario)
 		}
 	}
@@ -460,6 +463,9 @@ func (rep *Report) writeText(out io.Writer) {
 	if m.RedisVersion != "" {
 		fmt.Fprintf(out, ", Redis %s (%s: %s)", m.RedisVersion, c.RedisMode, strings.Join(c.Redis, ","))
 	}
+	if len(c.Redlock) > 0 {
+		fmt.Fprintf(out, ", Redlock masters %s", strings.Join(c.Redlock, ","))
+	}
 	fmt.Fprintf(out, "; load average %.2f at start, %.2f at end\n\n", m.LoadStart, m.LoadEnd)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -521,7 +527,13 @@ func (rep *Report) writeText(out io.Writer) {
 		}
 	}
 	if len(costs) > 0 {
-		fmt.Fprintf(out, "\nRedis per op (INFO of the %d master(s) around each measurement; other clients of the same Redis count too):\n", costs[0].Redis.Masters)
+		masters := fmt.Sprintf("the %d master(s)", costs[0].Redis.Masters)
+		for _, r := range costs {
+			if r.Redis.Masters != costs[0].Redis.Masters {
+				masters = "each row's masters (--redis's; --redlock's for " + scRedlock + ")"
+			}
+		}
+		fmt.Fprintf(out, "\nRedis per op (INFO of %s around each measurement; other clients of the same Redis count too):\n", masters)
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "scenario\ttarget\tcommands\tscripts\tbytes in\tbytes out\tRedis CPU\tcommands run")
 		for _, r := range costs {
