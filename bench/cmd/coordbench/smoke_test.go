@@ -463,12 +463,6 @@ func TestSmokeCoorddBin(t *testing.T) {
 	}
 }
 
-// redlockModeReady says whether the coordd built from this tree serves
-// redis.mode: redlock. Until it does, TestSmokeRedlock asserts that coordd
-// refuses it (so the test fails, rather than passing unseen, the day it no
-// longer does). ENABLE WHEN MERGING coordd's Redlock mode: set it to true.
-const redlockModeReady = false
-
 // redlock-lock-release on 5 private standalone masters: redsync's row, and
 // the row of the coordd coordbench starts in Redlock mode from
 // --redlock-coordd-bin; afterwards no key is left on any of them.
@@ -502,22 +496,15 @@ func TestSmokeRedlock(t *testing.T) {
 	if goal < 0 {
 		t.Fatalf("no Redlock goal: %+v", rep.Goals)
 	}
-	if redlockModeReady {
-		// These assertions need coordd's Redlock mode.
-		checkResults(t, rep, table, map[string][]string{scRedlock: {tCoordd}})
-		if c.Redis == nil || c.Redis.Masters != 5 || c.ServerCPUPerOpUs <= 0 {
-			t.Errorf("%s/coordd: its process or the masters' counters not read: %+v", scRedlock, c)
-		}
-		if r := rep.ratioOf(scRedlock, tRedsync); r == nil || r.Ops == 0 {
-			t.Errorf("coordd ÷ redsync: %+v", r)
-		}
-		if g := rep.Goals[goal]; g.Status == "not measured" {
-			t.Errorf("the Redlock goal: %+v", g)
-		}
-	} else if !strings.Contains(c.Failed, `redis.mode: "redlock" is not`) {
-		t.Errorf("%s/coordd: want coordd's refusal of redis.mode redlock (if it now serves that mode, set redlockModeReady): %+v", scRedlock, c)
-	} else if g := rep.Goals[goal]; g.Status != "not measured" || !strings.HasPrefix(g.Measured, "coordd failed: ") {
-		t.Errorf("the Redlock goal without coordd's row: %+v", g)
+	checkResults(t, rep, table, map[string][]string{scRedlock: {tCoordd}})
+	if c.Redis == nil || c.Redis.Masters != 5 || c.ServerCPUPerOpUs <= 0 {
+		t.Errorf("%s/coordd: its process or the masters' counters not read: %+v", scRedlock, c)
+	}
+	if r := rep.ratioOf(scRedlock, tRedsync); r == nil || r.Ops == 0 {
+		t.Errorf("coordd ÷ redsync: %+v", r)
+	}
+	if g := rep.Goals[goal]; g.Status == "not measured" {
+		t.Errorf("the Redlock goal: %+v", g)
 	}
 	// Every key either target wrote is gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
