@@ -10,7 +10,9 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
+	"github.com/coordd/coordd/internal/redistest"
 	"github.com/coordd/coordd/internal/store"
+	"github.com/coordd/coordd/internal/store/redlock"
 	"github.com/coordd/coordd/internal/store/storetest"
 )
 
@@ -243,4 +245,50 @@ func checkRecorded(t *testing.T, h history, want porcupine.CheckResult) {
 	if want == porcupine.Illegal {
 		check(t, "plain", model(variant{}), h.ops, want)
 	}
+}
+
+// redlockStore returns a Redlock store (redis.mode redlock) on 5 private
+// standalone masters; tune adjusts its configuration.
+func redlockStore(t testing.TB, tune func(*redlock.Config)) store.Store {
+	t.Helper()
+	var addrs []string
+	for range 5 {
+		addrs = append(addrs, redistest.StartStandalone(t).Addr())
+	}
+	cfg := redlock.Config{Addrs: addrs, Timeout: 5 * time.Second, DialTimeout: time.Second, Prefix: "lin", Drift: 2 * time.Millisecond,
+		RestartDelay: time.Minute, FenceTTL: time.Hour}
+	if tune != nil {
+		tune(&cfg)
+	}
+	st, err := redlock.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestRedlock: lock histories in Redlock mode, over 5 independent
+// masters, are linearizable. Checked by the plain model only: the search
+// hints (hints_test.go) refused Redlock histories that the plain model
+// accepts (in 3 of 3 runs), so one of their assumptions, made for the
+// stores with a ticket queue, does not hold here; which one is not known
+// yet. The plain check takes a fraction of a second on these histories.
+func TestRedlock(t *testing.T) {
+	h := record(t, serve(t, redlockStore(t, nil)), defaultWorkload(3*time.Second).covering(10*time.Second))
+	t.Logf("history: %v", h)
+	for _, k := range outcomes {
+		if h.counts[k] == 0 {
+			t.Errorf("the workload had no %s outcome", k)
+		}
+	}
+	check(t, "plain", model(variant{}), h.ops, porcupine.Ok)
+}
+
+// TestRedlockOnHalfIsCaught: a Redlock that grants on N/2 masters (2 of
+// 5) instead of a majority hands a name to two clients at once, and the
+// checker says so.
+func TestRedlockOnHalfIsCaught(t *testing.T) {
+	h := record(t, serve(t, redlockStore(t, func(c *redlock.Config) { c.Quorum = 2 })), defaultWorkload(2*time.Second))
+	t.Logf("history: %v", h)
+	check(t, "plain", model(variant{}), h.ops, porcupine.Illegal)
 }

@@ -81,6 +81,10 @@ type Config struct {
 	// NoRestartDelay turns the delayed restart off: tests only, to show
 	// the hazard it prevents.
 	NoRestartDelay bool
+	// Quorum, if not 0, is the number of masters a grant, renewal or read
+	// needs instead of a majority: tests only, to show that a model check
+	// catches a Redlock that grants on N/2.
+	Quorum int
 	Log            *slog.Logger
 }
 
@@ -125,6 +129,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Log = slog.Default()
 	}
 	s := &Store{cfg: cfg, quorum: len(cfg.Addrs)/2 + 1, stop: make(chan struct{})}
+	if cfg.Quorum > 0 {
+		s.quorum = cfg.Quorum
+	}
 	for _, addr := range cfg.Addrs {
 		m := &master{addr: addr}
 		opts := &redis.Options{Addr: addr, Username: cfg.Username, Password: cfg.Password, DialTimeout: cfg.DialTimeout,
@@ -424,11 +431,35 @@ func (s *Store) unavailable(what string, as []answer) error {
 	return fmt.Errorf("redlock %s: no majority of %d masters answered (%s): %w", what, len(s.masters), strings.Join(msgs, "; "), store.ErrUnavailable)
 }
 
+// splitTries is how many times a grant tries again, each after a random
+// few milliseconds, when no majority decided either way (contenders took
+// the masters between them), before it answers UNAVAILABLE: a "not
+// acquired" says someone holds the lock, and nobody does then.
+const splitTries = 8
+
 // AcquireHold implements store.Holds: an exclusive plain lock only.
 func (s *Store) AcquireHold(ctx context.Context, req store.HoldRequest) (store.Grant, error) {
 	if req.Kind != store.HoldLock || req.Shared || req.SessionID != "" {
 		return store.Grant{}, store.ErrRedlockMode
 	}
+	for i := 1; ; i++ {
+		g, split, err := s.acquire(ctx, req)
+		if !split {
+			return g, err
+		}
+		if i == splitTries {
+			return store.Grant{}, fmt.Errorf("redlock grant: no majority either way after %d tries (contenders split the masters): %w", i, store.ErrUnavailable)
+		}
+		select {
+		case <-ctx.Done():
+			return store.Grant{}, ctx.Err()
+		case <-time.After(time.Millisecond + jitter(time.Duration(i)*5*time.Millisecond)):
+		}
+	}
+}
+
+// acquire tries a grant once; split: no majority decided either way.
+func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Grant, split bool, err error) {
 	start := time.Now()
 	keys := s.keys(req.Name)
 	ttlMS := max(1, req.TTL.Milliseconds())
@@ -457,31 +488,37 @@ func (s *Store) AcquireHold(ctx context.Context, req store.HoldRequest) (store.G
 		}
 		validity := req.TTL - time.Since(start) - s.drift(req.TTL)
 		if held >= s.quorum && validity > 0 {
-			return store.Grant{Acquired: true, Token: req.Token, Fence: fence, TTL: validity, ExpireTime: start.Add(req.TTL - s.drift(req.TTL)), Holders: 1}, nil
+			return store.Grant{Acquired: true, Token: req.Token, Fence: fence, TTL: validity, ExpireTime: start.Add(req.TTL - s.drift(req.TTL)), Holders: 1}, false, nil
 		}
 	}
 	// Not granted: undone everywhere.
 	s.undo(ctx, keys, req.Token)
-	if len(taken) >= s.quorum {
-		// A majority has another holder: its lease ends at the least
-		// remaining among them, by the slowest clock.
-		var owner string
+	// Another holder on a majority: not acquired. Its lease ends at the
+	// least remaining among its masters.
+	byToken := map[string][]int{}
+	for _, i := range taken {
+		tok := str(as[i].v, 5)
+		byToken[tok] = append(byToken[tok], i)
+	}
+	for _, is := range byToken {
+		if len(is) < s.quorum {
+			continue
+		}
 		var left int64 = -1
-		for _, i := range taken {
+		for _, i := range is {
 			if pttl := num(as[i].v, 2); left < 0 || pttl < left {
-				left, owner = pttl, str(as[i].v, 1)
+				left = pttl
 			}
 		}
 		ttl := time.Duration(max(left, 0)) * time.Millisecond
-		return store.Grant{Holder: owner, TTL: ttl, ExpireTime: time.Now().Add(ttl),
-			RetryAt: time.Now().Add(ttl + jitter(50*time.Millisecond)), Holders: 1}, nil
+		return store.Grant{Holder: str(as[is[0]].v, 1), TTL: ttl, ExpireTime: time.Now().Add(ttl),
+			RetryAt: time.Now().Add(ttl + jitter(50*time.Millisecond)), Holders: 1}, false, nil
 	}
 	if len(down) > len(s.masters)-s.quorum {
-		return store.Grant{}, s.unavailable("grant", as)
+		return store.Grant{}, false, s.unavailable("grant", as)
 	}
-	// A split vote (contenders at once) or a grant that took too long:
-	// try again soon, at a random moment, so that contenders part.
-	return store.Grant{RetryAt: time.Now().Add(10*time.Millisecond + jitter(90*time.Millisecond))}, nil
+	// A split vote (contenders at once) or a grant that took too long.
+	return store.Grant{}, true, nil
 }
 
 // jitter is a random duration in [0, d).
@@ -592,7 +629,9 @@ func (s *Store) GetHolds(ctx context.Context, kind store.HoldKind, name string) 
 		}
 		answered++
 		tok := str(a.v, 0)
-		if tok == "" {
+		if tok == "" || num(a.v, 2) == 0 {
+			// Free, or a grant still on its way (no fence yet): it holds
+			// from its answer on, if it is granted at all.
 			free++
 			continue
 		}

@@ -11,13 +11,14 @@ import "github.com/redis/go-redis/v9"
 // acquireScript takes the lock for ARGV[1] (owner ARGV[2]) for ARGV[3] ms,
 // with max_hold ARGV[4] µs (0: none), unless another token holds it.
 // Returns {1, "", 0, counter, now} taken (or held already by this token),
-// {0, owner, pttl ms, fence, now} held by another.
+// {0, owner, pttl ms, fence, now, token} held by another (the token stays
+// in coordd: it tells holders apart).
 var acquireScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cur = redis.call('HMGET', KEYS[1], 't', 'o', 'f')
 if cur[1] and cur[1] ~= ARGV[1] then
-  return {0, cur[2] or '', redis.call('PTTL', KEYS[1]), tonumber(cur[3] or '0'), now}
+  return {0, cur[2] or '', redis.call('PTTL', KEYS[1]), tonumber(cur[3] or '0'), now, cur[1]}
 end
 if not cur[1] then
   local max = 0
