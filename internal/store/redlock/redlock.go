@@ -85,7 +85,7 @@ type Config struct {
 	// needs instead of a majority: tests only, to show that a model check
 	// catches a Redlock that grants on N/2.
 	Quorum int
-	Log            *slog.Logger
+	Log    *slog.Logger
 }
 
 // MaxDrift bounds Config.Drift.
