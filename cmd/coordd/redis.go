@@ -78,6 +78,9 @@ func (c RedisConfig) validate(bad func(key, format string, args ...any)) {
 	default:
 		bad("redis.mode", "%q is not cluster, standalone, sentinel, redlock or auto", c.Mode)
 	}
+	if c.Mode == "redlock" && (c.TLS || c.WaitReplicas > 0) {
+		bad("redis.mode", "redlock takes neither redis.tls (not supported in this mode yet) nor redis.wait_replicas (its masters have no replicas)")
+	}
 	if c.RedlockDrift < 0 || c.RedlockDrift > redlock.MaxDrift {
 		bad("redis.redlock_drift", "must be between 0 and %v, got %v", redlock.MaxDrift, c.RedlockDrift)
 	}
@@ -146,7 +149,7 @@ func (c RedisConfig) storeConfig() redis.Config {
 // nothing for lock.max_ttl.
 func newRedlockStore(ctx context.Context, c RedisConfig, maxTTL time.Duration, log *slog.Logger) (*redlock.Store, error) {
 	return redlock.Open(ctx, redlock.Config{
-		Addrs: c.Addrs, Username: c.Username, Password: c.Password, Timeout: c.Timeout, DialTimeout: c.DialTimeout,
+		Addrs: c.Addrs, Username: c.Username, Password: c.Password, DB: c.DB, Timeout: c.Timeout, DialTimeout: c.DialTimeout,
 		PoolSize: c.PoolSize, Prefix: c.KeyPrefix, Drift: c.RedlockDrift, RestartDelay: maxTTL, FenceTTL: c.IdleNameTTL,
 		AllowEviction: c.AllowEviction, Log: log,
 	})

@@ -118,7 +118,8 @@ func (c *CleanUps) Wait() {
 // that the store answers before granting anything.
 func Uncertain(err error) bool {
 	return err != nil && !errors.Is(err, store.ErrSessionNotFound) && !errors.Is(err, store.ErrTooManyHolds) &&
-		!errors.Is(err, store.ErrLimitMismatch) && !errors.Is(err, store.ErrTooManyWaiters) && !validate.IsFieldError(err)
+		!errors.Is(err, store.ErrLimitMismatch) && !errors.Is(err, store.ErrTooManyWaiters) && !errors.Is(err, store.ErrRedlockMode) &&
+		!validate.IsFieldError(err)
 }
 
 // LocalTime turns a time of the store's clock (clk tells it) into the local

@@ -248,7 +248,14 @@ func TestPanicInStreamCheck(t *testing.T) {
 	_, err := k.stream.Recv() // no heartbeat: a check panics
 	header, _ := k.stream.Header()
 	wantInternal(t, err, header, k.stream.Trailer())
-	if got := counterValue(t, reg, "coordd_panics_total"); got != 1 {
+	// The stream's final status is written before the panic is counted
+	// (one goroutine per stream: the status ends the Recv), so the client
+	// may see the end first: wait up to a second for the count.
+	got := counterValue(t, reg, "coordd_panics_total")
+	for end := time.Now().Add(time.Second); got != 1 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		got = counterValue(t, reg, "coordd_panics_total")
+	}
+	if got != 1 {
 		t.Errorf("coordd_panics_total = %v, want 1", got)
 	}
 	if got := gaugeValue(t, reg, "coordd_session_streams"); got != 0 {

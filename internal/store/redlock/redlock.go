@@ -42,7 +42,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +60,7 @@ import (
 type Config struct {
 	Addrs              []string // N >= 3, odd, independent standalone masters
 	Username, Password string
+	DB                 int           // the database on every master
 	Timeout            time.Duration // one master's answer
 	DialTimeout        time.Duration
 	PoolSize           int    // per master; 0: go-redis's default
@@ -70,7 +73,8 @@ type Config struct {
 	// (lock.max_ttl: the longest lease it may have forgotten).
 	RestartDelay time.Duration
 	// CheckInterval is how often each master's epoch is read besides on
-	// every new connection; 0: a second.
+	// every new connection (a master emptied without a restart, FLUSHALL,
+	// counts until then); 0: 250ms.
 	CheckInterval time.Duration
 	// FenceTTL is how long a name's fence counter is kept after its last
 	// grant (redis.idle_name_ttl); the floor covers a counter lost after.
@@ -100,7 +104,9 @@ type Store struct {
 	hub     store.Hub // this instance's own releases wake its waiters
 	stop    chan struct{}
 	done    sync.WaitGroup
-	ready   atomic.Bool // vet is done: a new connection checks its master's epoch
+	ready   atomic.Bool  // vet is done: a new connection checks its master's epoch
+	seen    atomic.Int64 // the latest master clock (µs) or fence seen: a floor of fences
+	members sync.Map     // the deployment's masters as epoch records list them
 }
 
 var _ store.Store = (*Store)(nil)
@@ -108,6 +114,7 @@ var _ store.Store = (*Store)(nil)
 type master struct {
 	addr  string
 	c     *redis.Client
+	mu    sync.Mutex   // one epoch check at a time
 	until atomic.Int64 // Unix ns before which its votes do not count
 	run   atomic.Pointer[string]
 }
@@ -123,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if cfg.CheckInterval <= 0 {
-		cfg.CheckInterval = time.Second
+		cfg.CheckInterval = 250 * time.Millisecond
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -134,13 +141,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	for _, addr := range cfg.Addrs {
 		m := &master{addr: addr}
-		opts := &redis.Options{Addr: addr, Username: cfg.Username, Password: cfg.Password, DialTimeout: cfg.DialTimeout,
+		opts := &redis.Options{Addr: addr, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB, DialTimeout: cfg.DialTimeout,
 			ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout, PoolSize: cfg.PoolSize, MaxRetries: -1}
 		opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
-			if !s.ready.Load() {
-				return nil // vet reads every epoch first
+			if !s.ready.Load() || !m.mu.TryLock() {
+				// vet reads every epoch first; or a check of this master
+				// is under way, on the pool: it reads this connection's.
+				return nil
 			}
-			return s.checkEpoch(ctx, m, cn, false)
+			defer m.mu.Unlock()
+			return s.checkEpoch(ctx, m, cn)
 		}
 		m.c = redis.NewClient(opts)
 		s.masters = append(s.masters, m)
@@ -175,57 +185,81 @@ func (c Config) check() error {
 	return nil
 }
 
-// vet reads every master's INFO: each must answer, be a master of no
-// Cluster, and be its own server (distinct run_ids), or coordd refuses to
-// start, saying which. Then it reads every epoch: on a deployment where no
-// master has one yet, they start as old (nothing was forgotten); where
-// some have one, a master without is one that lost its data.
+// vet reads every reachable master's INFO and epoch record: each must be
+// a master of no Cluster, without replicas, that does not evict, and its
+// own server (distinct run_ids), or coordd refuses to start, saying which.
+// An unreachable master is checked when it first answers (its epoch and
+// its role: one that fails then never counts). The records list the
+// deployment's masters (members): a master without a record that another
+// lists has lost its data; one that none lists is new.
 func (s *Store) vet(ctx context.Context) error {
 	runs := map[string]string{}
-	fresh := true
-	for _, m := range s.masters {
+	recs := make([]map[string]string, len(s.masters))
+	for i, m := range s.masters {
 		info, err := m.c.Info(ctx, "server", "replication", "cluster", "memory").Result()
 		if err != nil {
-			return fmt.Errorf("redis.addrs: %s: %w: %v", m.addr, store.ErrUnavailable, err)
+			s.cfg.Log.Warn("a redlock master does not answer at start: it counts for nothing until it does, and is checked then", "addr", m.addr, "err", err)
+			continue
 		}
-		switch {
-		case infoField(info, "role") != "master":
-			return fmt.Errorf("redis.addrs: %s is a %s, not a master: redlock needs independent masters", m.addr, infoField(info, "role"))
-		case infoField(info, "cluster_enabled") == "1":
-			return fmt.Errorf("redis.addrs: %s is a node of a Redis Cluster: redlock needs independent masters (use redis.mode cluster)", m.addr)
-		case infoField(info, "connected_slaves") != "" && infoField(info, "connected_slaves") != "0":
-			return fmt.Errorf("redis.addrs: %s has replicas: redlock needs independent masters, whose writes no failover can lose", m.addr)
-		}
-		if p := infoField(info, "maxmemory_policy"); p != "noeviction" && !s.cfg.AllowEviction {
-			return fmt.Errorf("redis.addrs: %s has maxmemory-policy %s: it may evict a lock; set it to noeviction (or redis.allow_eviction: true, GUARANTEES.md)", m.addr, p)
+		if err := s.vetInfo(m, info); err != nil {
+			return err
 		}
 		run := infoField(info, "run_id")
 		if other, ok := runs[run]; ok {
 			return fmt.Errorf("redis.addrs: %s and %s are the same server (run_id %s)", other, m.addr, run)
 		}
 		runs[run] = m.addr
-		n, err := m.c.Exists(ctx, s.epochKey()).Result()
-		if err != nil {
+		if recs[i], err = m.c.HGetAll(ctx, s.epochKey()).Result(); err != nil {
 			return fmt.Errorf("redis.addrs: %s: %w: %v", m.addr, store.ErrUnavailable, err)
 		}
-		fresh = fresh && n == 0
+		for _, a := range strings.Split(recs[i]["members"], ",") {
+			if a != "" {
+				s.members.Store(a, true)
+			}
+		}
 	}
-	for _, m := range s.masters {
-		if err := s.checkEpoch(ctx, m, nil, fresh); err != nil {
+	for i, m := range s.masters {
+		if recs[i] == nil {
+			continue
+		}
+		m.mu.Lock()
+		err := s.checkEpoch(ctx, m, nil)
+		m.mu.Unlock()
+		if err != nil {
 			return fmt.Errorf("redis.addrs: %s: %w", m.addr, err)
 		}
 	}
 	return nil
 }
 
+// vetInfo checks a master's INFO: a master, of no Cluster, without
+// replicas, that does not evict (unless AllowEviction).
+func (s *Store) vetInfo(m *master, info string) error {
+	switch {
+	case infoField(info, "role") != "master":
+		return fmt.Errorf("redis.addrs: %s is a %s, not a master: redlock needs independent masters", m.addr, infoField(info, "role"))
+	case infoField(info, "cluster_enabled") == "1":
+		return fmt.Errorf("redis.addrs: %s is a node of a Redis Cluster: redlock needs independent masters (use redis.mode cluster)", m.addr)
+	case infoField(info, "connected_slaves") != "" && infoField(info, "connected_slaves") != "0":
+		return fmt.Errorf("redis.addrs: %s has replicas: redlock needs independent masters, whose writes no failover can lose", m.addr)
+	}
+	if p := infoField(info, "maxmemory_policy"); p != "noeviction" && !s.cfg.AllowEviction {
+		return fmt.Errorf("redis.addrs: %s has maxmemory-policy %s: it may evict a lock; set it to noeviction (or redis.allow_eviction: true, GUARANTEES.md)", m.addr, p)
+	}
+	return nil
+}
+
 func (s *Store) epochKey() string { return s.cfg.Prefix + ":{rl}:epoch" }
 
-// checkEpoch reads master m's run_id and epoch record (on cn, a new
-// connection, or on the pool) and sets when its votes count again: the
-// epoch's since + RestartDelay, by m's clock. A record that is missing or
-// names another run_id is written anew with since = now (fresh: now -
-// RestartDelay, a first deployment).
-func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn, fresh bool) error {
+// checkEpoch reads master m's INFO and epoch record (on cn, a new
+// connection, or on the pool) and sets until when its votes do not count:
+// the record's since + delay, by m's clock, never earlier than this
+// instance already set for the same run_id. A record that is missing or
+// names another run_id is written anew: since = now, but for a master
+// that no record lists yet (a new member: now - delay). delay is a
+// max-register of every instance's lock.max_ttl. A master that fails
+// vetInfo never counts. The caller holds m.mu.
+func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn) error {
 	var c interface {
 		Info(ctx context.Context, section ...string) *redis.StringCmd
 		HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
@@ -235,9 +269,14 @@ func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn, fresh
 	if cn != nil {
 		c = cn
 	}
-	info, err := c.Info(ctx, "server").Result()
+	info, err := c.Info(ctx, "server", "replication", "cluster", "memory").Result()
 	if err != nil {
 		return err
+	}
+	if err := s.vetInfo(m, info); err != nil {
+		s.cfg.Log.Error("a redlock master counts for nothing", "addr", m.addr, "err", err)
+		m.until.Store(math.MaxInt64)
+		return nil
 	}
 	run := infoField(info, "run_id")
 	rec, err := c.HGetAll(ctx, s.epochKey()).Result()
@@ -248,25 +287,41 @@ func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn, fresh
 	if err != nil {
 		return err
 	}
+	delay := s.cfg.RestartDelay.Microseconds()
+	if d, _ := strconv.ParseInt(rec["delay"], 10, 64); d > delay {
+		delay = d
+	}
 	since, _ := strconv.ParseInt(rec["since"], 10, 64)
+	local := time.Time{} // set when this instance sees the change itself
 	if rec["run"] != run {
 		since = now.UnixMicro()
-		if fresh {
-			since -= s.cfg.RestartDelay.Microseconds()
-		}
-		if err := c.HSet(ctx, s.epochKey(), "run", run, "since", since).Err(); err != nil {
-			return err
-		}
-		if !fresh {
+		_, member := s.members.Load(m.addr)
+		if rec["run"] == "" && !member {
+			since -= delay // a new member: nothing to forget
+		} else {
+			local = time.Now().Add(time.Duration(delay) * time.Microsecond)
 			s.cfg.Log.Warn("a redlock master restarted or lost its data: it counts for no lock until lock.max_ttl has passed",
-				"addr", m.addr, "run_id", run, "for", s.cfg.RestartDelay)
+				"addr", m.addr, "run_id", run, "for", time.Duration(delay)*time.Microsecond)
 		}
 	}
-	left := time.Duration(since+s.cfg.RestartDelay.Microseconds()-now.UnixMicro()) * time.Microsecond
-	if s.cfg.NoRestartDelay {
-		left = 0
+	s.members.Store(m.addr, true)
+	var members []string
+	s.members.Range(func(k, _ any) bool { members = append(members, k.(string)); return true })
+	slices.Sort(members)
+	if err := c.HSet(ctx, s.epochKey(), "run", run, "since", since, "delay", delay, "members", strings.Join(members, ",")).Err(); err != nil {
+		return err
 	}
-	m.until.Store(time.Now().Add(left).UnixNano())
+	until := time.Now().Add(time.Duration(since+delay-now.UnixMicro()) * time.Microsecond)
+	if local.After(until) {
+		until = local
+	}
+	if s.cfg.NoRestartDelay {
+		until = time.Time{}
+	}
+	if prev := m.run.Load(); prev != nil && *prev == run && until.UnixNano() < m.until.Load() {
+		until = time.Unix(0, m.until.Load()) // the same run: never shortened
+	}
+	m.until.Store(until.UnixNano())
 	m.run.Store(&run)
 	return nil
 }
@@ -281,11 +336,17 @@ func (s *Store) checkLoop() {
 			return
 		case <-t.C:
 		}
+		var wg sync.WaitGroup
 		for _, m := range s.masters {
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-			_ = s.checkEpoch(ctx, m, nil, false) // an unreachable master counts for nothing anyway
-			cancel()
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+				defer cancel()
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				_ = s.checkEpoch(ctx, m, nil) // an unreachable master counts for nothing anyway
+			})
 		}
+		wg.Wait()
 	}
 }
 
@@ -462,41 +523,53 @@ func (s *Store) AcquireHold(ctx context.Context, req store.HoldRequest) (store.G
 func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Grant, split bool, err error) {
 	start := time.Now()
 	keys := s.keys(req.Name)
-	ttlMS := max(1, req.TTL.Milliseconds())
-	as := s.all(ctx, acquireScript, keys, req.Token, req.Owner, ttlMS, req.MaxHold.Microseconds())
+	lease := req.TTL
+	if req.MaxHold > 0 {
+		lease = min(lease, req.MaxHold)
+	}
+	nonce := strconv.FormatUint(rand.Uint64(), 36) // this try's: its undo deletes its record only
+	as := s.all(ctx, acquireScript, keys, req.Token, req.Owner, max(1, lease.Milliseconds()), req.MaxHold.Microseconds(), nonce)
 	var took, taken, down []int
-	var counter, floor int64
+	counter, floor := int64(0), s.seen.Load()
 	for i, a := range as {
+		if a.err == nil && len(a.v) > 4 {
+			floor = max(floor, num(a.v, 4)) // every answering master's clock
+		}
 		switch {
 		case a.err != nil || !a.counts:
 			down = append(down, i)
 		case num(a.v, 0) == 1:
 			took = append(took, i)
-			counter, floor = max(counter, num(a.v, 3)), max(floor, num(a.v, 4))
+			counter = max(counter, num(a.v, 3))
 		default:
 			taken = append(taken, i)
 		}
 	}
+	s.see(floor)
 	if len(took) >= s.quorum {
 		fence := uint64(max(counter+1, floor))
-		cs := s.all(ctx, commitScript, keys, req.Token, fence, max(1, int64(s.cfg.FenceTTL.Seconds())))
+		s.see(int64(fence))
+		cs := s.all(ctx, commitScript, keys, req.Token, fence, max(1, int64(s.cfg.FenceTTL.Seconds())), nonce)
 		held := 0
 		for _, i := range took {
 			if c := cs[i]; c.err == nil && c.counts && num(c.v, 0) == 1 && num(c.v, 1) == 1 {
 				held++
 			}
 		}
-		validity := req.TTL - time.Since(start) - s.drift(req.TTL)
+		validity := lease - time.Since(start) - s.drift(lease)
 		if held >= s.quorum && validity > 0 {
-			return store.Grant{Acquired: true, Token: req.Token, Fence: fence, TTL: validity, ExpireTime: start.Add(req.TTL - s.drift(req.TTL)), Holders: 1}, false, nil
+			return store.Grant{Acquired: true, Token: req.Token, Fence: fence, TTL: validity, ExpireTime: start.Add(lease - s.drift(lease)), Holders: 1}, false, nil
 		}
 	}
-	// Not granted: undone everywhere.
-	s.undo(ctx, keys, req.Token)
+	// Not granted: this try undone everywhere.
+	s.undo(ctx, keys, req.Token, nonce)
 	// Another holder on a majority: not acquired. Its lease ends at the
 	// least remaining among its masters.
 	byToken := map[string][]int{}
 	for _, i := range taken {
+		if num(as[i].v, 3) == 0 {
+			continue // a grant on its way (no fence yet): it may yet fail
+		}
 		tok := str(as[i].v, 5)
 		byToken[tok] = append(byToken[tok], i)
 	}
@@ -524,12 +597,25 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 // jitter is a random duration in [0, d).
 func jitter(d time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(d))) }
 
-// undo deletes token's lock on every master, within the timeout, whatever
-// the caller's context says (a grant given up must not linger).
-func (s *Store) undo(ctx context.Context, keys []string, token string) {
+// undo deletes token's lock on every master (with a nonce: that try's
+// record only), within the timeout, whatever the caller's context says (a
+// grant given up must not linger).
+func (s *Store) undo(ctx context.Context, keys []string, token, nonce string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 	defer cancel()
-	s.all(ctx, releaseScript, keys, token)
+	s.all(ctx, releaseScript, keys, token, nonce)
+}
+
+// see raises the latest master clock (µs) or fence this instance saw: a
+// floor of every fence it hands out, so that its fences never go back
+// when the masters of a grant have slower clocks than an earlier one's.
+func (s *Store) see(t int64) {
+	for {
+		old := s.seen.Load()
+		if t <= old || s.seen.CompareAndSwap(old, t) {
+			return
+		}
+	}
 }
 
 // RenewHold implements store.Holds: extended on a majority within the
@@ -576,11 +662,11 @@ func (s *Store) ReleaseHold(ctx context.Context, kind store.HoldKind, name, toke
 	if kind != store.HoldLock {
 		return store.Released{}, store.ErrRedlockMode
 	}
-	as := s.all(ctx, releaseScript, s.keys(name), token)
+	as := s.all(ctx, releaseScript, s.keys(name), token, "")
 	deleted, notHeld := 0, 0
 	for _, a := range as {
 		switch {
-		case a.err != nil:
+		case a.err != nil || !a.counts:
 		case num(a.v, 0) == 1:
 			deleted++
 		default:
@@ -605,7 +691,7 @@ func (s *Store) AbandonHold(ctx context.Context, kind store.HoldKind, name, toke
 	if kind != store.HoldLock {
 		return store.ErrRedlockMode
 	}
-	s.undo(ctx, s.keys(name), token)
+	s.undo(ctx, s.keys(name), token, "")
 	return nil
 }
 
@@ -622,12 +708,11 @@ func (s *Store) GetHolds(ctx context.Context, kind store.HoldKind, name string) 
 		left  int64
 	}
 	by := map[string]*holder{}
-	free, answered := 0, 0
+	free := 0
 	for _, a := range as {
 		if a.err != nil || !a.counts {
 			continue
 		}
-		answered++
 		tok := str(a.v, 0)
 		if tok == "" || num(a.v, 2) == 0 {
 			// Free, or a grant still on its way (no fence yet): it holds
@@ -657,7 +742,9 @@ func (s *Store) GetHolds(ctx context.Context, kind store.HoldKind, name string) 
 			return store.HoldInfo{Holders: []store.HolderInfo{info}, Held: true, Owner: h.owner, Fence: h.fence, TTL: left, ExpireTime: info.ExpireTime}, nil
 		}
 	}
-	if answered < s.quorum {
+	if free < s.quorum {
+		// Neither a holder nor free on a majority: the masters that did
+		// not answer may complete a holder's.
 		return store.HoldInfo{}, s.unavailable("read", as)
 	}
 	return store.HoldInfo{}, nil
