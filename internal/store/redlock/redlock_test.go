@@ -230,8 +230,8 @@ func (d *downstream) exit() {
 }
 
 // TestChaos: 1,000 grants and attempts by 8 workers on one name (each
-// holding for up to three quarters of its lease, one grant in ten left to
-// run out), on 5
+// holding for up to a quarter of its lease, one grant in ten left to run
+// out), on 5
 // masters of which 2 are killed and restarted (empty) at random, never 3
 // at once: a fenced downstream sees no two holders inside at once and
 // fences strictly increasing; every answer is a grant, "not acquired" or
@@ -282,13 +282,13 @@ func TestChaos(t *testing.T) {
 					t.Errorf("grant: %v", err)
 					return
 				case !g.Acquired:
-					time.Sleep(time.Until(g.RetryAt) / 4)
+					time.Sleep(min(time.Until(g.RetryAt), 100*time.Millisecond)) // as a waiting Lock would
 					continue
 				}
 				n := granted.Add(1)
 				if d.enter(g.Fence) {
-					// Inside for up to most of the lease's validity.
-					time.Sleep(time.Duration(rand.Int64N(int64(g.TTL) * 3 / 4)))
+					// Inside for up to a quarter of the lease's validity.
+					time.Sleep(time.Duration(rand.Int64N(int64(g.TTL) / 4)))
 					d.exit()
 				}
 				if n%10 != 0 { // one in ten runs out instead
