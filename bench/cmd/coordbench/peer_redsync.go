@@ -37,7 +37,6 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 )
@@ -206,24 +205,7 @@ func (b *bench) runRedlockCoordd(ctx context.Context, scenario string) error {
 	for i, c := range conns {
 		locks[i] = coordv1.NewLockServiceClient(c)
 	}
-	ttl := durationpb.New(redlockTTL)
-	b.measure(ctx, scenario, tCoordd, p.pid, func(ctx context.Context, w *worker) error {
-		c := locks[w.id%len(locks)]
-		name := b.key(w)
-		g, err := c.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: ttl})
-		if err != nil {
-			return err
-		}
-		if !g.GetAcquired() {
-			w.misses++
-			return nil
-		}
-		r, err := c.Release(ctx, &coordv1.ReleaseRequest{Name: name, Token: g.GetToken()})
-		if err == nil && !r.GetReleased() {
-			err = errNotReleased
-		}
-		return err
-	})
+	b.measure(ctx, scenario, tCoordd, p.pid, b.lockReleaseOp(locks, redlockTTL))
 	return nil
 }
 

@@ -334,11 +334,17 @@ func (b *bench) runLockRelease(ctx context.Context) {
 		})
 	}
 	b.runEtcdPeers(ctx)
-	ttl := durationpb.New(lockTTL)
-	b.measure(ctx, scenario, tCoordd, b.cfg.CoorddPID, func(ctx context.Context, w *worker) error {
-		c := b.cl.locks[w.id%len(b.cl.locks)]
+	b.measure(ctx, scenario, tCoordd, b.cfg.CoorddPID, b.lockReleaseOp(b.cl.locks, lockTTL))
+}
+
+// lockReleaseOp is an op of Lock (ttl, no wait) + Release of a random
+// name on locks; a lock not acquired is a miss.
+func (b *bench) lockReleaseOp(locks []coordv1.LockServiceClient, ttl time.Duration) opFunc {
+	d := durationpb.New(ttl)
+	return func(ctx context.Context, w *worker) error {
+		c := locks[w.id%len(locks)]
 		name := b.key(w)
-		g, err := c.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: ttl})
+		g, err := c.Lock(ctx, &coordv1.LockRequest{Name: name, Ttl: d})
 		if err != nil {
 			return err
 		}
@@ -351,7 +357,7 @@ func (b *bench) runLockRelease(ctx context.Context) {
 			err = errNotReleased
 		}
 		return err
-	})
+	}
 }
 
 // idemKey is a key never used before in this run (warm-ups included).

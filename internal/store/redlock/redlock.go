@@ -427,9 +427,18 @@ type answer struct {
 
 // all runs script on every master at once, each within the timeout.
 func (s *Store) all(ctx context.Context, sc *redis.Script, keys []string, args ...any) []answer {
+	return s.on(ctx, nil, sc, keys, args...)
+}
+
+// on runs script at once on the masters of idx (nil: every master), each
+// within the timeout; the answers are by master, the others' empty.
+func (s *Store) on(ctx context.Context, idx []int, sc *redis.Script, keys []string, args ...any) []answer {
 	out := make([]answer, len(s.masters))
 	var wg sync.WaitGroup
 	for i, m := range s.masters {
+		if idx != nil && !slices.Contains(idx, i) {
+			continue
+		}
 		wg.Go(func() {
 			before := m.counts()
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -549,7 +558,9 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 	if len(took) >= s.quorum {
 		fence := uint64(max(counter+1, floor))
 		s.see(int64(fence))
-		cs := s.all(ctx, commitScript, keys, req.Token, fence, max(1, int64(s.cfg.FenceTTL.Seconds())), nonce)
+		// Written to the masters that granted, a majority: any later
+		// majority shares one of them.
+		cs := s.on(ctx, took, commitScript, keys, req.Token, fence, max(1, int64(s.cfg.FenceTTL.Seconds())), nonce)
 		held := 0
 		for _, i := range took {
 			if c := cs[i]; c.err == nil && c.counts && num(c.v, 0) == 1 && num(c.v, 1) == 1 {
