@@ -242,7 +242,7 @@ func TestChaos(t *testing.T) {
 	const ttl = 500 * time.Millisecond
 	st := open(t, addrsOf(ms), func(c *redlock.Config) { c.RestartDelay = ttl })
 	var d downstream
-	var ops, granted, unavailable atomic.Int64
+	var ops, granted, unavailable, kills atomic.Int64
 	stop := make(chan struct{})
 	var chaos sync.WaitGroup
 	chaos.Go(func() {
@@ -265,6 +265,7 @@ func TestChaos(t *testing.T) {
 			case len(down) < 2:
 				ms[i].Kill()
 				down[i] = true
+				kills.Add(1)
 			}
 		}
 	})
@@ -300,8 +301,11 @@ func TestChaos(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	chaos.Wait()
-	t.Logf("1,000 attempts: %d granted, %d UNAVAILABLE; downstream: %d writes accepted, %d refused as stale, %d double holders",
-		granted.Load(), unavailable.Load(), d.accepted, d.stale, d.doubles)
+	t.Logf("1,000 attempts, %d masters killed and restarted empty: %d granted, %d UNAVAILABLE; downstream: %d writes accepted, %d refused as stale, %d double holders",
+		kills.Load(), granted.Load(), unavailable.Load(), d.accepted, d.stale, d.doubles)
+	if kills.Load() < 3 {
+		t.Fatalf("only %d masters killed: the chaos did not happen", kills.Load())
+	}
 	if d.doubles > 0 || d.stale > 0 {
 		t.Fatalf("%d double holders and %d stale fences seen downstream", d.doubles, d.stale)
 	}
