@@ -273,3 +273,25 @@ func (b *batcher) queueFor(ctx context.Context, key string, lingers bool) *batch
 	}
 	return q
 }
+
+// Batcher batches the scripts of concurrent callers to one Redis server
+// (see batcher) for a store that has its own client per server: Redlock's
+// masters (internal/store/redlock).
+type Batcher struct{ b *batcher }
+
+// NewBatcher batches scripts to c's server in pipelines of at most max;
+// a batch is given up after timeout.
+func NewBatcher(c *redis.Client, max int, timeout time.Duration) *Batcher {
+	return &Batcher{newBatcher(c, max, timeout)}
+}
+
+// Eval runs the script src, whose SHA1 is hash, in the next batch: as
+// EVALSHA, and as EVAL if the server does not have it. go-redis never
+// retries it (evalCmd). A caller whose ctx ends before its script was sent
+// gets ctx's error, and the script is not sent.
+func (b *Batcher) Eval(ctx context.Context, src, hash string, keys []string, args ...any) *redis.Cmd {
+	return evalOn(ctx, b.b.client, b.b, src, hash, keys, args)
+}
+
+// Close waits for the batches in flight.
+func (b *Batcher) Close() { b.b.close() }

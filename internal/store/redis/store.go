@@ -295,19 +295,24 @@ func (s *Store) timeArgs() []any {
 // eval runs a script with the time arguments first: EVALSHA, and EVAL if
 // Redis does not have the script (after a restart).
 func (s *Store) eval(ctx context.Context, sc *script, keys []string, args scriptArgs) *redis.Cmd {
-	all := sc.argv(s.timeArgs(), args)
-	cmd := evalCmd(ctx, "evalsha", sc.Hash(), keys, all)
-	if s.batch != nil {
-		if err := s.batch.run(ctx, keys[0], cmd); err != nil {
+	return evalOn(ctx, s.client, s.batch, sc.src, sc.Hash(), keys, sc.argv(s.timeArgs(), args))
+}
+
+// evalOn runs EVALSHA of hash on client, in b's batches (nil: alone), and
+// EVAL of src if the server does not have the script (after a restart).
+func evalOn(ctx context.Context, client redis.UniversalClient, b *batcher, src, hash string, keys []string, args []any) *redis.Cmd {
+	cmd := evalCmd(ctx, "evalsha", hash, keys, args)
+	if b != nil {
+		if err := b.run(ctx, keys[0], cmd); err != nil {
 			cmd.SetErr(err) // withdrawn unsent: the caller gave up first
 			return cmd.Cmd
 		}
 	} else {
-		_ = s.client.Process(ctx, cmd)
+		_ = client.Process(ctx, cmd)
 	}
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd = evalCmd(ctx, "eval", sc.src, keys, all)
-		_ = s.client.Process(ctx, cmd)
+		cmd = evalCmd(ctx, "eval", src, keys, args)
+		_ = client.Process(ctx, cmd)
 	}
 	return cmd.Cmd
 }

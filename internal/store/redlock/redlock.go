@@ -14,7 +14,15 @@
 //     and writes it to them; the grant answers only if a majority took the
 //     write. Any two majorities share a master, so every fence is above
 //     every fence answered before it, across any minority of failures and
-//     restarts (and a whole restart by the floor).
+//     restarts (and a whole restart by the floor). In one round, mostly:
+//     the grant proposes a fence (propose: above everything this instance
+//     saw, and ahead of its clock), and each master's acquireScript takes
+//     it if it is above that master's counter and clock. If a majority of
+//     the masters that granted took it, it is the fence, read and written
+//     in that round; otherwise a second round (commitScript) writes the
+//     maximum + 1.
+//   - The scripts of concurrent calls to a master share pipelines (the
+//     Redis store's batcher), one round trip each.
 //   - A master that restarted (its run_id differs from the one its epoch
 //     record holds) or lost its data (no epoch record) counts for no grant,
 //     renewal or read until Config.RestartDelay (lock.max_ttl) has passed
@@ -54,6 +62,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/coordd/coordd/internal/store"
+	rstore "github.com/coordd/coordd/internal/store/redis"
 )
 
 // Config configures a Store.
@@ -95,6 +104,17 @@ type Config struct {
 // MaxDrift bounds Config.Drift.
 const MaxDrift = time.Second
 
+// maxBatch is the most scripts one pipeline to a master carries: the
+// scripts of concurrent calls to a master share round trips (the Redis
+// store's batcher), so that a grant's cost in system calls, on coordd and
+// on each master, falls with the load instead of growing with it.
+const maxBatch = 64
+
+// proposalLead is how far ahead of this instance's clock a grant proposes
+// its fence (acquireScript): far enough that a master's clock a little
+// ahead of ours still takes the proposal.
+const proposalLead = time.Second
+
 // Store is the Redlock store. It implements store.Store.
 type Store struct {
 	refused
@@ -114,6 +134,7 @@ var _ store.Store = (*Store)(nil)
 type master struct {
 	addr  string
 	c     *redis.Client
+	batch *rstore.Batcher // the scripts of concurrent calls, pipelined
 	mu    sync.Mutex   // one epoch check at a time
 	until atomic.Int64 // Unix ns before which its votes do not count
 	run   atomic.Pointer[string]
@@ -153,6 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return s.checkEpoch(ctx, m, cn)
 		}
 		m.c = redis.NewClient(opts)
+		m.batch = rstore.NewBatcher(m.c, maxBatch, cfg.Timeout)
 		s.masters = append(s.masters, m)
 	}
 	if err := s.vet(ctx); err != nil {
@@ -372,6 +394,7 @@ func (s *Store) Close() error {
 	s.done.Wait()
 	var errs []error
 	for _, m := range s.masters {
+		m.batch.Close()
 		errs = append(errs, m.c.Close())
 	}
 	return errors.Join(errs...)
@@ -426,13 +449,13 @@ type answer struct {
 }
 
 // all runs script on every master at once, each within the timeout.
-func (s *Store) all(ctx context.Context, sc *redis.Script, keys []string, args ...any) []answer {
+func (s *Store) all(ctx context.Context, sc script, keys []string, args ...any) []answer {
 	return s.on(ctx, nil, sc, keys, args...)
 }
 
 // on runs script at once on the masters of idx (nil: every master), each
 // within the timeout; the answers are by master, the others' empty.
-func (s *Store) on(ctx context.Context, idx []int, sc *redis.Script, keys []string, args ...any) []answer {
+func (s *Store) on(ctx context.Context, idx []int, sc script, keys []string, args ...any) []answer {
 	out := make([]answer, len(s.masters))
 	var wg sync.WaitGroup
 	for i, m := range s.masters {
@@ -443,7 +466,7 @@ func (s *Store) on(ctx context.Context, idx []int, sc *redis.Script, keys []stri
 			before := m.counts()
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 			defer cancel()
-			r, err := sc.Run(cctx, m.c, keys, args...).Result()
+			r, err := m.batch.Eval(cctx, sc.src, sc.hash, keys, args...).Result()
 			a := answer{err: err, counts: before && m.counts()}
 			switch v := r.(type) {
 			case []any:
@@ -537,9 +560,11 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 		lease = min(lease, req.MaxHold)
 	}
 	nonce := strconv.FormatUint(rand.Uint64(), 36) // this try's: its undo deletes its record only
-	as := s.all(ctx, acquireScript, keys, req.Token, req.Owner, max(1, lease.Milliseconds()), req.MaxHold.Microseconds(), nonce)
+	prop := s.propose()
+	fenceTTL := max(1, int64(s.cfg.FenceTTL.Seconds()))
+	as := s.all(ctx, acquireScript, keys, req.Token, req.Owner, max(1, lease.Milliseconds()), req.MaxHold.Microseconds(), nonce, prop, fenceTTL)
 	var took, taken, down []int
-	counter, floor := int64(0), s.seen.Load()
+	counter, floor, proposed := int64(0), s.seen.Load(), 0
 	for i, a := range as {
 		if a.err == nil && len(a.v) > 4 {
 			floor = max(floor, num(a.v, 4)) // every answering master's clock
@@ -550,21 +575,33 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 		case num(a.v, 0) == 1:
 			took = append(took, i)
 			counter = max(counter, num(a.v, 3))
+			if num(a.v, 1) == 1 {
+				proposed++
+			}
 		default:
 			taken = append(taken, i)
 		}
 	}
 	s.see(floor)
 	if len(took) >= s.quorum {
-		fence := uint64(max(counter+1, floor))
-		s.see(int64(fence))
-		// Written to the masters that granted, a majority: any later
-		// majority shares one of them.
-		cs := s.on(ctx, took, commitScript, keys, req.Token, fence, max(1, int64(s.cfg.FenceTTL.Seconds())), nonce)
-		held := 0
-		for _, i := range took {
-			if c := cs[i]; c.err == nil && c.counts && num(c.v, 0) == 1 && num(c.v, 1) == 1 {
-				held++
+		// One round: a majority took the proposal, above each one's
+		// counter, so above every fence answered before (any two
+		// majorities share a master), and it is written to them.
+		fence, held := uint64(prop), proposed
+		if proposed < s.quorum {
+			// Two rounds: a counter or a clock was at or above the
+			// proposal (another instance's clock ahead of ours). The
+			// maximum + 1 (at least the floor and the proposal, which
+			// some masters may hold) is written to the masters that
+			// granted, a majority: any later majority shares one.
+			fence = uint64(max(counter+1, floor, prop))
+			s.see(int64(fence))
+			cs := s.on(ctx, took, commitScript, keys, req.Token, fence, fenceTTL, nonce)
+			held = 0
+			for _, i := range took {
+				if c := cs[i]; c.err == nil && c.counts && num(c.v, 0) == 1 && num(c.v, 1) == 1 {
+					held++
+				}
 			}
 		}
 		validity := lease - time.Since(start) - s.drift(lease)
@@ -615,6 +652,19 @@ func (s *Store) undo(ctx context.Context, keys []string, token, nonce string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 	defer cancel()
 	s.all(ctx, releaseScript, keys, token, nonce)
+}
+
+// propose returns the fence a grant proposes: above every fence and
+// master clock this instance saw, and proposalLead ahead of its own clock;
+// the floor is raised to it.
+func (s *Store) propose() int64 {
+	for {
+		old := s.seen.Load()
+		p := max(old+1, time.Now().UnixMicro()+proposalLead.Microseconds())
+		if s.seen.CompareAndSwap(old, p) {
+			return p
+		}
+	}
 }
 
 // see raises the latest master clock (µs) or fence this instance saw: a

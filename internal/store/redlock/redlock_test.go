@@ -19,7 +19,7 @@ import (
 )
 
 // masters starts n private standalone redis-servers.
-func masters(t *testing.T, n int) []*redistest.Server {
+func masters(t testing.TB, n int) []*redistest.Server {
 	t.Helper()
 	out := make([]*redistest.Server, n)
 	for i := range out {
@@ -36,7 +36,7 @@ func addrsOf(ms []*redistest.Server) []string {
 	return out
 }
 
-func open(t *testing.T, addrs []string, tune func(*redlock.Config)) *redlock.Store {
+func open(t testing.TB, addrs []string, tune func(*redlock.Config)) *redlock.Store {
 	t.Helper()
 	cfg := redlock.Config{Addrs: addrs, Timeout: time.Second, DialTimeout: time.Second, Prefix: "rl", Drift: 2 * time.Millisecond,
 		RestartDelay: 3 * time.Second, CheckInterval: 100 * time.Millisecond, FenceTTL: time.Hour}
