@@ -135,8 +135,8 @@ type master struct {
 	addr  string
 	c     *redis.Client
 	batch *rstore.Batcher // the scripts of concurrent calls, pipelined
-	mu    sync.Mutex   // one epoch check at a time
-	until atomic.Int64 // Unix ns before which its votes do not count
+	mu    sync.Mutex      // one epoch check at a time
+	until atomic.Int64    // Unix ns before which its votes do not count
 	run   atomic.Pointer[string]
 }
 
