@@ -1,0 +1,254 @@
+package licenses
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/dependency-licenses.md and NOTICE")
+
+// root is the repository's root, from this package's directory.
+const root = "../.."
+
+// modules are the repository's Go modules, and the pattern of the packages
+// each builds.
+// (the tools' own tests are not built).
+var modules = []struct {
+	dir, pattern string
+	noTests      bool
+}{
+	{".", "./...", false}, {"tools", "tool", true}, {"bench", "./...", false}, {"deploy", "./...", false}, {"examples", "./...", false},
+}
+
+// shipped are the packages of the binaries coordd ships.
+var shipped = []string{"./cmd/coordd", "./cmd/coordctl"}
+
+type module struct{ path, version, dir string }
+
+// deps lists the modules that pattern's packages (their tests too, unless
+// noTests) build with, in module dir.
+func deps(t *testing.T, dir, pattern string, noTests bool) []module {
+	t.Helper()
+	args := []string{"list", "-deps", "-f", "{{with .Module}}{{if not .Main}}{{.Path}}\t{{.Version}}\t{{.Dir}}{{end}}{{end}}"}
+	if !noTests {
+		args = append(args, "-test")
+	}
+	cmd := exec.Command("go", append(args, strings.Fields(pattern)...)...)
+	cmd.Dir = filepath.Join(root, dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list in %s: %v\n%s", dir, err, stderr.Bytes())
+	}
+	var mods []module
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimSpace(line), "\t")
+		if len(f) == 3 && !slices.Contains(mods, module{f[0], f[1], f[2]}) {
+			mods = append(mods, module{f[0], f[1], f[2]})
+		}
+	}
+	slices.SortFunc(mods, func(a, b module) int { return strings.Compare(a.path, b.path) })
+	return mods
+}
+
+var licenseFile = regexp.MustCompile(`(?i)^(licen[cs]e|copying)([.-].*)?$`)
+
+// licenses are the texts a dependency of Apache-2.0 code may carry, each
+// known by phrases of its text; refused are texts it may not, known by
+// their title at the top of the file (checked first; MPL-2.0's text names
+// the GPL further down, as a secondary licence).
+var (
+	licenses = []struct {
+		name    string
+		phrases []string
+	}{
+		{"Apache-2.0", []string{"Apache License", "Version 2.0"}},
+		{"MIT", []string{"Permission is hereby granted, free of charge"}},
+		{"BSD-3-Clause", []string{"Redistribution and use in source and binary forms", "Neither the name"}},
+		{"BSD-3-Clause", []string{"Redistribution and use in source and binary forms", "names of its contributors may"}},
+		{"BSD-2-Clause", []string{"Redistribution and use in source and binary forms"}},
+		{"ISC", []string{"Permission to use, copy, modify, and/or distribute this software for any"}},
+		{"ISC", []string{"Permission to use, copy, modify, and distribute this software for any"}},
+		{"MPL-2.0", []string{"Mozilla Public License", "2.0"}},
+		{"Unlicense", []string{"This is free and unencumbered software released into the public domain"}},
+		{"CC0-1.0", []string{"CC0 1.0 Universal"}},
+		{"CC-BY-SA-4.0 (documentation only)", []string{"Attribution-ShareAlike 4.0"}},
+	}
+	refused = []string{"GNU GENERAL PUBLIC LICENSE", "GNU AFFERO GENERAL PUBLIC LICENSE", "GNU LESSER GENERAL PUBLIC LICENSE",
+		"Server Side Public License", "Business Source License", "Commons Clause"}
+)
+
+// classify names the licences in a module's directory, or says why none
+// can be taken.
+func classify(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() || !licenseFile.MatchString(e.Name()) {
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		norm := strings.Join(strings.Fields(string(text)), " ")
+		top := strings.ToUpper(norm[:min(len(norm), 200)])
+		for _, r := range refused {
+			if strings.Contains(top, strings.ToUpper(r)) {
+				return "", fmt.Errorf("%s: %s, which Apache-2.0 code may not depend on", e.Name(), r)
+			}
+		}
+		name := ""
+		for _, l := range licenses {
+			if containsAll(norm, l.phrases) {
+				name = l.name
+				break
+			}
+		}
+		if name == "" {
+			return "", fmt.Errorf("%s: a licence this check does not know", e.Name())
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "", fmt.Errorf("no LICENSE, LICENCE or COPYING file in %s", dir)
+	}
+	return strings.Join(names, ", "), nil
+}
+
+func containsAll(s string, phrases []string) bool {
+	for _, p := range phrases {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestDependencyLicenses: every module every Go module of the repository
+// builds with carries a licence Apache-2.0 code may depend on; the list
+// (docs/dependency-licenses.md) and NOTICE are current.
+func TestDependencyLicenses(t *testing.T) {
+	var doc strings.Builder
+	doc.WriteString("# Dependency licences\n\nGenerated by `go test ./internal/licenses -update` (internal/licenses):\n" +
+		"every module each of the repository's Go modules builds with, tests and\ntools included, and the licence its licence file carries. coordd is\n" +
+		"Apache-2.0 (LICENSE); the test fails on a licence it may not depend on\n(GPL, AGPL, LGPL, SSPL, BUSL, Commons Clause) or one it does not know.\n" +
+		"MPL-2.0 is file-level copyleft: its files are used unmodified.\n")
+	for _, m := range modules {
+		fmt.Fprintf(&doc, "\n## %s\n\n| module | version | licence |\n|---|---|---|\n", moduleName(m.dir))
+		for _, d := range deps(t, m.dir, m.pattern, m.noTests) {
+			name, err := classify(d.dir)
+			if err != nil {
+				t.Errorf("%s %s (in %s): %v", d.path, d.version, moduleName(m.dir), err)
+				continue
+			}
+			fmt.Fprintf(&doc, "| %s | %s | %s |\n", d.path, d.version, name)
+		}
+	}
+	check(t, "docs/dependency-licenses.md", doc.String())
+
+	var notice strings.Builder
+	notice.WriteString("coordd\nCopyright 2026 The coordd Authors\n\nThis product is licensed under the Apache License, Version 2.0 (LICENSE).\n\n" +
+		"The coordd and coordctl binaries include the following modules, whose\nNOTICE files are reproduced here (internal/licenses: go test -update).\n")
+	for _, d := range deps(t, ".", strings.Join(shipped, " "), true) {
+		for _, n := range []string{"NOTICE", "NOTICE.txt"} {
+			text, err := os.ReadFile(filepath.Join(d.dir, n))
+			if err == nil {
+				fmt.Fprintf(&notice, "\n-------- %s %s (%s) --------\n\n%s\n", d.path, d.version, n, strings.TrimSpace(string(text)))
+				break
+			}
+		}
+	}
+	check(t, "NOTICE", notice.String())
+}
+
+func moduleName(dir string) string {
+	if dir == "." {
+		return "github.com/coordd/coordd"
+	}
+	return "github.com/coordd/coordd/" + dir
+}
+
+// check compares a generated file with the committed one, or writes it
+// with -update.
+func check(t *testing.T, name, want string) {
+	t.Helper()
+	path := filepath.Join(root, name)
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != want {
+		t.Errorf("%s is not current (err %v): run go test ./internal/licenses -update and commit it", name, err)
+	}
+}
+
+// TestNodeLicenses: clients/node is Apache-2.0, and every package its
+// package-lock.json locks declares a licence from the same set.
+func TestNodeLicenses(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(root, "clients/node/package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock struct {
+		Packages map[string]struct {
+			License string `json:"license"`
+			Dev     bool   `json:"dev"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(data, &lock); err != nil {
+		t.Fatal(err)
+	}
+	if got := lock.Packages[""].License; got != "Apache-2.0" {
+		t.Errorf("clients/node is %q, want Apache-2.0", got)
+	}
+	ok := []string{"Apache-2.0", "MIT", "BSD-2-Clause", "BSD-3-Clause", "ISC", "0BSD", "MPL-2.0", "Unlicense", "CC0-1.0"}
+	for name, p := range lock.Packages {
+		if name != "" && !slices.Contains(ok, p.License) {
+			t.Errorf("clients/node locks %s, licensed %q: not one Apache-2.0 code may depend on (or not declared)", name, p.License)
+		}
+	}
+}
+
+// TestClassify: the check refuses a GPL text, a text it does not know and
+// a module without a licence file, and knows MPL-2.0 (whose text names
+// the GPL) for what it is.
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		file, text, want, err string
+	}{
+		{"LICENSE", "GNU GENERAL PUBLIC LICENSE\nVersion 3, 29 June 2007\n...", "", "GNU GENERAL PUBLIC LICENSE"},
+		{"COPYING", "GNU LESSER GENERAL PUBLIC LICENSE Version 2.1", "", "GNU LESSER"},
+		{"LICENCE", "All rights reserved. Do not copy.", "", "does not know"},
+		{"README", "no licence file here", "", "no LICENSE"},
+		{"LICENSE", "Mozilla Public License Version 2.0\n" + strings.Repeat("1. Definitions ", 30) + "\n1.12. \"Secondary License\" means either the GNU General Public License, Version 2.0", "MPL-2.0", ""},
+		{"LICENSE.txt", "MIT License\n\nPermission is hereby granted, free of charge, to any person", "MIT", ""},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, c.file), []byte(c.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := classify(dir)
+		if got != c.want || (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s %q: %q, %v; want %q, error with %q", c.file, c.text[:min(len(c.text), 30)], got, err, c.want, c.err)
+		}
+	}
+}
