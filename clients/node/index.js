@@ -20,6 +20,17 @@
 // heartbeat sent at T with ttl D means the session lives until at least
 // T+D. If no answer extends it in time, the session is over ('done').
 //
+// 'lost' reports a hold coordd took back while the session lives (by
+// kind, name and fence), and the session itself when it ends without a
+// close() that coordd confirmed: its TTL ran out with no heartbeat
+// answered (a connection cut for longer than the TTL), coordd reported it
+// expired, another stream resumed it, or it could not be resumed. That
+// one has kind 'SESSION' (name '', fence '0', reason
+// 'LOCK_LOSS_REASON_SESSION_EXPIRED', and the error): every hold bound to
+// the session is lost, and coordd frees them at the session's TTL. It
+// comes before 'done', which then has the same error; a close() that
+// coordd confirmed reports no loss.
+//
 // A coordd at capacity refuses a new session with RESOURCE_EXHAUSTED,
 // reason OVERLOADED, naming a retry_after (overloaded(err) reads it):
 // Session.open tries again after it, with jitter (between half of it and
@@ -285,6 +296,10 @@ class Session extends EventEmitter {
     // A resume still waiting for its answer must not bring a stream (and
     // 'lost' events) back to a session that is over.
     if (this._opening) { this._opening.cancel(); this._opening = null; }
+    if (err !== null) {
+      // Not a confirmed close: every hold bound to the session is lost.
+      this.emit('lost', { kind: 'SESSION', name: '', fence: '0', reason: 'LOCK_LOSS_REASON_SESSION_EXPIRED', error: err });
+    }
     this.emit('done', err);
   }
 
@@ -299,7 +314,10 @@ class Session extends EventEmitter {
       const timer = setTimeout(() => { call.cancel(); this._end(new Error('coordd did not confirm the end of the session')); resolve(false); }, timeoutMs);
       this._closing = (err) => {
         clearTimeout(timer);
-        const ok = err.code === grpc.status.OK || err.code === grpc.status.FAILED_PRECONDITION;
+        // OK: coordd ended the session and released its holds. Anything
+        // else (FAILED_PRECONDITION: another stream has the session) left
+        // them to end at the TTL.
+        const ok = err.code === grpc.status.OK;
         this._end(ok ? null : err);
         resolve(ok);
       };

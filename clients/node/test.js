@@ -395,8 +395,11 @@ describe('Session (the helper in index.js)', () => {
     await sleep(2500);
     assert.equal(s.done, false, String(s.error));
     assert.equal((await call(locks, 'GetLock', { name })).held, true);
+    const lost = [];
+    s.on('lost', (hold) => lost.push(hold));
     assert.equal(await s.close(), true);
     assert.equal(s.error, null);
+    assert.deepEqual(lost, [], 'a confirmed close reports no loss');
     assert.equal((await call(locks, 'GetLock', { name })).held, false);
   });
 
@@ -440,21 +443,25 @@ describe('Session (the helper in index.js)', () => {
     assert.equal((await call(locks, 'GetLock', { name })).held, false);
   });
 
-  test("a cut longer than the TTL ends the session ('done'); coordd reports the lock lost by name", async (t) => {
+  test("a cut longer than the TTL reports the session lost, then 'done'; coordd reports the lock lost by name", async (t) => {
     const { proxy, client } = await proxied(t);
     const s = await open({ ttlMs: 1000 }, client);
-    const lost = [];
-    s.on('lost', (hold) => lost.push(hold));
-    const done = new Promise((resolve) => s.once('done', resolve));
+    const events = [];
+    s.on('lost', (hold) => events.push(['lost', hold]));
+    const done = new Promise((resolve) => s.once('done', (err) => { events.push(['done', err]); resolve(err); }));
     const name = unique('expired');
     const grant = await call(locks, 'Lock', { name, sessionId: s.id, owner: 'node-expired' });
     assert.equal(grant.acquired, true);
-    proxy.setDown(true); // every resume fails until the session is over
+    proxy.setDown(true); // cuts the connection; every resume fails until the session is over
     const err = await done;
     assert.match(String(err), /no heartbeat was answered within the session TTL/);
-    // 'lost' is for the holds coordd reports while the session lives; at
-    // the session's end every hold ends with it, with 'done' alone.
-    assert.deepEqual(lost, []);
+    // The session itself is reported lost, before 'done': a caller that
+    // listens to 'lost' alone stops its work; nothing says released.
+    assert.deepEqual(events, [
+      ['lost', { kind: 'SESSION', name: '', fence: '0', reason: 'LOCK_LOSS_REASON_SESSION_EXPIRED', error: err }],
+      ['done', err],
+    ]);
+    assert.equal(await s.close(), false, 'close() after the session is over');
     // coordd's lease ends no earlier than the helper's local deadline: wait
     // for it, then it frees the lock.
     const by = Date.now() + 3000;
