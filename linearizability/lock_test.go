@@ -268,19 +268,14 @@ func redlockStore(t testing.TB, tune func(*redlock.Config)) store.Store {
 }
 
 // TestRedlock: lock histories in Redlock mode, over 5 independent
-// masters, are linearizable. Checked by the plain model only: the search
-// hints (hints_test.go) refused Redlock histories that the plain model
-// accepts (in 3 of 3 runs), so one of their assumptions, made for the
-// stores with a ticket queue, does not hold here; which one is not known
-// yet. The plain check takes a fraction of a second on these histories.
+// masters, are linearizable, by the hinted model and the plain one. (With
+// the fence written in a second round after every grant, the hinted model
+// refused histories the plain one accepted, 3 runs of 3, for a cause not
+// found; with the fence taken in the grant's own round, 14 runs of 14
+// agreed.)
 func TestRedlock(t *testing.T) {
 	h := record(t, serve(t, redlockStore(t, nil)), defaultWorkload(3*time.Second).covering(10*time.Second))
-	t.Logf("history: %v", h)
-	for _, k := range outcomes {
-		if h.counts[k] == 0 {
-			t.Errorf("the workload had no %s outcome", k)
-		}
-	}
+	checkRecorded(t, h, porcupine.Ok)
 	check(t, "plain", model(variant{}), h.ops, porcupine.Ok)
 }
 
@@ -288,7 +283,8 @@ func TestRedlock(t *testing.T) {
 // 5) instead of a majority hands a name to two clients at once, and the
 // checker says so.
 func TestRedlockOnHalfIsCaught(t *testing.T) {
-	h := record(t, serve(t, redlockStore(t, func(c *redlock.Config) { c.Quorum = 2 })), defaultWorkload(2*time.Second))
-	t.Logf("history: %v", h)
-	check(t, "plain", model(variant{}), h.ops, porcupine.Illegal)
+	// A second of it: two holders at once come within it, and the plain
+	// model's search of a longer broken history ran past its 10 s.
+	h := record(t, serve(t, redlockStore(t, func(c *redlock.Config) { c.Quorum = 2 })), defaultWorkload(time.Second))
+	checkRecorded(t, h, porcupine.Illegal)
 }
