@@ -311,6 +311,60 @@ func TestConsole(t *testing.T) {
 	b.screenshot("console-health.png")
 }
 
+// TestConsoleRedlock: against coordd in Redlock mode (three redis-server
+// masters of the test's own) the page says it serves locks only, opens on
+// the locks, shows a held lock's holder and fence, shows semaphores,
+// queues and rate limits as not served in Redlock mode (never an error),
+// and lists the masters.
+func TestConsoleRedlock(t *testing.T) {
+	b := newBrowser(t)
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, redistest.StartStandalone(t).Addr())
+	}
+	in := startCoordd(t, "console-redlock", []string{"--store", "redis"}, "COORDD_REDIS_MODE=redlock",
+		"COORDD_REDIS_ADDRS="+strings.Join(addrs, ","), "COORDD_UI_ENABLED=true")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	g, err := in.locks.Lock(ctx, &coordv1.LockRequest{Name: "orders-db", Ttl: durationpb.New(time.Minute), Owner: "worker-7"})
+	if err != nil || !g.GetAcquired() {
+		t.Fatalf("Lock = %v, %v", g, err)
+	}
+	noError := func(when string) {
+		t.Helper()
+		if e := b.eval(`document.getElementById('error').textContent`); e != "" {
+			t.Errorf("%s: the page shows the error %q", when, e)
+		}
+	}
+
+	b.run("open the console", chromedp.Navigate("http://"+in.HTTPAddr+"/ui/"))
+	b.waitFor("the mode", `document.getElementById('mode').hidden ? '' : document.getElementById('mode').textContent`, "Redlock mode: locks only")
+	b.waitFor("the locks tab first", `document.getElementById('locks').hidden`, "false")
+	b.run("look up the lock", chromedp.SendKeys(chromedp.CSS(`#lock-name`), "orders-db"), chromedp.Click(chromedp.CSS(`#lock-go`)))
+	b.waitFor("the holder", `document.querySelector('#lock-result td.owner')?.textContent`, "worker-7")
+	b.waitFor("the fence", `document.querySelector('#lock-result td.fence')?.textContent`, fmt.Sprint(g.GetFence()))
+	// The page disables the kinds it knows are not served: the script picks one.
+	b.run("look up a semaphore", chromedp.Evaluate[chromedp.Void](`(() => {
+		const k = document.getElementById('lock-kind'); k.options[1].disabled = false; k.value = 'semaphore'; })()`),
+		chromedp.Click(chromedp.CSS(`#lock-go`)))
+	b.waitFor("semaphores not served", `document.querySelector('#lock-result .not-served')?.textContent`,
+		"Semaphores: not served in Redlock mode (this coordd serves exclusive locks only).")
+	noError("a semaphore looked up")
+
+	for _, tab := range []string{"queues", "ratelimits"} {
+		b.run(tab, chromedp.Click(chromedp.CSS(`#tabs button[data-tab="`+tab+`"]`)))
+		b.waitFor(tab+" not served", `document.querySelector('#`+tab+` .not-served').hidden`, "false")
+		b.waitFor(tab+"' content hidden", `[...document.querySelectorAll('#`+tab+` > :not(h2):not(.not-served)')].every(e => e.hidden)`, "true")
+		time.Sleep(2500 * time.Millisecond) // past a refresh, were there one
+		noError(tab)
+	}
+	b.run("health", chromedp.Click(chromedp.CSS(`#tabs button[data-tab="health"]`)))
+	b.waitFor("the masters", `document.querySelectorAll('#nodes-table tr.node').length`, "3")
+	b.waitFor("all reachable", `[...document.querySelectorAll('#nodes-table tr.node td:nth-child(3)')].every(td => td.textContent === 'yes')`, "true")
+	b.waitFor("sessions not served", `document.getElementById('sessions-note').hidden`, "false")
+	noError("health")
+}
+
 // TestConsoleAuth: with auth on, a key sees its own namespace's queue and
 // not the other's; a wrong key gets the login form back.
 func TestConsoleAuth(t *testing.T) {

@@ -94,7 +94,7 @@ func (c *electCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error
 	ec := coordv1.NewElectionServiceClient(conn)
 	j := &holdJob{
 		what: "election", kind: coordv1.HoldKind_HOLD_KIND_ELECTION, name: c.name, ttl: c.ttl, wait: c.wait, maxWait: c.maxWait, grace: c.grace,
-		argv: c.argv, env: []string{"COORDD_ELECTION_NAME=" + c.name},
+		argv: c.argv, env: []string{"COORDD_ELECTION_NAME=" + c.name}, needs: "an election",
 		try: func(ctx context.Context, sessionID string, wait time.Duration) (*attempt, error) {
 			resp, err := ec.Campaign(ctx, &coordv1.CampaignRequest{
 				Name: c.name, Value: []byte(value), SessionId: sessionID, Wait: optDuration(wait),

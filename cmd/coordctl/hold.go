@@ -1,10 +1,12 @@
 package main
 
 // What `lock`, `lock --shared`, `lock --limit` and `elect` share: take one
-// hold (a lock, a semaphore permit, a leadership) bound to a session,
-// waiting for it in rounds of at most coordd's limits.max_wait, run the
-// command with the hold's fence, end the command if the hold is lost, and
-// give the hold back when the command ends.
+// hold (a lock, a semaphore permit, a leadership) bound to a session (or,
+// for an exclusive lock on a coordd in Redlock mode, which serves no
+// sessions, as a plain lease that coordctl renews: lease.go), waiting for
+// it in rounds of at most coordd's limits.max_wait, run the command with
+// the hold's fence, end the command if the hold is lost, and give the hold
+// back when the command ends.
 
 import (
 	"context"
@@ -46,8 +48,17 @@ type holdJob struct {
 	argv    []string
 	env     []string // the command's variables besides COORDD_FENCE
 
-	// try makes one attempt, bound to the session, waiting up to wait.
+	// try makes one attempt, bound to the session (none if sessionID is
+	// "": a plain lease of ttl), waiting up to wait.
 	try func(ctx context.Context, sessionID string, wait time.Duration) (*attempt, error)
+	// renew and release, if set, let the hold be a plain lease when coordd
+	// refuses sessions with REDLOCK_MODE: renew extends it to ttl from now
+	// (answering the lease granted), release gives it back (answering
+	// whether it was still held). Unset, the hold needs a session: needs
+	// names the hold in the refusal ("a shared lock (--shared)").
+	renew   func(ctx context.Context, token string, ttl time.Duration) (time.Duration, error)
+	release func(ctx context.Context, token string) (bool, error)
+	needs   string
 	// giveBack, if set, gives the hold up before the session ends (an
 	// election resigns, so that its log says so before the session goes).
 	// An error wrapping errGoneAtEnd says the hold was already gone.
@@ -67,6 +78,7 @@ type attempt struct {
 	acquired bool
 	token    string // never shown
 	fence    uint64
+	ttl      time.Duration // the lease granted (a plain lease's)
 	// Not acquired:
 	resp      proto.Message // the response, for --json (without a token)
 	blockedBy string        // who holds it, quoted, for the progress line
@@ -86,11 +98,14 @@ func (j *holdJob) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 	}
 	defer signal.Stop(sigs)
 
-	sess, err := startSession(ctx, conn, holdRef{j.kind, j.name}, j.ttl, a.opts.timeout)
+	sess, err := j.startLease(ctx, a, conn)
 	if err != nil {
-		return &rpcError{j.what + ": opening a session", err}
+		return err
 	}
 	att, granted, sig, err := j.acquire(ctx, a, sess, sigs)
+	if err == nil && att.acquired {
+		sess.granted(att.token, granted, att.ttl)
+	}
 	if lost := sess.Err(); lost != nil && sig == nil {
 		j.endSession(a, sess, min(a.opts.timeout, time.Second))
 		return &exitError{code: exitLeaseLost, msg: fmt.Sprintf("%s: the lease was lost before the command started: %v", j.label(), lost)}
@@ -144,7 +159,11 @@ func (j *holdJob) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 		cancel()
 	}
 	if err := sess.Close(bound); err != nil && lostErr == nil {
-		fmt.Fprintf(a.stderr, "coordctl: %s: %v\n", j.label(), err)
+		if errors.Is(err, errGoneAtEnd) {
+			lostErr = err
+		} else {
+			fmt.Fprintf(a.stderr, "coordctl: %s: %v\n", j.label(), err)
+		}
 	}
 	status := exitFailure
 	if cmd.ProcessState != nil {
@@ -162,13 +181,30 @@ func (j *holdJob) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 	return nil
 }
 
+// startLease opens the session that the hold is bound to. A coordd in
+// Redlock mode serves no sessions (REDLOCK_MODE): an exclusive lock is then
+// held as a plain lease (plainLease), and any other hold is refused,
+// saying why.
+func (j *holdJob) startLease(ctx context.Context, a *app, conn *grpc.ClientConn) (keeper, error) {
+	sess, err := startSession(ctx, conn, holdRef{j.kind, j.name}, j.ttl, a.opts.timeout)
+	switch {
+	case err == nil:
+		return sess, nil
+	case !redlockMode(err):
+		return nil, &rpcError{j.what + ": opening a session", err}
+	case j.renew == nil:
+		return nil, &rpcError{fmt.Sprintf("%s: coordd runs in Redlock mode, which serves exclusive locks only, without sessions: not %s", j.label(), j.needs), err}
+	}
+	return newPlainLease(j, a.opts.timeout), nil
+}
+
 // acquire takes the hold bound to the session, waiting up to --wait in
 // calls of at most the server's max wait, and printing a progress line
 // between them. A signal abandons the wait and is returned; so does a lost
 // session (err is then nil and sess.Err says why). granted is when the
 // request that was granted was sent: the grant came after it, so a
 // --max-hold counted from then ends no later than coordd's.
-func (j *holdJob) acquire(ctx context.Context, a *app, sess *session, sigs <-chan os.Signal) (
+func (j *holdJob) acquire(ctx context.Context, a *app, sess keeper, sigs <-chan os.Signal) (
 	att *attempt, granted time.Time, sig os.Signal, err error,
 ) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -250,7 +286,7 @@ func waitOverLimit(err error) bool {
 // supervise waits for CMD to exit, passing signals on, and terminates it if
 // the lease is lost. It returns why the lease was lost, or nil, and whether
 // it terminated CMD for it.
-func (j *holdJob) supervise(a *app, cmd *exec.Cmd, ownGroup bool, sess *session, granted time.Time, sigs <-chan os.Signal, watchLost <-chan error) (lostErr error, terminated bool) {
+func (j *holdJob) supervise(a *app, cmd *exec.Cmd, ownGroup bool, sess keeper, granted time.Time, sigs <-chan os.Signal, watchLost <-chan error) (lostErr error, terminated bool) {
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait() // the status is in cmd.ProcessState
@@ -330,9 +366,9 @@ func (j *holdJob) startWatch(ctx context.Context, fence uint64) (lost <-chan err
 	}
 }
 
-// endSession ends the session of a command that did not run, which gives
-// the hold back if it was taken.
-func (j *holdJob) endSession(a *app, sess *session, bound time.Duration) {
+// endSession ends the session (or the plain lease) of a command that did
+// not run, which gives the hold back if it was taken.
+func (j *holdJob) endSession(a *app, sess keeper, bound time.Duration) {
 	if err := sess.Close(bound); err != nil {
 		fmt.Fprintf(a.stderr, "coordctl: %s: %v\n", j.label(), err)
 	}

@@ -38,6 +38,14 @@ commands run at once, each with a permit of its own (and its own fence). All
 users of a semaphore must give the same N while it has holders or waiters
 (else FAILED_PRECONDITION LIMIT_MISMATCH).
 
+Against a coordd in Redlock mode (redis.mode redlock), which serves
+exclusive locks without sessions only, coordctl finds the session refused
+(FAILED_PRECONDITION REDLOCK_MODE) and holds the lock as a plain lease
+instead: taken with a ttl of --ttl, renewed by coordctl with Renew every
+--ttl/3, released with Release when CMD ends. Waiters are not queued in
+this mode (README: Redlock mode). --shared and --limit need a session: in
+this mode they fail (exit 1, naming REDLOCK_MODE).
+
 CMD gets two variables: COORDD_FENCE, the lock's (or permit's) fencing
 token, a number greater than every fence issued before for NAME, and
 COORDD_LOCK_NAME. The lock's token is not passed on. Have what the lock protects reject a write
@@ -52,7 +60,11 @@ after --grace, and exits 70, when while CMD runs:
   - no heartbeat has been answered within --ttl of being sent: the stream
     broke and could not be resumed in time, or coordd stopped answering.
     coordctl then cannot know that it still holds the lock, so it counts it
-    lost.
+    lost;
+  - in Redlock mode: coordd answers a renewal LOCK_NOT_HELD, or the lease
+    ends (the ttl of the last grant or renewal answered, from when it was
+    sent) before a renewal is answered: a renewal that fails otherwise
+    (UNAVAILABLE, no answer) is tried again but extends nothing.
 From the loss until CMD exits, CMD runs without the lock: only the fence
 protects the data from it.
 
@@ -64,7 +76,7 @@ terminal CMD stays in coordctl's process group so that it can use the
 terminal: Ctrl-C reaches it directly (coordctl passes on only SIGTERM), and a
 lost lease signals CMD's own process only. If coordctl itself is killed, the
 kernel kills CMD too (on Linux), and the lock is released when the session's
-TTL runs out.
+TTL (in Redlock mode, the lock's lease) runs out.
 
 Exit status: CMD's (128+N if signal N killed it); 75 if the lock is held;
 70 if the lease was lost; 127 if CMD was not found, 126 if it could not be
@@ -75,7 +87,7 @@ started.
 	setup: func(fs *pflag.FlagSet) func(*pflag.FlagSet) (command, error) {
 		c := &lockCmd{}
 		var failIfHeld bool
-		fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "the session's TTL: how long the lease outlives the last answered heartbeat (coordd bounds it: 1s to 5m by default)")
+		fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "the session's TTL: how long the lease outlives the last answered heartbeat (coordd bounds it: 1s to 5m by default); in Redlock mode, the lock's ttl, renewed every --ttl/3 (at most lock.max_ttl)")
 		fs.BoolVar(&c.shared, "shared", false, "take a shared (read) lock: shared holders coexist, excluding exclusive ones")
 		fs.Int32Var(&c.limit, "limit", 0, "take a permit of the semaphore NAME with N permits instead of a lock")
 		fs.DurationVar(&c.wait, "wait", 0, "how long to wait for a held lock (0: do not wait, exit 75)")
@@ -143,11 +155,23 @@ func (c *lockCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 		what: "lock", kind: coordv1.HoldKind_HOLD_KIND_LOCK, name: c.name, ttl: c.ttl, wait: c.wait, maxWait: c.maxWait, maxHold: c.maxHold, grace: c.grace,
 		argv: c.argv, env: []string{"COORDD_LOCK_NAME=" + c.name},
 	}
-	if c.limit > 0 {
+	switch {
+	case c.limit > 0:
 		j.what, j.kind = "semaphore", coordv1.HoldKind_HOLD_KIND_SEMAPHORE
-		j.try = c.trySemaphore(conn, owner)
-	} else {
+		j.try, j.needs = c.trySemaphore(conn, owner), "a semaphore (--limit)"
+	case c.shared:
+		j.try, j.needs = c.tryLock(conn, owner), "a shared lock (--shared)"
+	default:
 		j.try = c.tryLock(conn, owner)
+		lc := coordv1.NewLockServiceClient(conn)
+		j.renew = func(ctx context.Context, token string, ttl time.Duration) (time.Duration, error) {
+			resp, err := lc.Renew(ctx, &coordv1.RenewRequest{Name: c.name, Token: token, Ttl: durationpb.New(ttl)})
+			return resp.GetTtl().AsDuration(), err
+		}
+		j.release = func(ctx context.Context, token string) (bool, error) {
+			resp, err := lc.Release(ctx, &coordv1.ReleaseRequest{Name: c.name, Token: token})
+			return resp.GetReleased(), err
+		}
 	}
 	return j.run(ctx, a, conn)
 }
@@ -155,14 +179,21 @@ func (c *lockCmd) run(ctx context.Context, a *app, conn *grpc.ClientConn) error 
 func (c *lockCmd) tryLock(conn *grpc.ClientConn, owner string) func(context.Context, string, time.Duration) (*attempt, error) {
 	client := coordv1.NewLockServiceClient(conn)
 	return func(ctx context.Context, sessionID string, wait time.Duration) (*attempt, error) {
-		resp, err := client.Lock(ctx, &coordv1.LockRequest{
+		req := &coordv1.LockRequest{
 			Name: c.name, SessionId: sessionID, Owner: owner, Shared: c.shared,
 			Wait: optDuration(wait), MaxHold: optDuration(c.maxHold),
-		})
+		}
+		if sessionID == "" { // a plain lease (Redlock mode)
+			req.Ttl = durationpb.New(c.ttl)
+		}
+		resp, err := client.Lock(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		att := &attempt{acquired: resp.GetAcquired(), token: resp.GetToken(), fence: resp.GetFence()}
+		if att.acquired {
+			att.ttl = resp.GetTtl().AsDuration()
+		}
 		if !att.acquired {
 			resp.Token = "" // never shown; empty anyway when not acquired
 			att.resp, att.blockedBy = resp, blocker(resp.GetHolder(), resp.GetTtl())

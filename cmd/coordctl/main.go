@@ -31,8 +31,9 @@
 //
 // `coordctl lock` and `coordctl elect` hold their lock, permit or
 // leadership as a lease: they keep a session alive with heartbeats while the
-// command runs, and terminate the command if the lease is lost (see
-// `coordctl help lock`).
+// command runs (against a coordd in Redlock mode, which serves no sessions,
+// `lock` renews a plain lease instead), and terminate the command if the
+// lease is lost (see `coordctl help lock`).
 //
 // Exit status: 0 on success; 1 on a failure, a denied `allow` or a `release`
 // that released nothing; 2 on a usage error; 69 when coordd is unavailable;

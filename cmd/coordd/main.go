@@ -397,8 +397,13 @@ func (d *daemon) console(local *server.Local) *console.Console {
 		queues[q.Namespace] = append(queues[q.Namespace], q.Name)
 	}
 	nodes, _ := d.store.(store.NodeHealther)
+	var activity store.QueueActivity = d.store
+	if d.redlock {
+		activity = nil // no queues in Redlock mode
+	}
 	return console.New(console.Options{
-		Local: local, Auth: d.auth, Nodes: nodes, Queues: queues, Activity: d.store, AllowedHosts: d.cfg.UI.AllowedHosts, Log: d.log,
+		Local: local, Auth: d.auth, Nodes: nodes, Queues: queues, Activity: activity, AllowedHosts: d.cfg.UI.AllowedHosts,
+		Redlock: d.redlock, Log: d.log,
 	})
 }
 

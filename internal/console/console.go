@@ -3,6 +3,12 @@
 // locks, semaphores, elections, rate-limit policies, and this instance's
 // sessions and store health.
 //
+// In Redlock mode (redis.mode redlock) the store serves exclusive locks
+// only: the page says so (whoami), and an endpoint whose service answers
+// FAILED_PRECONDITION REDLOCK_MODE (or whose store call returns
+// store.ErrRedlockMode) answers {"not_served": …} rather than an error, which
+// the page shows as "not served in Redlock mode".
+//
 // Every read and action goes through server.Local: the gRPC API's handlers,
 // validation, limits and error table, in the caller's namespace. With auth
 // on, the page sends an API key as "Authorization: Bearer <key>" on every
@@ -34,6 +40,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -77,7 +84,11 @@ type Options struct {
 	// AllowedHosts are the host names (besides IP literals and localhost)
 	// the console answers to: ui.allowed_hosts.
 	AllowedHosts []string
-	Log          *slog.Logger // nil: slog.Default()
+	// Redlock says that coordd runs in Redlock mode (redis.mode redlock):
+	// it serves exclusive locks only, so the page shows the other services
+	// as not served.
+	Redlock bool
+	Log     *slog.Logger // nil: slog.Default()
 }
 
 // Console serves /ui/.
@@ -182,7 +193,10 @@ func (c *Console) api(f func(request) (any, error)) http.HandlerFunc {
 		defer cancel()
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		resp, err := f(request{Request: r, ctx: ctx, ns: ns})
-		if err != nil {
+		switch {
+		case redlockMode(err):
+			resp = map[string]string{"not_served": notServed}
+		case err != nil:
 			writeError(w, httpCode(err), message(err))
 			return
 		}
@@ -205,6 +219,29 @@ func bearer(r *http.Request) string {
 type badRequest struct{ msg string }
 
 func (e badRequest) Error() string { return e.msg }
+
+// notServed is what an endpoint answers, as "not_served", when its service
+// is not served in Redlock mode.
+const notServed = "not served in Redlock mode: this coordd serves exclusive locks only"
+
+// redlockMode reports whether err is the refusal of a service that coordd
+// does not serve in Redlock mode: the API's FAILED_PRECONDITION reason
+// REDLOCK_MODE (told by its ErrorInfo), or the store's own error.
+func redlockMode(err error) bool {
+	if errors.Is(err, store.ErrRedlockMode) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.FailedPrecondition {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == server.ErrorDomain && info.GetReason() == "REDLOCK_MODE" {
+			return true
+		}
+	}
+	return false
+}
 
 func httpCode(err error) int {
 	var br badRequest
@@ -262,7 +299,7 @@ func decode(r request, v any) error {
 }
 
 func (c *Console) whoami(r request) (any, error) {
-	return map[string]any{"namespace": r.ns, "auth": c.authEnabled()}, nil
+	return map[string]any{"namespace": r.ns, "auth": c.authEnabled(), "redlock": c.o.Redlock}, nil
 }
 
 // names is the sorted union of a namespace's queue names.

@@ -61,17 +61,27 @@ func newFixture(t *testing.T, auth *server.Authenticator) *fixture {
 // newFixtureOn is newFixture on st (a storetest.Faulty, say), with more
 // options of the server (config policies, say).
 func newFixtureOn(t *testing.T, auth *server.Authenticator, st store.Store, opts ...servertest.Option) *fixture {
+	return newFixtureWith(t, auth, st, nil, opts...)
+}
+
+// newFixtureWith is newFixtureOn with the console's options changed by
+// tune (if not nil).
+func newFixtureWith(t *testing.T, auth *server.Authenticator, st store.Store, tune func(*console.Options), opts ...servertest.Option) *fixture {
 	t.Cleanup(func() { _ = st.Close() })
 	local := &server.Local{}
 	conn := servertest.Serve(t, st, clock.Real{}, append(opts, servertest.WithServerOptions(func(o *server.Options) {
 		o.Local, o.Auth = local, auth
 	}))...)
 	f := &fixture{conn: conn, log: &strings.Builder{}, auth: auth}
-	f.ui = console.New(console.Options{
+	o := console.Options{
 		Local: local, Auth: auth, Nodes: fakeNodes{}, AllowedHosts: []string{"coordd.internal"},
 		Queues: map[string][]string{"team-a": {"configured"}},
 		Log:    slog.New(slog.NewTextHandler(f.log, nil)),
-	})
+	}
+	if tune != nil {
+		tune(&o)
+	}
+	f.ui = console.New(o)
 	return f
 }
 

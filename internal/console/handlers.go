@@ -317,6 +317,9 @@ const maxRounds = 100
 // kept and the operator told what did happen; after an uncertain failure
 // (UNAVAILABLE, DEADLINE_EXCEEDED) the failed batch may have happened too.
 func partial(err error, what string, n int64) error {
+	if redlockMode(err) {
+		return err // nothing was done: the service is not served
+	}
 	st := status.Convert(err)
 	msg := fmt.Sprintf("%d %s before this error: %s", n, what, st.Message())
 	switch st.Code() {

@@ -8,6 +8,8 @@ const KEY = 'coordd-console-key'; // sessionStorage: gone when the tab closes
 let ns = '';
 let timer = null;
 let deadQueue = '';
+let current = ''; // the tab shown
+let redlock = false; // coordd runs in Redlock mode: locks only
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -19,6 +21,8 @@ function el(tag, attrs, ...children) {
 }
 
 class Unauthorized extends Error {}
+// NotServed: the endpoint's service is not served in Redlock mode.
+class NotServed extends Error {}
 
 async function api(path, body) {
   const headers = { 'X-Coordd-Console': '1' };
@@ -34,12 +38,24 @@ async function api(path, body) {
   const j = await r.json().catch(() => ({ error: r.statusText }));
   if (r.status === 401) { showLogin(key ? j.error : ''); throw new Unauthorized(j.error); }
   if (!r.ok) throw new Error(j.error || r.statusText);
+  if (j.not_served) throw new NotServed(j.not_served);
   return j;
 }
 
 function showError(e) {
   if (e instanceof Unauthorized) return;
+  if (e instanceof NotServed) { notServed(current); return; }
   $('error').textContent = e ? String(e.message || e) : '';
+}
+
+// notServed shows a tab as not served in Redlock mode: its note instead of
+// its content, and no refresh.
+function notServed(tab) {
+  const s = $(tab), note = s && s.querySelector('.not-served');
+  if (!note) return;
+  clearInterval(timer);
+  for (const c of s.children) if (c.tagName !== 'H2') c.hidden = c !== note;
+  $('error').textContent = '';
 }
 
 function showLogin(msg) {
@@ -61,7 +77,16 @@ async function start() {
   $('tabs').hidden = false;
   $('logout').hidden = !me.auth;
   $('who').textContent = 'namespace ' + ns;
-  show(location.hash.slice(1) || 'queues');
+  redlock = !!me.redlock;
+  $('mode').hidden = !redlock;
+  $('locks-note').hidden = !redlock;
+  $('sessions-note').hidden = !redlock;
+  if (redlock) {
+    for (const o of $('lock-kind').options) {
+      if (o.value !== 'lock' && !o.disabled) { o.disabled = true; o.textContent += ' (not served in Redlock mode)'; }
+    }
+  }
+  show(location.hash.slice(1) || (redlock ? 'locks' : 'queues'));
 }
 
 function show(tab) {
@@ -70,7 +95,9 @@ function show(tab) {
   document.querySelectorAll('#tabs button').forEach((b) => b.classList.toggle('on', b.dataset.tab === tab));
   history.replaceState(null, '', '#' + tab);
   clearInterval(timer);
+  current = tab;
   showError(null);
+  if (redlock && (tab === 'queues' || tab === 'ratelimits')) { notServed(tab); return; }
   const refresh = { queues: loadQueues, health: loadHealth, ratelimits: loadPolicies }[tab];
   if (refresh) {
     refresh();
@@ -198,7 +225,15 @@ async function lookup() {
     const head = kind === 'semaphore' ? 'Limit ' + j.limit + ', ' : (j.held ? 'Held, ' : 'Not held, ');
     out.replaceChildren(el('p', {}, head + j.holders.length + ' holder(s), ' + j.waiters + ' waiting.'), holderTable(j.holders));
     showError(null);
-  } catch (e) { out.replaceChildren(); showError(e); }
+  } catch (e) {
+    if (e instanceof NotServed) {
+      out.replaceChildren(el('p', { class: 'note not-served' }, ({ semaphore: 'Semaphores', leader: 'Elections' }[kind] || kind) + ': not served in Redlock mode (this coordd serves exclusive locks only).'));
+      showError(null);
+      return;
+    }
+    out.replaceChildren();
+    showError(e);
+  }
 }
 
 // Rate limits.
