@@ -2,8 +2,10 @@
 # Installs the Debian packages named as arguments that are not installed
 # yet (apt-get, as root or through sudo); does nothing when all are. Used by
 # scripts/test.sh for what the tests need from Debian: Python's grpcio,
-# protobuf and grpc_tools for the Python client test (e2e/python_test.go),
-# chromium for the console's browser test (e2e/console_test.go).
+# protobuf, setuptools, wheel and venv to install and test the Python
+# package (e2e/python_test.go), protoc and its gRPC Python plugin for the
+# drift check of its stubs (api/proto3/python_test.go), chromium for the
+# console's browser test (e2e/console_test.go).
 #
 # Usage: scripts/debian-packages.sh PACKAGE...
 set -euo pipefail

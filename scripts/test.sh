@@ -4,7 +4,7 @@
 # files, and every Go test with the race detector, against a fresh standalone
 # Redis and Redis Cluster from scripts/redis-cluster.sh (which installs
 # Debian's redis-server when it is missing), stopped again on exit, and the
-# Debian packages the Python client test needs (scripts/debian-packages.sh).
+# Debian packages the Python package's tests need (scripts/debian-packages.sh).
 #
 # Usage: scripts/test.sh            everything
 #        scripts/test.sh -short     skip the lint steps, run the tests only
@@ -54,8 +54,9 @@ redis_env=$(scripts/redis-cluster.sh start)
 eval "$redis_env"
 echo "$redis_env"
 
-step "Debian packages the tests need (scripts/debian-packages.sh: the Python client test's grpcio, protobuf, grpc_tools)"
-scripts/debian-packages.sh python3-grpcio python3-protobuf python3-grpc-tools chromium
+step "Debian packages the tests need (scripts/debian-packages.sh: the Python package's grpcio, protobuf, setuptools, wheel, venv, and protoc for its stubs)"
+scripts/debian-packages.sh python3-grpcio python3-protobuf python3-setuptools python3-wheel python3-venv \
+	protobuf-compiler protobuf-compiler-grpc libprotobuf-dev chromium
 
 step "go test -race${CI:+ (CI=$CI)}"
 # The failover suite's counts (double holders, duplicates, lost messages)

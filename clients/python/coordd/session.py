@@ -2,26 +2,22 @@
 KeepAlive stream, resumption of a broken stream, and the holds coordd
 reports lost.
 
-Works with the stubs generated from api/proto3 by any protoc (Debian's
-``python3 -m grpc_tools.protoc`` included; see README.md) and grpcio 1.51 or
-later::
-
     import grpc
-    from coordd_session import Session
-    from coord.v1 import lock_pb2, lock_pb2_grpc
+    import coordd
+    from coordd.v1 import lock_pb2, lock_pb2_grpc
 
     channel = grpc.insecure_channel("127.0.0.1:7070")
-    with Session(channel, ttl=10.0) as s:
-        locks = lock_pb2_grpc.LockServiceStub(channel)
-        grant = locks.Lock(lock_pb2.LockRequest(name="reports", session_id=s.id))
-        ...  # do the work while not s.lost_event.is_set()
+    with coordd.Session(channel, ttl=10.0) as s:
+        with s.lock("reports") as lock:   # a Mutex bound to the session
+            ...  # fence every write with lock.fence; stop when lock.lost is set
     # leaving the block half-closes the stream: coordd releases the lock now
 
 The lease is counted on the local clock, conservatively: the answer to a
 heartbeat sent at T with ttl D means the session lives until at least T+D.
 If no answer extends it in time (a coordd that stopped answering, a stream
 that could not be resumed), the session is over: ``done`` is set, and so
-is ``lost_event``.
+is ``lost_event``, and every hold bound to it is told (its ``lost`` is set,
+its ``err`` is a SessionError).
 
 A coordd at capacity refuses a new session with RESOURCE_EXHAUSTED, reason
 OVERLOADED, naming a retry_after (``overloaded(err)`` reads it): opening
@@ -29,15 +25,26 @@ tries again after it, with jitter (between half of it and one and a half
 times it), for up to ``overload_wait`` seconds (default 60; 0: not at all).
 """
 
+from __future__ import annotations
+
 import queue
 import random
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Tuple, Union
 
 import grpc
-from google.protobuf import duration_pb2
 
-from coord.v1 import session_pb2, session_pb2_grpc
+from ._calls import WaitCap, duration as _duration
+from .errors import LostError, SessionError, error_info, overloaded
+from .v1 import session_pb2, session_pb2_grpc
+
+if TYPE_CHECKING:
+    from .lock import Mutex
+
+__all__ = ["Session", "LostHold", "error_info", "overloaded"]
+
+Metadata = Sequence[Tuple[str, Union[str, bytes]]]
 
 # Codes after which a broken stream is resumed; any other ends the session.
 _TRANSIENT = {
@@ -49,144 +56,92 @@ _TRANSIENT = {
 _MIN_BACKOFF, _MAX_BACKOFF = 0.05, 1.0
 
 
-def _varint(b, i):
-    n = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        n |= (c & 0x7F) << shift
-        if c < 0x80:
-            return n, i
-        shift += 7
-
-
-def _fields(b):
-    """The (number, value) pairs of a serialized protobuf message: an int
-    for a varint, bytes for a length-delimited field (others are skipped)."""
-    i = 0
-    while i < len(b):
-        key, i = _varint(b, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            v, i = _varint(b, i)
-        elif wire == 2:
-            n, i = _varint(b, i)
-            v, i = b[i:i + n], i + n
-        elif wire in (1, 5):
-            i += 8 if wire == 1 else 4
-            continue
-        else:
-            raise ValueError("protobuf wire type %d" % wire)
-        yield number, v
-
-
-def error_info(err):
-    """The google.rpc.ErrorInfo of a grpc.RpcError from coordd, as
-    (reason, metadata dict), or None. It is read from the
-    grpc-status-details-bin trailer (google.rpc.Status, whose details are
-    Any), decoded by hand so as to need nothing beyond grpcio."""
-    trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
-    for key, value in trailers or ():
-        if key != "grpc-status-details-bin":
-            continue
-        for number, detail in _fields(value):
-            if number != 3:  # Status.details
-                continue
-            any_fields = dict(_fields(detail))
-            if any_fields.get(1, b"").decode() != "type.googleapis.com/google.rpc.ErrorInfo":
-                continue
-            reason, domain, metadata = "", "", {}
-            for n, v in _fields(any_fields.get(2, b"")):
-                if n == 1:
-                    reason = v.decode()
-                elif n == 2:
-                    domain = v.decode()
-                elif n == 3:
-                    entry = dict(_fields(v))
-                    metadata[entry.get(1, b"").decode()] = entry.get(2, b"").decode()
-            if domain == "coordd":
-                return reason, metadata
-    return None
-
-
-def _seconds(text):
-    """Seconds in retry_after as coordd writes it (decimal seconds and an
-    "s": "1s", "0.25s"), or None."""
-    try:
-        v = float(text[:-1]) if text.endswith("s") else None
-    except ValueError:
-        return None
-    return v if v and v > 0 else None
-
-
-def overloaded(err):
-    """How many seconds coordd asked to wait when err is its refusal of new
-    work at capacity (RESOURCE_EXHAUSTED, reason OVERLOADED), else None. A
-    refusal without a readable retry_after asks for a second."""
-    if not isinstance(err, grpc.RpcError) or err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return None
-    info = error_info(err)
-    if info is None or info[0] != "OVERLOADED":
-        return None
-    return _seconds(info[1].get("retry_after", "")) or 1.0
-
-
-def _duration(seconds):
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(int(seconds * 1e9))
-    return d
-
-
 class LostHold:
-    """A hold the session held and holds no more, as coordd reported it."""
+    """A hold the session held and holds no more, as coordd reported it:
+    kind (session_pb2.HoldKind), name, fence and reason
+    (session_pb2.LockLossReason)."""
 
-    def __init__(self, kind, name, fence, reason):
+    def __init__(self, kind: int, name: str, fence: int, reason: int) -> None:
         self.kind, self.name, self.fence, self.reason = kind, name, fence, reason
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "LostHold(%s %r fence %d: %s)" % (
             session_pb2.HoldKind.Name(self.kind), self.name, self.fence,
             session_pb2.LockLossReason.Name(self.reason))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LostHold) and (self.kind, self.name, self.fence, self.reason) == (
+            other.kind, other.name, other.fence, other.reason)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.name, self.fence, self.reason))
+
+
+class _Watch:
+    """One hold's end: ended (``ended`` set, ``err`` why) when coordd
+    reports the hold lost at its fence, the session ends, or the hold is
+    given back (err None)."""
+
+    def __init__(self, fence: int) -> None:
+        self.fence = fence
+        self.ended = threading.Event()
+        self.err: Optional[BaseException] = None
+
+    def end(self, err: Optional[BaseException]) -> None:
+        if not self.ended.is_set():
+            self.err = err
+            self.ended.set()
 
 
 class _Stream:
     """One KeepAlive stream: requests go in through a queue, answers come out
     of the response iterator on the session's thread."""
 
-    def __init__(self, stub, metadata):
-        self.requests = queue.Queue()
+    def __init__(self, stub: session_pb2_grpc.SessionServiceStub, metadata: Metadata) -> None:
+        self.requests: "queue.Queue[Optional[session_pb2.KeepAliveRequest]]" = queue.Queue()
         self.call = stub.KeepAlive(iter(self.requests.get, None), metadata=metadata)
+        self.answers: "queue.Queue[Any]" = queue.Queue()
 
-    def send(self, req):
+    def send(self, req: session_pb2.KeepAliveRequest) -> None:
         self.requests.put(req)
 
-    def half_close(self):
+    def half_close(self) -> None:
         self.requests.put(None)
 
 
 class Session:
-    """A coordd session, kept alive by a thread until close().
+    """A coordd session, kept alive by a thread until close() (or the end of
+    a with block).
 
     id          the session's ID: a secret, for this process's calls only
     lost        a queue.Queue of LostHold, in the order coordd reported them
+                (each once, though coordd repeats a report until a
+                heartbeat has seen it)
     lost_event  set when any hold was reported lost, or the session is over
-    done        set when the session is over; error says why (None after a
-                close that coordd confirmed)
+    done        set when the session is over; error says why (a
+                SessionError; None after a close that coordd confirmed)
+
+    Opening raises grpc.RpcError if coordd refuses the session (and keeps
+    refusing OVERLOADED past overload_wait), or TimeoutError if it does not
+    answer within open_timeout.
     """
 
-    def __init__(self, channel, ttl=10.0, lock_delay=0.0, metadata=None, open_timeout=5.0, overload_wait=60.0):
+    def __init__(self, channel: grpc.Channel, ttl: float = 10.0, lock_delay: float = 0.0,
+                 metadata: Optional[Metadata] = None, open_timeout: float = 5.0, overload_wait: float = 60.0) -> None:
+        self._channel = channel
         self._stub = session_pb2_grpc.SessionServiceStub(channel)
-        self._metadata = metadata or ()
+        self._metadata: Metadata = tuple(metadata or ())
         self.ttl = ttl
         self.id = ""
-        self.lost = queue.Queue()
+        self.lost: "queue.Queue[LostHold]" = queue.Queue()
         self.lost_event = threading.Event()
         self.done = threading.Event()
-        self.error = None
+        self.error: Optional[BaseException] = None
+        self.waits = WaitCap()  # coordd's limits.max_wait, once learned
         self._closing = threading.Event()
-        self._seen = set()
+        self._seen: Dict[Tuple[int, str, int], LostHold] = {}
         self._lock = threading.Lock()
-        self._answers = queue.Queue()  # (response or exception) from the reader thread
+        self._watches: Dict[Tuple[int, str], _Watch] = {}
         self._open_timeout = open_timeout
         first = session_pb2.KeepAliveRequest(ttl=_duration(ttl))
         if lock_delay:
@@ -204,67 +159,120 @@ class Session:
         self._thread = threading.Thread(target=self._keep, name="coordd-session", daemon=True)
         self._thread.start()
 
-    def __enter__(self):
+    def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _open(self, first, timeout):
+    @property
+    def channel(self) -> grpc.Channel:
+        """The channel the session was opened on (its holds' calls use it)."""
+        return self._channel
+
+    @property
+    def metadata(self) -> Metadata:
+        """The metadata sent with the session's calls (an API key)."""
+        return self._metadata
+
+    def lock(self, name: str, owner: str = "", max_hold: Optional[float] = None, shared: bool = False,
+             timeout: Optional[float] = None) -> "Mutex":
+        """A Mutex on name bound to this session: use it in a with block to
+        hold the lock for the block (waiting up to timeout seconds for it;
+        None: until granted), or call its lock() and unlock()."""
+        from .lock import Mutex
+        return Mutex(self, name, owner=owner, max_hold=max_hold, shared=shared, timeout=timeout)
+
+    def _open(self, first: session_pb2.KeepAliveRequest, timeout: float) -> Tuple[_Stream, Any, float]:
         """Opens a stream with first as its first heartbeat and waits up to
         timeout for the answer: (stream, answer or exception, when sent)."""
         stream = _Stream(self._stub, self._metadata)
-        answers = queue.Queue()
-        threading.Thread(target=self._read, args=(stream, answers), daemon=True).start()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
         sent = time.monotonic()
         stream.send(first)
         try:
-            resp = answers.get(timeout=timeout)
+            resp = stream.answers.get(timeout=timeout)
         except queue.Empty:
             stream.call.cancel()
             resp = TimeoutError("no answer from coordd within %.3fs" % timeout)
-        stream.answers = answers
         return stream, resp, sent
 
     @staticmethod
-    def _read(stream, answers):
+    def _read(stream: _Stream) -> None:
         try:
             for resp in stream.call:
-                answers.put(resp)
-            answers.put(EOFError("coordd ended the session"))
+                stream.answers.put(resp)
+            stream.answers.put(EOFError("coordd ended the session"))
         except grpc.RpcError as e:
-            answers.put(e)
+            stream.answers.put(e)
 
-    def _end(self, error):
+    def _end(self, error: Optional[BaseException]) -> None:
         with self._lock:
             if self.done.is_set():
                 return
             self.error = error
             self.done.set()
             self.lost_event.set()
+            for w in self._watches.values():
+                w.end(error)
+            self._watches.clear()
 
-    def _handle(self, resp, sent):
+    def _watch(self, kind: int, name: str, fence: int) -> _Watch:
+        """Registers the hold (kind, name) granted at fence: the watch ends
+        when coordd reports it lost or the session ends (at once if the
+        session is over already)."""
+        w = _Watch(fence)
+        with self._lock:
+            if self.done.is_set():
+                w.end(self.error or SessionError("the session is over"))
+                return w
+            hold = self._seen.get((kind, name, fence))
+            if hold is not None:  # reported before the grant's answer came back
+                w.end(LostError(hold))
+                return w
+            old = self._watches.get((kind, name))
+            if old is not None:
+                old.end(None)
+            self._watches[(kind, name)] = w
+        return w
+
+    def _unwatch(self, kind: int, name: str, w: _Watch) -> None:
+        """Ends the registration of a hold given back."""
+        with self._lock:
+            if self._watches.get((kind, name)) is w:
+                del self._watches[(kind, name)]
+                w.end(None)
+
+    def _handle(self, resp: session_pb2.KeepAliveResponse, sent: Optional[float]) -> None:
         for l in resp.lost_locks:
             kind = l.kind or session_pb2.HOLD_KIND_LOCK  # servers before LostLock.kind
+            hold = LostHold(kind, l.name, l.fence, l.reason)
             key = (kind, l.name, l.fence)
-            if key not in self._seen:  # coordd repeats a report until a heartbeat saw it
-                self._seen.add(key)
-                self.lost.put(LostHold(kind, l.name, l.fence, l.reason))
-                self.lost_event.set()
+            with self._lock:
+                if key not in self._seen:  # coordd repeats a report until a heartbeat saw it
+                    self._seen[key] = hold
+                    self.lost.put(hold)
+                    self.lost_event.set()
+                w = self._watches.get((kind, l.name))
+                if w is not None and w.fence == l.fence:  # not a later grant of the name
+                    del self._watches[(kind, l.name)]
+                    w.end(LostError(hold))
         if resp.expired:
-            self._end(RuntimeError("coordd reports the session expired"))
+            self._end(SessionError("coordd reports the session expired"))
         elif resp.superseded:
-            self._end(RuntimeError("another stream resumed the session"))
+            self._end(SessionError("another stream resumed the session"))
         elif sent is not None:
             self._deadline = max(self._deadline, sent + resp.ttl.ToNanoseconds() / 1e9)
 
-    def _keep(self):
-        stream, sent, backoff, last_error = self._stream, None, _MIN_BACKOFF, None
+    def _keep(self) -> None:
+        stream: Optional[_Stream] = self._stream
+        sent: Optional[float] = None
+        backoff, last_error = _MIN_BACKOFF, None
         next_beat = time.monotonic() + self.ttl / 3
         while not self._closing.is_set() and not self.done.is_set():
             now = time.monotonic()
             if now >= self._deadline:
-                self._end(RuntimeError("no heartbeat was answered within the session TTL (%.3fs); last error: %s" % (self.ttl, last_error)))
+                self._end(SessionError("no heartbeat was answered within the session TTL (%.3fs); last error: %s" % (self.ttl, last_error)))
                 break
             if stream is None:
                 stream, resp, when = self._open(session_pb2.KeepAliveRequest(session_id=self.id, ttl=_duration(self.ttl)),
@@ -301,16 +309,16 @@ class Session:
             if sent is not None:
                 sent, next_beat = None, time.monotonic() + self.ttl / 3
 
-    def _final(self, err):
+    def _final(self, err: BaseException) -> bool:
         """Ends the session if err means it cannot be resumed."""
         if isinstance(err, grpc.RpcError) and err.code() in _TRANSIENT:
             return False
         if isinstance(err, TimeoutError):
             return False
-        self._end(RuntimeError("the session cannot be resumed: %s" % err))
+        self._end(SessionError("the session cannot be resumed: %s" % err))
         return True
 
-    def close(self, timeout=5.0):
+    def close(self, timeout: float = 5.0) -> bool:
         """Ends the session: half-closes the stream, so that coordd releases
         every hold now, and waits up to timeout for coordd to confirm.
         Returns True if it did; False means the holds end at the TTL."""
@@ -322,7 +330,7 @@ class Session:
             return self.error is None
         stream = self._stream
         if stream is None:
-            self._end(RuntimeError("closed while the stream was broken"))
+            self._end(SessionError("closed while the stream was broken"))
             return False
         stream.half_close()
         end = time.monotonic() + timeout
@@ -331,7 +339,7 @@ class Session:
                 resp = stream.answers.get(timeout=max(0.0, end - time.monotonic()))
             except queue.Empty:
                 stream.call.cancel()
-                self._end(RuntimeError("coordd did not confirm the end of the session"))
+                self._end(SessionError("coordd did not confirm the end of the session"))
                 return False
             if isinstance(resp, EOFError):
                 self._end(None)
