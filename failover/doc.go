@@ -75,8 +75,8 @@
 //     test) and redis.wait_replicas=1 must lose none, double-hold none, and
 //     answer writes during the cut UNAVAILABLE, each standalone and on a
 //     Cluster; and asynchronous replication with the promoted replica's
-//     clock 5 s behind (an LD_PRELOAD shim, testdata/clockshim.c, built
-//     with the C compiler), where some grant must be made on a clock below
+//     clock 5 s behind (an LD_PRELOAD shim built with the C compiler,
+//     redistest.ClockShim), where some grant must be made on a clock below
 //     earlier fences (else the case did not test) and fences must still
 //     never go backwards. No stale fenced write may be accepted in any
 //     case.

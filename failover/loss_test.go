@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,26 +148,6 @@ func (tl lossTimeline) inCut(times []time.Time) int {
 	return n
 }
 
-// clockShim builds testdata/clockshim.c into dir and returns its path; it
-// skips the test (fails it under CI) without a C compiler.
-func clockShim(t *testing.T) string {
-	t.Helper()
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		if cc, err = exec.LookPath("cc"); err != nil {
-			if redistest.CI() {
-				t.Fatal("no C compiler (gcc or cc) to build testdata/clockshim.c")
-			}
-			t.Skip("no C compiler (gcc or cc) to build testdata/clockshim.c")
-		}
-	}
-	out := filepath.Join(t.TempDir(), "clockshim.so")
-	if b, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-o", out, filepath.Join("testdata", "clockshim.c")).CombinedOutput(); err != nil {
-		t.Fatalf("building testdata/clockshim.c: %v\n%s", err, b)
-	}
-	return out
-}
-
 func rdo(t *testing.T, addr string, args ...any) any {
 	t.Helper()
 	c := goredis.NewClient(redistest.Options(addr))
@@ -205,7 +183,7 @@ func replicationLoss(t *testing.T, tc lossCase) {
 	master := redistest.StartStandalone(t)
 	var env []string
 	if tc.clockBehind > 0 {
-		env = append(env, "LD_PRELOAD="+clockShim(t), "CLOCKSHIM_OFFSET_US="+strconv.FormatInt(tc.clockBehind.Microseconds(), 10))
+		env = append(env, "LD_PRELOAD="+redistest.ClockShim(t), "CLOCKSHIM_OFFSET_US="+strconv.FormatInt(tc.clockBehind.Microseconds(), 10))
 	}
 	replica := redistest.StartStandaloneEnv(t, env...)
 	repl := startProxy(t, master.Addr())

@@ -280,6 +280,19 @@ func (s *Server) logTail(n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
+// DeadAddr returns a loopback address where nothing listens: a port that
+// was free a moment ago and that this package never hands out again. A
+// test lists it for a server it cannot reach (the far side of a
+// partition): a dial is refused at once.
+func DeadAddr(t testing.TB) string {
+	t.Helper()
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+}
+
 // quote quotes a path for redis.conf.
 func quote(path string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(path) + `"`

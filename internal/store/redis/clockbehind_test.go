@@ -17,7 +17,7 @@ import (
 // more than the failover took. The fence counter alone is behind, and so is
 // the server time, so fences would go backwards; the store floors them at
 // the highest server time it has seen + 1. (failover TestReplicationLoss
-// does this with real processes: a replica under testdata/clockshim.c.)
+// does this with real processes: a replica under redistest.ClockShim.)
 func TestFenceFloorWhenClockIsBehind(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	clk := clock.NewFake(t0)
