@@ -32,6 +32,11 @@
 //     checked on every new connection (a restart breaks every connection,
 //     so no command reaches a restarted master before the check) and every
 //     Config.CheckInterval.
+//   - A master whose clock jumps forward (clockReading: its TIME, in every
+//     grant's answer and every epoch check, against this instance's
+//     monotonic clock) may have expired leases early: its vote in that
+//     grant does not count, and it counts for nothing until RestartDelay
+//     has passed, recorded in its epoch record as a restart is.
 //   - Renew extends the lock on a majority within the validity and never
 //     brings back an expired one; Release deletes it everywhere; GetHolds
 //     and CheckFence read a majority.
@@ -126,6 +131,7 @@ type Store struct {
 	done    sync.WaitGroup
 	ready   atomic.Bool  // vet is done: a new connection checks its master's epoch
 	seen    atomic.Int64 // the latest master clock (µs) or fence seen: a floor of fences
+	base    time.Time    // monotonic µs (mono) count from here
 	members sync.Map     // the deployment's masters as epoch records list them
 }
 
@@ -138,6 +144,11 @@ type master struct {
 	mu    sync.Mutex      // one epoch check at a time
 	until atomic.Int64    // Unix ns before which its votes do not count
 	run   atomic.Pointer[string]
+
+	clk    sync.Mutex  // the last reading of its clock (clockReading)
+	offHi  int64       // its TIME minus this instance's monotonic µs, at most
+	offAt  int64       // when read, in this instance's monotonic µs; 0: never
+	jumped atomic.Bool // its clock jumped forward: the next epoch check records it
 }
 
 // counts reports whether the master's answers count now.
@@ -156,7 +167,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Store{cfg: cfg, quorum: len(cfg.Addrs)/2 + 1, stop: make(chan struct{})}
+	s := &Store{cfg: cfg, quorum: len(cfg.Addrs)/2 + 1, stop: make(chan struct{}), base: time.Now()}
 	if cfg.Quorum > 0 {
 		s.quorum = cfg.Quorum
 	}
@@ -305,17 +316,24 @@ func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn) error
 	if err != nil {
 		return err
 	}
+	sent := s.mono()
 	now, err := c.Time(ctx).Result()
 	if err != nil {
 		return err
 	}
+	s.clockReading(m, now.UnixMicro(), sent, s.mono())
 	delay := s.cfg.RestartDelay.Microseconds()
 	if d, _ := strconv.ParseInt(rec["delay"], 10, 64); d > delay {
 		delay = d
 	}
 	since, _ := strconv.ParseInt(rec["since"], 10, 64)
 	local := time.Time{} // set when this instance sees the change itself
-	if rec["run"] != run {
+	if m.jumped.Swap(false) && rec["run"] == run {
+		// Its clock jumped forward: it may have expired leases early. As
+		// a restart, recorded for every instance (a new one included).
+		since = now.UnixMicro()
+		local = time.Now().Add(time.Duration(delay) * time.Microsecond)
+	} else if rec["run"] != run {
 		since = now.UnixMicro()
 		_, member := s.members.Load(m.addr)
 		if rec["run"] == "" && !member {
@@ -443,9 +461,10 @@ func (s *Store) keys(name string) []string {
 
 // answer is one master's reply.
 type answer struct {
-	v      []any
-	err    error
-	counts bool // the master counts: it was neither recovering before nor after its reply
+	v          []any
+	err        error
+	counts     bool  // the master counts: it was neither recovering before nor after its reply
+	sent, recv int64 // when the call was made and answered (mono)
 }
 
 // all runs script on every master at once, each within the timeout.
@@ -463,11 +482,11 @@ func (s *Store) on(ctx context.Context, idx []int, sc script, keys []string, arg
 			continue
 		}
 		wg.Go(func() {
-			before := m.counts()
+			before, sent := m.counts(), s.mono()
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 			defer cancel()
 			r, err := m.batch.Eval(cctx, sc.src, sc.hash, keys, args...).Result()
-			a := answer{err: err, counts: before && m.counts()}
+			a := answer{err: err, counts: before && m.counts(), sent: sent, recv: s.mono()}
 			switch v := r.(type) {
 			case []any:
 				a.v = v
@@ -568,6 +587,9 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 	for i, a := range as {
 		if a.err == nil && len(a.v) > 4 {
 			floor = max(floor, num(a.v, 4)) // every answering master's clock
+			if s.clockReading(s.masters[i], num(a.v, 4), a.sent, a.recv) {
+				a.counts = false // its "free" may be a lease it forgot
+			}
 		}
 		switch {
 		case a.err != nil || !a.counts:
@@ -665,6 +687,52 @@ func (s *Store) propose() int64 {
 			return p
 		}
 	}
+}
+
+// jumpTolerance is how far beyond Config.Drift (and 1 ms a second of
+// rate difference) a master's clock may move forward against this
+// instance's between two readings before it counts as a jump.
+const jumpTolerance = time.Millisecond
+
+// mono is this instance's monotonic clock in µs: no step of its wall
+// clock moves it.
+func (s *Store) mono() int64 { return time.Since(s.base).Microseconds() + 1 }
+
+// clockReading takes master m's TIME (µs), read by a call made at sent
+// and answered at recv (mono), and reports whether its clock jumped
+// forward since the last reading: then it may have expired leases early
+// (Redis expires keys by its wall clock), so it counts for nothing until
+// Config.RestartDelay has passed, as a restarted master, and the next
+// epoch check records it for the other instances. A step back is no
+// hazard (its leases live longer; the fence is a max-register) and is
+// not one. Its TIME minus mono lies in [now-recv, now-sent]; two readings
+// whose ranges are apart by more than the tolerance saw a jump.
+func (s *Store) clockReading(m *master, now, sent, recv int64) bool {
+	lo, hi := now-recv, now-sent
+	m.clk.Lock()
+	prevHi, prevAt := m.offHi, m.offAt
+	if recv >= m.offAt {
+		m.offHi, m.offAt = hi, recv
+	}
+	m.clk.Unlock()
+	tol := (s.cfg.Drift + jumpTolerance).Microseconds() + max(recv-prevAt, prevAt-recv)/1000
+	if prevAt == 0 || lo <= prevHi+tol {
+		return false
+	}
+	until := time.Now().Add(s.cfg.RestartDelay).UnixNano()
+	if s.cfg.NoRestartDelay {
+		until = 0
+	}
+	for {
+		old := m.until.Load()
+		if until <= old || m.until.CompareAndSwap(old, until) {
+			break
+		}
+	}
+	m.jumped.Store(true)
+	s.cfg.Log.Warn("a redlock master's clock jumped forward: it may have expired leases early, and counts for no lock until lock.max_ttl has passed",
+		"addr", m.addr, "by_at_least", time.Duration(lo-prevHi)*time.Microsecond, "for", s.cfg.RestartDelay)
+	return true
 }
 
 // see raises the latest master clock (µs) or fence this instance saw: a
