@@ -66,3 +66,22 @@ func TestFenceAboveAnotherInstancesCounters(t *testing.T) {
 		first = next
 	}
 }
+
+// TestOneDownCostsNoValidity: with one master refusing connections, a
+// grant of a 500 ms lease answers most of it as validity: every grant
+// waits for every master, and the refused one answers at once (one dial,
+// not go-redis's default of 5 tries 100 ms apart, which left 77-88 ms).
+func TestOneDownCostsNoValidity(t *testing.T) {
+	ms := masters(t, 5)
+	st := open(t, addrsOf(ms), nil)
+	ms[0].Kill()
+	for i := range 3 {
+		g, err := lock(t, st, "quick"+strconv.Itoa(i), 500*time.Millisecond)
+		if err != nil || !g.Acquired {
+			t.Fatalf("grant %d with one master down: %+v, %v", i, g, err)
+		}
+		if g.TTL < 250*time.Millisecond {
+			t.Fatalf("grant %d with one master down: validity %v of a 500ms lease: the grant took %v", i, g.TTL, 500*time.Millisecond-g.TTL)
+		}
+	}
+}

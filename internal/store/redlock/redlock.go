@@ -174,7 +174,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	for _, addr := range cfg.Addrs {
 		m := &master{addr: addr}
 		opts := &redis.Options{Addr: addr, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB, DialTimeout: cfg.DialTimeout,
-			ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout, PoolSize: cfg.PoolSize, MaxRetries: -1}
+			ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout, PoolSize: cfg.PoolSize, MaxRetries: -1,
+			// One dial per try: go-redis's default, 5 tries 100 ms apart,
+			// held every grant (which waits for every master) about 400 ms
+			// while one master refused connections.
+			DialerRetries: 1}
 		opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 			if !s.ready.Load() || !m.mu.TryLock() {
 				// vet reads every epoch first; or a check of this master
