@@ -43,6 +43,7 @@ if [ "$lint" = 1 ]; then
 	gen=$(mktemp -d)
 	tool buf generate -o "$gen"
 	diff -r "$gen/api/gen" api/gen
+	diff -r "$gen/api/openapi" api/openapi
 fi
 
 step "redis (scripts/redis-cluster.sh: a fresh standalone server and cluster)"
@@ -54,8 +55,8 @@ redis_env=$(scripts/redis-cluster.sh start)
 eval "$redis_env"
 echo "$redis_env"
 
-step "Debian packages the tests need (scripts/debian-packages.sh: the Python client test's grpcio, protobuf, grpc_tools)"
-scripts/debian-packages.sh python3-grpcio python3-protobuf python3-grpc-tools chromium
+step "Debian packages the tests need (scripts/debian-packages.sh: the Python client test's grpcio, protobuf, grpc_tools; curl for the README's curl tour)"
+scripts/debian-packages.sh python3-grpcio python3-protobuf python3-grpc-tools chromium curl
 
 step "go test -race${CI:+ (CI=$CI)}"
 # The failover suite's counts (double holders, duplicates, lost messages)
