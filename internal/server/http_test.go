@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -23,6 +27,7 @@ import (
 	coordv1 "github.com/coordd/coordd/api/gen/coord/v1"
 	"github.com/coordd/coordd/internal/gateway"
 	"github.com/coordd/coordd/internal/server"
+	"github.com/coordd/coordd/internal/tracing"
 )
 
 // The HTTP/JSON API (package gateway) over the services of a harness,
@@ -41,8 +46,9 @@ func newHTTPAPI(t testing.TB, opts ...func(*config)) *httpAPI {
 	t.Helper()
 	var p server.InProcess
 	var auth *server.Authenticator
-	h := newHarness(t, append(opts, func(c *config) { c.inProcess = &p; auth = c.auth })...)
-	g, err := gateway.New(gateway.Options{Conn: &p, AuthEnabled: auth.Enabled, MaxMessageBytes: 4 << 10, WriteTimeout: time.Minute, MaxWait: time.Minute})
+	var tracer trace.TracerProvider
+	h := newHarness(t, append(opts, func(c *config) { c.inProcess = &p; auth, tracer = c.auth, c.tracer })...)
+	g, err := gateway.New(gateway.Options{Conn: &p, AuthEnabled: auth.Enabled, MaxMessageBytes: 4 << 10, WriteTimeout: time.Minute, MaxWait: time.Minute, Tracer: tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,4 +373,51 @@ func TestHTTPBounds(t *testing.T) {
 	if resp.StatusCode != http.StatusMethodNotAllowed || !slices.Contains(resp.Header.Values("Allow"), http.MethodPost) || !strings.Contains(string(b), "METHOD_NOT_ALLOWED") {
 		t.Errorf("GET: HTTP %d, Allow %q, %s", resp.StatusCode, resp.Header.Values("Allow"), b)
 	}
+}
+
+// TestHTTPTraces: with a tracer, an HTTP call has one server span named
+// by its method, in the caller's trace (a traceparent header), with the
+// gRPC code as rpc.response.status_code and the store's spans as
+// children, as a gRPC call has; no span carries the lock's name or token.
+func TestHTTPTraces(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	api := newHTTPAPI(t, func(c *config) { c.tracer = tp })
+	cctx, client := tp.Tracer("client").Start(ctx(t), "client")
+	carrier := propagation.MapCarrier{}
+	tracing.Propagator().Inject(cctx, carrier)
+	const name, badToken = "secret-http-lock-9zq", "5ec7e75ec7e75ec7e75ec7e75ec7e7cd"
+	l := api.post("/v1/lock/lock", "", `{"name": "`+name+`", "ttl": "30s"}`, "traceparent", carrier["traceparent"]).ok(t)
+	api.post("/v1/lock/renew", "", `{"name": "`+name+`", "token": "`+badToken+`", "ttl": "30s"}`, "traceparent", carrier["traceparent"]).
+		wantError(t, http.StatusBadRequest, codes.FailedPrecondition, "LOCK_NOT_HELD")
+	client.End()
+	spans := endedSpans(t, rec, func(s []sdktrace.ReadOnlySpan) bool {
+		return spanNamed(s, "coord.v1.LockService/Lock") != nil && spanNamed(s, "coord.v1.LockService/Renew") != nil && spanNamed(s, "client") != nil
+	})
+	for _, c := range []struct{ method, code string }{
+		{"coord.v1.LockService/Lock", "OK"},
+		{"coord.v1.LockService/Renew", "FAILED_PRECONDITION"},
+	} {
+		var named []sdktrace.ReadOnlySpan
+		for _, s := range spans {
+			if s.Name() == c.method {
+				named = append(named, s)
+			}
+		}
+		if len(named) != 1 {
+			t.Fatalf("%d spans named %s, want 1", len(named), c.method)
+		}
+		s := named[0]
+		if s.SpanKind() != trace.SpanKindServer || s.Parent().SpanID() != client.SpanContext().SpanID() || s.SpanContext().TraceID() != client.SpanContext().TraceID() {
+			t.Errorf("%s: kind %v, parent %v, want a server span under the client's %v", c.method, s.SpanKind(), s.Parent(), client.SpanContext())
+		}
+		if got := attr(s, "rpc.response.status_code"); got != c.code {
+			t.Errorf("%s: rpc.response.status_code %q, want %q", c.method, got, c.code)
+		}
+		if len(childrenOf(spans, s)) == 0 {
+			t.Errorf("%s: no store span among %v", c.method, spanNames(spans))
+		}
+	}
+	noSecrets(t, spans, name, badToken, str(t, l, "token"))
 }
