@@ -31,6 +31,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coordd/coordd/internal/daemontest"
 )
 
 // readmeBlock is one ```sh block of README.md.
@@ -90,6 +92,64 @@ func TestReadmeTour(t *testing.T) {
 	}
 }
 
+// TestReadmeCurlTour runs the curl tour of README.md's "HTTP/JSON API" as
+// TestReadmeTour runs the gRPC one: against a fresh daemon started with
+// the section's ```yaml block as its configuration file, the section's
+// first ```sh block (which sets H and prints nothing) before each other
+// block, with H=127.0.0.1:7071 replaced by the daemon's HTTP address.
+// curl prints protobuf's JSON on one line, which is compared in the
+// README's form (normalise).
+func TestReadmeCurlTour(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const heading = "## HTTP/JSON API"
+	blocks := shBlocks(t, string(readme), heading)
+	config := fencedBlock(t, string(readme), heading, "```yaml")
+	if len(blocks) < 2 || config == "" {
+		t.Fatalf("README.md's %s: %d sh blocks and a yaml block %q; the test expects a configuration, a setup block and more", heading, len(blocks), config)
+	}
+	setup := blocks[0]
+	const addrLine = "H=127.0.0.1:7071"
+	if len(setup.want) != 0 || strings.Count(setup.script, addrLine+"\n") != 1 {
+		t.Fatalf("README.md:%d: the curl tour's first block sets %s once and prints nothing", setup.line, addrLine)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("the curl tour needs curl (scripts/test.sh installs it)")
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := startCoorddWith(t, daemontest.Options{Name: "A", Args: []string{"--store", "memory"}, Config: config})
+	prelude := strings.Replace(setup.script, addrLine+"\n", "H="+in.HTTPAddr+"\n", 1)
+	for _, b := range blocks[1:] {
+		got := runBlock(t, root, prelude, b)
+		if !matchLines(b.want, got) {
+			t.Errorf("README.md:%d (%s): the output does not match the README\n--- README expects:\n%s\n--- printed:\n%s\n--- block:\n%s",
+				b.line, b.section, strings.Join(b.want, "\n"), strings.Join(got, "\n"), b.script)
+		}
+	}
+}
+
+// fencedBlock returns the text of the first block opened by fence (such
+// as "```yaml") in the README section headed heading, or "".
+func fencedBlock(t *testing.T, readme, heading, fence string) string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "\n"+fence+"\n")
+	if !ok {
+		return ""
+	}
+	block, _, _ = strings.Cut(block, "\n```\n")
+	return block + "\n"
+}
+
 // shBlocks returns the ```sh blocks of the README section headed heading.
 func shBlocks(t *testing.T, readme, heading string) []readmeBlock {
 	t.Helper()
@@ -142,8 +202,8 @@ func runBlock(t *testing.T, root, prelude string, b readmeBlock) []string {
 }
 
 // normalise puts each of grpcurl's JSON objects on one line in the README's
-// form and each "ERROR:" block on one line; other lines are kept, less
-// trailing blanks.
+// form, and so each JSON object printed on one line (curl's), and each
+// "ERROR:" block on one line; other lines are kept, less trailing blanks.
 func normalise(out string) []string {
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	if out == "" {
@@ -162,6 +222,8 @@ func normalise(out string) []string {
 				}
 			}
 			res = append(res, oneLineJSON(strings.Join(obj, "\n")))
+		case strings.HasPrefix(l, "{") && strings.HasSuffix(l, "}") && json.Valid([]byte(l)):
+			res = append(res, oneLineJSON(l))
 		case l == "ERROR:":
 			parts := []string{l}
 			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], " ") {

@@ -43,6 +43,7 @@ if [ "$lint" = 1 ]; then
 	gen=$(mktemp -d)
 	tool buf generate -o "$gen"
 	diff -r "$gen/api/gen" api/gen
+	diff -r "$gen/api/openapi" api/openapi
 fi
 
 step "redis (scripts/redis-cluster.sh: a fresh standalone server and cluster)"
@@ -54,9 +55,9 @@ redis_env=$(scripts/redis-cluster.sh start)
 eval "$redis_env"
 echo "$redis_env"
 
-step "Debian packages the tests need (scripts/debian-packages.sh: the Python package's grpcio, protobuf, setuptools, wheel, venv, and protoc for its stubs)"
+step "Debian packages the tests need (scripts/debian-packages.sh: the Python package's grpcio, protobuf, setuptools, wheel, venv, and protoc for its stubs; curl for the README's curl tour)"
 scripts/debian-packages.sh python3-grpcio python3-protobuf python3-setuptools python3-wheel python3-venv \
-	protobuf-compiler protobuf-compiler-grpc libprotobuf-dev chromium
+	protobuf-compiler protobuf-compiler-grpc libprotobuf-dev chromium curl
 
 step "go test -race${CI:+ (CI=$CI)}"
 # The failover suite's counts (double holders, duplicates, lost messages)

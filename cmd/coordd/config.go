@@ -19,6 +19,7 @@ import (
 	"github.com/coordd/coordd/internal/console"
 	"github.com/coordd/coordd/internal/election"
 	"github.com/coordd/coordd/internal/envoyrl"
+	"github.com/coordd/coordd/internal/gateway"
 	"github.com/coordd/coordd/internal/hold"
 	"github.com/coordd/coordd/internal/idem"
 	"github.com/coordd/coordd/internal/limiter"
@@ -71,6 +72,7 @@ type Config struct {
 	Idempotency idem.Config    `mapstructure:"idempotency"`
 	Queue       queue.Config   `mapstructure:"queue"`
 	UI          console.Config `mapstructure:"ui"`
+	HTTPAPI     gateway.Config `mapstructure:"http_api"`
 }
 
 // GRPCConfig is the grpc section: the server's transport settings.
@@ -230,6 +232,7 @@ func DefaultConfig() Config {
 		Queue:           sc.Queue,
 		Redis:           defaultRedisConfig(),
 		UI:              console.DefaultConfig(),
+		HTTPAPI:         gateway.DefaultConfig(),
 	}
 	c.Limits.MaxNameBytes = 256
 	c.Limits.MaxWait = time.Minute

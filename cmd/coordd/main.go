@@ -37,6 +37,7 @@ import (
 
 	"github.com/coordd/coordd/internal/clock"
 	"github.com/coordd/coordd/internal/console"
+	"github.com/coordd/coordd/internal/gateway"
 	"github.com/coordd/coordd/internal/limiter"
 	"github.com/coordd/coordd/internal/metrics"
 	"github.com/coordd/coordd/internal/queue"
@@ -329,6 +330,10 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	if cfg.UI.Enabled {
 		local = &server.Local{}
 	}
+	var inProcess *server.InProcess // the HTTP/JSON API's way in: nil unless it is on
+	if cfg.HTTPAPI.Enabled {
+		inProcess = &server.InProcess{}
+	}
 	limits := cfg.Limits.Limits
 	switch limits.MaxSessions {
 	case 0:
@@ -340,7 +345,7 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	}
 	d.activity = server.NewActivity(d.store, clock.Real{})
 	d.grpc, d.health = server.New(svc, server.Options{
-		Log: log, Metrics: domain, Auth: d.auth, Limits: limits, Local: local, StoreLatency: storeLatency, Activity: d.activity,
+		Log: log, Metrics: domain, Auth: d.auth, Limits: limits, Local: local, InProcess: inProcess, StoreLatency: storeLatency, Activity: d.activity,
 		Unary:         []grpc.UnaryServerInterceptor{grpcMetrics.UnaryServerInterceptor()},
 		Stream:        []grpc.StreamServerInterceptor{grpcMetrics.StreamServerInterceptor()},
 		ServerOptions: serverOpts, Tracer: tracer,
@@ -364,6 +369,18 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 	if cfg.UI.Enabled {
 		mux.Handle("/ui/", d.console(local))
 	}
+	if cfg.HTTPAPI.Enabled {
+		api, err := gateway.New(gateway.Options{
+			Conn: inProcess, AuthEnabled: d.auth.Enabled, MaxMessageBytes: cfg.Limits.MaxMessageBytes,
+			WriteTimeout: httpWriteTimeout, MaxWait: cfg.Limits.MaxWait, Tracer: tracer,
+		})
+		if err != nil {
+			d.grpc.Stop()
+			_ = d.closeStore()
+			return nil, err
+		}
+		mux.Handle(gateway.Prefix, api)
+	}
 	d.http = newHTTPServer(mux)
 
 	if d.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -376,6 +393,9 @@ func newDaemon(cfg Config, log *slog.Logger) (_ *daemon, err error) {
 		d.grpc.Stop()
 		_ = d.closeStore()
 		return nil, fmt.Errorf("http_addr: %w", err)
+	}
+	if cfg.HTTPAPI.Enabled && !isLoopback(d.httpLis.Addr()) && !d.auth.Enabled() {
+		log.Warn("the HTTP/JSON API (http_api.enabled) is on a non-loopback address with auth off: anyone who can reach the HTTP port can use every namespace; set auth.enabled (README: HTTP/JSON API)", "addr", d.httpLis.Addr().String())
 	}
 	if cfg.UI.Enabled && !isLoopback(d.httpLis.Addr()) && !d.auth.Enabled() {
 		log.Warn("the console (ui.enabled) is on a non-loopback address with auth off: anyone who can reach the HTTP port can redrive and purge every queue; keep it private (README: Console)", "addr", d.httpLis.Addr().String())

@@ -61,6 +61,8 @@ type config struct {
 	tracer trace.TracerProvider
 	// local, if not nil, is server.Options.Local.
 	local *server.Local
+	// inProcess, if not nil, is server.Options.InProcess.
+	inProcess *server.InProcess
 	// latency, if not nil, is server.Options.StoreLatency.
 	latency *server.StoreLatency
 }
@@ -120,6 +122,7 @@ func newHarness(t testing.TB, opts ...func(*config)) *harness {
 			o.Unary, o.Auth, o.Limits, o.Metrics, o.ServerOptions = cfg.unary, cfg.auth, cfg.limits, cfg.metrics, cfg.serverOpts
 			o.Tracer = cfg.tracer
 			o.Local = cfg.local
+			o.InProcess = cfg.inProcess
 			o.StoreLatency = cfg.latency
 		}),
 		servertest.WithRegister(cfg.register))

@@ -99,13 +99,19 @@ type localConn struct {
 // Invoke calls method's handler with a copy of args, in the conn's
 // namespace, and copies its answer into reply.
 func (c localConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+	return invoke(WithNamespace(ctx, c.ns), c.l.services, method, args, reply, c.interceptor(c.ns))
+}
+
+// invoke calls method's handler among services with a copy of args,
+// through interceptor, and copies its answer into reply.
+func invoke(ctx context.Context, services map[string]localService, method string, args, reply any, interceptor grpc.UnaryServerInterceptor) error {
 	in, ok := args.(proto.Message)
 	out, ok2 := reply.(proto.Message)
 	if !ok || !ok2 {
 		return status.Errorf(codes.Internal, "local call %s: not protobuf messages", method)
 	}
 	svc, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
-	s, ok := c.l.services[svc]
+	s, ok := services[svc]
 	if !ok {
 		return status.Errorf(codes.Unimplemented, "unknown service %s", svc)
 	}
@@ -122,8 +128,7 @@ func (c localConn) Invoke(ctx context.Context, method string, args, reply any, _
 		proto.Merge(m, in)
 		return nil
 	}
-	ctx = WithNamespace(ctx, c.ns)
-	resp, err := s.desc.Methods[i].Handler(s.impl, ctx, dec, c.interceptor(c.ns))
+	resp, err := s.desc.Methods[i].Handler(s.impl, ctx, dec, interceptor)
 	if err != nil {
 		return err
 	}
@@ -145,6 +150,12 @@ func (c localConn) interceptor(ns string) grpc.UnaryServerInterceptor {
 		}
 		return h(ctx, req)
 	}}, c.l.chain...)
+	return chainUnary(chain)
+}
+
+// chainUnary is chain as one interceptor, the first outermost (as
+// grpc.ChainUnaryInterceptor).
+func chainUnary(chain []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		var next func(i int) grpc.UnaryHandler
 		next = func(i int) grpc.UnaryHandler {

@@ -151,6 +151,10 @@ type Options struct {
 	// Local, if set, is made an in-process client of the services New
 	// registers (see Local), for the operator's console.
 	Local *Local
+	// InProcess, if set, is made an in-process client of the services New
+	// registers that goes through every interceptor a gRPC call does,
+	// authentication included (see InProcess), for the HTTP/JSON gateway.
+	InProcess *InProcess
 	// StoreLatency, if set, sheds new work (new sessions, calls that would
 	// wait, Observe streams) with OVERLOADED while the store answers
 	// slowly; the store's observer feeds it. nil: no shedding.
@@ -226,6 +230,9 @@ func New(svc Services, o Options) (*grpc.Server, *health.Server) {
 	traced = fullMethods(gs)
 	if o.Local != nil {
 		*o.Local = *newLocal(services, names, c.gate, cl, callTimer{o.Metrics}.unary, recovery.UnaryServerInterceptor(recoveryOpt), c.limitUnary, e.unary)
+	}
+	if o.InProcess != nil {
+		*o.InProcess = *newInProcess(services, unary)
 	}
 	hs := health.NewServer()
 	for name := range gs.GetServiceInfo() {
