@@ -17,15 +17,27 @@ step() { printf '\n== %s  (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 6
 tool() { go tool -modfile=tools/go.mod "$@"; }
 
 gen=""
+lanes=""
+download_log=""
+download_pid=""
 failover_summary=$(mktemp)
 redis_started=0
 cleanup() {
 	if [ -n "$gen" ]; then rm -rf "$gen"; fi
-	rm -f "$failover_summary"
+	if [ -n "$lanes" ]; then rm -rf "$lanes"; fi
+	if [ -n "$download_pid" ]; then kill "$download_pid" 2>/dev/null || true; fi
+	rm -f "$failover_summary" "$download_log"
 	if [ "$redis_started" = 1 ]; then scripts/redis-cluster.sh stop || true; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# On a cold machine: every module's dependencies fetched in the background
+# while the lint steps use the CPU (go commands share the module cache
+# safely, each waiting on the other's download of a module).
+download_log=$(mktemp)
+(for m in . tools bench deploy examples; do (cd "$m" && go mod download) || exit 1; done) > "$download_log" 2>&1 &
+download_pid=$!
 
 if [ "$lint" = 1 ]; then
 	step "gofmt"
@@ -73,20 +85,52 @@ cat "$COORDD_FAILOVER_SUMMARY"
 step "fuzz (scripts/fuzz.sh 3: every fuzz target for 3 s, without -race; the Redis ones on the standalone server above)"
 scripts/fuzz.sh 3
 
-step "deploy/ (manifests, compose, Prometheus rules, Grafana, Dockerfile; a module of its own)"
+# The rest in two lanes side by side (each waits on Redis and timers as
+# much as on the CPU): the bench module alone, and the deploy and examples
+# modules and the second pass on the Cluster. Each lane's output is
+# printed when both are done, under its steps' headings.
+#
+# The second pass: the gRPC acceptance tests and the Go client's again,
+# end to end on the Redis Cluster. Not again on the standalone Redis
+# (-coordd.backend=redis still works by hand): the store's conformance
+# suite runs on both (internal/store/redis TestConformanceStandalone and
+# ...Cluster), and the two modes differ only below the store interface.
+step "in two lanes: bench/; then deploy/, examples/ and ./internal/server ./client on the Cluster"
+if ! wait "$download_pid"; then
+	echo "go mod download failed (the steps below fetch what they need themselves):"
+	cat "$download_log"
+fi
+download_pid=""
+lanes=$(mktemp -d)
+lane_pids=()
+lane() { # lane NAME: the steps read from stdin, run by bash in the background, output to $lanes/NAME.out
+	local name=$1
+	cat > "$lanes/$name.sh"
+	(
+		rc=0
+		bash -euo pipefail "$lanes/$name.sh" > "$lanes/$name.out" 2>&1 || rc=$?
+		echo "$rc" > "$lanes/$name.rc"
+	) &
+	lane_pids+=($!)
+}
+lane bench <<'LANE'
+printf '== bench/ (coordbench, a module of its own: smoke runs on memory and on the Cluster with --baseline)\n'
+cd bench && go vet ./... && go test -race -count=1 ./...
+LANE
+lane rest <<'LANE'
+printf '== deploy/ (manifests, compose, Prometheus rules, Grafana, Dockerfile, the Helm chart; a module of its own)\n'
 (cd deploy && go vet ./... && go test -count=1 ./...)
-
-step "examples (a module of its own; PostgreSQL from COORDD_TEST_POSTGRES)"
+printf '\n== examples (a module of its own; PostgreSQL from COORDD_TEST_POSTGRES)\n'
 (cd examples && go vet ./... && go test -race -count=1 ./...)
-
-step "bench/ (coordbench, a module of its own: smoke runs on memory and on the Cluster with --baseline)"
-(cd bench && go vet ./... && go test -race -count=1 ./...)
-
-# The gRPC acceptance tests and the Go client's again, end to end on the
-# Redis Cluster. Not again on the standalone Redis (-coordd.backend=redis
-# still works by hand): the store's conformance suite runs on both
-# (internal/store/redis TestConformanceStandalone and ...Cluster), and the
-# two modes differ only below the store interface, while a second pass here
-# costs about 2.5 of CI's 30 minutes.
-step "go test -race ./internal/server ./client on cluster"
+printf '\n== go test -race ./internal/server ./client on the Cluster\n'
 go test -race -count=1 -timeout 10m ./internal/server ./client -args -coordd.backend=cluster
+LANE
+wait "${lane_pids[@]}"
+failed=0
+for name in bench rest; do
+	cat "$lanes/$name.out"
+	rc=$(cat "$lanes/$name.rc")
+	if [ "$rc" != 0 ]; then echo "== lane $name failed (exit $rc)"; failed=1; fi
+done
+[ "$failed" = 0 ]
+step "done"
