@@ -131,7 +131,7 @@ type Store struct {
 	done    sync.WaitGroup
 	ready   atomic.Bool  // vet is done: a new connection checks its master's epoch
 	seen    atomic.Int64 // the latest master clock (µs) or fence seen: a floor of fences
-	base    time.Time    // monotonic µs (mono) count from here
+	base    int64        // mono counts from here (bootMicros)
 	members sync.Map     // the deployment's masters as epoch records list them
 }
 
@@ -145,11 +145,20 @@ type master struct {
 	until atomic.Int64    // Unix ns before which its votes do not count
 	run   atomic.Pointer[string]
 
-	clk    sync.Mutex  // the last reading of its clock (clockReading)
-	offHi  int64       // its TIME minus this instance's monotonic µs, at most
-	offAt  int64       // when read, in this instance's monotonic µs; 0: never
-	jumped atomic.Bool // its clock jumped forward: the next epoch check records it
+	clk      sync.Mutex             // readings, and until on a jump (clockReading)
+	readings [clockReadings]reading // the latest readings of its clock, a ring
+	next     int                    // the ring's next slot
+	jumped   atomic.Bool            // its clock jumped forward: the next epoch check records it
 }
+
+// reading is one reading of a master's clock: its TIME minus this
+// instance's monotonic µs lay in [lo, hi], read by a call made at sent and
+// answered at recv (mono); recv 0: none.
+type reading struct{ lo, hi, sent, recv int64 }
+
+// clockReadings is how many readings of each master's clock a new one is
+// compared with.
+const clockReadings = 16
 
 // counts reports whether the master's answers count now.
 func (m *master) counts() bool { return time.Now().UnixNano() >= m.until.Load() }
@@ -167,7 +176,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Store{cfg: cfg, quorum: len(cfg.Addrs)/2 + 1, stop: make(chan struct{}), base: time.Now()}
+	s := &Store{cfg: cfg, quorum: len(cfg.Addrs)/2 + 1, stop: make(chan struct{}), base: bootMicros()}
 	if cfg.Quorum > 0 {
 		s.quorum = cfg.Quorum
 	}
@@ -332,7 +341,8 @@ func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn) error
 	}
 	since, _ := strconv.ParseInt(rec["since"], 10, 64)
 	local := time.Time{} // set when this instance sees the change itself
-	if m.jumped.Swap(false) && rec["run"] == run {
+	jumped := m.jumped.Swap(false)
+	if jumped && rec["run"] == run {
 		// Its clock jumped forward: it may have expired leases early. As
 		// a restart, recorded for every instance (a new one included).
 		since = now.UnixMicro()
@@ -353,6 +363,9 @@ func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn) error
 	s.members.Range(func(k, _ any) bool { members = append(members, k.(string)); return true })
 	slices.Sort(members)
 	if err := c.HSet(ctx, s.epochKey(), "run", run, "since", since, "delay", delay, "members", strings.Join(members, ",")).Err(); err != nil {
+		if jumped {
+			m.jumped.Store(true) // recorded at the next check
+		}
 		return err
 	}
 	until := time.Now().Add(time.Duration(since+delay-now.UnixMicro()) * time.Microsecond)
@@ -362,10 +375,11 @@ func (s *Store) checkEpoch(ctx context.Context, m *master, cn *redis.Conn) error
 	if s.cfg.NoRestartDelay {
 		until = time.Time{}
 	}
-	if prev := m.run.Load(); prev != nil && *prev == run && until.UnixNano() < m.until.Load() {
-		until = time.Unix(0, m.until.Load()) // the same run: never shortened
+	if prev := m.run.Load(); prev != nil && *prev == run {
+		raise(&m.until, until.UnixNano()) // the same run: never shortened (a jump seen meanwhile kept)
+	} else {
+		m.until.Store(until.UnixNano())
 	}
-	m.until.Store(until.UnixNano())
 	m.run.Store(&run)
 	return nil
 }
@@ -585,13 +599,14 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 	nonce := strconv.FormatUint(rand.Uint64(), 36) // this try's: its undo deletes its record only
 	prop := s.propose()
 	fenceTTL := max(1, int64(s.cfg.FenceTTL.Seconds()))
-	as := s.all(ctx, acquireScript, keys, req.Token, req.Owner, max(1, lease.Milliseconds()), req.MaxHold.Microseconds(), nonce, prop, fenceTTL)
-	var took, taken, down []int
+	as := s.all(ctx, acquireScript, keys, req.Token, req.Owner, max(1, lease.Milliseconds()), req.MaxHold.Microseconds(), nonce, prop, fenceTTL,
+		2*proposalLead.Microseconds())
+	var took, taken, down, slow []int
 	counter, floor, proposed := int64(0), s.seen.Load(), 0
 	for i, a := range as {
 		if a.err == nil && len(a.v) > 4 {
 			floor = max(floor, num(a.v, 4)) // every answering master's clock
-			if s.clockReading(s.masters[i], num(a.v, 4), a.sent, a.recv) {
+			if s.clockReading(s.masters[i], num(a.v, 4), a.sent, a.recv) || !s.masters[i].counts() {
 				a.counts = false // its "free" may be a lease it forgot
 			}
 		}
@@ -603,6 +618,8 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 			counter = max(counter, num(a.v, 3))
 			if num(a.v, 1) == 1 {
 				proposed++
+			} else {
+				slow = append(slow, i)
 			}
 		default:
 			taken = append(taken, i)
@@ -612,16 +629,30 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 	if len(took) >= s.quorum {
 		// One round: a majority took the proposal, above each one's
 		// counter, so above every fence answered before (any two
-		// majorities share a master), and it is written to them.
+		// majorities share a master), and it is written to them. The
+		// masters that granted but did not take it get it too (else
+		// their records, without a fence, would not count for renewals
+		// and reads): a second round, only for them.
 		fence, held := uint64(prop), proposed
+		if proposed >= s.quorum && len(slow) > 0 {
+			cs := s.on(ctx, slow, commitScript, keys, req.Token, prop, fenceTTL, nonce)
+			for _, i := range slow {
+				if c := cs[i]; c.err == nil && c.counts && num(c.v, 1) == 1 {
+					held++
+				}
+			}
+		}
 		if proposed < s.quorum {
 			// Two rounds: a counter or a clock was at or above the
-			// proposal (another instance's clock ahead of ours). The
-			// maximum + 1 (at least the floor and the proposal, which
-			// some masters may hold) is written to the masters that
-			// granted, a majority: any later majority shares one.
-			fence = uint64(max(counter+1, floor, prop))
-			s.see(int64(fence))
+			// proposal (another instance's clock ahead of ours), or the
+			// proposal far above a clock. The maximum + 1 (at least the
+			// floor, and the proposal where some masters took it) is
+			// written to the masters that granted, a majority: any later
+			// majority shares one.
+			fence = uint64(max(counter+1, floor))
+			if proposed > 0 {
+				fence = max(fence, uint64(prop))
+			}
 			cs := s.on(ctx, took, commitScript, keys, req.Token, fence, fenceTTL, nonce)
 			held = 0
 			for _, i := range took {
@@ -630,6 +661,7 @@ func (s *Store) acquire(ctx context.Context, req store.HoldRequest) (g store.Gra
 				}
 			}
 		}
+		s.see(int64(fence))
 		validity := lease - time.Since(start) - s.drift(lease)
 		if held >= s.quorum && validity > 0 {
 			return store.Grant{Acquired: true, Token: req.Token, Fence: fence, TTL: validity, ExpireTime: start.Add(lease - s.drift(lease)), Holders: 1}, false, nil
@@ -681,16 +713,12 @@ func (s *Store) undo(ctx context.Context, keys []string, token, nonce string) {
 }
 
 // propose returns the fence a grant proposes: above every fence and
-// master clock this instance saw, and proposalLead ahead of its own clock;
-// the floor is raised to it.
+// master clock this instance saw, and proposalLead ahead of its own clock.
+// The floor is raised to it only once it is the fence answered: a
+// proposal a majority did not take (from a clock far ahead, say) leaves
+// nothing behind.
 func (s *Store) propose() int64 {
-	for {
-		old := s.seen.Load()
-		p := max(old+1, time.Now().UnixMicro()+proposalLead.Microseconds())
-		if s.seen.CompareAndSwap(old, p) {
-			return p
-		}
-	}
+	return max(s.seen.Load()+1, time.Now().UnixMicro()+proposalLead.Microseconds())
 }
 
 // jumpTolerance is how far beyond Config.Drift (and 1 ms a second of
@@ -698,58 +726,68 @@ func (s *Store) propose() int64 {
 // instance's between two readings before it counts as a jump.
 const jumpTolerance = time.Millisecond
 
-// mono is this instance's monotonic clock in µs: no step of its wall
-// clock moves it.
-func (s *Store) mono() int64 { return time.Since(s.base).Microseconds() + 1 }
+// mono is this instance's monotonic clock in µs, from 1: no step of its
+// wall clock moves it, and it runs on while the host is suspended (where
+// the system has such a clock: boottime), so that a resume does not look
+// like every master's clock jumping.
+func (s *Store) mono() int64 { return bootMicros() - s.base + 1 }
 
 // clockReading takes master m's TIME (µs), read by a call made at sent
 // and answered at recv (mono), and reports whether its clock jumped
-// forward since the last reading: then it may have expired leases early
-// (Redis expires keys by its wall clock), so it counts for nothing until
-// Config.RestartDelay has passed, as a restarted master, and the next
-// epoch check records it for the other instances. A step back is no
-// hazard (its leases live longer; the fence is a max-register) and is
-// not one. Its TIME minus mono lies in [now-recv, now-sent]; two readings
-// whose ranges are apart by more than the tolerance saw a jump.
+// forward: then it may have expired leases early (Redis expires keys by
+// its wall clock), so it counts for nothing until Config.RestartDelay has
+// passed, as a restarted master, and the next epoch check records it for
+// the other instances. A step back is no hazard (its leases live longer;
+// the fence is a max-register) and is not one.
+//
+// Its TIME minus mono lies in [now-recv, now-sent]. A reading is compared
+// only with the earlier ones that were answered before it was asked
+// (readings come in concurrently, and are taken out of order): with the
+// offset unchanged, its lo is at most their hi; more than the tolerance
+// above any of them is a jump. until is set before m.clk is released, so
+// a concurrent reading that finds the jump already taken in finds the
+// master not counting.
 func (s *Store) clockReading(m *master, now, sent, recv int64) bool {
-	lo, hi := now-recv, now-sent
-	m.clk.Lock()
-	prevHi, prevAt := m.offHi, m.offAt
-	if recv >= m.offAt {
-		m.offHi, m.offAt = hi, recv
-	}
-	m.clk.Unlock()
-	tol := (s.cfg.Drift + jumpTolerance).Microseconds() + max(recv-prevAt, prevAt-recv)/1000
-	if prevAt == 0 || lo <= prevHi+tol {
+	if s.cfg.NoRestartDelay {
 		return false
 	}
-	until := time.Now().Add(s.cfg.RestartDelay).UnixNano()
-	if s.cfg.NoRestartDelay {
-		until = 0
-	}
-	for {
-		old := m.until.Load()
-		if until <= old || m.until.CompareAndSwap(old, until) {
-			break
+	r := reading{lo: now - recv, hi: now - sent, sent: sent, recv: recv}
+	m.clk.Lock()
+	defer m.clk.Unlock()
+	var by int64
+	for _, p := range m.readings {
+		if p.recv == 0 || p.recv > sent {
+			continue
 		}
+		tol := (s.cfg.Drift + jumpTolerance).Microseconds() + (recv-p.recv)/1000
+		by = max(by, r.lo-p.hi-tol)
 	}
+	m.readings[m.next] = r
+	m.next = (m.next + 1) % clockReadings
+	if by <= 0 {
+		return false
+	}
+	raise(&m.until, time.Now().Add(s.cfg.RestartDelay).UnixNano())
 	m.jumped.Store(true)
 	s.cfg.Log.Warn("a redlock master's clock jumped forward: it may have expired leases early, and counts for no lock until lock.max_ttl has passed",
-		"addr", m.addr, "by_at_least", time.Duration(lo-prevHi)*time.Microsecond, "for", s.cfg.RestartDelay)
+		"addr", m.addr, "by_at_least", time.Duration(by)*time.Microsecond, "for", s.cfg.RestartDelay)
 	return true
+}
+
+// raise sets v to x if x is greater.
+func raise(v *atomic.Int64, x int64) {
+	for {
+		old := v.Load()
+		if x <= old || v.CompareAndSwap(old, x) {
+			return
+		}
+	}
 }
 
 // see raises the latest master clock (µs) or fence this instance saw: a
 // floor of every fence it hands out, so that its fences never go back
 // when the masters of a grant have slower clocks than an earlier one's.
-func (s *Store) see(t int64) {
-	for {
-		old := s.seen.Load()
-		if t <= old || s.seen.CompareAndSwap(old, t) {
-			return
-		}
-	}
-}
+func (s *Store) see(t int64) { raise(&s.seen, t) }
 
 // RenewHold implements store.Holds: extended on a majority within the
 // validity, never bringing back an expired lock.
@@ -915,3 +953,9 @@ func (s *Store) Subscribe(ctx context.Context, topic string) (*store.Subscriptio
 	sub, _ := s.hub.Subscribe(topic, nil)
 	return sub, nil
 }
+
+// monoStart anchors monoMicros.
+var monoStart = time.Now()
+
+// monoMicros is Go's monotonic clock in µs.
+func monoMicros() int64 { return time.Since(monoStart).Microseconds() }

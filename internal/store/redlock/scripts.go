@@ -24,10 +24,12 @@ func newScript(src string) script {
 // another token holds it. A record of the same token from an earlier try
 // (a timed-out attempt whose undo was lost) is taken over afresh: a new
 // nonce, the lease from now. ARGV[6] is the fence the grant proposes
-// (kept ARGV[7] s): if it is above the name's fence counter and at least
-// this master's clock, the counter is raised to it and the record holds
-// it; otherwise the record has no fence yet (0) and the counter is left
-// alone, for the grant's second round (commitScript). Returns {1, 1 if
+// (kept ARGV[7] s): if it is above the name's fence counter, at least this
+// master's clock and at most ARGV[8] µs above it (a coordd whose clock
+// runs far ahead must not carry fences where no clock follows), the
+// counter is raised to it and the record holds it; otherwise the record
+// has no fence yet (0) and the counter is left alone, for the grant's
+// second round (commitScript). Returns {1, 1 if
 // the proposal was taken else 0, 0, counter before, now} taken, {0,
 // owner, pttl ms, fence, now, token} held by another (the token stays in
 // coordd: it tells holders apart).
@@ -45,7 +47,7 @@ if ARGV[4] ~= '0' then
 end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 local p, f = tonumber(ARGV[6]), '0'
-if c < p and now <= p then
+if c < p and now <= p and p <= now + tonumber(ARGV[8]) then
   redis.call('SET', KEYS[2], ARGV[6], 'EX', ARGV[7])
   f = ARGV[6]
 end
