@@ -3,14 +3,25 @@ package deploy
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -158,55 +169,163 @@ var exportedAtStart = []string{
 	"coordd_hold_wait_seconds_bucket", "coordd_hold_duration_seconds_bucket", "coordd_session_streams",
 }
 
+// runBuild runs the coordd container of a build's Deployment as the
+// kubelet would: with the build's coordd.yaml, the files of the Secrets it
+// mounts (a self-signed certificate for tls.*, a list of API keys for a
+// .yaml), its command and its environment. It checks that coordd serves
+// and exports want, and that the Go runtime took GOMEMLIMIT.
+func runBuild(t *testing.T, bin string, objs []object, want []string) {
+	t.Helper()
+	dep := one(t, objs, "Deployment")
+	c := container(t, dep, "coordd")
+	cfg := getString(coorddConfigMap(t, objs, dep), "data", filepath.Base(coorddConfigPath))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "coordd.yaml")
+	paths := map[string]string{coorddConfigPath: path}
+	for _, m := range getList(c, "volumeMounts") {
+		mount := getString(m, "mountPath")
+		if mount == filepath.Dir(coorddConfigPath) {
+			continue
+		}
+		v := podVolume(dep, getString(m, "name"))
+		local := filepath.Join(dir, getString(m, "name"))
+		if err := os.Mkdir(local, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		paths[strings.TrimSuffix(mount, "/")+"/"] = local + "/"
+		for _, item := range getList(v, "secret", "items") {
+			f := getString(item, "path")
+			if err := os.WriteFile(filepath.Join(local, f), secretFile(t, f), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	local := func(s string) string {
+		for from, to := range paths {
+			s = strings.ReplaceAll(s, from, to)
+		}
+		return s
+	}
+	if err := os.WriteFile(path, []byte(local(cfg)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, a := range append(strs(get(c, "command")), strs(get(c, "args"))...)[1:] {
+		args = append(args, local(a))
+	}
+	env, _ := containerEnv(t, c)
+	for k := range env {
+		if strings.HasPrefix(k, "OTEL_EXPORTER_OTLP_") {
+			// No collector here, and coordd, on SIGTERM, tries to flush its
+			// spans to an unreachable one for as long as shutdown_timeout.
+			delete(env, k)
+		}
+	}
+	addr := startCoordd(t, bin, args, env)
+	checkServing(t, bin, addr, want)
+	if v := env["GOMEMLIMIT"]; v != "" {
+		// The Go runtime took it (it refuses to start on a malformed one).
+		limit, _ := goMemLimit(v)
+		if m := fmt.Sprintf("\ngo_gc_gomemlimit_bytes %g\n", float64(limit)); !strings.Contains(metrics(t, addr), m) {
+			t.Errorf("/metrics has no %q", m[1:])
+		}
+	}
+}
+
+// secretFile is what the test puts in a mounted Secret's file, by its
+// name: a certificate, its key, or a list of API keys.
+func secretFile(t *testing.T, name string) []byte {
+	t.Helper()
+	cert, key := testCertificate(t)
+	switch {
+	case name == "tls.crt" || name == "ca.crt":
+		return cert
+	case name == "tls.key":
+		return key
+	case strings.HasSuffix(name, ".yaml"):
+		sum := sha256.Sum256([]byte("a key of the deploy tests"))
+		return []byte("- namespace: search\n  key_sha256: " + hex.EncodeToString(sum[:]) + "\n")
+	}
+	t.Fatalf("a Secret's file %s, which the test cannot fill", name)
+	return nil
+}
+
+var testCert struct {
+	once      sync.Once
+	cert, key []byte
+	err       error
+}
+
+// testCertificate is a self-signed certificate (its own CA) for localhost,
+// and its key, in PEM.
+func testCertificate(t *testing.T) (cert, key []byte) {
+	t.Helper()
+	testCert.once.Do(func() {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			testCert.err = err
+			return
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber:          big.NewInt(1),
+			Subject:               pkix.Name{CommonName: "coordd"},
+			DNSNames:              []string{"localhost"},
+			NotBefore:             time.Now().Add(-time.Hour),
+			NotAfter:              time.Now().Add(24 * time.Hour),
+			IsCA:                  true,
+			BasicConstraintsValid: true,
+			KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+			ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+		if err != nil {
+			testCert.err = err
+			return
+		}
+		kder, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			testCert.err = err
+			return
+		}
+		testCert.cert = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		testCert.key = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+	})
+	if testCert.err != nil {
+		t.Fatal(testCert.err)
+	}
+	return testCert.cert, testCert.key
+}
+
 // TestCoorddRunsTheseConfigs: coordd starts with the configuration each
-// deployment gives it (every key known, every value valid), answers the
+// deployment gives it (every key known, every value valid): the kustomize
+// overlays, the Helm chart's renders, the compose services. It answers the
 // image's health check and exports the metrics the dashboard shows.
 func TestCoorddRunsTheseConfigs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs coordd")
 	}
 	bin := buildCoordd(t)
+	onRedis := append(slices.Clip(exportedAtStart), "coordd_store_breaker_open")
 
-	overlay := func(t *testing.T, dir string, want []string) {
-		objs := build(t, dir)
-		dep := one(t, objs, "Deployment")
-		c := container(t, dep, "coordd")
-		var cfg string
-		for _, cm := range ofKind(objs, "ConfigMap") {
-			if strings.HasPrefix(name(cm), "coordd-config") {
-				cfg = getString(cm, "data", "coordd.yaml")
+	t.Run("sidecar", func(t *testing.T) { runBuild(t, bin, build(t, sidecarDir), exportedAtStart) })
+	t.Run("shared", func(t *testing.T) { runBuild(t, bin, build(t, sharedDir), onRedis) })
+	for _, hc := range helmCases {
+		t.Run("helm/"+hc.name, func(t *testing.T) {
+			objs := hc.render(t)
+			want := exportedAtStart
+			if getString(coorddConfig(t, objs, one(t, objs, "Deployment")), "store") == "redis" {
+				want = onRedis
 			}
-		}
-		path := filepath.Join(t.TempDir(), "coordd.yaml")
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var args []string
-		for _, a := range append(strs(get(c, "command")), strs(get(c, "args"))...)[1:] {
-			args = append(args, strings.Replace(a, "/etc/coordd/coordd.yaml", path, 1))
-		}
-		env, _ := containerEnv(t, c)
-		addr := startCoordd(t, bin, args, env)
-		checkServing(t, bin, addr, want)
-		if v := env["GOMEMLIMIT"]; v != "" {
-			// The Go runtime took it (it refuses to start on a malformed one).
-			limit, _ := goMemLimit(v)
-			if m := fmt.Sprintf("\ngo_gc_gomemlimit_bytes %g\n", float64(limit)); !strings.Contains(metrics(t, addr), m) {
-				t.Errorf("/metrics has no %q", m[1:])
-			}
-		}
+			runBuild(t, bin, objs, want)
+		})
 	}
-	t.Run("sidecar", func(t *testing.T) { overlay(t, sidecarDir, exportedAtStart) })
-	t.Run("shared", func(t *testing.T) {
-		overlay(t, sharedDir, append(exportedAtStart, "coordd_store_breaker_open"))
-	})
 	for n, s := range composeServices(t) {
 		if s["build"] == nil {
 			continue
 		}
 		t.Run("compose/"+n, func(t *testing.T) {
 			addr := startCoordd(t, bin, strs(s["command"]), environment(s))
-			checkServing(t, bin, addr, append(exportedAtStart, "coordd_store_breaker_open"))
+			checkServing(t, bin, addr, onRedis)
 		})
 	}
 	t.Run("coordd-redis-cluster.yaml", func(t *testing.T) {
