@@ -494,17 +494,20 @@ func (s *Store) all(ctx context.Context, sc script, keys []string, args ...any) 
 // within the timeout; the answers are by master, the others' empty.
 func (s *Store) on(ctx context.Context, idx []int, sc script, keys []string, args ...any) []answer {
 	out := make([]answer, len(s.masters))
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	// The clock readings' times: the boottime once (a system call), then
+	// Go's monotonic clock (no system call) for each answer.
+	sent, start := s.mono(), time.Now()
 	var wg sync.WaitGroup
 	for i, m := range s.masters {
 		if idx != nil && !slices.Contains(idx, i) {
 			continue
 		}
 		wg.Go(func() {
-			before, sent := m.counts(), s.mono()
-			cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-			defer cancel()
-			r, err := m.batch.Eval(cctx, sc.src, sc.hash, keys, args...).Result()
-			a := answer{err: err, counts: before && m.counts(), sent: sent, recv: s.mono()}
+			before := m.counts()
+			r, err := m.batch.Eval(ctx, sc.src, sc.hash, keys, args...).Result()
+			a := answer{err: err, counts: before && m.counts(), sent: sent, recv: sent + time.Since(start).Microseconds() + 1}
 			switch v := r.(type) {
 			case []any:
 				a.v = v
