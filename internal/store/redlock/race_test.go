@@ -114,23 +114,7 @@ func TestClockJumpUnderConcurrentGrants(t *testing.T) {
 func TestClockStepBackUnderLoadIsNoJump(t *testing.T) {
 	ms, clk := clockMasters(t, 5, 0)
 	st := open(t, addrsOf(ms), quiet)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range 16 {
-		wg.Go(func() {
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				g, err := lockAs(st, "s"+strconv.Itoa(i*100000+n), "S", time.Second)
-				if err == nil && g.Acquired {
-					_, _ = st.ReleaseHold(context.Background(), store.HoldLock, "s"+strconv.Itoa(i*100000+n), g.Token, "")
-				}
-			}
-		})
-	}
+	stop := busy(st, 16, "s")
 	time.Sleep(1500 * time.Millisecond)
 	if r := st.Recovering(); len(r) != 0 {
 		t.Fatalf("recovering before the step: %v", r)
@@ -139,8 +123,7 @@ func TestClockStepBackUnderLoadIsNoJump(t *testing.T) {
 		clk.Set(-time.Duration(k) * 200 * time.Millisecond)
 		time.Sleep(200 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	if r := st.Recovering(); len(r) != 0 {
 		t.Errorf("master 0's clock stepped back 1s, and it is excluded: recovering %v", r)
 	}
@@ -158,20 +141,7 @@ func TestClockJumpRaceUnderLoad(t *testing.T) {
 		const lease = 1500 * time.Millisecond
 		a := open(t, partition(t, ms)(0, 1, 2), quiet)
 		b := open(t, addrsOf(ms), quiet)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range 24 {
-			wg.Go(func() {
-				for n := 0; ; n++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					_, _ = lockAs(b, "y"+strconv.Itoa(i*100000+n), "Y", time.Second)
-				}
-			})
-		}
+		stop := busy(b, 24, "y")
 		time.Sleep(300 * time.Millisecond)
 		ga, err := lockAs(a, "x", "A", lease)
 		if err != nil || !ga.Acquired {
@@ -196,8 +166,7 @@ func TestClockJumpRaceUnderLoad(t *testing.T) {
 		time.Sleep(time.Duration(round*150) * time.Microsecond)
 		clk.Set(700 * time.Millisecond)
 		xs.Wait()
-		close(stop)
-		wg.Wait()
+		stop()
 		t.Logf("round %d: B granted x %d of %d while A holds it", round, granted, tries)
 		if granted > 0 {
 			hits++
@@ -206,4 +175,28 @@ func TestClockJumpRaceUnderLoad(t *testing.T) {
 	if hits > 0 {
 		t.Errorf("B granted x beside A in %d of 4 rounds", hits)
 	}
+}
+
+// busy keeps st busy with workers taking and releasing names of their own
+// (prefix and a number) until the returned stop is called, which waits
+// for them.
+func busy(st *redlock.Store, workers int, prefix string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				name := prefix + strconv.Itoa(i*100000+n)
+				if g, err := lockAs(st, name, "busy", time.Second); err == nil && g.Acquired {
+					_, _ = st.ReleaseHold(context.Background(), store.HoldLock, name, g.Token, "")
+				}
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
 }
