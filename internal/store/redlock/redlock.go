@@ -765,6 +765,9 @@ func (s *Store) clockReading(m *master, now, sent, recv int64) bool {
 		tol := (s.cfg.Drift + jumpTolerance).Microseconds() + (recv-p.recv)/1000
 		by = max(by, r.lo-p.hi-tol)
 	}
+	if by > 0 {
+		m.readings = [clockReadings]reading{} // the jump is taken in: compared from here on
+	}
 	m.readings[m.next] = r
 	m.next = (m.next + 1) % clockReadings
 	if by <= 0 {
