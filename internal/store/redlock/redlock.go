@@ -131,7 +131,8 @@ type Store struct {
 	done    sync.WaitGroup
 	ready   atomic.Bool  // vet is done: a new connection checks its master's epoch
 	seen    atomic.Int64 // the latest master clock (µs) or fence seen: a floor of fences
-	base    int64        // mono counts from here (bootMicros)
+	base    time.Time    // mono counts from here
+	slept   int64        // bootMicros - monoMicros at the last check: grows when the host sleeps
 	members sync.Map     // the deployment's masters as epoch records list them
 }
 
@@ -176,7 +177,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Store{cfg: cfg, quorum: len(cfg.Addrs)/2 + 1, stop: make(chan struct{}), base: bootMicros()}
+	s := &Store{cfg: cfg, quorum: len(cfg.Addrs)/2 + 1, stop: make(chan struct{}), base: time.Now(), slept: bootMicros() - monoMicros()}
 	if cfg.Quorum > 0 {
 		s.quorum = cfg.Quorum
 	}
@@ -394,6 +395,7 @@ func (s *Store) checkLoop() {
 			return
 		case <-t.C:
 		}
+		s.forgetSleep()
 		var wg sync.WaitGroup
 		for _, m := range s.masters {
 			wg.Go(func() {
@@ -496,9 +498,7 @@ func (s *Store) on(ctx context.Context, idx []int, sc script, keys []string, arg
 	out := make([]answer, len(s.masters))
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	// The clock readings' times: the boottime once (a system call), then
-	// Go's monotonic clock (no system call) for each answer.
-	sent, start := s.mono(), time.Now()
+	sent := s.mono() // the clock readings' times (clockReading)
 	var wg sync.WaitGroup
 	for i, m := range s.masters {
 		if idx != nil && !slices.Contains(idx, i) {
@@ -507,7 +507,7 @@ func (s *Store) on(ctx context.Context, idx []int, sc script, keys []string, arg
 		wg.Go(func() {
 			before := m.counts()
 			r, err := m.batch.Eval(ctx, sc.src, sc.hash, keys, args...).Result()
-			a := answer{err: err, counts: before && m.counts(), sent: sent, recv: sent + time.Since(start).Microseconds() + 1}
+			a := answer{err: err, counts: before && m.counts(), sent: sent, recv: s.mono()}
 			switch v := r.(type) {
 			case []any:
 				a.v = v
@@ -729,11 +729,32 @@ func (s *Store) propose() int64 {
 // instance's between two readings before it counts as a jump.
 const jumpTolerance = time.Millisecond
 
-// mono is this instance's monotonic clock in µs, from 1: no step of its
-// wall clock moves it, and it runs on while the host is suspended (where
-// the system has such a clock: boottime), so that a resume does not look
-// like every master's clock jumping.
-func (s *Store) mono() int64 { return bootMicros() - s.base + 1 }
+// mono is this instance's monotonic clock in µs, from 1: Go's, which no
+// step of the wall clock moves (and which costs no system call: a
+// reading's two ends must come from one clock read alike, or a thread
+// descheduled between two clocks looks like a jump). It stops while the
+// host sleeps; checkLoop then starts every master's readings afresh
+// (forgetSleep).
+func (s *Store) mono() int64 { return time.Since(s.base).Microseconds() + 1 }
+
+// forgetSleep starts every master's clock readings afresh if the host
+// slept since the last call (the boottime ran ahead of the monotonic
+// clock): across a sleep the masters' clocks would all look as if they
+// had jumped forward. Only checkLoop calls it. A grant answered between
+// the resume and the next check may still take a master for jumped.
+func (s *Store) forgetSleep() {
+	slept := bootMicros() - monoMicros()
+	if slept-s.slept < time.Second.Microseconds() { // two clocks read one after the other: not to the µs
+		return
+	}
+	s.slept = slept
+	for _, m := range s.masters {
+		m.clk.Lock()
+		m.readings = [clockReadings]reading{}
+		m.clk.Unlock()
+	}
+	s.cfg.Log.Info("the host slept: the masters' clocks are read afresh")
+}
 
 // clockReading takes master m's TIME (µs), read by a call made at sent
 // and answered at recv (mono), and reports whether its clock jumped
