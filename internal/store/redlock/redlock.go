@@ -581,7 +581,7 @@ func (s *Store) AcquireHold(ctx context.Context, req store.HoldRequest) (store.G
 			return g, err
 		}
 		if i == splitTries {
-			return store.Grant{}, fmt.Errorf("redlock grant: no majority either way after %d tries (contenders split the masters): %w", i, store.ErrUnavailable)
+			return store.Grant{}, fmt.Errorf("redlock grant: no majority either way after %d tries (neither free nor one holder's on a majority of the counting masters: contenders split them, or a holder's lease stands on masters some of which are down or recovering): %w", i, store.ErrUnavailable)
 		}
 		select {
 		case <-ctx.Done():
