@@ -115,13 +115,24 @@ func (l *plainLease) end(err error, notHeld bool) {
 }
 
 // keep renews the lease every ttl/3 until Close, and ends it when coordd
-// answers LOCK_NOT_HELD or deadline passes without a renewal answered.
+// answers LOCK_NOT_HELD or deadline passes without a renewal answered. A
+// grant that came after a wait (more than a third of the lease gone by
+// its deadline, counted from when the request was sent) is renewed at
+// once, and its deadline waits for that renewal's answer: the lock was
+// granted some time during the wait, and a renewal answered proves it
+// held now; an uncertain one leaves the old deadline, and so the lease
+// lost if that has passed.
 func (l *plainLease) keep(deadline time.Time) {
 	defer close(l.done)
 	expire := time.NewTimer(time.Until(deadline))
 	defer expire.Stop()
 	next := time.NewTimer(l.ttl / 3)
 	defer next.Stop()
+	proving := time.Until(deadline) < l.ttl*2/3
+	if proving {
+		expire.Stop()
+		next.Reset(0)
+	}
 	backoff := minRenewBackoff
 	var lastErr error
 	for {
@@ -138,13 +149,17 @@ func (l *plainLease) keep(deadline time.Time) {
 		case <-next.C:
 			sent := time.Now()
 			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			if proving {
+				cancel()
+				ctx, cancel = context.WithCancel(context.Background()) // the deadline may be past
+			}
 			ctx, cancelCall := context.WithTimeout(ctx, l.timeout)
 			ttl, err := l.renew(ctx, l.token, l.ttl)
 			cancelCall()
 			cancel()
 			switch {
 			case err == nil:
-				deadline = sent.Add(ttl)
+				deadline, proving = sent.Add(ttl), false
 				expire.Reset(time.Until(deadline))
 				next.Reset(l.ttl / 3)
 				backoff, lastErr = minRenewBackoff, nil
@@ -153,6 +168,10 @@ func (l *plainLease) keep(deadline time.Time) {
 				return
 			default: // uncertain: the deadline stays
 				lastErr = err
+				if proving {
+					proving = false
+					expire.Reset(time.Until(deadline))
+				}
 				next.Reset(backoff/2 + rand.N(backoff/2+1))
 				backoff = min(2*backoff, maxRenewBackoff, max(l.ttl/3, minRenewBackoff))
 			}

@@ -41,8 +41,9 @@ func startRedlockDaemon(t *testing.T, n int) (*daemon, []*redistest.Server) {
 // TestLockRedlock: the command runs while the lock is held as a plain
 // lease (GetLock shows it held with the command's fence, not bound to a
 // session; another lock cannot take it) for more than two TTLs, so only
-// renewals keep it; a waiter gets it when the command ends, with a greater
-// fence; the lock is free once coordctl exits. What needs a session is
+// renewals keep it; a waiter that waited more than its TTL gets it when
+// the command ends, with a greater fence, and keeps it while its command
+// runs; the lock is free once coordctl exits. What needs a session is
 // refused, naming REDLOCK_MODE.
 func TestLockRedlock(t *testing.T) {
 	t.Parallel()
@@ -77,8 +78,11 @@ func TestLockRedlock(t *testing.T) {
 		}
 		held("more than a TTL after the grant")
 	}
-	waiter := c.start("lock", "--wait", "20s", "job", "--", "sh", "-c", `echo "$COORDD_FENCE" > fence2`)
-	time.Sleep(300 * time.Millisecond)
+	// The waiter waits longer than its TTL, and its command runs a TTL
+	// more: a lease counted from when its request was sent would be over
+	// at its grant, and the command killed (exit 70).
+	waiter := c.start("lock", "--ttl", ttl.String(), "--wait", "20s", "job", "--", "sh", "-c", `echo "$COORDD_FENCE" > fence2; sleep 1.5`)
+	time.Sleep(2 * ttl)
 	if !waiter.running() {
 		t.Fatalf("the waiter did not wait: %v", waiter.wait(time.Second))
 	}
