@@ -122,8 +122,10 @@ def _execute(stub: idempotency_pb2_grpc.IdempotencyServiceStub, md: Metadata, ke
     finally:
         done.set()
         extender.join()
-    if why:
+    if why and why[0].code() == grpc.StatusCode.FAILED_PRECONDITION:
         raise NotOwnerError("%s: extending the lease: %s" % (key, describe(why[0])))
+    # An extension that failed otherwise was uncertain: the lease may still
+    # be ours, and Finish tells (FAILED_PRECONDITION if it is not).
 
     fin = idempotency_pb2.FinishRequest(key=key, owner_token=token)
     if result_ttl:

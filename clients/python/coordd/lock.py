@@ -34,6 +34,9 @@ __all__ = ["Mutex"]
 _ENDED = threading.Event()
 _ENDED.set()
 
+# How long giving back a grant whose answer was lost may take (Mutex._give_back).
+GIVE_BACK_TIMEOUT = 2.0
+
 
 class Mutex:
     """A lock on name bound to a session, exclusive or shared (a
@@ -139,6 +142,23 @@ class Mutex:
         uncertain outcome is retried for up to timeout seconds."""
         self._take(False, deadline_of(timeout))
 
+    def _give_back(self, req: lock_pb2.LockRequest) -> None:
+        """After a Lock whose answer was lost at the deadline (coordd may
+        have granted it): asks again without waiting, which answers the
+        session's grant if there is one, and releases it, so that nothing
+        stays held behind a TimeoutError. If coordd cannot be reached now,
+        such a grant ends with the session."""
+        again = lock_pb2.LockRequest()
+        again.CopyFrom(req)
+        again.wait.Clear()
+        try:
+            resp = self._stub.Lock(again, timeout=GIVE_BACK_TIMEOUT, metadata=self.session.metadata)
+            if resp.acquired:
+                self._stub.Release(lock_pb2.ReleaseRequest(name=self.name, token=resp.token),
+                                   timeout=GIVE_BACK_TIMEOUT, metadata=self.session.metadata)
+        except grpc.RpcError:
+            pass
+
     def unlock(self, timeout: float = 5.0) -> None:
         """Releases the lock. NotHeldError: it was not held (lost, or never
         locked). An uncertain outcome is retried for up to timeout seconds;
@@ -183,6 +203,7 @@ class Mutex:
                     if wait and left(deadline) != 0 and s.waits.learn(err, w):
                         continue
                     if left(deadline) == 0 and err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                        self._give_back(req)
                         raise TimeoutError("%s was not granted in time" % self.name) from err
                     if not transient(err) or left(deadline) == 0:
                         raise

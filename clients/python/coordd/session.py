@@ -139,6 +139,8 @@ class Session:
         self.error: Optional[BaseException] = None
         self.waits = WaitCap()  # coordd's limits.max_wait, once learned
         self._closing = threading.Event()
+        self._close_lock = threading.Lock()  # one close at a time; later ones get its answer
+        self._closed: Optional[bool] = None
         self._seen: Dict[Tuple[int, str, int], LostHold] = {}
         self._lock = threading.Lock()
         self._watches: Dict[Tuple[int, str], _Watch] = {}
@@ -321,9 +323,14 @@ class Session:
     def close(self, timeout: float = 5.0) -> bool:
         """Ends the session: half-closes the stream, so that coordd releases
         every hold now, and waits up to timeout for coordd to confirm.
-        Returns True if it did; False means the holds end at the TTL."""
-        if self._closing.is_set():
-            return True
+        Returns True if it did; False means the holds end at the TTL. A
+        later or concurrent call waits for the first and gives its answer."""
+        with self._close_lock:
+            if self._closed is None:
+                self._closed = self._close(timeout)
+            return self._closed
+
+    def _close(self, timeout: float) -> bool:
         self._closing.set()
         self._thread.join()
         if self.done.is_set():
@@ -345,6 +352,7 @@ class Session:
                 self._end(None)
                 return True
             if isinstance(resp, Exception):
-                ok = isinstance(resp, grpc.RpcError) and resp.code() == grpc.StatusCode.FAILED_PRECONDITION
-                self._end(None if ok else resp)
-                return ok
+                # Not OK (FAILED_PRECONDITION: another stream has the
+                # session): nothing was released; the holds end at the TTL.
+                self._end(resp)
+                return False
